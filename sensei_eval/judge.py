@@ -1,0 +1,208 @@
+"""`python -m sensei_eval.judge`: judge rated query histories and write issue reports.
+
+A thin layer over the library: load datasets (`records`), pick judges (`evaluators.registry`), resolve
+the model (`models`), run (`runner`), write and show reports (`reports`).
+
+Exit codes: 0 when every record loaded and every judge ran (issues found are not errors); 1 when any
+record failed to load, an asked-for query id was not found, or any judge errored — everything else is
+still judged and written; 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .cache import JudgeCache
+from .evaluators.registry import GROUPS, JUDGES, UnknownJudgeError, make_judges
+from .models import EMBEDDED_NOTICE, JudgeModel, resolve_model
+from .records import load_datasets
+from .reports import EvaluationReport, RunSummary, dump_summary, to_pydantic_evals_report, write_json_atomic
+from .runner import JudgeEvent, judge_records
+
+__all__ = ('app', 'main')
+
+DEFAULT_DATASET = Path('datasets/sample.jsonl')
+
+app = typer.Typer(add_completion=False, help=__doc__.split('\n\n')[0] if __doc__ else None)
+err = Console(stderr=True)
+out = Console()
+
+
+@app.command()
+def judge(
+    dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
+    query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
+    evaluators: Annotated[list[str] | None, typer.Option('--evaluators', help='Judge names or groups (mvp, all), comma-separated or repeated.')] = None,
+    model: Annotated[str | None, typer.Option(help='Any pydantic-ai model string, e.g. openai:gpt-5.2. Default: $SENSEI_EVAL_MODEL, else the embedded model.')] = None,
+    base_url: Annotated[str | None, typer.Option(help='An OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.')] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')] = None,
+    out_dir: Annotated[Path, typer.Option('--out', help='Where run folders go.')] = Path('reports'),
+    repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
+    no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the on-disk judge cache.')] = False,
+    run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    max_transcript_tokens: Annotated[int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")] = None,
+    list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
+) -> None:
+    """Judge rated query histories and write one JSON issue report per record."""
+    if list_judges:
+        _print_judges()
+        return
+    try:
+        judges = make_judges(evaluators or ['mvp'])
+    except UnknownJudgeError as e:
+        err.print(f'[red]error:[/] {e}')
+        raise typer.Exit(2) from None
+    datasets = dataset or [DEFAULT_DATASET]
+    missing = [p for p in datasets if not p.is_file()]
+    if missing:
+        err.print(f'[red]error:[/] no such dataset: {", ".join(map(str, missing))}')
+        raise typer.Exit(2)
+
+    started = datetime.now(UTC)
+    loaded = load_datasets(datasets)
+    load_errors = [str(e) for e in loaded.errors]
+    for message in load_errors:
+        err.print(f'[red]bad record:[/] {message}', highlight=False)
+    records = loaded.records
+    if query_id:
+        wanted = list(dict.fromkeys(query_id))
+        known = {r.query_id for r in records}
+        for q in wanted:
+            if q not in known:
+                load_errors.append(f'query id {q!r} not found in {", ".join(map(str, datasets))}')
+                err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
+        records = [r for r in records if r.query_id in wanted]
+
+    judge_model: JudgeModel | None = None
+    if any(j.needs_model for j in judges) and records:
+        try:
+            judge_model = resolve_model(model, base_url=base_url, transcript_budget=max_transcript_tokens)
+        except Exception as e:
+            err.print(f'[red]error:[/] cannot set up the judge model: {e}')
+            raise typer.Exit(1) from None
+        if judge_model.embedded:
+            err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}')
+
+    run_id = run_id or f'{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+    run_dir = out_dir / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cache = None if no_cache else JudgeCache()
+    try:
+        reports = _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache)
+    finally:
+        if judge_model is not None:
+            judge_model.close()
+
+    judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
+    exit_code = 1 if (load_errors or judge_errors) else 0
+    summary = _summary(run_id, started, judge_model, judges, datasets, loaded.records, reports, load_errors, judge_errors, repeat, cache, exit_code)
+    write_json_atomic(run_dir / 'summary.json', dump_summary(summary))
+
+    if reports:
+        to_pydantic_evals_report(reports, name=run_id).print(include_durations=False, console=out)
+    _print_footer(summary, run_dir)
+    raise typer.Exit(exit_code)
+
+
+def _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache) -> list[EvaluationReport]:  # type: ignore[no-untyped-def]
+    total = len(records) * repeat * len(judges)
+    with Progress(
+        TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
+        console=err, transient=False, disable=total == 0,
+    ) as progress:  # fmt: skip
+        task = progress.add_task('', total=total)
+
+        def on_judge(event: JudgeEvent) -> None:
+            mark = 'cached' if event.result.cached else event.result.status
+            progress.update(task, advance=1, description=f'{event.query_id} · {event.result.judge} · {mark}')
+
+        return asyncio.run(
+            judge_records(
+                records, judges, judge_model, run_id=run_id, run_dir=run_dir, concurrency=concurrency,
+                repeat=repeat, cache=cache, on_judge=on_judge,
+            )
+        )  # fmt: skip
+
+
+def _summary(run_id, started, judge_model, judges, datasets, loaded, reports, load_errors, judge_errors, repeat, cache, exit_code) -> RunSummary:  # type: ignore[no-untyped-def]
+    per_judge: dict[str, dict[str, object]] = {}
+    for j in judges:
+        results = [r.judges[j.name] for r in reports if j.name in r.judges]
+        ok = [x for x in results if x.status == 'ok']
+        per_judge[j.name] = {
+            'criteria_hash': j.criteria_hash(),
+            'ok': len(ok),
+            'errors': len(results) - len(ok),
+            'pass_rate': (sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
+            'mean_score': (sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
+            'input_tokens': sum(x.input_tokens for x in results),
+            'output_tokens': sum(x.output_tokens for x in results),
+        }
+    overall = [r.overall_score for r in reports if r.overall_score is not None]
+    all_results = [x for r in reports for x in r.judges.values()]
+    return RunSummary(
+        run_id=run_id,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        model=judge_model.name if judge_model else None,
+        judges={j.name: j.criteria_hash() for j in judges},
+        datasets=[str(d) for d in datasets],
+        records_loaded=len(loaded),
+        records_judged=len({r.query_id for r in reports}),
+        load_errors=load_errors,
+        judge_errors=judge_errors,
+        repeat=repeat,
+        per_judge=per_judge,
+        mean_overall_score=sum(overall) / len(overall) if overall else None,
+        input_tokens=sum(x.input_tokens for x in all_results if not x.cached),
+        output_tokens=sum(x.output_tokens for x in all_results if not x.cached),
+        model_requests=sum(x.requests for x in all_results if not x.cached),
+        cache_hits=cache.hits if cache else 0,
+        truncated_records=sorted({r.query_id for r in reports if r.truncation is not None}),
+        exit_code=exit_code,
+    )
+
+
+def _print_footer(summary: RunSummary, run_dir: Path) -> None:
+    err.print(
+        f'{summary.records_judged} record(s) judged by {len(summary.judges)} judge(s) · '
+        f'{summary.model_requests} model request(s), {summary.cache_hits} cached · '
+        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out',
+        highlight=False,
+    )
+    if summary.truncated_records:
+        err.print(f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)')
+    if summary.load_errors:
+        err.print(f'[red]{len(summary.load_errors)} record(s) could not be loaded[/] (listed above)')
+    if summary.judge_errors:
+        err.print(f'[red]{len(summary.judge_errors)} judge error(s):[/]')
+        for e in summary.judge_errors:
+            err.print(f'  {e}', highlight=False)
+    err.print(f'reports: {run_dir}/', highlight=False)
+
+
+def _print_judges() -> None:
+    from rich.table import Table
+
+    table = Table('judge', 'groups', 'category', 'criteria hash', 'needs model')
+    for name, cls in JUDGES.items():
+        groups = ', '.join(g for g, names in GROUPS.items() if name in names)
+        table.add_row(name, groups, cls.category or '-', cls().criteria_hash()[:16], 'yes' if cls.needs_model else 'no')
+    out.print(table)
+
+
+def main() -> None:
+    app(prog_name='python -m sensei_eval.judge')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

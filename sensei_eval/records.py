@@ -1,0 +1,528 @@
+"""Rated query histories: one agent run, as the judges see it.
+
+A `QueryRecord` carries the user query (or a TARSy alert), the agent's full message history, an
+optional rating from the calling agent or a human, the prompt version that produced it and, when
+known, the tool calls a good run would make.
+
+Messages arrive in one of three formats, named by `message_format` or detected from their shape:
+
+* `pydantic-ai` — the JSON of `pydantic_ai.messages.ModelMessagesTypeAdapter`;
+* `openai` — chat-completions messages (`system`/`user`/`assistant` with `tool_calls`, `tool` results);
+* `tarsy` — TARSy sessions: `{role, content}` turns with tool use written ReAct-style in the text
+  (`Action:` / `Action Input:` in an assistant turn, `Observation:` in the next user turn).
+
+Whatever the format, the record is normalised once, at validation time, into pydantic-ai
+`ModelMessage`s (`QueryRecord.model_messages`), so the rest of the library reads one shape. A message
+history that can't be normalised is a validation error that names the offending field
+(`messages[3].tool_calls[0].function.arguments`), never a silently shorter history.
+
+A dataset is a JSONL file, one record a line. `load_dataset` reads one, returning the good records
+and one `LoadError` (file, line, field, message) per bad line, so one bad line never hides the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+__all__ = (
+    'MAX_RECORD_BYTES',
+    'ExpectedToolCall',
+    'LoadError',
+    'LoadResult',
+    'MessageFormat',
+    'QueryRecord',
+    'Rating',
+    'RecordFieldError',
+    'ToolCall',
+    'detect_format',
+    'load_dataset',
+    'load_datasets',
+    'parse_messages',
+)
+
+MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
+
+# One JSONL line larger than this is refused: a record that big is almost always a mistake (a log dump
+# pasted into a tool result), and reading it would stall the whole run. Override per call when needed.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+class RecordFieldError(ValueError):
+    """A record's content is wrong at a known place; `field` is a path like `messages[3].content`."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f'{field}: {message}')
+        self.field = field
+        self.message = message
+
+
+class Rating(BaseModel):
+    """The calling agent's (or a human's) rating, in the shape of the agent's `/rate` endpoint."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    correctness: int = Field(ge=1, le=5)
+    relevance: int = Field(ge=1, le=5)
+    usefulness: int = Field(ge=1, le=5)
+    reasoning: str | None = None
+    agent_model: str | None = None
+    agent_system: str | None = None
+    agent_version: str | None = None
+
+    @property
+    def mean(self) -> float:
+        return (self.correctness + self.relevance + self.usefulness) / 3
+
+
+class ExpectedToolCall(BaseModel):
+    """A tool call a good run of this query makes; `args` None means any arguments will do."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    tool_name: str = Field(min_length=1)
+    args: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as it happened in the record, with its result (None when it never came back)."""
+
+    tool_name: str
+    args: dict[str, Any] | str
+    tool_call_id: str
+    result: str | None
+
+
+class QueryRecord(BaseModel):
+    """One rated agent run. `messages` keeps what the user gave; `model_messages` is the normalised form."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    query_id: str = Field(min_length=1)
+    query: str = ''
+    message_format: MessageFormat | None = None
+    messages: list[dict[str, Any]]
+    rating: Rating | None = None
+    prompt_version: str | None = None
+    expected_tool_calls: list[ExpectedToolCall] | None = None
+    alert_data: dict[str, Any] | str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _model_messages: list[ModelMessage] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode='after')
+    def _normalise(self) -> QueryRecord:
+        if not self.messages:
+            raise RecordFieldError('messages', 'the message history is empty')
+        if self.message_format is None:
+            self.message_format = detect_format(self.messages)
+        self._model_messages = parse_messages(self.messages, self.message_format)
+        if not self.query.strip():
+            self.query = _first_user_text(self._model_messages) or _alert_summary(self.alert_data)
+        if not self.query.strip():
+            raise RecordFieldError('query', 'empty, and no user turn or alert to take it from')
+        return self
+
+    @property
+    def model_messages(self) -> list[ModelMessage]:
+        return self._model_messages
+
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call in order, each paired with its result."""
+        results: dict[str, str] = {}
+        for message in self._model_messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, ToolReturnPart):
+                        results[part.tool_call_id] = part.model_response_str()
+        calls: list[ToolCall] = []
+        for message in self._model_messages:
+            if isinstance(message, ModelResponse):
+                for part in message.parts:
+                    if isinstance(part, ToolCallPart):
+                        args: dict[str, Any] | str
+                        try:
+                            args = part.args_as_dict()
+                        except Exception:
+                            args = part.args if isinstance(part.args, str) else str(part.args)
+                        calls.append(ToolCall(part.tool_name, args, part.tool_call_id, results.get(part.tool_call_id)))
+        return calls
+
+    def final_answer(self) -> str | None:
+        """The text of the last model response that has text, or None when the agent never answered."""
+        for message in reversed(self._model_messages):
+            if isinstance(message, ModelResponse):
+                text = '\n'.join(p.content for p in message.parts if isinstance(p, TextPart)).strip()
+                if text:
+                    return _strip_final_answer_marker(text)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Format detection and parsing
+
+
+def detect_format(messages: Sequence[Any]) -> MessageFormat:
+    """Tell the format from the first message's keys; ambiguous shapes are an error, not a guess."""
+    first = messages[0]
+    if not isinstance(first, dict):
+        raise RecordFieldError('messages[0]', f'expected an object, got {type(first).__name__}')
+    if 'kind' in first or 'parts' in first:
+        return 'pydantic-ai'
+    if 'role' in first:
+        for msg in messages:
+            if isinstance(msg, dict) and (msg.get('tool_calls') or msg.get('role') == 'tool'):
+                return 'openai'
+        for msg in messages:
+            content = msg.get('content') if isinstance(msg, dict) else None
+            if isinstance(content, str) and _REACT_ACTION.search(content):
+                return 'tarsy'
+        return 'openai'
+    raise RecordFieldError(
+        'message_format', 'cannot detect the format: messages have neither `kind`/`parts` nor `role`; set message_format'
+    )
+
+
+def parse_messages(messages: Sequence[Any], message_format: MessageFormat) -> list[ModelMessage]:
+    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call."""
+    if message_format == 'pydantic-ai':
+        parsed = _parse_pydantic_ai(messages)
+    elif message_format == 'openai':
+        parsed = _parse_openai(messages)
+    else:
+        parsed = _parse_tarsy(messages)
+    _check_tool_pairs(parsed)
+    return parsed
+
+
+def _parse_pydantic_ai(messages: Sequence[Any]) -> list[ModelMessage]:
+    try:
+        return ModelMessagesTypeAdapter.validate_python(messages)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise RecordFieldError('messages' + _loc_path(err['loc']), err['msg']) from None
+
+
+def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
+    out: list[ModelMessage] = []
+    call_names: dict[str, str] = {}
+    pending: list[ModelRequestPart] = []
+
+    def flush() -> None:
+        if pending:
+            out.append(ModelRequest(parts=list(pending)))
+            pending.clear()
+
+    for i, msg in enumerate(messages):
+        where = f'messages[{i}]'
+        if not isinstance(msg, dict):
+            raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
+        role = msg.get('role')
+        content = _openai_content(msg.get('content'), f'{where}.content')
+        if role in ('system', 'developer'):
+            pending.append(SystemPromptPart(content=content or ''))
+        elif role == 'user':
+            pending.append(UserPromptPart(content=content or ''))
+        elif role == 'tool':
+            call_id = msg.get('tool_call_id')
+            if not isinstance(call_id, str) or not call_id:
+                raise RecordFieldError(f'{where}.tool_call_id', 'a tool result needs the id of its call')
+            if call_id not in call_names:
+                raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
+            pending.append(ToolReturnPart(tool_name=call_names[call_id], content=content or '', tool_call_id=call_id))
+        elif role == 'assistant':
+            flush()
+            parts: list[ModelResponsePart] = []
+            if content:
+                parts.append(TextPart(content=content))
+            raw_calls = msg.get('tool_calls') or []
+            if not isinstance(raw_calls, list):
+                raise RecordFieldError(f'{where}.tool_calls', 'expected a list')
+            for j, call in enumerate(raw_calls):
+                cwhere = f'{where}.tool_calls[{j}]'
+                fn = call.get('function') if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get('name'), str) or not fn['name']:
+                    raise RecordFieldError(f'{cwhere}.function.name', 'missing tool name')
+                args = fn.get('arguments', '{}')
+                if isinstance(args, str):
+                    try:
+                        json.loads(args or '{}')
+                    except json.JSONDecodeError as e:
+                        raise RecordFieldError(f'{cwhere}.function.arguments', f'not valid JSON ({e.msg})') from None
+                elif not isinstance(args, dict):
+                    raise RecordFieldError(f'{cwhere}.function.arguments', 'expected a JSON string or an object')
+                call_id = call.get('id') or f'call_{i}_{j}'
+                call_names[call_id] = fn['name']
+                parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
+            if not parts:
+                raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
+            out.append(ModelResponse(parts=parts))
+        else:
+            raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user, assistant or tool)')
+    flush()
+    return out
+
+
+# ReAct markers as TARSy writes them; anchored at line starts so prose that mentions "Action:" mid-line
+# is not taken for a tool call.
+_REACT_ACTION = re.compile(r'^\s*Action\s*:\s*(?P<name>.+?)\s*$', re.MULTILINE)
+_REACT_INPUT = re.compile(r'^\s*Action Input\s*:\s*(?P<input>.*)', re.MULTILINE | re.DOTALL)
+_REACT_OBSERVATION = re.compile(r'^\s*Observation\s*:\s*', re.MULTILINE)
+_FINAL_ANSWER = re.compile(r'^\s*Final Answer\s*:\s*', re.MULTILINE)
+
+
+def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
+    out: list[ModelMessage] = []
+    pending_call: ToolCallPart | None = None
+    n_calls = 0
+    for i, msg in enumerate(messages):
+        where = f'messages[{i}]'
+        if not isinstance(msg, dict):
+            raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
+        role, content = msg.get('role'), msg.get('content')
+        if not isinstance(content, str):
+            raise RecordFieldError(f'{where}.content', f'expected text, got {type(content).__name__}')
+        if role == 'system':
+            out.append(ModelRequest(parts=[SystemPromptPart(content=content)]))
+        elif role == 'user':
+            obs = _REACT_OBSERVATION.match(content)
+            if obs:
+                if pending_call is None:
+                    raise RecordFieldError(f'{where}.content', 'tool result without call: Observation with no Action before it')
+                out.append(
+                    ModelRequest(
+                        parts=[
+                            ToolReturnPart(
+                                tool_name=pending_call.tool_name,
+                                content=content[obs.end() :].strip(),
+                                tool_call_id=pending_call.tool_call_id,
+                            )
+                        ]
+                    )
+                )
+                pending_call = None
+            else:
+                out.append(ModelRequest(parts=[UserPromptPart(content=content)]))
+        elif role == 'assistant':
+            parts: list[ModelResponsePart] = []
+            action = _REACT_ACTION.search(content)
+            final = _FINAL_ANSWER.search(content)
+            if action and (final is None or action.start() < final.start()):
+                thought = content[: action.start()].strip()
+                if thought:
+                    parts.append(TextPart(content=thought))
+                raw_input = ''
+                m_input = _REACT_INPUT.search(content, action.end())
+                if m_input:
+                    raw_input = m_input.group('input').strip()
+                n_calls += 1
+                args: dict[str, Any] | str = _react_args(raw_input)
+                pending_call = ToolCallPart(tool_name=action.group('name'), args=args, tool_call_id=f'react_{n_calls}')
+                parts.append(pending_call)
+            else:
+                parts.append(TextPart(content=content))
+            out.append(ModelResponse(parts=parts))
+        else:
+            raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user or assistant)')
+    return out
+
+
+def _react_args(raw: str) -> dict[str, Any] | str:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else {'input': value}
+
+
+def _openai_content(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones, refuse the rest by name
+        texts: list[str] = []
+        for k, part in enumerate(content):
+            if isinstance(part, dict) and part.get('type') == 'text' and isinstance(part.get('text'), str):
+                texts.append(part['text'])
+            else:
+                kind = part.get('type') if isinstance(part, dict) else type(part).__name__
+                raise RecordFieldError(f'{where}[{k}]', f'unsupported content part {kind!r} (only text parts are judged)')
+        return '\n'.join(texts)
+    raise RecordFieldError(where, f'expected text, a list of text parts or null, got {type(content).__name__}')
+
+
+def _check_tool_pairs(messages: list[ModelMessage]) -> None:
+    seen_calls: set[str] = set()
+    for i, message in enumerate(messages):
+        for j, part in enumerate(message.parts):
+            if isinstance(part, ToolCallPart):
+                seen_calls.add(part.tool_call_id)
+            elif isinstance(part, ToolReturnPart) and part.tool_call_id not in seen_calls:
+                raise RecordFieldError(
+                    f'messages[{i}].parts[{j}].tool_call_id',
+                    f'tool result without call: no earlier tool call has id {part.tool_call_id!r}',
+                )
+
+
+def _first_user_text(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ''
+
+
+def _alert_summary(alert: dict[str, Any] | str | None) -> str:
+    if alert is None:
+        return ''
+    if isinstance(alert, str):
+        return alert[:200]
+    for key in ('message', 'summary', 'alert_type', 'title'):
+        if isinstance(alert.get(key), str):
+            return str(alert[key])
+    return json.dumps(alert, sort_keys=True)[:200]
+
+
+def _strip_final_answer_marker(text: str) -> str:
+    m = _FINAL_ANSWER.search(text)
+    return text[m.end() :].strip() if m else text
+
+
+def _loc_path(loc: Iterable[int | str]) -> str:
+    path = ''
+    for item in loc:
+        path += f'[{item}]' if isinstance(item, int) else f'.{item}'
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Loading datasets
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One bad line of a dataset: where it is and what is wrong, worded for the person who wrote it."""
+
+    file: str
+    line: int
+    field: str | None
+    message: str
+    query_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f'{self.file}:{self.line}'
+        rid = f' (query_id {self.query_id!r})' if self.query_id else ''
+        field = f' field `{self.field}`' if self.field else ''
+        return f'{where}{rid}{field}: {self.message}'
+
+
+@dataclass
+class LoadResult:
+    records: list[QueryRecord]
+    errors: list[LoadError]
+
+
+def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Read a JSONL dataset; every bad line becomes a `LoadError`, every good one a record."""
+    path = Path(path)
+    records: list[QueryRecord] = []
+    errors: list[LoadError] = []
+    seen: dict[str, int] = {}
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        return LoadResult([], [LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')])
+    for lineno, line in enumerate(raw.split(b'\n'), start=1):
+        if not line.strip():
+            continue
+        record, error = _load_line(str(path), lineno, line, max_record_bytes)
+        if error is not None:
+            errors.append(error)
+            continue
+        assert record is not None
+        if record.query_id in seen:
+            errors.append(
+                LoadError(
+                    str(path),
+                    lineno,
+                    'query_id',
+                    f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
+                    record.query_id,
+                )
+            )
+            continue
+        seen[record.query_id] = lineno
+        records.append(record)
+    return LoadResult(records, errors)
+
+
+def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten."""
+    records: list[QueryRecord] = []
+    errors: list[LoadError] = []
+    seen: set[str] = set()
+    for path in paths:
+        result = load_dataset(path, max_record_bytes=max_record_bytes)
+        errors.extend(result.errors)
+        for record in result.records:
+            if record.query_id in seen:
+                errors.append(
+                    LoadError(str(path), 0, 'query_id', f'query_id {record.query_id!r} already loaded from an earlier dataset', record.query_id)
+                )
+                continue
+            seen.add(record.query_id)
+            records.append(record)
+    return LoadResult(records, errors)
+
+
+def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[QueryRecord | None, LoadError | None]:
+    if len(line) > max_bytes:
+        return None, LoadError(file, lineno, None, f'record is {len(line):,} bytes, over the {max_bytes:,}-byte limit')
+    try:
+        text = line.decode('utf-8')
+    except UnicodeDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})')
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid JSON: {e.msg} at column {e.colno}')
+    if not isinstance(data, dict):
+        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    try:
+        return QueryRecord.model_validate(data), None
+    except ValidationError as e:
+        return None, _validation_error(file, lineno, e, query_id)
+
+
+def _validation_error(file: str, lineno: int, e: ValidationError, query_id: str | None) -> LoadError:
+    err = e.errors()[0]
+    cause = (err.get('ctx') or {}).get('error')
+    if isinstance(cause, RecordFieldError):
+        field, message = cause.field, cause.message
+    else:
+        field, message = _loc_path(err['loc']).lstrip('.') or None, err['msg']
+    more = f' (and {len(e.errors()) - 1} more problem(s))' if len(e.errors()) > 1 else ''
+    return LoadError(file, lineno, field, message + more, query_id)

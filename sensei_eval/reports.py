@@ -1,0 +1,392 @@
+"""Issue reports: what a run of the judges wrote, per record and per run.
+
+One `EvaluationReport` per record (seed 004's model, plus per judge: criteria hash, model, status,
+error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/<query_id>.json` as soon
+as its judges finish, so a crash loses at most the records in flight. `summary.json` beside them
+describes the run. `to_dataframe(run_dir)` reads a run back as pandas; `to_pydantic_evals_report`
+turns one into a pydantic-evals `EvaluationReport` for its console table and baseline comparison.
+
+Scoring, from the judges that ran without error (an errored judge is an error, never a 0):
+
+* a failure mode's score is `1 - Σ issue weights`, floored at 0 (weight 0.5 per issue; hallucinations
+  weigh 0.25 / 0.5 / 1.0 for minor / major / critical), and it passes when it found no issue;
+* a category's score (seed 004's categories) is the mean of its modes' scores;
+* `overall_score` is the mean of the category scores, so a category with five modes does not drown
+  one with a single mode; None when every judge errored;
+* `primary_failure_mode` is the failed mode with the lowest score (ties: more issues, then seed order).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .issues import (
+    AgentFormatIssue,
+    AmbiguityIssue,
+    CitationIssue,
+    CompletenessIssue,
+    ConfidenceIssue,
+    DecompositionIssue,
+    HallucinationIssue,
+    Issue,
+    ReportingIssue,
+    ResearchDepthIssue,
+    SolutionEvaluationIssue,
+    SourceQualityIssue,
+    SourceSelectionIssue,
+    SynthesisIssue,
+    ToolParameterIssue,
+    ToolSelectionIssue,
+)
+from .records import QueryRecord, Rating
+from .transcript import Truncation
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
+
+__all__ = (
+    'CATEGORIES',
+    'FAILURE_MODES',
+    'EvaluationReport',
+    'JudgeResult',
+    'RunSummary',
+    'build_report',
+    'load_reports',
+    'report_filename',
+    'to_dataframe',
+    'to_pydantic_evals_report',
+    'write_json_atomic',
+)
+
+# Seed 004's failure modes in its table order, each with its category, issue model and the field of
+# `EvaluationReport` that holds its issues (the seed names those fields, not always after the mode).
+FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {
+    'tool_selection': ('tool_usage', ToolSelectionIssue, 'tool_selection_issues'),
+    'tool_parameters': ('tool_usage', ToolParameterIssue, 'tool_parameter_issues'),
+    'source_quality': ('sources', SourceQualityIssue, 'source_quality_issues'),
+    'synthesis_quality': ('output', SynthesisIssue, 'synthesis_issues'),
+    'completeness': ('output', CompletenessIssue, 'completeness_issues'),
+    'hallucination': ('output', HallucinationIssue, 'hallucination_issues'),
+    'agent_format': ('format', AgentFormatIssue, 'agent_format_issues'),
+    'confidence_communication': ('methodology', ConfidenceIssue, 'confidence_issues'),
+    'query_decomposition': ('methodology', DecompositionIssue, 'decomposition_issues'),
+    'research_depth': ('methodology', ResearchDepthIssue, 'research_depth_issues'),
+    'solution_evaluation': ('methodology', SolutionEvaluationIssue, 'solution_evaluation_issues'),
+    'ambiguity_handling': ('methodology', AmbiguityIssue, 'ambiguity_issues'),
+    'reporting_quality': ('output', ReportingIssue, 'reporting_issues'),
+    'citation_quality': ('output', CitationIssue, 'citation_issues'),
+    'source_selection': ('sources', SourceSelectionIssue, 'source_selection_issues'),
+}
+CATEGORIES = ('tool_usage', 'sources', 'output', 'format', 'methodology')
+
+
+class JudgeResult(BaseModel):
+    """One judge on one record: its verdict, or the error that stopped it, and what it cost."""
+
+    judge: str
+    failure_mode: str | None
+    category: str | None
+    criteria_hash: str
+    model: str | None
+    status: Literal['ok', 'error']
+    error: str | None = None
+    reasoning: str | None = None
+    issues: list[dict[str, Any]] = Field(default_factory=list)
+    score: float | None = None
+    passed: bool | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    truncation: Truncation | None = None
+    warnings: list[str] = Field(default_factory=list)
+    raw_output: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluationReport(BaseModel):
+    """Seed 004's evaluation report for one record, plus what the judges cost and how they ran."""
+
+    query_id: str
+    run_id: str
+    repeat: int = 1
+    evaluated_at: datetime
+
+    query: str
+    messages: list[dict[str, Any]]
+    message_format: str | None = None
+    agent_rating: Rating | None = None
+    prompt_version: str | None = None
+
+    tool_selection_issues: list[ToolSelectionIssue] = Field(default_factory=list)
+    tool_parameter_issues: list[ToolParameterIssue] = Field(default_factory=list)
+    source_quality_issues: list[SourceQualityIssue] = Field(default_factory=list)
+    source_selection_issues: list[SourceSelectionIssue] = Field(default_factory=list)
+    synthesis_issues: list[SynthesisIssue] = Field(default_factory=list)
+    completeness_issues: list[CompletenessIssue] = Field(default_factory=list)
+    hallucination_issues: list[HallucinationIssue] = Field(default_factory=list)
+    reporting_issues: list[ReportingIssue] = Field(default_factory=list)
+    citation_issues: list[CitationIssue] = Field(default_factory=list)
+    agent_format_issues: list[AgentFormatIssue] = Field(default_factory=list)
+    confidence_issues: list[ConfidenceIssue] = Field(default_factory=list)
+    decomposition_issues: list[DecompositionIssue] = Field(default_factory=list)
+    research_depth_issues: list[ResearchDepthIssue] = Field(default_factory=list)
+    solution_evaluation_issues: list[SolutionEvaluationIssue] = Field(default_factory=list)
+    ambiguity_issues: list[AmbiguityIssue] = Field(default_factory=list)
+
+    overall_score: float | None = None
+    category_scores: dict[str, float] = Field(default_factory=dict)
+    primary_failure_mode: str | None = None
+    failure_modes: list[str] = Field(default_factory=list)
+
+    model: str | None = None
+    criteria_hashes: dict[str, str] = Field(default_factory=dict)
+    judges: dict[str, JudgeResult] = Field(default_factory=dict)
+    errors: list[str] = Field(default_factory=list)
+    truncation: Truncation | None = None
+    transcript_sha256: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class RunSummary(BaseModel):
+    """`summary.json`: what ran, on what, and how it went."""
+
+    run_id: str
+    started_at: datetime
+    finished_at: datetime
+    model: str | None
+    judges: dict[str, str]
+    datasets: list[str]
+    records_loaded: int
+    records_judged: int
+    load_errors: list[str]
+    judge_errors: list[str]
+    repeat: int
+    per_judge: dict[str, dict[str, Any]]
+    mean_overall_score: float | None
+    input_tokens: int
+    output_tokens: int
+    model_requests: int
+    cache_hits: int
+    truncated_records: list[str]
+    exit_code: int
+
+
+def build_report(
+    record: QueryRecord,
+    results: Sequence[JudgeResult],
+    *,
+    run_id: str,
+    repeat: int = 1,
+    model: str | None = None,
+    truncation: Truncation | None = None,
+    transcript_sha256: str | None = None,
+) -> EvaluationReport:
+    """Assemble a record's report from its judges' results and compute the summary scores."""
+    report = EvaluationReport(
+        query_id=record.query_id,
+        run_id=run_id,
+        repeat=repeat,
+        evaluated_at=datetime.now(UTC),
+        query=record.query,
+        messages=record.messages,
+        message_format=record.message_format,
+        agent_rating=record.rating,
+        prompt_version=record.prompt_version,
+        model=model,
+        truncation=truncation,
+        transcript_sha256=transcript_sha256,
+    )
+    mode_scores: dict[str, tuple[float, int]] = {}
+    for result in results:
+        report.judges[result.judge] = result
+        report.criteria_hashes[result.judge] = result.criteria_hash
+        report.input_tokens += result.input_tokens
+        report.output_tokens += result.output_tokens
+        report.latency_s += result.latency_s
+        if result.status == 'error':
+            report.errors.append(f'{result.judge}: {result.error}')
+            continue
+        mode = result.failure_mode
+        if mode in FAILURE_MODES:
+            _, issue_model, field_name = FAILURE_MODES[mode]
+            getattr(report, field_name).extend(issue_model.model_validate(i) for i in result.issues)
+            if result.score is not None:
+                previous = mode_scores.get(mode)
+                # a mode judged twice (an LLM judge and a check) keeps its worse score
+                if previous is None or result.score < previous[0]:
+                    mode_scores[mode] = (result.score, len(result.issues))
+                else:
+                    mode_scores[mode] = (previous[0], previous[1] + len(result.issues))
+    _summarise(report, mode_scores)
+    return report
+
+
+def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int]]) -> None:
+    by_category: dict[str, list[float]] = {}
+    for mode, (score, _) in mode_scores.items():
+        by_category.setdefault(FAILURE_MODES[mode][0], []).append(score)
+    report.category_scores = {c: sum(v) / len(v) for c in CATEGORIES if (v := by_category.get(c))}
+    if report.category_scores:
+        report.overall_score = sum(report.category_scores.values()) / len(report.category_scores)
+    order = list(FAILURE_MODES)
+    failed = [m for m in order if m in mode_scores and _has_issues(report, m)]
+    report.failure_modes = failed
+    if failed:
+        report.primary_failure_mode = min(failed, key=lambda m: (mode_scores[m][0], -mode_scores[m][1], order.index(m)))
+
+
+def _has_issues(report: EvaluationReport, mode: str) -> bool:
+    return bool(getattr(report, FAILURE_MODES[mode][2]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Files
+
+
+_SAFE_NAME = re.compile(r'[^A-Za-z0-9._-]')
+
+
+def report_filename(query_id: str, repeat: int = 1) -> str:
+    """A file name for a record's report; ids with unsafe characters get a hash so two never collide."""
+    import hashlib
+
+    safe = _SAFE_NAME.sub('_', query_id)[:120]
+    if safe != query_id:
+        safe += '-' + hashlib.sha256(query_id.encode()).hexdigest()[:8]
+    suffix = '' if repeat == 1 else f'.r{repeat}'
+    return f'{safe}{suffix}.json'
+
+
+def write_json_atomic(path: Path, data: str) -> None:
+    """Write via a temp file and rename, so a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
+    """Every record report in a run folder (not the summary), in file-name order."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f'no run folder at {run_dir}')
+    reports = []
+    for path in sorted(run_dir.glob('*.json')):
+        if path.name == 'summary.json':
+            continue
+        reports.append(EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')))
+    return reports
+
+
+def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFrame:
+    """One row per (record, repeat, judge): status, score, issues, cost — errors stay rows with NaN scores."""
+    import pandas as pd
+
+    reports = load_reports(run_dir) if isinstance(run_dir, str | Path) else list(run_dir)
+    rows = []
+    for report in reports:
+        for name, result in report.judges.items():
+            rows.append(
+                {
+                    'query_id': report.query_id,
+                    'repeat': report.repeat,
+                    'judge': name,
+                    'failure_mode': result.failure_mode,
+                    'category': result.category,
+                    'status': result.status,
+                    'score': result.score,
+                    'passed': result.passed,
+                    'n_issues': len(result.issues),
+                    'error': result.error,
+                    'criteria_hash': result.criteria_hash,
+                    'model': result.model,
+                    'input_tokens': result.input_tokens,
+                    'output_tokens': result.output_tokens,
+                    'latency_s': result.latency_s,
+                    'cached': result.cached,
+                    'truncated': result.truncation is not None,
+                    'overall_score': report.overall_score,
+                    'primary_failure_mode': report.primary_failure_mode,
+                    'rating_mean': report.agent_rating.mean if report.agent_rating else None,
+                    'prompt_version': report.prompt_version,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def to_pydantic_evals_report(reports: Sequence[EvaluationReport], name: str = 'sensei-eval') -> PydanticEvalsReport[Any, Any, Any]:
+    """The run as a pydantic-evals report: scores per judge, a pass assertion each, failures as failures."""
+    from pydantic_evals.evaluators import EvaluationResult, EvaluatorFailure
+    from pydantic_evals.evaluators.spec import EvaluatorSpec
+    from pydantic_evals.reporting import EvaluationReport as PEReport, ReportCase
+
+    cases: list[ReportCase[Any, Any, Any]] = []
+    for report in reports:
+        scores: dict[str, EvaluationResult[int | float]] = {}
+        assertions: dict[str, EvaluationResult[bool]] = {}
+        failures: list[EvaluatorFailure] = []
+        for judge, result in report.judges.items():
+            spec = EvaluatorSpec(name=judge, arguments=None)
+            version = result.criteria_hash[:12]
+            if result.status == 'error':
+                failures.append(
+                    EvaluatorFailure(name=judge, error_message=result.error or 'error', error_stacktrace='', source=spec, evaluator_version=version)
+                )
+                continue
+            reason = result.reasoning
+            if result.score is not None:
+                scores[judge] = EvaluationResult(name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version)
+            if result.passed is not None:
+                assertions[judge] = EvaluationResult(name=judge, value=result.passed, reason=reason, source=spec, evaluator_version=version)
+        if report.overall_score is not None:
+            overall_spec = EvaluatorSpec(name='overall', arguments=None)
+            scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)
+        name_ = report.query_id if report.repeat == 1 else f'{report.query_id}#{report.repeat}'
+        cases.append(
+            ReportCase(
+                name=name_,
+                inputs=report.query,
+                metadata={'prompt_version': report.prompt_version},
+                expected_output=None,
+                output=None,
+                metrics={'input_tokens': report.input_tokens, 'output_tokens': report.output_tokens},
+                attributes={},
+                scores=scores,
+                labels={},
+                assertions=assertions,
+                task_duration=0.0,
+                total_duration=report.latency_s,
+                source_case_name=report.query_id if report.repeat != 1 else None,
+                evaluator_failures=failures,
+            )
+        )
+    return PEReport(name=name, cases=cases)
+
+
+def dump_report(report: EvaluationReport) -> str:
+    return report.model_dump_json(indent=2)
+
+
+def dump_summary(summary: RunSummary) -> str:
+    return json.dumps(summary.model_dump(mode='json'), indent=2)
