@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ('EmbeddedServer', 'EmbeddedModelError', 'gguf_path')
+__all__ = ('EmbeddedModelError', 'EmbeddedServer', 'gguf_path')
 
 # SmolLM2's trained context; the transcript budget in `models.py` is sized to fit inside it.
 N_CTX = 8192
@@ -95,7 +95,9 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise EmbeddedModelError(f'the embedded model server exited with code {self.process.returncode}: {self._log_tail()}')
+                raise EmbeddedModelError(
+                    f'the embedded model server exited with code {self.process.returncode}: {self._log_tail()}'
+                )
             try:
                 with urllib.request.urlopen(f'{self.base_url}/models', timeout=2) as resp:
                     json.load(resp)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -22,9 +22,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .cache import JudgeCache
+from .evaluators.base import Judge
 from .evaluators.registry import GROUPS, JUDGES, UnknownJudgeError, make_judges
 from .models import EMBEDDED_NOTICE, JudgeModel, resolve_model
-from .records import load_datasets
+from .records import QueryRecord, load_datasets
 from .reports import EvaluationReport, RunSummary, dump_summary, to_pydantic_evals_report, write_json_atomic
 from .runner import JudgeEvent, judge_records
 
@@ -41,15 +42,28 @@ out = Console()
 def judge(
     dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
     query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
-    evaluators: Annotated[list[str] | None, typer.Option('--evaluators', help='Judge names or groups (mvp, all), comma-separated or repeated.')] = None,
-    model: Annotated[str | None, typer.Option(help='Any pydantic-ai model string, e.g. openai:gpt-5.2. Default: $SENSEI_EVAL_MODEL, else the embedded model.')] = None,
-    base_url: Annotated[str | None, typer.Option(help='An OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.')] = None,
-    concurrency: Annotated[int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')] = None,
+    evaluators: Annotated[
+        list[str] | None, typer.Option('--evaluators', help='Judge names or groups (mvp, all), comma-separated or repeated.')
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help='Any pydantic-ai model string, e.g. openai:gpt-5.2. Default: $SENSEI_EVAL_MODEL, else the embedded model.'
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help='An OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.')
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')
+    ] = None,
     out_dir: Annotated[Path, typer.Option('--out', help='Where run folders go.')] = Path('reports'),
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the on-disk judge cache.')] = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
-    max_transcript_tokens: Annotated[int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")] = None,
+    max_transcript_tokens: Annotated[
+        int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")
+    ] = None,
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
 ) -> None:
     """Judge rated query histories and write one JSON issue report per record."""
@@ -104,7 +118,20 @@ def judge(
 
     judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
     exit_code = 1 if (load_errors or judge_errors) else 0
-    summary = _summary(run_id, started, judge_model, judges, datasets, loaded.records, reports, load_errors, judge_errors, repeat, cache, exit_code)
+    summary = _summary(
+        run_id,
+        started,
+        judge_model,
+        judges,
+        datasets,
+        loaded.records,
+        reports,
+        load_errors,
+        judge_errors,
+        repeat,
+        cache,
+        exit_code,
+    )
     write_json_atomic(run_dir / 'summary.json', dump_summary(summary))
 
     if reports:
@@ -113,7 +140,16 @@ def judge(
     raise typer.Exit(exit_code)
 
 
-def _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache) -> list[EvaluationReport]:  # type: ignore[no-untyped-def]
+def _run(
+    records: Sequence[QueryRecord],
+    judges: Sequence[Judge],
+    judge_model: JudgeModel | None,
+    run_id: str,
+    run_dir: Path,
+    concurrency: int | None,
+    repeat: int,
+    cache: JudgeCache | None,
+) -> list[EvaluationReport]:
     total = len(records) * repeat * len(judges)
     with Progress(
         TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
@@ -133,7 +169,20 @@ def _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cac
         )  # fmt: skip
 
 
-def _summary(run_id, started, judge_model, judges, datasets, loaded, reports, load_errors, judge_errors, repeat, cache, exit_code) -> RunSummary:  # type: ignore[no-untyped-def]
+def _summary(
+    run_id: str,
+    started: datetime,
+    judge_model: JudgeModel | None,
+    judges: Sequence[Judge],
+    datasets: Sequence[Path],
+    loaded: Sequence[QueryRecord],
+    reports: Sequence[EvaluationReport],
+    load_errors: list[str],
+    judge_errors: list[str],
+    repeat: int,
+    cache: JudgeCache | None,
+    exit_code: int,
+) -> RunSummary:
     per_judge: dict[str, dict[str, object]] = {}
     for j in judges:
         results = [r.judges[j.name] for r in reports if j.name in r.judges]
@@ -180,7 +229,9 @@ def _print_footer(summary: RunSummary, run_dir: Path) -> None:
         highlight=False,
     )
     if summary.truncated_records:
-        err.print(f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)')
+        err.print(
+            f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)'
+        )
     if summary.load_errors:
         err.print(f'[red]{len(summary.load_errors)} record(s) could not be loaded[/] (listed above)')
     if summary.judge_errors:
@@ -205,4 +256,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    main()

@@ -85,7 +85,9 @@ def resolve_model(
     from .embedded import EmbeddedServer
 
     server = EmbeddedServer.start()
-    judge_model = _openai_compatible(server.model_name, server.base_url, 'sk-no-key', transcript_budget or EMBEDDED_TRANSCRIPT_BUDGET)
+    judge_model = _openai_compatible(
+        server.model_name, server.base_url, 'sk-no-key', transcript_budget or EMBEDDED_TRANSCRIPT_BUDGET
+    )
     judge_model.name = f'embedded:{server.model_name}'
     judge_model.embedded = True
     judge_model.json_schema_constrained = True

@@ -158,14 +158,9 @@ class QueryRecord(BaseModel):
         calls: list[ToolCall] = []
         for message in self._model_messages:
             if isinstance(message, ModelResponse):
-                for part in message.parts:
-                    if isinstance(part, ToolCallPart):
-                        args: dict[str, Any] | str
-                        try:
-                            args = part.args_as_dict()
-                        except Exception:
-                            args = part.args if isinstance(part.args, str) else str(part.args)
-                        calls.append(ToolCall(part.tool_name, args, part.tool_call_id, results.get(part.tool_call_id)))
+                for rpart in message.parts:
+                    if isinstance(rpart, ToolCallPart):
+                        calls.append(ToolCall(rpart.tool_name, _call_args(rpart), rpart.tool_call_id, results.get(rpart.tool_call_id)))
         return calls
 
     def final_answer(self) -> str | None:
@@ -347,6 +342,17 @@ def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
     return out
 
 
+def _call_args(part: ToolCallPart) -> dict[str, Any] | str:
+    """Arguments as a dict; arguments that were never JSON (a ReAct free-text input) stay text."""
+    if isinstance(part.args, str):
+        try:
+            value = json.loads(part.args or '{}')
+        except json.JSONDecodeError:
+            return part.args
+        return value if isinstance(value, dict) else {'input': value}
+    return dict(part.args or {})
+
+
 def _react_args(raw: str) -> dict[str, Any] | str:
     if not raw:
         return {}
@@ -489,7 +495,13 @@ def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RE
         for record in result.records:
             if record.query_id in seen:
                 errors.append(
-                    LoadError(str(path), 0, 'query_id', f'query_id {record.query_id!r} already loaded from an earlier dataset', record.query_id)
+                    LoadError(
+                        str(path),
+                        0,
+                        'query_id',
+                        f'query_id {record.query_id!r} already loaded from an earlier dataset',
+                        record.query_id,
+                    )
                 )
                 continue
             seen.add(record.query_id)
@@ -520,6 +532,7 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
 def _validation_error(file: str, lineno: int, e: ValidationError, query_id: str | None) -> LoadError:
     err = e.errors()[0]
     cause = (err.get('ctx') or {}).get('error')
+    field: str | None
     if isinstance(cause, RecordFieldError):
         field, message = cause.field, cause.message
     else:

@@ -335,11 +335,14 @@ def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def to_pydantic_evals_report(reports: Sequence[EvaluationReport], name: str = 'sensei-eval') -> PydanticEvalsReport[Any, Any, Any]:
+def to_pydantic_evals_report(
+    reports: Sequence[EvaluationReport], name: str = 'sensei-eval'
+) -> PydanticEvalsReport[Any, Any, Any]:
     """The run as a pydantic-evals report: scores per judge, a pass assertion each, failures as failures."""
     from pydantic_evals.evaluators import EvaluationResult, EvaluatorFailure
     from pydantic_evals.evaluators.spec import EvaluatorSpec
-    from pydantic_evals.reporting import EvaluationReport as PEReport, ReportCase
+    from pydantic_evals.reporting import EvaluationReport as PEReport
+    from pydantic_evals.reporting import ReportCase
 
     cases: list[ReportCase[Any, Any, Any]] = []
     for report in reports:
@@ -351,14 +354,24 @@ def to_pydantic_evals_report(reports: Sequence[EvaluationReport], name: str = 's
             version = result.criteria_hash[:12]
             if result.status == 'error':
                 failures.append(
-                    EvaluatorFailure(name=judge, error_message=result.error or 'error', error_stacktrace='', source=spec, evaluator_version=version)
+                    EvaluatorFailure(
+                        name=judge,
+                        error_message=result.error or 'error',
+                        error_stacktrace='',
+                        source=spec,
+                        evaluator_version=version,
+                    )
                 )
                 continue
             reason = result.reasoning
             if result.score is not None:
-                scores[judge] = EvaluationResult(name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version)
+                scores[judge] = EvaluationResult(
+                    name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
+                )
             if result.passed is not None:
-                assertions[judge] = EvaluationResult(name=judge, value=result.passed, reason=reason, source=spec, evaluator_version=version)
+                assertions[judge] = EvaluationResult(
+                    name=judge, value=result.passed, reason=reason, source=spec, evaluator_version=version
+                )
         if report.overall_score is not None:
             overall_spec = EvaluatorSpec(name='overall', arguments=None)
             scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)

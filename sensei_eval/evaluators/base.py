@@ -249,7 +249,9 @@ class FailureModeJudge(Judge):
             try:
                 return verdict_model.model_validate(data)
             except ValidationError as e:
-                raise ModelRetry(f'Your JSON does not match the schema: {_short_errors(e)}. Reply again with only the corrected JSON object.') from None
+                raise ModelRetry(
+                    f'Your JSON does not match the schema: {_short_errors(e)}. Reply again with only the corrected JSON object.'
+                ) from None
 
         agent: Agent[None, Verdict[Any]] = Agent(
             model.model,
@@ -269,7 +271,9 @@ class FailureModeJudge(Judge):
                 break
             except _TRANSIENT as e:
                 if attempt == len(_TRANSIENT_BACKOFF_S):
-                    return self._error(model, transcript, start, messages, f'model call failed {attempt + 1} times: {_describe(e)}')
+                    return self._error(
+                        model, transcript, start, messages, f'model call failed {attempt + 1} times: {_describe(e)}'
+                    )
                 await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
             except UnexpectedModelBehavior as e:
                 detail = f'invalid output after {self.output_retries + 1} attempts: {e.message}'
@@ -332,7 +336,9 @@ def _extract_json(text: str) -> Any:
     try:
         return json.loads(stripped[start : end + 1])
     except json.JSONDecodeError as e:
-        raise ModelRetry(f'Your reply is not valid JSON ({e.msg} at character {e.pos}). Reply with only the JSON object.') from None
+        raise ModelRetry(
+            f'Your reply is not valid JSON ({e.msg} at character {e.pos}). Reply with only the JSON object.'
+        ) from None
 
 
 def _short_errors(e: ValidationError) -> str:
@@ -359,12 +365,13 @@ def _check_steps(issues: list[Issue], n_steps: int) -> tuple[list[Issue], list[s
 def _prompt_schema(issue_model: type[Issue]) -> dict[str, Any]:
     """The verdict schema as the judge reads it: no titles, no `source` (ours to set, not the judge's)."""
     schema = Verdict[issue_model].model_json_schema()  # type: ignore[valid-type]
-    return _strip(schema)
+    stripped: dict[str, Any] = _strip(schema)
+    return stripped
 
 
 @cache
 def _grammar_schema(issue_model: type[Issue]) -> dict[str, Any]:
-    schema = json.loads(json.dumps(_prompt_schema(issue_model)))
+    schema: dict[str, Any] = json.loads(json.dumps(_prompt_schema(issue_model)))
     _limit(schema)
     return schema
 

@@ -1,0 +1,43 @@
+"""End to end with the real embedded model (SmolLM2-135M via llama-cpp-python), offline.
+
+The one test that runs a real model: it proves the offline default path works — the server starts
+from the wheel's GGUF, schema-constrained output parses into typed verdicts, tokens are counted.
+It does not judge verdict quality: a 135M model's verdicts are smoke-quality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic_ai.models import override_allow_model_requests
+
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.models import resolve_model
+from sensei_eval.runner import judge_records
+
+from .helpers import openai_record
+
+pytestmark = pytest.mark.integration
+
+
+def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
+    model = resolve_model()
+    try:
+        assert model.embedded and model.json_schema_constrained
+        assert model.model.base_url.startswith('http://127.0.0.1:')  # type: ignore[union-attr]
+        # the only model requests any test makes: to the embedded server on loopback
+        with override_allow_model_requests(True):
+            [report] = asyncio.run(judge_records([openai_record()], make_judges(['mvp']), model, run_id='it', run_dir=tmp_path))
+    finally:
+        model.close()
+    assert model._server is None
+    assert set(report.judges) == {'tool_selection', 'hallucination', 'completeness'}
+    for result in report.judges.values():
+        assert result.status == 'ok', result.error
+        assert result.model == 'embedded:SmolLM2-135M-Instruct'
+        assert result.requests >= 1 and result.input_tokens > 500 and result.output_tokens > 0
+        assert 0.0 <= (result.score or 0.0) <= 1.0
+    assert report.overall_score is not None
+    assert (tmp_path / 'r1.json').exists()

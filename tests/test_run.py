@@ -1,0 +1,215 @@
+"""Runner, cache, reports and the judge CLI, with scripted judges."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from sensei_eval import judge as judge_cli
+from sensei_eval.cache import JudgeCache
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.reports import EvaluationReport, build_report, load_reports, to_dataframe, to_pydantic_evals_report
+from sensei_eval.runner import judge_records
+
+from .helpers import ScriptedJudge, no_issues, openai_record
+
+
+def _hallucinates(prompt: str, n: int) -> dict[str, Any]:
+    if '## Your task: judge `hallucination`' in prompt and 'retry_policy' in prompt:
+        return {
+            'reasoning': '[5] names an API absent from [4].',
+            'issues': [
+                {
+                    'steps': [5],
+                    'hallucinated_claim': 'retry_policy',
+                    'what_tools_actually_said': 'nothing',
+                    'severity': 'critical',
+                }
+            ],
+        }
+    if '## Your task: judge `completeness`' in prompt and 'BROKEN' in prompt:
+        return 'no json here'
+    return {'reasoning': 'fine', 'issues': []}
+
+
+def test_cache_hit_makes_no_model_call(tmp_path: Path) -> None:
+    scripted = ScriptedJudge(no_issues)
+    records = [openai_record('a'), openai_record('b')]
+    cache = JudgeCache(tmp_path / 'c')
+    first = asyncio.run(judge_records(records, make_judges(['mvp']), scripted.model(), run_id='r1', cache=cache))
+    assert len(scripted.calls) == 6 and cache.hits == 0
+    second = asyncio.run(
+        judge_records(records, make_judges(['mvp']), scripted.model(), run_id='r2', cache=JudgeCache(tmp_path / 'c'))
+    )
+    assert len(scripted.calls) == 6  # nothing new asked
+    assert all(r.cached for rep in second for r in rep.judges.values())
+    assert [r.overall_score for r in first] == [r.overall_score for r in second]
+    # a transcript change is a cache miss for that record only
+    changed = [openai_record('a', tool_result='Depends() declares a dependency. Changed.'), openai_record('b')]
+    asyncio.run(judge_records(changed, make_judges(['mvp']), scripted.model(), run_id='r3', cache=JudgeCache(tmp_path / 'c')))
+    assert len(scripted.calls) == 9
+
+
+def test_errors_are_not_cached(tmp_path: Path) -> None:
+    scripted = ScriptedJudge(lambda p, n: 'no json')
+    for _ in range(2):
+        asyncio.run(
+            judge_records(
+                [openai_record()], make_judges(['completeness']), scripted.model(), run_id='r', cache=JudgeCache(tmp_path)
+            )
+        )
+    assert len(scripted.calls) == 2 * 3  # 1 try + 2 output retries, twice
+
+
+def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
+    record = openai_record(answer='Use `Client.retry_policy`. BROKEN')
+    [report] = asyncio.run(
+        judge_records([record], make_judges(['mvp']), ScriptedJudge(_hallucinates).model(), run_id='r', run_dir=tmp_path)
+    )
+    assert report.judges['completeness'].status == 'error'
+    assert report.judges['completeness'].score is None
+    assert report.errors and report.errors[0].startswith('completeness:')
+    assert report.failure_modes == ['hallucination']
+    assert report.primary_failure_mode == 'hallucination'
+    assert report.hallucination_issues[0].severity == 'critical'
+    # output = hallucination only (completeness errored, so it is left out, not counted as 0)
+    assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
+    assert report.overall_score == pytest.approx(0.5)
+    on_disk = EvaluationReport.model_validate_json((tmp_path / 'r1.json').read_text())
+    assert on_disk == report
+
+
+def test_overall_is_none_when_every_judge_errored() -> None:
+    report = build_report(openai_record(), [], run_id='x')
+    assert report.overall_score is None and report.primary_failure_mode is None
+
+
+def test_dataframe_and_pydantic_evals_report(tmp_path: Path) -> None:
+    records = [openai_record('a', answer='Use `Client.retry_policy`. BROKEN'), openai_record('b')]
+    asyncio.run(judge_records(records, make_judges(['mvp']), ScriptedJudge(_hallucinates).model(), run_id='r', run_dir=tmp_path))
+    df = to_dataframe(tmp_path)
+    assert len(df) == 6
+    row = df[(df.query_id == 'a') & (df.judge == 'completeness')].iloc[0]
+    assert row.status == 'error' and row.score != row.score  # NaN, never 0
+    pe = to_pydantic_evals_report(load_reports(tmp_path))
+    case_a = next(c for c in pe.cases if c.name == 'a')
+    assert [f.name for f in case_a.evaluator_failures] == ['completeness']
+    assert case_a.assertions['hallucination'].value is False
+
+
+def test_query_ids_with_unsafe_characters_get_distinct_files(tmp_path: Path) -> None:
+    records = [openai_record('team/a'), openai_record('team_a')]
+    asyncio.run(
+        judge_records(records, make_judges(['tool_selection']), ScriptedJudge(no_issues).model(), run_id='r', run_dir=tmp_path)
+    )
+    assert len(list(tmp_path.glob('*.json'))) == 2
+
+
+def test_truncation_goes_into_the_report(tmp_path: Path) -> None:
+    record = openai_record(tool_result='x' * 20_000)
+    scripted = ScriptedJudge(no_issues)
+    [report] = asyncio.run(judge_records([record], make_judges(['tool_selection']), scripted.model(budget=800), run_id='r'))
+    assert report.truncation is not None and report.truncation.steps_cut == [4]
+    assert report.judges['tool_selection'].truncation == report.truncation
+    assert 'tokens dropped to fit the budget' in str(scripted.calls[0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _dataset(tmp_path: Path, extra_lines: list[str] | None = None) -> Path:
+    lines = [
+        openai_record('good-1').model_dump_json(),
+        openai_record('good-2', answer='Use `Client.retry_policy`.').model_dump_json(),
+    ]
+    path = tmp_path / 'd.jsonl'
+    path.write_text('\n'.join(lines + (extra_lines or [])) + '\n')
+    return path
+
+
+@pytest.fixture
+def scripted_cli(monkeypatch: pytest.MonkeyPatch) -> ScriptedJudge:
+    scripted = ScriptedJudge(_hallucinates)
+    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model())
+    return scripted
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(judge_cli.app, list(args))
+
+
+def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    result = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run1')
+    assert result.exit_code == 0, result.output
+    run = tmp_path / 'out' / 'run1'
+    assert sorted(p.name for p in run.glob('*.json')) == ['good-1.json', 'good-2.json', 'summary.json']
+    summary = json.loads((run / 'summary.json').read_text())
+    assert summary['records_judged'] == 2 and summary['exit_code'] == 0
+    assert summary['judges'].keys() == {'tool_selection', 'hallucination', 'completeness'}
+    assert summary['model_requests'] == 6
+    report = json.loads((run / 'good-2.json').read_text())
+    assert report['failure_modes'] == ['hallucination']
+    # a re-run is served from the cache
+    again = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run2')
+    assert again.exit_code == 0
+    assert json.loads((tmp_path / 'out' / 'run2' / 'summary.json').read_text())['cache_hits'] == 6
+    assert len(scripted_cli.calls) == 6
+
+
+def test_cli_bad_record_exits_1_and_judges_the_rest(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    bad = json.dumps({'query_id': 'bad', 'messages': [{'role': 'robot', 'content': 'hi'}]})
+    data = _dataset(tmp_path, [bad])
+    result = _invoke(
+        '--dataset', str(data), '--out', str(tmp_path / 'out'), '--run-id', 'r', '--query-id', 'good-1', '--query-id', 'nope'
+    )
+    assert result.exit_code == 1
+    assert f'{data}:3' in result.output and 'messages[0].role' in result.output
+    assert "'nope' not found" in result.output
+    assert (tmp_path / 'out' / 'r' / 'good-1.json').exists()
+    assert not (tmp_path / 'out' / 'r' / 'good-2.json').exists()  # filtered by --query-id
+
+
+def test_cli_judge_error_exits_1(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    line = openai_record('broken', answer='BROKEN').model_dump_json()
+    result = _invoke('--dataset', str(_dataset(tmp_path, [line])), '--out', str(tmp_path / 'o'), '--run-id', 'r', '--no-cache')
+    assert result.exit_code == 1
+    assert 'broken: completeness: invalid output' in result.output
+    assert len(list((tmp_path / 'o' / 'r').glob('*.json'))) == 4
+
+
+def test_cli_usage_errors_exit_2(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    assert _invoke('--evaluators', 'nonsense', '--dataset', str(_dataset(tmp_path))).exit_code == 2
+    assert _invoke('--dataset', str(tmp_path / 'missing.jsonl')).exit_code == 2
+    assert _invoke('--repeat', '0').exit_code == 2
+
+
+def test_cli_repeat_writes_one_report_per_repeat(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    result = _invoke(
+        '--dataset',
+        str(_dataset(tmp_path)),
+        '--out',
+        str(tmp_path / 'o'),
+        '--run-id',
+        'r',
+        '--repeat',
+        '2',
+        '--evaluators',
+        'tool_selection',
+    )
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (tmp_path / 'o' / 'r').glob('*.json'))
+    assert names == ['good-1.json', 'good-1.r2.json', 'good-2.json', 'good-2.r2.json', 'summary.json']
+    assert len(scripted_cli.calls) == 4  # repeats are separate cache entries
+
+
+def test_cli_list(scripted_cli: ScriptedJudge) -> None:
+    result = _invoke('--list')
+    assert result.exit_code == 0
+    for name in ('tool_selection', 'hallucination', 'completeness'):
+        assert name in result.output
