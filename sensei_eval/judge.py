@@ -150,7 +150,7 @@ def _run(
     repeat: int,
     cache: JudgeCache | None,
 ) -> list[EvaluationReport]:
-    total = len(records) * repeat * len(judges)
+    total = repeat * sum(1 for r in records for j in judges if j.applies_to(r) is None)
     with Progress(
         TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
         console=err, transient=False, disable=total == 0,

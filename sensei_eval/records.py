@@ -57,6 +57,7 @@ __all__ = (
     'detect_format',
     'load_dataset',
     'load_datasets',
+    'looks_like_error',
     'parse_messages',
 )
 
@@ -103,6 +104,22 @@ class ExpectedToolCall(BaseModel):
     args: dict[str, Any] | None = None
 
 
+# A tool result that reports a failure: error words where tools put their status (the start), an error
+# field, or a short "not found". Docs that merely discuss errors further in don't count.
+_ERROR_START = re.compile(
+    r'^\W{0,3}(error|exception|traceback|failed|failure|fatal)\b|^\{\s*"errors?"\s*:|"status"\s*:\s*"(error|failed)"'
+    r'|^(404|500|502|503)\b',
+    re.IGNORECASE,
+)
+_SHORT_FAILURE = re.compile(r'\b(not found|no such|does not exist|forbidden|unauthorized)\b', re.IGNORECASE)
+
+
+def looks_like_error(text: str) -> bool:
+    """Whether a tool result reports a failure rather than content."""
+    text = text.strip()
+    return bool(_ERROR_START.search(text[:400])) or (len(text) < 300 and bool(_SHORT_FAILURE.search(text)))
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """A tool call as it happened in the record, with its result (None when it never came back)."""
@@ -111,6 +128,10 @@ class ToolCall:
     args: dict[str, Any] | str
     tool_call_id: str
     result: str | None
+
+    @property
+    def failed(self) -> bool:
+        return self.result is not None and looks_like_error(self.result)
 
 
 class QueryRecord(BaseModel):
@@ -160,7 +181,9 @@ class QueryRecord(BaseModel):
             if isinstance(message, ModelResponse):
                 for rpart in message.parts:
                     if isinstance(rpart, ToolCallPart):
-                        calls.append(ToolCall(rpart.tool_name, _call_args(rpart), rpart.tool_call_id, results.get(rpart.tool_call_id)))
+                        calls.append(
+                            ToolCall(rpart.tool_name, _call_args(rpart), rpart.tool_call_id, results.get(rpart.tool_call_id))
+                        )
         return calls
 
     def final_answer(self) -> str | None:

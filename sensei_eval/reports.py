@@ -153,6 +153,7 @@ class EvaluationReport(BaseModel):
     model: str | None = None
     criteria_hashes: dict[str, str] = Field(default_factory=dict)
     judges: dict[str, JudgeResult] = Field(default_factory=dict)
+    skipped: dict[str, str] = Field(default_factory=dict, description='Judges that do not apply to this record, and why.')
     errors: list[str] = Field(default_factory=list)
     truncation: Truncation | None = None
     transcript_sha256: str | None = None
@@ -194,6 +195,7 @@ def build_report(
     model: str | None = None,
     truncation: Truncation | None = None,
     transcript_sha256: str | None = None,
+    skipped: dict[str, str] | None = None,
 ) -> EvaluationReport:
     """Assemble a record's report from its judges' results and compute the summary scores."""
     report = EvaluationReport(
@@ -209,6 +211,7 @@ def build_report(
         model=model,
         truncation=truncation,
         transcript_sha256=transcript_sha256,
+        skipped=skipped or {},
     )
     mode_scores: dict[str, tuple[float, int]] = {}
     for result in results:

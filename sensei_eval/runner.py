@@ -89,7 +89,8 @@ async def judge_records(
                 on_judge(JudgeEvent(record.query_id, rep, result))
             return result
 
-        results = await asyncio.gather(*(tracked(j) for j in judges))
+        skipped = {j.name: why for j in judges if (why := j.applies_to(record)) is not None}
+        results = await asyncio.gather(*(tracked(j) for j in judges if j.name not in skipped))
         report = build_report(
             record,
             results,
@@ -98,6 +99,7 @@ async def judge_records(
             model=model.name if model else None,
             truncation=transcript.truncation,
             transcript_sha256=transcript.sha256,
+            skipped=skipped,
         )
         path = None
         if run_dir is not None:

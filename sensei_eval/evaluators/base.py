@@ -55,8 +55,12 @@ __all__ = (
     'FailureModeJudge',
     'Judge',
     'JudgeError',
+    'describe_error',
+    'extract_json',
+    'get_default_judge_model',
     'record_from_context',
     'set_default_judge_model',
+    'short_errors',
 )
 
 JUDGE_SYSTEM_PROMPT = f"""\
@@ -98,7 +102,7 @@ def set_default_judge_model(model: JudgeModel | None) -> None:
     _default_model = model
 
 
-def _get_default_model() -> JudgeModel:
+def get_default_judge_model() -> JudgeModel:
     global _default_model
     if _default_model is None:
         _default_model = resolve_model()
@@ -129,11 +133,15 @@ class Judge(Evaluator[Any, Any, Any]):
     def criteria_hash(self) -> str:
         raise NotImplementedError
 
+    def applies_to(self, record: QueryRecord) -> str | None:
+        """None when this judge applies to the record, else why not (the report lists it as skipped)."""
+        return None
+
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         raise NotImplementedError
 
     def resolve_judge_model(self) -> JudgeModel | None:
-        return _get_default_model() if self.needs_model else None
+        return get_default_judge_model() if self.needs_model else None
 
     def get_default_evaluation_name(self) -> str:
         return self.name
@@ -143,6 +151,8 @@ class Judge(Evaluator[Any, Any, Any]):
 
     async def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorOutput:
         record = record_from_context(ctx)
+        if self.applies_to(record) is not None:
+            return {}  # not applicable: no result at all, rather than a pass or a fail
         model = self.resolve_judge_model()
         transcript = render_transcript(record, budget_tokens=model.transcript_budget if model else None)
         result = await self.judge(record, transcript, model)
@@ -237,7 +247,7 @@ class FailureModeJudge(Judge):
     def resolve_judge_model(self) -> JudgeModel:
         if self.model is not None:
             return resolve_model(self.model)
-        return _get_default_model()
+        return get_default_judge_model()
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         model = model or self.resolve_judge_model()
@@ -245,12 +255,12 @@ class FailureModeJudge(Judge):
         verdict_model = Verdict[issue_model]  # type: ignore[valid-type]
 
         def parse(text: str) -> Verdict[Any]:
-            data = _extract_json(text)
+            data = extract_json(text)
             try:
                 return verdict_model.model_validate(data)
             except ValidationError as e:
                 raise ModelRetry(
-                    f'Your JSON does not match the schema: {_short_errors(e)}. Reply again with only the corrected JSON object.'
+                    f'Your JSON does not match the schema: {short_errors(e)}. Reply again with only the corrected JSON object.'
                 ) from None
 
         agent: Agent[None, Verdict[Any]] = Agent(
@@ -272,14 +282,14 @@ class FailureModeJudge(Judge):
             except _TRANSIENT as e:
                 if attempt == len(_TRANSIENT_BACKOFF_S):
                     return self._error(
-                        model, transcript, start, messages, f'model call failed {attempt + 1} times: {_describe(e)}'
+                        model, transcript, start, messages, f'model call failed {attempt + 1} times: {describe_error(e)}'
                     )
                 await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
             except UnexpectedModelBehavior as e:
                 detail = f'invalid output after {self.output_retries + 1} attempts: {e.message}'
                 return self._error(model, transcript, start, messages, detail)
             except Exception as e:
-                return self._error(model, transcript, start, messages, _describe(e))
+                return self._error(model, transcript, start, messages, describe_error(e))
         verdict: Verdict[Any] = run.output
         usage = run.usage
         issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
@@ -322,12 +332,12 @@ class FailureModeJudge(Judge):
 # Helpers
 
 
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
     text = str(e).strip() or repr(e)
     return f'{type(e).__name__}: {text[:500]}'
 
 
-def _extract_json(text: str) -> Any:
+def extract_json(text: str) -> Any:
     """The JSON object in a model's reply, tolerating code fences and prose around it."""
     stripped = text.strip()
     start, end = stripped.find('{'), stripped.rfind('}')
@@ -341,7 +351,7 @@ def _extract_json(text: str) -> Any:
         ) from None
 
 
-def _short_errors(e: ValidationError) -> str:
+def short_errors(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
         loc = '.'.join(str(x) for x in err['loc'])

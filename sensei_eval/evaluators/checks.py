@@ -1,0 +1,475 @@
+"""Deterministic checks: cheap, model-free tests of things a regex can see (group `checks`).
+
+Each check is a `Judge` with `needs_model = False` that writes its findings into the same issue models
+as the LLM judge of its failure mode, with `source="check"`, so a report shows them side by side:
+
+| check | failure mode | fires when |
+|---|---|---|
+| `version_check` | tool_parameters | the query names a version that no tool call's arguments mention |
+| `docs_tool_check` | tool_selection | a question about a library is answered with no documentation tool call |
+| `greeting_check` | agent_format | the final answer opens with a greeting or carries chat filler |
+| `citation_check` | citation_quality | the answer cites nothing, or cites without a snippet |
+| `error_recovery_check` | research_depth | a tool returned an error and the agent answered without trying anything else |
+| `repeated_call_check` | tool_parameters | a call that failed is repeated with identical arguments |
+| `identifier_check` | hallucination | a code identifier in the answer appears in no tool result |
+
+They are heuristics tuned to read the way documentation agents and SRE agents write; each says exactly
+what it matched, so a false positive is easy to see. Checks of documentation-agent conventions skip
+TARSy investigations (records with an alert), and the report lists them as skipped.
+
+A check's criteria hash is the SHA256 of its source code and parameters: change the logic, the hash
+changes, just as editing a rubric changes an LLM judge's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from ..issues import (
+    AgentFormatIssue,
+    CitationIssue,
+    HallucinationIssue,
+    Issue,
+    ResearchDepthIssue,
+    ToolParameterIssue,
+    ToolSelectionIssue,
+)
+from ..models import JudgeModel
+from ..records import QueryRecord, looks_like_error
+from ..reports import FAILURE_MODES, JudgeResult
+from ..transcript import Step, Transcript
+from .base import Judge
+
+__all__ = (
+    'CHECKS',
+    'CitationCheck',
+    'DeterministicCheck',
+    'DocsToolCheck',
+    'ErrorRecoveryCheck',
+    'GreetingCheck',
+    'IdentifierCheck',
+    'RepeatedCallCheck',
+    'VersionCheck',
+)
+
+
+@dataclass(repr=False)
+class DeterministicCheck(Judge):
+    """Base for checks: subclasses implement `find(record, transcript) -> issues`."""
+
+    needs_model: ClassVar[bool] = False
+    docs_agent_only: ClassVar[bool] = False
+
+    def criteria_hash(self) -> str:
+        params = {f.name: getattr(self, f.name) for f in fields(self)}
+        material = inspect.getsource(type(self)) + json.dumps(params, sort_keys=True, default=str)
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def applies_to(self, record: QueryRecord) -> str | None:
+        if self.docs_agent_only and record.alert_data is not None:
+            return 'documentation-agent check; this record is an alert investigation'
+        return None
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        raise NotImplementedError
+
+    async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
+        start = time.perf_counter()
+        try:
+            issues = self.find(record, transcript)
+        except Exception as e:  # a check bug is an error in the report, not a pass
+            return self._result(
+                model=None, status='error', error=f'{type(e).__name__}: {e}', latency_s=time.perf_counter() - start
+            )
+        for issue in issues:
+            issue.source = 'check'
+        return self._result(
+            model=None,
+            status='ok',
+            reasoning='; '.join(_reason_of(i) for i in issues) or 'nothing found',
+            issues=[i.model_dump(mode='json') for i in issues],
+            score=max(0.0, 1.0 - 0.5 * len(issues)),
+            passed=not issues,
+            latency_s=time.perf_counter() - start,
+        )
+
+
+def _reason_of(issue: Issue) -> str:
+    for name in ('reasoning', 'why_better', 'discrepancy', 'suggested_fix'):
+        value = getattr(issue, name, None)
+        if isinstance(value, str):
+            return value
+    return type(issue).__name__
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared reading of a transcript
+
+
+def _tool_steps(transcript: Transcript) -> list[tuple[Step, Step | None]]:
+    """(tool_call, its result) pairs in order; results follow their calls in the rendering."""
+    pairs: list[tuple[Step, Step | None]] = []
+    pending: list[int] = []
+    for step in transcript.steps:
+        if step.kind == 'tool_call':
+            pairs.append((step, None))
+            pending.append(len(pairs) - 1)
+        elif step.kind == 'tool_result':
+            idx = next((i for i in pending if pairs[i][0].tool_name == step.tool_name), pending[0] if pending else None)
+            if idx is not None:
+                pending.remove(idx)
+                pairs[idx] = (pairs[idx][0], step)
+    return pairs
+
+
+def _is_error(result: Step | None) -> bool:
+    return result is not None and looks_like_error(result.text)
+
+
+def _final_answer_step(transcript: Transcript) -> Step | None:
+    for step in reversed(transcript.steps):
+        if step.kind == 'assistant':
+            return step
+    return None
+
+
+def _tool_results_text(record: QueryRecord) -> str:
+    return '\n'.join(c.result or '' for c in record.tool_calls())
+
+
+# ---------------------------------------------------------------------------------------------------
+# The checks
+
+
+# Versions as queries write them: dotted numbers ("2.0", "3.11.4"), "v2", or a major version right after
+# a library-looking name ("Next.js 15", "React 19", "Django 5").
+_VERSION = re.compile(
+    r'(?<![\w.])[vV]?(?P<dotted>\d+\.\d+(?:\.\d+)*)(?![\w.]*\d)'
+    r'|(?<![\w.])[vV](?P<v>\d+)\b'
+    r'|(?P<lib>\b[A-Z][\w]*(?:\.js|\.py)?|\b[a-z]+\.(?:js|py))\s+(?P<major>\d{1,3})\b(?!\.\d|\s*(?:%|ms|s\b|seconds|minutes|items|rows))'
+)
+
+
+@dataclass(repr=False)
+class VersionCheck(DeterministicCheck):
+    """A version in the query that no tool call passes on."""
+
+    name: ClassVar[str] = 'version_check'
+    failure_mode: ClassVar[str | None] = 'tool_parameters'
+    category: ClassVar[str | None] = 'tool_usage'
+    docs_agent_only: ClassVar[bool] = True
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        calls = [(c, r) for c, r in _tool_steps(transcript)]
+        if not calls:
+            return []
+        versions = _versions(record.query)
+        args_text = ' '.join(c.text for c, _ in calls)
+        issues: list[Issue] = []
+        for version in versions:
+            if not _mentions_version(args_text, version):
+                first = calls[0][0]
+                issues.append(
+                    ToolParameterIssue(
+                        steps=[c.number for c, _ in calls],
+                        tool_name=first.tool_name or '?',
+                        parameter='version',
+                        actual_value=first.text[:200],
+                        suggested_value=f'pass version {version} (the query asks about it)',
+                        reasoning=(
+                            f'The query names version {version!r}, but none of the {len(calls)} tool call(s) '
+                            'mention it in their arguments.'
+                        ),
+                    )
+                )
+        return issues
+
+
+def _versions(query: str) -> list[str]:
+    found: list[str] = []
+    for m in _VERSION.finditer(query):
+        version = m.group('dotted') or m.group('v') or m.group('major')
+        if version and version not in found:
+            found.append(version)
+    return found
+
+
+def _mentions_version(text: str, version: str) -> bool:
+    # "2.0" is passed on as "2.0", "v2.0", "2.0.x" or, for a major version, "v2" / "2.x"
+    major = version.split('.')[0]
+    patterns = [rf'(?<![\d.]){re.escape(version)}(?!\d)']
+    if '.' not in version or version.endswith('.0'):
+        patterns.append(rf'(?<![\w.])v?{re.escape(major)}(?:\.x|\.\d+)?(?![\d])')
+    return any(re.search(p, text) for p in patterns)
+
+
+# Tools that read documentation, by name. The sample agent's are Context7's; override for other agents.
+_DOCS_TOOLS = r'context7|docs?\b|_docs?_|docs_|documentation|read_docs|search_docs'
+# Libraries and frameworks a documentation agent is asked about; a query naming one is a library question.
+_LIBRARIES = (
+    'fastapi', 'pydantic', 'django', 'flask', 'react', 'next.js', 'nextjs', 'vue', 'svelte', 'sqlalchemy',
+    'pandas', 'numpy', 'httpx', 'requests', 'tokio', 'axum', 'serde', 'pytest', 'typer', 'click',
+    'celery', 'redis', 'kubernetes', 'terraform', 'langchain', 'pydantic-ai', 'dspy', 'tailwind',
+    'express', 'prisma', 'spring', 'rails', 'asyncio', 'polars', 'pytorch', 'tensorflow', 'alembic',
+)  # fmt: skip
+
+
+@dataclass(repr=False)
+class DocsToolCheck(DeterministicCheck):
+    """A library question answered without looking at the library's documentation."""
+
+    name: ClassVar[str] = 'docs_tool_check'
+    failure_mode: ClassVar[str | None] = 'tool_selection'
+    category: ClassVar[str | None] = 'tool_usage'
+    docs_agent_only: ClassVar[bool] = True
+
+    docs_tools: str = _DOCS_TOOLS
+    libraries: tuple[str, ...] = _LIBRARIES
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        query = record.query.lower()
+        named = [lib for lib in self.libraries if re.search(rf'(?<![\w-]){re.escape(lib)}(?![\w-])', query)]
+        if not named:
+            return []
+        calls = [c for c in record.tool_calls()]
+        docs_re = re.compile(self.docs_tools, re.IGNORECASE)
+        if any(docs_re.search(c.tool_name) for c in calls):
+            return []
+        used = sorted({c.tool_name for c in calls})
+        answer = _final_answer_step(transcript)
+        return [
+            ToolSelectionIssue(
+                steps=[s.number for s in transcript.steps if s.kind == 'tool_call'] or ([answer.number] if answer else []),
+                missed_tools=['documentation lookup (e.g. context7_get_docs)'],
+                unnecessary_tools=[],
+                reasoning=(
+                    f'The query is about {", ".join(named)}, but no documentation tool was called'
+                    + (f' (tools used: {", ".join(used)}).' if used else ' (no tools at all).')
+                ),
+            )
+        ]
+
+
+_GREETING = re.compile(
+    r'^\W*(hi|hello|hey|greetings|good (morning|afternoon|evening))\b[^\n]{0,40}'
+    r"|\b(i'?d be (happy|glad) to help|i would be (happy|glad) to help|great question|happy to help"
+    r'|let me think( about this)?|i hope this helps|hope (this|that) helps|feel free to (ask|reach)'
+    r'|happy coding|let me know if you (have|need)|as an ai\b)',
+    re.IGNORECASE,
+)
+
+
+@dataclass(repr=False)
+class GreetingCheck(DeterministicCheck):
+    """Greetings and chat filler in an answer meant for another agent."""
+
+    name: ClassVar[str] = 'greeting_check'
+    failure_mode: ClassVar[str | None] = 'agent_format'
+    category: ClassVar[str | None] = 'format'
+    docs_agent_only: ClassVar[bool] = True
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        answer = _final_answer_step(transcript)
+        if answer is None:
+            return []
+        issues: list[Issue] = []
+        for m in _GREETING.finditer(answer.text):
+            text = m.group(0).strip()
+            greeting = m.start() == 0 or bool(re.match(r'\W*(hi|hello|hey|greetings|good )', text, re.IGNORECASE))
+            issues.append(
+                AgentFormatIssue(
+                    steps=[answer.number],
+                    problem_type='greeting' if greeting else 'filler',
+                    example_text=text[:120],
+                    suggested_fix='Drop it: the reader is an agent; start with the answer.',
+                )
+            )
+        return issues
+
+
+# Inline citations as the sample agent writes them: <source ref="...">snippet</source>. A tag with an empty
+# body, a self-closing tag or a bare ref is a citation without a snippet.
+_SOURCE_TAG = re.compile(r'<source\b[^>]*?(/>|>(?P<body>.*?)</source>)', re.IGNORECASE | re.DOTALL)
+_VAGUE_REF = re.compile(
+    r'\b(the (official )?(docs|documentation) (say|says|state|states|mention)|according to the docs)\b', re.IGNORECASE
+)
+
+
+@dataclass(repr=False)
+class CitationCheck(DeterministicCheck):
+    """No citations, or citations without the snippet that backs them."""
+
+    name: ClassVar[str] = 'citation_check'
+    failure_mode: ClassVar[str | None] = 'citation_quality'
+    category: ClassVar[str | None] = 'output'
+    docs_agent_only: ClassVar[bool] = True
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        answer = _final_answer_step(transcript)
+        if answer is None or not record.tool_calls():
+            return []
+        tags = list(_SOURCE_TAG.finditer(answer.text))
+        with_snippet = sum(1 for t in tags if (t.group('body') or '').strip())
+        without = len(tags) - with_snippet
+        vague = [m.group(0) for m in _VAGUE_REF.finditer(answer.text)]
+        if tags and not without:
+            return []
+        if not tags:
+            reasoning = 'The answer cites no source at all, though it rests on tool results.'
+        else:
+            reasoning = f'{without} of {len(tags)} citation(s) carry no snippet from the source.'
+        return [
+            CitationIssue(
+                steps=[answer.number],
+                uncited_claims=[] if tags else [_first_sentence(answer.text)],
+                citations_without_snippets=without,
+                citations_with_snippets=with_snippet,
+                vague_refs=vague,
+                citation_balance='under',
+                reasoning=reasoning,
+            )
+        ]
+
+
+def _first_sentence(text: str) -> str:
+    m = re.search(r'[^.!?\n]{10,200}[.!?]', text)
+    return (m.group(0) if m else text[:160]).strip()
+
+
+@dataclass(repr=False)
+class ErrorRecoveryCheck(DeterministicCheck):
+    """A tool error followed by an answer, with no other attempt in between."""
+
+    name: ClassVar[str] = 'error_recovery_check'
+    failure_mode: ClassVar[str | None] = 'research_depth'
+    category: ClassVar[str | None] = 'methodology'
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        pairs = _tool_steps(transcript)
+        for i, (call, result) in enumerate(pairs):
+            if not _is_error(result):
+                continue
+            after = [c for c, _ in pairs[i + 1 :]]
+            if any((c.tool_name, _normal_args(c.text)) != (call.tool_name, _normal_args(call.text)) for c in after):
+                continue  # it tried something different afterwards
+            assert result is not None
+            what = 'repeated the same call and then answered' if after else 'answered'
+            return [
+                ResearchDepthIssue(
+                    steps=[call.number, result.number, *(c.number for c in after)],
+                    query_phrasings_tried=len({c.text for c, _ in pairs}),
+                    sources_consulted=len({c.tool_name for c, _ in pairs}),
+                    depth_of_investigation='shallow',
+                    missed_exploration=[f'another approach after {call.tool_name} failed (corrected arguments or another tool)'],
+                    premature_conclusion=True,
+                    reasoning=(
+                        f'{call.tool_name} returned an error at step {result.number}; the agent {what} '
+                        'without trying anything different.'
+                    ),
+                )
+            ]
+        return []
+
+
+@dataclass(repr=False)
+class RepeatedCallCheck(DeterministicCheck):
+    """The same failing call, same arguments, tried again."""
+
+    name: ClassVar[str] = 'repeated_call_check'
+    failure_mode: ClassVar[str | None] = 'tool_parameters'
+    category: ClassVar[str | None] = 'tool_usage'
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        issues: list[Issue] = []
+        failed: dict[tuple[str | None, str], Step] = {}
+        reported: set[tuple[str | None, str]] = set()
+        for call, result in _tool_steps(transcript):
+            key = (call.tool_name, _normal_args(call.text))
+            if key in failed and key not in reported:
+                reported.add(key)
+                issues.append(
+                    ToolParameterIssue(
+                        steps=[failed[key].number, call.number],
+                        tool_name=call.tool_name or '?',
+                        parameter='(all arguments)',
+                        actual_value=call.text[:200],
+                        suggested_value='change the arguments (or the tool) after an error instead of repeating the call',
+                        reasoning=(
+                            f'Step {call.number} repeats the call of step {failed[key].number} unchanged, '
+                            'though that call had failed.'
+                        ),
+                    )
+                )
+            if _is_error(result):
+                failed.setdefault(key, call)
+        return issues
+
+
+def _normal_args(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), sort_keys=True)
+    except json.JSONDecodeError:
+        return ' '.join(text.split())
+
+
+# An inline code span that names something: a dotted name, a call, a decorator or a flag.
+_CODE_SPAN = re.compile(r'(?<!`)`([^`\n]{2,80})`(?!`)')
+_IDENTIFIER = re.compile(r'^(?:@|--?)?[A-Za-z_][\w]*(?:[.:][A-Za-z_][\w]*)*(?:\(\s*\))?$')
+
+
+@dataclass(repr=False)
+class IdentifierCheck(DeterministicCheck):
+    """Code identifiers in the answer that no tool result contains."""
+
+    name: ClassVar[str] = 'identifier_check'
+    failure_mode: ClassVar[str | None] = 'hallucination'
+    category: ClassVar[str | None] = 'output'
+    docs_agent_only: ClassVar[bool] = True
+
+    min_length: int = 4
+
+    def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
+        answer = _final_answer_step(transcript)
+        results = _tool_results_text(record)
+        if answer is None or not results.strip():
+            return []
+        missing: list[str] = []
+        for span in _CODE_SPAN.findall(answer.text):
+            ident = span.strip()
+            if not _IDENTIFIER.match(ident):
+                continue
+            core = ident.lstrip('@-').removesuffix('()').rstrip()
+            last = re.split(r'[.:]', core)[-1]
+            if len(last) < self.min_length or last in missing:
+                continue
+            if last not in results and core not in results and last not in record.query:
+                missing.append(last if core == last else core)
+        return [
+            HallucinationIssue(
+                steps=[answer.number],
+                hallucinated_claim=f'`{name}`',
+                what_tools_actually_said=f'no tool result mentions {name!r}',
+                severity='major',
+            )
+            for name in missing
+        ]
+
+
+CHECKS: Sequence[type[DeterministicCheck]] = (
+    VersionCheck,
+    DocsToolCheck,
+    GreetingCheck,
+    CitationCheck,
+    ErrorRecoveryCheck,
+    RepeatedCallCheck,
+    IdentifierCheck,
+)
+
+assert all(c.failure_mode in FAILURE_MODES for c in CHECKS)

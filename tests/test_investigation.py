@@ -1,0 +1,221 @@
+"""The TARSy investigation scorer: score extraction, reminders, the second turn, hashes, the structured variant."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from sensei_eval.evaluators import investigation
+from sensei_eval.evaluators.investigation import (
+    FOLLOWUP_MISSING_TOOLS_PROMPT,
+    PROMPT_HASH,
+    SCORE_PROMPT,
+    InvestigationScorer,
+    StructuredInvestigationScorer,
+    extract_score,
+    is_current_prompt,
+)
+from sensei_eval.models import JudgeModel
+from sensei_eval.records import QueryRecord
+from sensei_eval.transcript import FENCE_END, FENCE_START, render_transcript
+
+
+def tarsy_record() -> QueryRecord:
+    return QueryRecord.model_validate(
+        {
+            'query_id': 'alert-1',
+            'alert_data': {'alert_type': 'PodCrashLooping', 'namespace': 'payments', 'pod': 'api-7f9'},
+            'messages': [
+                {'role': 'system', 'content': 'You are an SRE agent.'},
+                {'role': 'user', 'content': 'Investigate alert PodCrashLooping in payments.'},
+                {
+                    'role': 'assistant',
+                    'content': 'Thought: check pods\nAction: kubectl-get-pods\nAction Input: {"namespace": "payments"}',
+                },
+                {'role': 'user', 'content': 'Observation: api-7f9 CrashLoopBackOff 12 restarts'},
+                {'role': 'assistant', 'content': 'Final Answer: OOM kill. Confidence: HIGH'},
+            ],
+        }
+    )
+
+
+# --- extraction ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('text', 'score', 'analysis'),
+    [
+        ('Good work overall.\nLogical Flow: 15/25\n\n62', 62, 'Good work overall.\nLogical Flow: 15/25'),
+        ('Analysis here.\n  71  \n\n  \n', 71, 'Analysis here.'),  # trailing whitespace and blank lines
+        ('Analysis.\nSynthesis Quality: 14/25', None, 'Analysis.\nSynthesis Quality: 14/25'),  # not 25
+        ('Total: 60 out of 100', None, 'Total: 60 out of 100'),  # several numbers on the line
+        ('Analysis.\n150', 150, 'Analysis.'),  # out of range: extracted, rejected by the scorer
+        ('Analysis.\n-5', -5, 'Analysis.'),
+        ('', None, ''),
+        ('Score 55 then more text\nno number', None, 'Score 55 then more text\nno number'),
+    ],
+)
+def test_extract_score(text: str, score: int | None, analysis: str) -> None:
+    assert extract_score(text) == (score, analysis)
+
+
+# --- the two-turn conversation ---------------------------------------------------------------------
+
+
+class Script:
+    """Answers turn 1 with scripted texts, then the missing-tools turn; records what it saw."""
+
+    def __init__(self, score_answers: list[str], missing: str = '1. kubectl-logs: would show the OOM message.') -> None:
+        self.score_answers = list(score_answers)
+        self.missing = missing
+        self.seen: list[list[ModelMessage]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.seen.append(list(messages))
+        last = _last_user(messages)
+        if last == FOLLOWUP_MISSING_TOOLS_PROMPT:
+            return ModelResponse(parts=[TextPart(self.missing)])
+        return ModelResponse(parts=[TextPart(self.score_answers.pop(0))])
+
+    def model(self) -> JudgeModel:
+        return JudgeModel(FunctionModel(self, model_name='scripted'), 'function:scripted')
+
+
+def _last_user(messages: list[ModelMessage]) -> str:
+    for m in reversed(messages):
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if isinstance(p, UserPromptPart) and isinstance(p.content, str):
+                    return p.content
+    return ''
+
+
+async def test_two_turns_in_one_conversation() -> None:
+    record = tarsy_record()
+    transcript = render_transcript(record)
+    script = Script(['The agent failed to read logs.\nLogical Flow: 12/25\nConsistency: 15/25\n58'])
+    result = await InvestigationScorer().judge(record, transcript, script.model())
+    assert result.status == 'ok'
+    assert result.score == pytest.approx(0.58) and result.passed is None
+    d = result.details
+    assert d['total_score'] == 58
+    assert d['score_analysis'] == 'The agent failed to read logs.\nLogical Flow: 12/25\nConsistency: 15/25'
+    assert d['missing_tools_analysis'].startswith('1. kubectl-logs')
+    assert d['prompt_hash'] == PROMPT_HASH and d['current_prompt_used'] is True
+    # turn 1: rubric first, then the conversation, then the alert, then the score-line instruction
+    first_prompt = _last_user(script.seen[0])
+    assert first_prompt.index('THE FOUR CATEGORIES') < first_prompt.index(FENCE_START) < first_prompt.index(FENCE_END)
+    assert first_prompt.index(FENCE_END) < first_prompt.index('PodCrashLooping', first_prompt.index(FENCE_END))
+    assert first_prompt.rstrip().endswith('ONLY the total score as an integer (0-100).')
+    # turn 2 carries turn 1's messages: the prompt and the model's own analysis
+    second = script.seen[1]
+    texts = [p.content for m in second for p in m.parts if isinstance(p, TextPart | UserPromptPart)]
+    assert first_prompt in texts
+    assert any(isinstance(t, str) and t.endswith('\n58') for t in texts)
+    assert _last_user(second) == FOLLOWUP_MISSING_TOOLS_PROMPT
+    assert result.requests == 2
+
+
+async def test_missing_score_is_reminded_and_best_analysis_kept() -> None:
+    record = tarsy_record()
+    script = Script(['A long analysis without a score line. ' * 5, 'Short.\n130', 'Better analysis.\n64'])
+    result = await InvestigationScorer().judge(record, render_transcript(record), script.model())
+    assert result.status == 'ok'
+    assert result.details['total_score'] == 64 and result.details['score_attempts'] == 3
+    reminders = [_last_user(s) for s in script.seen[1:3]]
+    assert 'did not end with a line containing only the total score' in reminders[0]
+    assert '(130) is outside 0-100' in reminders[1]
+
+
+async def test_no_valid_score_after_three_tries_is_an_error_with_the_raw_response() -> None:
+    record = tarsy_record()
+    long_one = 'The most detailed analysis of all.\nSynthesis Quality: 14/25'
+    script = Script(['No score.', long_one, 'Still none.'])
+    result = await InvestigationScorer().judge(record, render_transcript(record), script.model())
+    assert result.status == 'error' and result.score is None
+    assert 'after 3 attempt(s)' in (result.error or '')
+    assert result.raw_output == long_one
+    assert len(script.seen) == 3  # no second turn after a failed first one
+
+
+def test_prompt_hash_is_sha256_of_both_prompts_and_changes_with_either(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT).encode()).hexdigest() == PROMPT_HASH
+    assert InvestigationScorer().criteria_hash() == PROMPT_HASH
+    changed_score = hashlib.sha256((SCORE_PROMPT + ' ' + FOLLOWUP_MISSING_TOOLS_PROMPT).encode()).hexdigest()
+    changed_followup = hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT + ' ').encode()).hexdigest()
+    assert len({PROMPT_HASH, changed_score, changed_followup}) == 3
+    assert is_current_prompt(PROMPT_HASH) and not is_current_prompt(changed_score)
+
+
+def test_rubric_covers_the_seed_criteria() -> None:
+    for needle in (
+        'Logical flow',
+        'Consistency',
+        'Tool relevance',
+        'Synthesis quality',
+        '25',
+        'at most 60',
+        'at most 55',
+        '55-75',
+    ):
+        assert needle in SCORE_PROMPT
+    for placeholder in ('{{SESSION_CONVERSATION}}', '{{ALERT_DATA}}', '{{OUTPUT_SCHEMA}}'):
+        assert placeholder in SCORE_PROMPT
+    assert 'No critical missing tools identified.' in FOLLOWUP_MISSING_TOOLS_PROMPT
+
+
+def test_only_applies_to_alert_records() -> None:
+    from tests.helpers import openai_record
+
+    assert InvestigationScorer().applies_to(tarsy_record()) is None
+    assert InvestigationScorer().applies_to(openai_record()) is not None
+
+
+# --- structured variant ----------------------------------------------------------------------------
+
+
+async def test_structured_variant_returns_typed_output() -> None:
+    answer = {
+        'total_score': 61,
+        'score_breakdown': {'logical_flow': 14, 'consistency': 16, 'tool_relevance': 12, 'synthesis_quality': 19},
+        'score_reasoning': 'However, the agent never read the logs.',
+        'missing_tools': [{'tool_name': 'kubectl-logs', 'rationale': 'direct evidence of the crash'}],
+        'alternative_approaches': [
+            {
+                'name': 'Logs first',
+                'description': 'Read logs before concluding.',
+                'steps': ['kubectl-logs api-7f9', 'kubectl-describe-pod'],
+            }
+        ],
+    }
+    calls: list[str] = []
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(_last_user(messages))
+        return ModelResponse(parts=[TextPart('not json' if len(calls) == 1 else json.dumps(answer))])
+
+    model = JudgeModel(FunctionModel(fn, model_name='s'), 'function:s')
+    record = tarsy_record()
+    result = await StructuredInvestigationScorer().judge(record, render_transcript(record), model)
+    assert result.status == 'ok', result.error
+    assert result.score == pytest.approx(0.61)
+    d = result.details
+    assert d['missing_tools'][0]['tool_name'] == 'kubectl-logs'
+    assert d['alternative_approaches'][0]['steps'][0] == 'kubectl-logs api-7f9'
+    assert d['score_breakdown']['tool_relevance'] == 12
+    assert d['prompt_hash'] == investigation.STRUCTURED_PROMPT_HASH != PROMPT_HASH
+    assert 'ALTERNATIVE APPROACHES' in calls[0] and '"alternative_approaches"' in calls[0]
+
+
+async def test_structured_variant_error_keeps_raw_output() -> None:
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('{"total_score": 500}')])
+
+    model = JudgeModel(FunctionModel(fn, model_name='s'), 'function:s')
+    record = tarsy_record()
+    result = await StructuredInvestigationScorer(output_retries=1).judge(record, render_transcript(record), model)
+    assert result.status == 'error' and result.raw_output == '{"total_score": 500}'
