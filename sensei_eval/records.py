@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -213,7 +213,13 @@ def detect_format(messages: Sequence[Any]) -> MessageFormat:
                 return 'openai'
         for msg in messages:
             content = msg.get('content') if isinstance(msg, dict) else None
-            if isinstance(content, str) and _REACT_ACTION.search(content):
+            if not isinstance(content, str):
+                continue
+            action = _REACT_ACTION.search(content)
+            # ReAct needs more than an "Action:" line: an input after it, or an observation turn
+            if (action and _REACT_INPUT.search(content, action.end())) or (
+                msg.get('role') == 'user' and _REACT_OBSERVATION.match(content)
+            ):
                 return 'tarsy'
         return 'openai'
     raise RecordFieldError(
@@ -238,7 +244,18 @@ def _parse_pydantic_ai(messages: Sequence[Any]) -> list[ModelMessage]:
         return ModelMessagesTypeAdapter.validate_python(messages)
     except ValidationError as e:
         err = e.errors()[0]
-        raise RecordFieldError('messages' + _loc_path(err['loc']), err['msg']) from None
+        raise RecordFieldError('messages' + _loc_path(_without_tags(err['loc'])), err['msg']) from None
+
+
+def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
+    """Drop pydantic's discriminator tags ("request", "user-prompt") that follow an index: not keys of the input."""
+    out: list[int | str] = []
+    previous: int | str | None = None
+    for item in loc:
+        if not (isinstance(previous, int) and isinstance(item, str) and (item in ('request', 'response') or '-' in item)):
+            out.append(item)
+        previous = item
+    return out
 
 
 def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
@@ -471,6 +488,7 @@ class LoadError:
 class LoadResult:
     records: list[QueryRecord]
     errors: list[LoadError]
+    lines: dict[str, int] = field(default_factory=dict)  # query_id -> line it was read from
 
 
 def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
@@ -504,7 +522,7 @@ def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) 
             continue
         seen[record.query_id] = lineno
         records.append(record)
-    return LoadResult(records, errors)
+    return LoadResult(records, errors, seen)
 
 
 def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
@@ -517,15 +535,9 @@ def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RE
         errors.extend(result.errors)
         for record in result.records:
             if record.query_id in seen:
-                errors.append(
-                    LoadError(
-                        str(path),
-                        0,
-                        'query_id',
-                        f'query_id {record.query_id!r} already loaded from an earlier dataset',
-                        record.query_id,
-                    )
-                )
+                line = result.lines.get(record.query_id, 0)
+                message = f'query_id {record.query_id!r} already loaded from an earlier dataset; this line is skipped'
+                errors.append(LoadError(str(path), line, 'query_id', message, record.query_id))
                 continue
             seen.add(record.query_id)
             records.append(record)
@@ -543,6 +555,8 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
         data = json.loads(text)
     except json.JSONDecodeError as e:
         return None, LoadError(file, lineno, None, f'not valid JSON: {e.msg} at column {e.colno}')
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'not valid JSON: nested too deeply')
     if not isinstance(data, dict):
         return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
     query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
@@ -550,6 +564,8 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
         return QueryRecord.model_validate(data), None
     except ValidationError as e:
         return None, _validation_error(file, lineno, e, query_id)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
 
 
 def _validation_error(file: str, lineno: int, e: ValidationError, query_id: str | None) -> LoadError:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -62,6 +63,8 @@ FENCE_END = '<<<END TRANSCRIPT>>>'
 # Characters per token for the estimate. English prose runs ~4 chars/token in most tokenizers, JSON and
 # code nearer 3; 3.2 keeps the estimate on the high side so a budget is rarely overrun.
 _CHARS_PER_TOKEN = 3.2
+# The query and alert lines are cut to this only when cutting every step was not enough.
+_HEADER_MAX_CHARS = 600
 # How much of a cut tool result stays visible, so a judge still knows what kind of output it was.
 _PREVIEW_CHARS = 160
 
@@ -123,6 +126,9 @@ def render_transcript(
     truncation = None
     if budget_tokens is not None and original_tokens > budget_tokens:
         steps, cut = _cut(header, steps, budget_tokens, count_tokens)
+        if count_tokens(_join(header, steps)) > budget_tokens:
+            header = _header(record, max_chars=_HEADER_MAX_CHARS)  # step 0 in steps_cut: the header
+            cut.add(0)
         final_text = _join(header, steps)
         final_tokens = count_tokens(final_text)
         truncation = Truncation(
@@ -143,11 +149,16 @@ def render_transcript(
 # Rendering
 
 
-def _header(record: QueryRecord) -> str:
-    lines = [f'QUERY ID: {record.query_id}', f'QUERY: {_defuse(record.query)}']
+def _header(record: QueryRecord, max_chars: int | None = None) -> str:
+    def cap(text: str) -> str:
+        if max_chars is None or len(text) <= max_chars:
+            return text
+        return f'{text[:max_chars]} [... cut: ~{estimate_tokens(text[max_chars:])} tokens dropped to fit the budget ...]'
+
+    lines = [f'QUERY ID: {_defuse(record.query_id)}', f'QUERY: {cap(_defuse(record.query))}']
     if record.alert_data is not None:
         alert = record.alert_data if isinstance(record.alert_data, str) else json.dumps(record.alert_data, sort_keys=True)
-        lines.append(f'ALERT: {_defuse(alert)}')
+        lines.append(f'ALERT: {cap(_defuse(alert))}')
     return '\n'.join(lines)
 
 
@@ -159,7 +170,7 @@ def _steps(record: QueryRecord, include_system: bool) -> list[Step]:
     steps: list[Step] = []
 
     def add(kind: StepKind, text: str, tool_name: str | None = None) -> None:
-        steps.append(Step(len(steps) + 1, kind, _defuse(text), tool_name))
+        steps.append(Step(len(steps) + 1, kind, _defuse(text), _defuse(tool_name) if tool_name else None))
 
     for message in record.model_messages:
         if isinstance(message, ModelRequest):
@@ -197,8 +208,11 @@ def _content_text(content: Any) -> str:
 
 
 def _defuse(text: str) -> str:
-    """Keep an agent's text from closing the fence or faking one."""
-    return text.replace('<<<', '< < <').replace('>>>', '> > >')
+    """Keep an agent's text from closing the fence or faking one: no run of 3+ chevrons survives."""
+    return _CHEVRONS.sub(lambda m: ' '.join(m.group(0)), text)
+
+
+_CHEVRONS = re.compile(r'<{3,}|>{3,}')
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,7 +1,12 @@
 """Judge names and groups: what `--evaluators` accepts, and what each judge needs.
 
-A name is a judge's `name`; a group is a named list of judges (`mvp`, `all`). Unknown names fail with
-the list of known ones, never silently run less than asked.
+A name is a judge's `name`; a group is a named list of judges. Groups follow seed 004's categories
+(`tool_usage`, `sources`, `output`, `format`, `methodology`), plus `mvp` (the seed's first three),
+`checks` (deterministic, no model), `investigation` (the TARSy scorer) and `all`. Unknown names fail
+with the list of known ones, never silently run less than asked.
+
+`COMPONENTS` is seed 004's evaluator → prompt-component mapping, as data the optimizer reads; modes
+the seed's table leaves out take the prompt section their own definition names.
 """
 
 from __future__ import annotations
@@ -9,16 +14,59 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .base import Judge
-from .output import Completeness, Hallucination
-from .tool_usage import ToolSelection
+from .checks import CHECKS
+from .format import AgentFormat
+from .investigation import InvestigationScorer, StructuredInvestigationScorer
+from .methodology import AmbiguityHandling, ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation
+from .output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
+from .reference import ReferenceCheck
+from .sources import SourceQuality, SourceSelection
+from .tool_usage import ToolParameters, ToolSelection
 
-__all__ = ('GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
+__all__ = ('COMPONENTS', 'GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
 
-JUDGES: dict[str, type[Judge]] = {cls.name: cls for cls in (ToolSelection, Hallucination, Completeness)}
+_FAILURE_MODE_JUDGES: tuple[type[Judge], ...] = (
+    ToolSelection, ToolParameters, SourceQuality, SynthesisQuality, Completeness, Hallucination, AgentFormat,
+    ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation, AmbiguityHandling,
+    ReportingQuality, CitationQuality, SourceSelection,
+)  # fmt: skip
+_CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
+
+JUDGES: dict[str, type[Judge]] = {
+    cls.name: cls for cls in (*_FAILURE_MODE_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
+}
+
+
+def _category(name: str) -> tuple[str, ...]:
+    return tuple(cls.name for cls in _FAILURE_MODE_JUDGES if cls.category == name)
+
 
 GROUPS: dict[str, tuple[str, ...]] = {
     'mvp': ('tool_selection', 'hallucination', 'completeness'),
-    'all': tuple(JUDGES),
+    'tool_usage': _category('tool_usage'),
+    'sources': _category('sources'),
+    'output': _category('output'),
+    'format': _category('format'),
+    'methodology': _category('methodology'),
+    'checks': tuple(cls.name for cls in _CHECKS),
+    'investigation': ('investigation_score',),
+    'all': (*(cls.name for cls in _FAILURE_MODE_JUDGES), *(cls.name for cls in _CHECKS), 'investigation_score'),
+}
+
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    'tool_selection': ('CHOOSING_SOURCES', 'AVAILABLE_TOOLS'),
+    'hallucination': ('CONFIDENCE_LEVELS', 'CITATIONS'),
+    'completeness': ('QUERY_DECOMPOSITION', 'REPORTING_RESULTS'),
+    'confidence_communication': ('CONFIDENCE_LEVELS',),
+    'research_depth': ('RESEARCH_METHODOLOGY',),
+    'solution_evaluation': ('ENGINEERING_JUDGMENT',),
+    'ambiguity_handling': ('HANDLING_AMBIGUITY',),
+    'citation_quality': ('CITATIONS',),
+    'source_selection': ('CHOOSING_SOURCES',),
+    # not in the seed's table; each takes the "Prompt section" its failure-mode definition names
+    'agent_format': ('IDENTITY',),
+    'query_decomposition': ('QUERY_DECOMPOSITION',),
+    'reporting_quality': ('REPORTING_RESULTS',),
 }
 
 
