@@ -32,9 +32,8 @@ _FAILURE_MODE_JUDGES: tuple[type[Judge], ...] = (
 )  # fmt: skip
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
 
-JUDGES: dict[str, type[Judge]] = {
-    cls.name: cls for cls in (*_FAILURE_MODE_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
-}
+_ALL: tuple[type[Judge], ...] = (*_FAILURE_MODE_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
+JUDGES: dict[str, type[Judge]] = {cls.name: cls for cls in _ALL}
 
 
 def _category(name: str) -> tuple[str, ...]:
