@@ -71,7 +71,7 @@ def judge(
         _print_judges()
         return
     try:
-        judges = make_judges(evaluators or ['mvp'])
+        judges = make_judges(evaluators or ['mvp', 'checks'])
     except UnknownJudgeError as e:
         err.print(f'[red]error:[/] {e}')
         raise typer.Exit(2) from None

@@ -151,10 +151,11 @@ def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, sc
     assert sorted(p.name for p in run.glob('*.json')) == ['good-1.json', 'good-2.json', 'summary.json']
     summary = json.loads((run / 'summary.json').read_text())
     assert summary['records_judged'] == 2 and summary['exit_code'] == 0
-    assert summary['judges'].keys() == {'tool_selection', 'hallucination', 'completeness'}
+    # the default is the MVP judges plus the model-free checks
+    assert {'tool_selection', 'hallucination', 'completeness', 'citation_check'} <= summary['judges'].keys()
     assert summary['model_requests'] == 6
     report = json.loads((run / 'good-2.json').read_text())
-    assert report['failure_modes'] == ['hallucination']
+    assert 'hallucination' in report['failure_modes']
     # a re-run is served from the cache
     again = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run2')
     assert again.exit_code == 0

@@ -90,6 +90,9 @@ _GRAMMAR_MAX_STRING = 400
 _GRAMMAR_MAX_STEPS = 8
 
 _default_model: JudgeModel | None = None
+# Agents reused across calls, keyed by (judge class, id of the model, output retries); the model is kept
+# in the value so an id is never matched to a different, later model.
+_AGENTS: dict[tuple[type[Any], int, int], tuple[Model | str, Agent[None, Any]]] = {}
 
 
 class JudgeError(RuntimeError):
@@ -251,25 +254,7 @@ class FailureModeJudge(Judge):
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         model = model or self.resolve_judge_model()
-        issue_model = type(self).issue_model
-        verdict_model = Verdict[issue_model]  # type: ignore[valid-type]
-
-        def parse(text: str) -> Verdict[Any]:
-            data = extract_json(text)
-            try:
-                return verdict_model.model_validate(data)
-            except ValidationError as e:
-                raise ModelRetry(
-                    f'Your JSON does not match the schema: {short_errors(e)}. Reply again with only the corrected JSON object.'
-                ) from None
-
-        agent: Agent[None, Verdict[Any]] = Agent(
-            model.model,
-            output_type=TextOutput(parse),
-            instructions=JUDGE_SYSTEM_PROMPT,
-            retries={'output': self.output_retries},
-            name=f'judge:{self.name}',
-        )
+        agent = self._agent(model)
         prompt = self.build_prompt(transcript)
         settings = model.settings_for(self.grammar_schema())
         start = time.perf_counter()
@@ -307,6 +292,35 @@ class FailureModeJudge(Judge):
             truncation=transcript.truncation,
             warnings=warnings,
         )
+
+    def _agent(self, model: JudgeModel) -> Agent[None, Verdict[Any]]:
+        """One pydantic-ai Agent per (judge class, model, retries): building one costs more than a fast call."""
+        key = (type(self), id(model.model), self.output_retries)
+        cached = _AGENTS.get(key)
+        if cached is not None and cached[0] is model.model:
+            return cached[1]
+        issue_model = type(self).issue_model
+        verdict_model: type[Verdict[Any]] = Verdict[issue_model]  # type: ignore[valid-type]
+
+        def parse(text: str) -> Verdict[Any]:
+            data = extract_json(text)
+            try:
+                verdict: Verdict[Any] = verdict_model.model_validate(data)
+                return verdict
+            except ValidationError as e:
+                raise ModelRetry(
+                    f'Your JSON does not match the schema: {short_errors(e)}. Reply again with only the corrected JSON object.'
+                ) from None
+
+        agent: Agent[None, Verdict[Any]] = Agent(
+            model.model,
+            output_type=TextOutput(parse),
+            instructions=JUDGE_SYSTEM_PROMPT,
+            retries={'output': self.output_retries},
+            name=f'judge:{self.name}',
+        )
+        _AGENTS[key] = (model.model, agent)
+        return agent
 
     def _error(
         self, model: JudgeModel, transcript: Transcript, start: float, messages: list[ModelMessage], error: str

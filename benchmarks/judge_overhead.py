@@ -1,0 +1,86 @@
+"""Runner overhead: N records × K judges against a fake model with a fixed latency, at concurrency C.
+
+The fake model (a pydantic-ai `FunctionModel`) sleeps `latency` seconds and returns a valid verdict, so
+all the time above `ceil(N·K / C) × latency` is ours: transcript rendering, prompt building, pydantic-ai
+agent runs, output validation, report assembly. Prints wall / ideal (target ≤ 1.1).
+
+    python benchmarks/judge_overhead.py [--records 50] [--judges 3] [--concurrency 1 4 16] [--latency 0.1 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import time
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.models import JudgeModel
+from sensei_eval.records import QueryRecord
+from sensei_eval.runner import judge_records
+
+_VERDICT = json.dumps({'reasoning': 'Nothing wrong at [3].', 'issues': []})
+
+
+def _record(i: int) -> QueryRecord:
+    return QueryRecord.model_validate(
+        {
+            'query_id': f'bench-{i}',
+            'messages': [
+                {'role': 'user', 'content': f'Question {i}: how do FastAPI dependencies work?'},
+                {
+                    'role': 'assistant',
+                    'content': None,
+                    'tool_calls': [
+                        {
+                            'id': 'c1',
+                            'type': 'function',
+                            'function': {'name': 'context7_get_docs', 'arguments': '{"library_id": "/fastapi/fastapi"}'},
+                        }
+                    ],
+                },
+                {'role': 'tool', 'tool_call_id': 'c1', 'content': 'Depends() declares a dependency. ' * 40},
+                {'role': 'assistant', 'content': 'Use `Depends()`.'},
+            ],
+        }
+    )
+
+
+def _fake(latency: float) -> JudgeModel:
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(latency)
+        return ModelResponse(parts=[TextPart(_VERDICT)])
+
+    return JudgeModel(FunctionModel(answer, model_name='fake'), 'fake', 60_000)
+
+
+def run(records: int, judges: int, concurrency: int, latency: float) -> tuple[float, float]:
+    names = ['tool_selection', 'hallucination', 'completeness', 'tool_parameters', 'synthesis_quality', 'agent_format'][:judges]
+    data = [_record(i) for i in range(records)]
+    start = time.perf_counter()
+    reports = asyncio.run(judge_records(data, make_judges(names), _fake(latency), run_id='bench', concurrency=concurrency))
+    wall = time.perf_counter() - start
+    assert all(r.status == 'ok' for rep in reports for r in rep.judges.values())
+    return wall, math.ceil(records * judges / concurrency) * latency
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
+    parser.add_argument('--records', type=int, default=50)
+    parser.add_argument('--judges', type=int, default=3, choices=range(1, 7))
+    parser.add_argument('--concurrency', type=int, nargs='+', default=[1, 4, 16])
+    parser.add_argument('--latency', type=float, nargs='+', default=[0.1, 0.5])
+    args = parser.parse_args()
+    print(f'{"N":>4} {"K":>2} {"C":>3} {"latency":>8} {"wall s":>8} {"ideal s":>8} {"wall/ideal":>10}')
+    for latency in args.latency:
+        for c in args.concurrency:
+            wall, ideal = run(args.records, args.judges, c, latency)
+            print(f'{args.records:>4} {args.judges:>2} {c:>3} {latency:>8.3f} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>10.3f}')
+
+
+if __name__ == '__main__':
+    main()
