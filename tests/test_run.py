@@ -159,7 +159,8 @@ def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, sc
     # a re-run is served from the cache
     again = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run2')
     assert again.exit_code == 0
-    assert json.loads((tmp_path / 'out' / 'run2' / 'summary.json').read_text())['cache_hits'] == 6
+    rerun = json.loads((tmp_path / 'out' / 'run2' / 'summary.json').read_text())
+    assert rerun['model_requests'] == 0 and rerun['cache_hits'] >= 6
     assert len(scripted_cli.calls) == 6
 
 
