@@ -244,11 +244,16 @@ def _print_footer(summary: RunSummary, run_dir: Path) -> None:
 def _print_judges() -> None:
     from rich.table import Table
 
-    table = Table('judge', 'groups', 'category', 'criteria hash', 'needs model')
+    table = Table(box=None, pad_edge=False)
+    table.add_column('judge', no_wrap=True)
+    table.add_column('groups')
+    table.add_column('model', no_wrap=True)
+    table.add_column('criteria hash', no_wrap=True)
     for name, cls in JUDGES.items():
-        groups = ', '.join(g for g, names in GROUPS.items() if name in names)
-        table.add_row(name, groups, cls.category or '-', cls().criteria_hash()[:16], 'yes' if cls.needs_model else 'no')
+        groups = ','.join(g for g, names in GROUPS.items() if name in names and g != 'all') or '-'
+        table.add_row(name, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
     out.print(table)
+    out.print('group all: every judge above except investigation_score_structured')
 
 
 def main() -> None:
