@@ -153,6 +153,8 @@ class QueryRecord(BaseModel):
 
     @model_validator(mode='after')
     def _normalise(self) -> QueryRecord:
+        if not self.query_id.strip():
+            raise RecordFieldError('query_id', 'blank: a query_id needs at least one visible character')
         if not self.messages:
             raise RecordFieldError('messages', 'the message history is empty')
         if self.message_format is None:
@@ -501,6 +503,7 @@ def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) 
         raw = path.read_bytes()
     except OSError as e:
         return LoadResult([], [LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')])
+    raw = raw.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
     for lineno, line in enumerate(raw.split(b'\n'), start=1):
         if not line.strip():
             continue

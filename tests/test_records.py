@@ -787,3 +787,14 @@ def test_rating_mean() -> None:
 def test_rating_bounds(bad: Any) -> None:
     with pytest.raises(ValidationError):
         Rating(correctness=bad, relevance=3, usefulness=3)
+
+
+def test_utf8_bom_and_blank_query_id(tmp_path: Path) -> None:
+    path = tmp_path / 'bom.jsonl'
+    good = json.dumps(record_dict('q1', openai_messages())).encode()
+    blank = json.dumps(record_dict('   ', openai_messages())).encode()
+    path.write_bytes(b'\xef\xbb\xbf' + good + b'\n' + blank + b'\n')
+    result = load_dataset(path)
+    assert [r.query_id for r in result.records] == ['q1']
+    [error] = result.errors
+    assert (error.line, error.field) == (2, 'query_id') and 'blank' in error.message
