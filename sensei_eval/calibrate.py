@@ -31,6 +31,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel, Field, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
@@ -246,13 +247,20 @@ def main(
         console.print(f'[red]error:[/] no label file at {labels}')
         raise typer.Exit(2)
     result = calibrate(reports, labels)
-    table = Table(
-        'judge', 'mode', 'n', 'errors', 'accuracy', "Cohen's κ", 'confusion [[pp, pf], [fp, ff]]', title='Judges vs labels'
-    )
+    table = Table(title='Judges vs labels', box=None, pad_edge=False)
+    for column in ('judge', 'mode', 'n', 'errors', 'accuracy', "Cohen's κ", escape('confusion [[pp, pf], [fp, ff]]')):
+        table.add_column(column, no_wrap=True)
     for a in result.judges:
-        table.add_row(
-            a.judge, a.failure_mode, str(a.n), str(a.errors), _fmt(a.accuracy), _fmt(a.cohen_kappa), str(a.confusion_matrix)
+        row = (
+            a.judge,
+            a.failure_mode,
+            str(a.n),
+            str(a.errors),
+            _fmt(a.accuracy),
+            _fmt(a.cohen_kappa),
+            escape(str(a.confusion_matrix)),
         )
+        table.add_row(*row)
     console.print(table)
     for title, r in (
         ('labels', result.spearman_overall_vs_labels),

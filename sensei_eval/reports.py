@@ -88,6 +88,8 @@ FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {
     'source_selection': ('sources', SourceSelectionIssue, 'source_selection_issues'),
 }
 CATEGORIES = ('tool_usage', 'sources', 'output', 'format', 'methodology')
+# Files in a run folder that are about the run, not a record's report.
+RUN_FILES = frozenset({'summary.json', 'calibration.json'})
 
 
 class JudgeResult(BaseModel):
@@ -296,7 +298,7 @@ def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
         raise FileNotFoundError(f'no run folder at {run_dir}')
     reports = []
     for path in sorted(run_dir.glob('*.json')):
-        if path.name == 'summary.json':
+        if path.name in RUN_FILES:
             continue
         reports.append(EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')))
     return reports

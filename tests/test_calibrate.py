@@ -85,3 +85,6 @@ def test_cli_writes_json_and_exits_1_on_label_problems(tmp_path: Path) -> None:
     data = json.loads((run / 'calibration.json').read_text())
     assert data['judges'][0]['cohen_kappa'] == pytest.approx(1 / 3)
     assert CliRunner().invoke(cal.app, ['--reports', str(tmp_path / 'nope'), '--labels', 'x']).exit_code == 2
+    # calibrating the same run again reads the reports, not its own earlier calibration.json
+    again = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(_write_labels(tmp_path))])
+    assert again.exit_code == 1, again.output
