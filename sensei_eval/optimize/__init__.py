@@ -1,0 +1,42 @@
+"""Layer 2 of seed 004: improve an agent's prompt one component at a time, fed by the judges.
+
+`components` reads the prompt as named sections, `agent` runs the user's agent under a prompt,
+`evaluate` scores a prompt with the judges, `variants` is the DSPy variant generator, `loop` the
+sequential optimizer, `metrics` the judges as DSPy (and GEPA) metrics, `gepa` the GEPA baseline.
+The CLI is `python -m sensei_eval.optimize`. Nothing here changes the agent: the output is a list of
+`PromptSuggestion`s and an optimized copy of the components for a human to review.
+"""
+
+from __future__ import annotations
+
+from .agent import AgentRunError, AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_query
+from .components import ComponentsError, PromptComponents, load_components, save_components
+from .evaluate import FailureExample, PromptEvaluation, evaluate_prompt
+from .loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
+from .metrics import AgentProgram, JudgeMetric
+from .variants import VariantGenerator
+
+__all__ = (
+    'AgentProgram',
+    'AgentRunError',
+    'AgentRunner',
+    'ComponentsError',
+    'FailureExample',
+    'JudgeMetric',
+    'OptimizeConfig',
+    'OptimizeState',
+    'PromptComponents',
+    'PromptEvaluation',
+    'PromptSuggestion',
+    'PydanticAIRunner',
+    'Query',
+    'SequentialOptimizer',
+    'VariantGenerator',
+    'evaluate_prompt',
+    'load_components',
+    'load_queries',
+    'load_runner',
+    'order_components',
+    'run_query',
+    'save_components',
+)

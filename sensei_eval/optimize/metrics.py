@@ -1,0 +1,205 @@
+"""Judges as DSPy metrics, and the agent as a DSPy program, so DSPy's optimizers can use our judges.
+
+* `JudgeMetric(judges, model)` is a DSPy metric over a prediction that carries the agent's run as a
+  `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
+  optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
+  `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
+  feedback lists the issues of the judges mapped to component `pred_name` (seed 004's evaluator →
+  component mapping), or every issue when no component is named. A run whose judges all errored has no
+  score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
+  memoised per run, so GEPA asking for feedback per component doesn't judge the same run again.
+* `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
+  component, whose signature instructions *are* the component text. `forward(query=…)` assembles the
+  system prompt from those instructions, runs the real agent, and records one trace entry per component
+  (the run is what each component shaped), which is what GEPA's reflective dataset reads. The
+  predictors are never called as LMs: they are the named, optimisable texts. So `dspy.GEPA(metric=
+  JudgeMetric(..., feedback=True), component_selector="round_robin")` optimises the same components as
+  the sequential loop.
+
+DSPy calls metrics and programs synchronously, from worker threads; the async agent and judges run on
+one private event loop in a background thread (`run_sync`), so HTTP clients are never shared across
+event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import dspy
+
+from ..cache import JudgeCache
+from ..evaluators.base import Judge, JudgeError
+from ..evaluators.registry import COMPONENTS
+from ..models import JudgeModel
+from ..records import QueryRecord
+from ..reports import EvaluationReport
+from ..runner import judge_records
+from .agent import AgentRunner, Query, run_query
+from .components import PromptComponents
+
+__all__ = ('AgentProgram', 'JudgeMetric', 'judges_for_component', 'run_sync')
+
+T = TypeVar('T')
+
+
+class _LoopThread:
+    """One event loop on a daemon thread; coroutines from any thread run there."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name='sensei-eval-loop', daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+_LOOP = _LoopThread()
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code (DSPy's metric and module calls)."""
+    return _LOOP.run(coro)
+
+
+def judges_for_component(component: str, judges: Sequence[Judge]) -> list[str]:
+    """The judges whose failure mode seed 004 maps to `component`."""
+    return [j.name for j in judges if component in COMPONENTS.get(j.failure_mode or '', ())]
+
+
+class JudgeMetric:
+    """Our judges as a DSPy metric (and, with `feedback=True`, a GEPA feedback metric)."""
+
+    def __init__(
+        self,
+        judges: Sequence[Judge],
+        judge_model: JudgeModel | None,
+        *,
+        feedback: bool = False,
+        cache: JudgeCache | None = None,
+    ) -> None:
+        self.judges = list(judges)
+        self.judge_model = judge_model
+        self.feedback = feedback
+        self.cache = cache
+        self.calls = 0
+        self.judge_requests = 0
+        self.errors: list[str] = []
+        self._memo: dict[str, EvaluationReport] = {}
+        self._lock = threading.Lock()
+
+    def __call__(
+        self,
+        example: Any,
+        pred: Any,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> float | dspy.Prediction:
+        record = getattr(pred, 'record', None)
+        if not isinstance(record, QueryRecord):
+            raise TypeError('JudgeMetric needs a prediction with a `record` (QueryRecord), as AgentProgram returns')
+        report = self.report(record)
+        scores = [r.score for r in report.judges.values() if r.status == 'ok' and r.score is not None]
+        if not scores:
+            message = f'{record.query_id}: no judge produced a score: ' + '; '.join(report.errors or ['no judge applied'])
+            with self._lock:
+                self.errors.append(message)
+            raise JudgeError(message)
+        score = sum(scores) / len(scores)
+        if not self.feedback:
+            return score
+        return dspy.Prediction(score=score, feedback=self.feedback_text(report, pred_name))
+
+    def report(self, record: QueryRecord) -> EvaluationReport:
+        """The judges' report on one run, judged once however often it is asked for."""
+        key = hashlib.sha256(json.dumps(record.messages, sort_keys=True, default=str).encode()).hexdigest()
+        with self._lock:
+            hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        report = run_sync(judge_records([record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache))[0]
+        with self._lock:
+            self.calls += 1
+            self.judge_requests += sum(r.requests for r in report.judges.values() if not r.cached)
+            for error in report.errors:
+                self.errors.append(f'{record.query_id}: {error}')
+            self._memo[key] = report
+        return report
+
+    def feedback_text(self, report: EvaluationReport, component: str | None) -> str:
+        names = [j.name for j in self.judges]
+        relevant = judges_for_component(component, self.judges) if component else names
+        if component and not relevant:
+            relevant = names  # no judge maps to this component: every finding is context for it
+        lines = []
+        for name in relevant:
+            result = report.judges.get(name)
+            if result is None:
+                continue
+            if result.status == 'error':
+                lines.append(f'- {name}: the judge errored ({result.error}); no verdict')
+            elif result.issues:
+                for issue in result.issues:
+                    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [])}
+                    lines.append(f'- {name}: {json.dumps(fields, ensure_ascii=False, default=str)[:400]}')
+            else:
+                lines.append(f'- {name}: no issue')
+        head = f'Judged by {", ".join(relevant)}' + (f' (the judges mapped to {component})' if component else '')
+        return head + ':\n' + '\n'.join(lines)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.value += n
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Counter:
+        return self  # shared on purpose: every copy of the program counts into the same total
+
+
+class AgentProgram(dspy.Module):  # type: ignore[misc]
+    """The agent as a DSPy program whose predictors' instructions are the prompt components."""
+
+    def __init__(self, components: PromptComponents, runner: AgentRunner) -> None:
+        super().__init__()
+        self._components = components
+        self._runner = runner
+        self._usage = _Counter()  # shared by the copies DSPy makes (Module.deepcopy copies only parameters)
+        for name in components.names:
+            signature = dspy.Signature('query -> answer').with_instructions(components[name])
+            setattr(self, name, dspy.Predict(signature))
+
+    @property
+    def agent_requests(self) -> int:
+        return self._usage.value
+
+    def current_components(self) -> PromptComponents:
+        components = self._components
+        for name in components.names:
+            components = components.with_text(name, getattr(self, name).signature.instructions)
+        return components
+
+    def forward(self, query: str, query_id: str | None = None) -> dspy.Prediction:
+        components = self.current_components()
+        q = Query(query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query)
+        record = run_sync(run_query(self._runner, components.build(), q))
+        self._usage.add(int(record.metadata.get('agent_requests', 0) or 0))
+        answer = record.final_answer() or ''
+        trace = dspy.settings.trace
+        if trace is not None:
+            for name in components.names:
+                trace.append((getattr(self, name), {'query': query}, dspy.Prediction(answer=answer)))
+        return dspy.Prediction(answer=answer, record=record)
