@@ -23,6 +23,7 @@ changes, just as editing a rubric changes an LLM judge's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -60,6 +61,12 @@ __all__ = (
 )
 
 
+
+@functools.cache
+def _class_source(cls: type) -> str:
+    """A check's source, read once: `inspect.getsource` costs more than running the check."""
+    return inspect.getsource(cls)
+
 @dataclass(repr=False)
 class DeterministicCheck(Judge):
     """Base for checks: subclasses implement `find(record, transcript) -> issues`."""
@@ -69,7 +76,7 @@ class DeterministicCheck(Judge):
 
     def criteria_hash(self) -> str:
         params = {f.name: getattr(self, f.name) for f in fields(self)}
-        material = inspect.getsource(type(self)) + json.dumps(params, sort_keys=True, default=str)
+        material = _class_source(type(self)) + json.dumps(params, sort_keys=True, default=str)
         return hashlib.sha256(material.encode()).hexdigest()
 
     def applies_to(self, record: QueryRecord) -> str | None:

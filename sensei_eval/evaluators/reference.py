@@ -16,6 +16,7 @@ reason is kept in `details`. An evaluator that raises makes the whole check an e
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -58,6 +59,12 @@ def reference_evaluators(record: QueryRecord) -> list[Evaluator[Any, Any, Any]]:
     return evaluators
 
 
+
+@functools.cache
+def _reference_hash() -> str:
+    """The source of the reference evaluators, hashed once."""
+    return hashlib.sha256(inspect.getsource(reference_evaluators).encode()).hexdigest()
+
 @dataclass(repr=False)
 class ReferenceCheck(Judge):
     """pydantic-evals' agentic evaluators against the record's expected tool calls."""
@@ -67,7 +74,7 @@ class ReferenceCheck(Judge):
     needs_model: ClassVar[bool] = False
 
     def criteria_hash(self) -> str:
-        return hashlib.sha256(inspect.getsource(reference_evaluators).encode()).hexdigest()
+        return _reference_hash()
 
     def applies_to(self, record: QueryRecord) -> str | None:
         return None if record.expected_tool_calls else 'the record has no expected_tool_calls'

@@ -1,0 +1,1 @@
+"""Runnable examples (importable from the project root: `examples.docs_agent`)."""
