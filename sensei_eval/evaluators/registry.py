@@ -66,6 +66,10 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     'agent_format': ('IDENTITY',),
     'query_decomposition': ('QUERY_DECOMPOSITION',),
     'reporting_quality': ('REPORTING_RESULTS',),
+    # in neither the table nor a "Prompt section" line: the sections that tell the agent how to call
+    # tools and which sources to trust are where a fix for these goes
+    'tool_parameters': ('AVAILABLE_TOOLS',),
+    'source_quality': ('CHOOSING_SOURCES',),
 }
 
 

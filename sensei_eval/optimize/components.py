@@ -76,6 +76,9 @@ class PromptComponents:
         if dupes:
             raise ComponentsError(f'{self.source}: component name(s) used twice: {", ".join(dupes)}')
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PromptComponents:
+        return self  # immutable; the module it came from is shared, never copied
+
     @classmethod
     def from_mapping(cls, sections: Mapping[str, str], *, source: str = '<memory>', separator: str = '\n\n') -> PromptComponents:
         return cls(tuple(sections.items()), source=source, separator=separator)

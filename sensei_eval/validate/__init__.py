@@ -1,0 +1,172 @@
+"""Before/after validation of a prompt change: run, judge, compare with paired statistics, gate.
+
+Seed 004's Layer 3. The same queries run under the old and the new prompt, every run is judged by the
+same judges, and each failure mode (and the overall score) is compared over the *paired* queries: mean
+before/after, Δ with a bootstrap CI, a paired sign-flip permutation test (Holm-corrected across
+metrics), Cohen's d_z, exact McNemar on pass/fail, and agent vs judge noise. The gate turns that into an
+exit code for CI; `assert_no_regression` does the same inside a test.
+
+Modules: `stats` (the statistics), `compare` (pairing and aggregation), `gate` (verdicts, exit code),
+`render` (Markdown, console), `run` (agent runs + judging), `cli` (`python -m sensei_eval.validate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..evaluators.base import Judge
+from ..models import JudgeModel, resolve_model
+from ..optimize.agent import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
+from ..optimize.components import PromptComponents, load_components
+from ..reports import EvaluationReport
+from .compare import OVERALL, Comparison, MetricComparison, RunError, SideSummary, compare_reports, split_run_id
+from .gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
+from .render import print_comparison, to_markdown
+from .run import run_agent, validate_prompts
+
+__all__ = (
+    'EXIT_INPUT_ERROR',
+    'EXIT_OK',
+    'EXIT_REGRESSION',
+    'OVERALL',
+    'Comparison',
+    'GateResult',
+    'MetricComparison',
+    'RunError',
+    'SideSummary',
+    'Thresholds',
+    'assert_no_regression',
+    'compare_reports',
+    'print_comparison',
+    'run_agent',
+    'split_run_id',
+    'to_markdown',
+    'validate_prompts',
+)
+
+Reports = str | Path | Sequence[EvaluationReport]
+Prompt = str | Path | PromptComponents
+
+
+def assert_no_regression(
+    old: Comparison | Reports | Prompt,
+    new: Reports | Prompt | None = None,
+    *,
+    agent: AgentRunner | Any | str | None = None,
+    queries: Sequence[Query] | str | Path | None = None,
+    judges: Sequence[str] | Sequence[Judge] = ('mvp', 'checks'),
+    model: JudgeModel | str | None = None,
+    runs: int = 1,
+    judge_repeats: int = 1,
+    alpha: float = 0.05,
+    max_drop: float = 0.05,
+    min_effect: float = 0.0,
+    max_error_rate: float = 0.0,
+    seed: int = 0,
+    out_dir: Path | None = None,
+) -> Comparison:
+    """Fail a test (AssertionError carrying the Markdown table) when the new side regressed.
+
+    Three ways to call it:
+
+    * `assert_no_regression(comparison)` — gate a `Comparison` you already have (thresholds re-applied);
+    * `assert_no_regression(old_run_dir, new_run_dir)` — two judge run folders, or two lists of reports;
+    * `assert_no_regression(old_prompt, new_prompt, agent=..., queries=...)` — run the agent under both
+      prompts (text, a `PromptComponents`, or a `Path` to a prompts file), judge and compare. `agent` is
+      an `AgentRunner`, a pydantic-ai `Agent` or a `"module:factory"` string; `queries` a list of `Query`
+      or a JSONL path. This form calls `asyncio.run`; in an async test `await validate_prompts(...)` and
+      pass the result instead.
+
+    Returns the comparison when the gate passes, so a test can assert more.
+    """
+    thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate)
+    if isinstance(old, Comparison):
+        comparison = old.model_copy(update={'thresholds': thresholds}, deep=True)
+        decide(comparison)
+    elif agent is not None:
+        if (
+            queries is None
+            or not isinstance(old, str | Path | PromptComponents)
+            or not isinstance(new, str | Path | PromptComponents)
+        ):
+            raise TypeError('with agent=..., give the old and the new prompt (text, Path or PromptComponents) and queries=...')
+        comparison = asyncio.run(
+            validate_prompts(
+                _prompt(old),
+                _prompt(new),
+                _runner(agent),
+                _queries(queries),
+                _judges(judges),
+                _model(model, judges),
+                runs=runs,
+                judge_repeats=judge_repeats,
+                thresholds=thresholds,
+                out_dir=out_dir,
+                seed=seed,
+            )
+        )
+    else:
+        if new is None:
+            raise TypeError('give the old and the new reports (run folders or lists of EvaluationReport)')
+        comparison = compare_reports(_reports(old), _reports(new), thresholds=thresholds, seed=seed)  # type: ignore[arg-type]
+    if not comparison.gate.passed:
+        raise AssertionError('prompt change regressed:\n\n' + to_markdown(comparison))
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _prompt(p: Prompt) -> str | PromptComponents:
+    if isinstance(p, Path):
+        return load_components(p)
+    return p
+
+
+def _runner(agent: AgentRunner | Any | str) -> AgentRunner:
+    from pydantic_ai import Agent
+
+    if isinstance(agent, str):
+        return load_runner(agent)
+    if isinstance(agent, Agent):
+        return PydanticAIRunner(agent)
+    if isinstance(agent, AgentRunner):
+        return agent
+    raise TypeError(f'agent must be an AgentRunner, a pydantic-ai Agent or "module:factory", got {type(agent).__name__}')
+
+
+def _queries(queries: Sequence[Query] | str | Path) -> list[Query]:
+    if isinstance(queries, str | Path):
+        loaded, errors = load_queries(queries)
+        if errors:
+            raise ValueError('unusable queries:\n  ' + '\n  '.join(str(e) for e in errors))
+        return loaded
+    return list(queries)
+
+
+def _judges(judges: Sequence[str] | Sequence[Judge]) -> list[Judge]:
+    from ..evaluators.registry import make_judges
+
+    if all(isinstance(j, Judge) for j in judges):
+        return [j for j in judges if isinstance(j, Judge)]
+    return make_judges([j for j in judges if isinstance(j, str)])
+
+
+def _model(model: JudgeModel | str | None, judges: Sequence[str] | Sequence[Judge]) -> JudgeModel | None:
+    if isinstance(model, JudgeModel):
+        return model
+    if not any(j.needs_model for j in _judges(judges)):
+        return None
+    return resolve_model(model)
+
+
+def _reports(x: Reports) -> list[EvaluationReport]:
+    if isinstance(x, str | Path):
+        from .cli import load_report_dir
+
+        return load_report_dir(Path(x), 'reports')
+    return list(x)

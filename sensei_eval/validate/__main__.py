@@ -1,0 +1,5 @@
+"""`python -m sensei_eval.validate`."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,442 @@
+"""Pair two sets of judge reports by query and compare them metric by metric.
+
+A *metric* is a failure mode (seed 004's fifteen), a judge without a failure mode (e.g. the TARSy
+`investigation_score`), or `overall` (the report's `overall_score`). Its value in one report:
+
+* a failure mode judged by several judges (an LLM judge and a deterministic check) takes the worse
+  score and passes only if every one passed — the same rule as `reports.build_report`;
+* a judge error makes that report's value for the metric an *error*: excluded and counted, never a 0.
+  `overall` of a report with any judge error is an error too (it would be computed from part of the
+  judges); a report whose judges were all skipped has no value, which is not an error.
+
+Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
+runs are named that way), and `EvaluationReport.repeat` is the re-judging index. A query's value is the
+mean over all its runs × re-judgings; its pass/fail (for McNemar) is a strict majority of passes.
+Queries are paired by id; a query with a value on one side only is listed under `only_old` /
+`only_new`, never silently dropped. Noise is estimated per side from the spread across runs and
+re-judgings (see `stats.noise_components`).
+
+`compare_reports` computes every number; verdicts and the exit code are added by `gate.decide`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ..reports import FAILURE_MODES, EvaluationReport
+from . import stats
+from .gate import GateResult, Thresholds, decide
+
+__all__ = (
+    'OVERALL',
+    'Comparison',
+    'MetricComparison',
+    'NoiseSummary',
+    'RunError',
+    'SideSummary',
+    'compare_reports',
+    'split_run_id',
+)
+
+OVERALL = 'overall'
+# `<query id>#r<run>`: how the validator names run r of a query (run 1 of a single run keeps the bare id).
+_RUN_SUFFIX = re.compile(r'^(?P<base>.+)#r(?P<run>\d+)$')
+# z for the two-sided 95% "noise floor" of a mean paired difference.
+_Z95 = 1.959963984540054
+
+Verdict = Literal['improved', 'regressed', 'no_change', 'insufficient_data']
+
+
+class RunError(BaseModel):
+    """An agent run that raised: it produced no record, so it is counted, not judged."""
+
+    query_id: str
+    run: int
+    message: str
+
+
+class NoiseSummary(BaseModel):
+    """One side's noise for one metric (variances of the 0-1 score; None = not measurable)."""
+
+    judge_var: float | None = Field(description='Mean variance across J re-judgings of one transcript.')
+    agent_var: float | None = Field(description='Mean variance across R runs of one query, judge noise removed.')
+    run_var: float | None = Field(description='Mean variance across R runs of the per-run mean (agent + judge/J).')
+    query_mean_var: float | None = Field(description="Noise variance of one query's mean score.")
+
+
+class MetricComparison(BaseModel):
+    """Before/after for one metric over the paired queries."""
+
+    metric: str
+    kind: Literal['overall', 'failure_mode', 'judge']
+    judges: list[str] = Field(default_factory=list)
+    n_pairs: int
+    old_mean: float | None = None
+    new_mean: float | None = None
+    delta: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_level: float = 0.95
+    p_value: float | None = Field(None, description='Paired sign-flip permutation test of the mean difference.')
+    p_adjusted: float | None = Field(None, description='Holm-adjusted across every metric compared.')
+    effect_size_dz: float | None = Field(None, description="Cohen's d_z: mean difference / SD of the differences.")
+    effect_label: str = 'n/a'
+    old_pass_rate: float | None = None
+    new_pass_rate: float | None = None
+    mcnemar_b: int | None = Field(None, description='Queries that went pass → fail.')
+    mcnemar_c: int | None = Field(None, description='Queries that went fail → pass.')
+    mcnemar_p: float | None = None
+    noise_old: NoiseSummary | None = None
+    noise_new: NoiseSummary | None = None
+    noise_floor: float | None = Field(None, description='1.96 × SD of the mean difference that noise alone gives.')
+    within_noise: bool | None = None
+    errors_old: int = 0
+    errors_new: int = 0
+    observations_old: int = 0
+    observations_new: int = 0
+    only_old: list[str] = Field(default_factory=list)
+    only_new: list[str] = Field(default_factory=list)
+    per_query: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description='Paired query means (old, new): the data every statistic above is computed from.'
+    )
+    verdict: Verdict = 'insufficient_data'
+    explanation: str = ''
+
+
+class SideSummary(BaseModel):
+    """What one side (old or new) consisted of."""
+
+    label: str
+    source: str | None = None
+    prompt_versions: list[str] = Field(default_factory=list)
+    queries: int = 0
+    reports: int = 0
+    runs: int = 1
+    repeats: int = 1
+    judge_results: int = 0
+    judge_errors: int = 0
+    judge_error_messages: list[str] = Field(default_factory=list)
+    run_attempts: int = 0
+    run_errors: list[RunError] = Field(default_factory=list)
+    criteria_hashes: dict[str, str] = Field(default_factory=dict)
+    models: list[str] = Field(default_factory=list)
+
+
+class Comparison(BaseModel):
+    """Everything the validator computed: `comparison.json`."""
+
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    thresholds: Thresholds
+    correction: str = 'holm'
+    seed: int = 0
+    bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP
+    permutation_resamples: int = stats.DEFAULT_PERMUTATIONS
+    old: SideSummary
+    new: SideSummary
+    only_old: list[str] = Field(default_factory=list, description='Queries with reports on the old side only.')
+    only_new: list[str] = Field(default_factory=list, description='Queries with reports on the new side only.')
+    warnings: list[str] = Field(default_factory=list)
+    metrics: list[MetricComparison] = Field(default_factory=list)
+    gate: GateResult
+
+    def metric(self, name: str) -> MetricComparison:
+        for m in self.metrics:
+            if m.metric == name:
+                return m
+        raise KeyError(f'no metric {name!r}; metrics: {", ".join(m.metric for m in self.metrics)}')
+
+    @property
+    def exit_code(self) -> int:
+        return self.gate.exit_code
+
+
+def split_run_id(query_id: str) -> tuple[str, int]:
+    """`docs-001#r2` → (`docs-001`, 2); an id without the suffix is run 1."""
+    m = _RUN_SUFFIX.match(query_id)
+    if m is None:
+        return query_id, 1
+    return m['base'], int(m['run'])
+
+
+def compare_reports(
+    old: Sequence[EvaluationReport],
+    new: Sequence[EvaluationReport],
+    *,
+    thresholds: Thresholds | None = None,
+    seed: int = 0,
+    bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP,
+    permutation_resamples: int = stats.DEFAULT_PERMUTATIONS,
+    old_side: SideSummary | None = None,
+    new_side: SideSummary | None = None,
+) -> Comparison:
+    """Pair `old` and `new` by query, compute every metric's statistics, then the verdicts and gate."""
+    thresholds = thresholds or Thresholds()
+    old_obs = _extract(old)
+    new_obs = _extract(new)
+    old_summary = _side_summary(old, old_side or SideSummary(label='old'))
+    new_summary = _side_summary(new, new_side or SideSummary(label='new'))
+
+    old_queries = {split_run_id(r.query_id)[0] for r in old}
+    new_queries = {split_run_id(r.query_id)[0] for r in new}
+    old_queries |= {e.query_id for e in old_summary.run_errors}
+    new_queries |= {e.query_id for e in new_summary.run_errors}
+
+    metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics))
+    rng = np.random.default_rng(seed)
+    results = [
+        _compare_metric(
+            name, old_obs, new_obs, old_summary, new_summary, rng, thresholds.ci_level, bootstrap_resamples, permutation_resamples
+        )
+        for name in metrics
+    ]
+    adjusted = stats.holm_adjust({m.metric: m.p_value for m in results if m.p_value is not None})
+    for m in results:
+        m.p_adjusted = adjusted.get(m.metric)
+
+    comparison = Comparison(
+        thresholds=thresholds,
+        seed=seed,
+        bootstrap_resamples=bootstrap_resamples,
+        permutation_resamples=permutation_resamples,
+        old=old_summary,
+        new=new_summary,
+        only_old=sorted(old_queries - new_queries),
+        only_new=sorted(new_queries - old_queries),
+        warnings=_warnings(old_summary, new_summary),
+        metrics=results,
+        gate=GateResult(exit_code=0, passed=True),
+    )
+    decide(comparison)
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------------
+# Observations
+
+
+@dataclass
+class _Cell:
+    """One metric on one report: a value, or an error."""
+
+    score: float | None = None
+    passed: bool | None = None
+    error: bool = False
+
+
+@dataclass
+class _Observations:
+    """metric → query → run → repeat → cell, plus each metric's kind and judges."""
+
+    metrics: dict[str, dict[str, dict[int, dict[int, _Cell]]]] = field(default_factory=dict)
+    kinds: dict[str, Literal['overall', 'failure_mode', 'judge']] = field(default_factory=dict)
+    judges: dict[str, set[str]] = field(default_factory=dict)
+
+    def put(self, metric: str, query: str, run: int, repeat: int, cell: _Cell) -> None:
+        self.metrics.setdefault(metric, {}).setdefault(query, {}).setdefault(run, {})[repeat] = cell
+
+
+def _extract(reports: Sequence[EvaluationReport]) -> _Observations:
+    obs = _Observations()
+    for report in reports:
+        query, run = split_run_id(report.query_id)
+        per_metric: dict[str, list[tuple[str, _Cell]]] = {}
+        for name, result in report.judges.items():
+            metric = result.failure_mode or name
+            obs.kinds[metric] = 'failure_mode' if result.failure_mode else 'judge'
+            obs.judges.setdefault(metric, set()).add(name)
+            cell = _Cell(error=True) if result.status == 'error' else _Cell(score=result.score, passed=result.passed)
+            per_metric.setdefault(metric, []).append((name, cell))
+        for metric, cells in per_metric.items():
+            obs.put(metric, query, run, report.repeat, _merge(cells))
+        if report.judges:
+            obs.kinds[OVERALL] = 'overall'
+            if report.errors:
+                obs.put(OVERALL, query, run, report.repeat, _Cell(error=True))
+            elif report.overall_score is not None:
+                obs.put(OVERALL, query, run, report.repeat, _Cell(score=report.overall_score))
+    return obs
+
+
+def _merge(cells: list[tuple[str, _Cell]]) -> _Cell:
+    """Several judges of one mode: any error → error; else the worst score, and passed only if all passed."""
+    if any(c.error for _, c in cells):
+        return _Cell(error=True)
+    scores = [c.score for _, c in cells if c.score is not None]
+    verdicts = [c.passed for _, c in cells if c.passed is not None]
+    return _Cell(score=min(scores) if scores else None, passed=all(verdicts) if verdicts else None)
+
+
+def _ordered_metrics(names: set[str]) -> list[str]:
+    modes = [m for m in FAILURE_MODES if m in names]
+    others = sorted(n for n in names if n not in FAILURE_MODES and n != OVERALL)
+    return [*modes, *others, *([OVERALL] if OVERALL in names else [])]
+
+
+# ---------------------------------------------------------------------------------------------------
+# One metric
+
+
+@dataclass
+class _QueryValues:
+    """A query's mean score and pass rate on one side, and the raw values for the noise estimate."""
+
+    score: float | None
+    pass_rate: float | None
+    cells: dict[int, list[float]]
+
+
+def _per_query(data: dict[str, dict[int, dict[int, _Cell]]]) -> tuple[dict[str, _QueryValues], int, int]:
+    values: dict[str, _QueryValues] = {}
+    errors = observations = 0
+    for query, runs in data.items():
+        scores: list[float] = []
+        passes: list[bool] = []
+        cells: dict[int, list[float]] = {}
+        for run, repeats in runs.items():
+            for cell in repeats.values():
+                if cell.error:
+                    errors += 1
+                    continue
+                if cell.score is not None:
+                    observations += 1
+                    scores.append(cell.score)
+                    cells.setdefault(run, []).append(cell.score)
+                if cell.passed is not None:
+                    passes.append(cell.passed)
+        if scores or passes:
+            values[query] = _QueryValues(
+                sum(scores) / len(scores) if scores else None,
+                sum(passes) / len(passes) if passes else None,
+                cells,
+            )
+    return values, errors, observations
+
+
+def _compare_metric(
+    name: str,
+    old_obs: _Observations,
+    new_obs: _Observations,
+    old_side: SideSummary,
+    new_side: SideSummary,
+    rng: np.random.Generator,
+    level: float,
+    bootstrap_resamples: int,
+    permutation_resamples: int,
+) -> MetricComparison:
+    old_values, old_errors, old_n = _per_query(old_obs.metrics.get(name, {}))
+    new_values, new_errors, new_n = _per_query(new_obs.metrics.get(name, {}))
+    kind = old_obs.kinds.get(name) or new_obs.kinds.get(name) or 'judge'
+    judges = sorted(old_obs.judges.get(name, set()) | new_obs.judges.get(name, set()))
+    both = old_values.keys() & new_values.keys()
+    scored = sorted(q for q in both if old_values[q].score is not None and new_values[q].score is not None)
+    result = MetricComparison(
+        metric=name,
+        kind=kind,
+        judges=judges,
+        n_pairs=len(scored),
+        ci_level=level,
+        errors_old=old_errors,
+        errors_new=new_errors,
+        observations_old=old_n,
+        observations_new=new_n,
+        only_old=sorted(q for q in old_values if q not in scored),
+        only_new=sorted(q for q in new_values if q not in scored),
+    )
+    result.noise_old = _noise({q: old_values[q].cells for q in scored}, old_side)
+    result.noise_new = _noise({q: new_values[q].cells for q in scored}, new_side)
+    if not scored:
+        return result
+    before = [old_values[q].score for q in scored]
+    after = [new_values[q].score for q in scored]
+    b = [x for x in before if x is not None]
+    a = [x for x in after if x is not None]
+    result.per_query = {q: (o, n) for q, o, n in zip(scored, b, a, strict=True)}
+    result.old_mean = float(np.mean(b))
+    result.new_mean = float(np.mean(a))
+    result.delta = result.new_mean - result.old_mean
+    ci = stats.paired_bootstrap_ci(b, a, level=level, resamples=bootstrap_resamples, rng=rng)
+    result.ci_low, result.ci_high = ci.low, ci.high
+    result.p_value = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng)
+    result.effect_size_dz = stats.cohens_dz(b, a)
+    result.effect_label = stats.effect_label(result.effect_size_dz)
+
+    passed = [q for q in scored if old_values[q].pass_rate is not None and new_values[q].pass_rate is not None]
+    if passed:
+        old_rates = [old_values[q].pass_rate or 0.0 for q in passed]
+        new_rates = [new_values[q].pass_rate or 0.0 for q in passed]
+        result.old_pass_rate = float(np.mean(old_rates))
+        result.new_pass_rate = float(np.mean(new_rates))
+        test = stats.mcnemar_exact([r > 0.5 for r in old_rates], [r > 0.5 for r in new_rates])
+        result.mcnemar_b, result.mcnemar_c, result.mcnemar_p = test.b, test.c, test.p_value
+
+    variances = [n.query_mean_var for n in (result.noise_old, result.noise_new) if n and n.query_mean_var is not None]
+    if variances:
+        # a side without a measurement is assumed as noisy as the measured one
+        total = sum(variances) * (2 / len(variances))
+        result.noise_floor = _Z95 * float(np.sqrt(total / len(scored)))
+        result.within_noise = abs(result.delta) < result.noise_floor
+    return result
+
+
+def _noise(cells: dict[str, dict[int, list[float]]], side: SideSummary) -> NoiseSummary:
+    est = stats.noise_components(cells, runs=side.runs, repeats=side.repeats)
+    return NoiseSummary(judge_var=est.judge_var, agent_var=est.agent_var, run_var=est.run_var, query_mean_var=est.query_mean_var)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sides
+
+
+def _side_summary(reports: Sequence[EvaluationReport], side: SideSummary) -> SideSummary:
+    side = side.model_copy(deep=True)
+    runs: set[int] = set()
+    repeats: set[int] = set()
+    queries: set[str] = set()
+    hashes: dict[str, str] = dict(side.criteria_hashes)
+    for report in reports:
+        query, run = split_run_id(report.query_id)
+        queries.add(query)
+        runs.add(run)
+        repeats.add(report.repeat)
+        hashes.update(report.criteria_hashes)
+        for name, result in report.judges.items():
+            side.judge_results += 1
+            if result.status == 'error':
+                side.judge_errors += 1
+                side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {result.error}')
+        if report.prompt_version and report.prompt_version not in side.prompt_versions:
+            side.prompt_versions.append(report.prompt_version)
+        if report.model and report.model not in side.models:
+            side.models.append(report.model)
+    side.queries = len(queries | {e.query_id for e in side.run_errors})
+    side.reports = len(reports)
+    side.runs = max(side.runs, max(runs, default=1))
+    side.repeats = max(side.repeats, max(repeats, default=1))
+    side.criteria_hashes = hashes
+    if not side.run_attempts:
+        side.run_attempts = len({split_run_id(r.query_id) for r in reports}) + len(side.run_errors)
+    return side
+
+
+def _warnings(old: SideSummary, new: SideSummary) -> list[str]:
+    out: list[str] = []
+    common = old.criteria_hashes.keys() & new.criteria_hashes.keys()
+    changed = sorted(j for j in common if old.criteria_hashes[j] != new.criteria_hashes[j])
+    if changed:
+        out.append(
+            'judge criteria differ between the two sides (' + ', '.join(changed) + '): '
+            'deltas mix the prompt change with the rubric change'
+        )
+    only = sorted(old.criteria_hashes.keys() ^ new.criteria_hashes.keys())
+    if only:
+        out.append('judges present on one side only: ' + ', '.join(only))
+    if old.models and new.models and set(old.models) != set(new.models):
+        out.append(f'judge models differ: old {", ".join(old.models)}; new {", ".join(new.models)}')
+    return out

@@ -1,0 +1,235 @@
+"""Paired statistics for before/after comparisons: bootstrap CI, permutation and McNemar tests, noise.
+
+Everything here works on *paired* data: one value per query on each side (the caller has already
+averaged a query's runs and re-judgings), so the unit of evidence is the query, never the individual
+judge call — R runs × J re-judgings of one query are not R·J independent observations.
+
+* `paired_bootstrap_ci` — percentile bootstrap of the mean difference (new − old), resampling queries
+  with replacement from a seeded `numpy.random.Generator`, so a report is reproducible.
+* `sign_flip_test` — the paired permutation test of the mean difference (scipy's `permutation_test`
+  with `permutation_type='samples'`: under H0 old and new are exchangeable within a query, i.e. each
+  difference's sign is a coin flip). Exact when 2^n is within the resample budget, Monte Carlo above.
+  It makes no normality assumption, which matters for judge scores that take a handful of values.
+* `mcnemar_exact` — the exact McNemar test for paired pass/fail: a two-sided binomial test
+  (`scipy.stats.binomtest`, p = 0.5) on the discordant pairs only.
+* `cohens_dz` — effect size of paired data: mean difference / SD of the differences (ddof 1).
+* `holm_adjust` — Holm–Bonferroni adjusted p-values, controlling the family-wise error rate across the
+  failure modes tested together.
+* `noise_components` — variance across re-judgings of one transcript (judge noise) and across agent
+  runs of one query (agent noise), each averaged over the cells that have ≥ 2 values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+__all__ = (
+    'BootstrapCI',
+    'McNemarResult',
+    'NoiseEstimate',
+    'cohens_dz',
+    'effect_label',
+    'holm_adjust',
+    'mcnemar_exact',
+    'noise_components',
+    'paired_bootstrap_ci',
+    'sign_flip_test',
+)
+
+# Below this many distinct sign patterns (2^n) the permutation test enumerates them all (exact p);
+# above, it draws this many random patterns. 2^13 = 8192 < 9999, so up to 13 queries are exact.
+DEFAULT_PERMUTATIONS = 9_999
+DEFAULT_BOOTSTRAP = 2_000
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A percentile bootstrap interval for the mean paired difference."""
+
+    low: float
+    high: float
+    level: float
+    resamples: int
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar: `b` pairs went pass → fail, `c` went fail → pass; p is two-sided."""
+
+    b: int
+    c: int
+    p_value: float
+
+    @property
+    def discordant(self) -> int:
+        return self.b + self.c
+
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """Variance components of one side's scores (None where not measurable: fewer than 2 values).
+
+    `judge_var`: mean over (query, run) of the variance across J re-judgings of the same transcript.
+    `run_var`: mean over queries of the variance across R runs of the per-run mean score; it contains
+    judge noise divided by J, so `agent_var = max(0, run_var − judge_var / J)` is the agent's own part.
+    `query_mean_var`: the noise variance of one query's mean score (what the comparison pairs).
+    """
+
+    judge_var: float | None
+    run_var: float | None
+    agent_var: float | None
+    query_mean_var: float | None
+    runs: int
+    repeats: int
+
+
+def paired_bootstrap_ci(
+    old: Sequence[float],
+    new: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = DEFAULT_BOOTSTRAP,
+    rng: np.random.Generator | int | None = 0,
+) -> BootstrapCI:
+    """Percentile CI of mean(new − old): resample the *pairs* (queries) with replacement."""
+    diffs = _diffs(old, new)
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    idx = generator.integers(0, len(diffs), size=(resamples, len(diffs)))
+    means = diffs[idx].mean(axis=1)
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return BootstrapCI(float(low), float(high), level, resamples)
+
+
+def sign_flip_test(
+    old: Sequence[float],
+    new: Sequence[float],
+    *,
+    resamples: int = DEFAULT_PERMUTATIONS,
+    rng: np.random.Generator | int | None = 0,
+) -> float:
+    """Two-sided p-value of the paired permutation (sign-flip) test of mean(new − old) = 0."""
+    from scipy import stats
+
+    diffs = _diffs(old, new)
+    if not np.any(diffs):
+        return 1.0  # every pair identical: no evidence of any change
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        return np.asarray(np.mean(y - x, axis=axis))
+
+    result = stats.permutation_test(
+        (np.asarray(old, dtype=float), np.asarray(new, dtype=float)),
+        statistic,
+        permutation_type='samples',
+        vectorized=True,
+        n_resamples=resamples,
+        alternative='two-sided',
+        **_rng_kwarg(generator),
+    )
+    return float(min(1.0, result.pvalue))
+
+
+def mcnemar_exact(old_passed: Sequence[bool], new_passed: Sequence[bool]) -> McNemarResult:
+    """Exact McNemar test on paired pass/fail outcomes; p = 1 when no pair changed."""
+    from scipy import stats
+
+    if len(old_passed) != len(new_passed):
+        raise ValueError('paired samples must have the same length')
+    b = sum(1 for o, n in zip(old_passed, new_passed, strict=True) if o and not n)
+    c = sum(1 for o, n in zip(old_passed, new_passed, strict=True) if n and not o)
+    if b + c == 0:
+        return McNemarResult(0, 0, 1.0)
+    p = stats.binomtest(c, b + c, 0.5, alternative='two-sided').pvalue
+    return McNemarResult(b, c, float(min(1.0, p)))
+
+
+def cohens_dz(old: Sequence[float], new: Sequence[float]) -> float | None:
+    """Cohen's d_z = mean(d) / sd(d) with d = new − old; None when it is undefined (n < 2 or sd = 0)."""
+    diffs = _diffs(old, new)
+    if len(diffs) < 2:
+        return None
+    sd = float(np.std(diffs, ddof=1))
+    if sd == 0.0:
+        return None
+    return float(np.mean(diffs)) / sd
+
+
+def effect_label(dz: float | None) -> str:
+    """Cohen's conventional words for |d|: negligible < 0.2 ≤ small < 0.5 ≤ medium < 0.8 ≤ large."""
+    if dz is None:
+        return 'n/a'
+    size = abs(dz)
+    if size < 0.2:
+        return 'negligible'
+    if size < 0.5:
+        return 'small'
+    if size < 0.8:
+        return 'medium'
+    return 'large'
+
+
+def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni step-down adjusted p-values (monotone, capped at 1), keyed like the input."""
+    ordered = sorted(p_values.items(), key=lambda kv: (kv[1], kv[0]))
+    m = len(ordered)
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for i, (key, p) in enumerate(ordered):
+        running = max(running, min(1.0, (m - i) * p))
+        adjusted[key] = running
+    return adjusted
+
+
+def noise_components(cells: Mapping[str, Mapping[int, Sequence[float]]], *, runs: int, repeats: int) -> NoiseEstimate:
+    """Noise of one side from `cells[query][run] = [score per re-judging]` (missing values left out)."""
+    judge_vars = [float(np.var(v, ddof=1)) for runs_ in cells.values() for v in runs_.values() if len(v) >= 2]
+    run_vars = []
+    for runs_ in cells.values():
+        run_means = [sum(v) / len(v) for v in runs_.values() if v]
+        if len(run_means) >= 2:
+            run_vars.append(float(np.var(run_means, ddof=1)))
+    judge_var = float(np.mean(judge_vars)) if judge_vars else None
+    run_var = float(np.mean(run_vars)) if run_vars else None
+    agent_var = None
+    if run_var is not None:
+        agent_var = max(0.0, run_var - (judge_var / repeats if judge_var is not None else 0.0))
+    # noise variance of a query's mean over R runs × J repeats
+    query_mean_var = None
+    if run_var is not None:
+        query_mean_var = run_var / max(1, runs)
+    elif judge_var is not None:
+        query_mean_var = judge_var / max(1, runs * repeats)
+    return NoiseEstimate(judge_var, run_var, agent_var, query_mean_var, runs, repeats)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _diffs(old: Sequence[float], new: Sequence[float]) -> np.ndarray:
+    if len(old) != len(new):
+        raise ValueError('paired samples must have the same length')
+    if not old:
+        raise ValueError('no pairs')
+    diffs: np.ndarray = np.asarray(new, dtype=float) - np.asarray(old, dtype=float)
+    return diffs
+
+
+def _rng_kwarg(generator: np.random.Generator) -> dict[str, np.random.Generator]:
+    """scipy >= 1.15 names the seed `rng`; older releases `random_state` (both take a Generator)."""
+    return {_rng_name(): generator}
+
+
+@cache
+def _rng_name() -> str:
+    import inspect
+
+    from scipy import stats
+
+    return 'rng' if 'rng' in inspect.signature(stats.permutation_test).parameters else 'random_state'
