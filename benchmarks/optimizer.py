@@ -27,16 +27,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
 
-from examples.docs_agent import prompts  # noqa: E402
-from examples.docs_agent.agent import make_agent  # noqa: E402
-from examples.docs_agent.simulated import RULE_COMPONENTS, RULES  # noqa: E402
-from sensei_eval.evaluators.registry import make_judges  # noqa: E402
-from sensei_eval.optimize.agent import PydanticAIRunner, load_queries  # noqa: E402
-from sensei_eval.optimize.components import load_components  # noqa: E402
-from sensei_eval.optimize.gepa import run_gepa  # noqa: E402
-from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer  # noqa: E402
-from sensei_eval.optimize.scripted import ScriptedLM  # noqa: E402
-from sensei_eval.optimize.variants import VariantGenerator  # noqa: E402
+from examples.docs_agent import prompts
+from examples.docs_agent.agent import make_agent
+from examples.docs_agent.simulated import RULE_COMPONENTS, RULES
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.optimize.agent import PydanticAIRunner, load_queries
+from sensei_eval.optimize.components import load_components
+from sensei_eval.optimize.gepa import run_gepa
+from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer
+from sensei_eval.optimize.scripted import ScriptedLM
+from sensei_eval.optimize.variants import VariantGenerator
 
 ROOT = Path(__file__).resolve().parents[1]
 FILLER = [
