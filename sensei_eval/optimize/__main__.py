@@ -123,7 +123,8 @@ def optimize(
                 max_components=max_components, all_components=all_components, seed=seed, concurrency=concurrency,
             )  # fmt: skip
             optimizer = SequentialOptimizer(
-                components, runner, queries, judge_list, judge_model, VariantGenerator(lm), run_dir, config, cache,
+                components, runner, queries, judge_list, judge_model, VariantGenerator(lm, adapter=_adapter(gen_model)), run_dir,
+                config, cache,
                 on_event=lambda m: err.print(f'  {m}', highlight=False),
             )  # fmt: skip
             try:
@@ -131,6 +132,9 @@ def optimize(
             except ValueError as e:  # a resumed folder that doesn't match
                 err.print(f'[red]error:[/] {e}', highlight=False)
                 raise typer.Exit(2) from None
+            except KeyboardInterrupt:
+                err.print(f'interrupted; every finished candidate is saved: resume with --resume {run_dir}', highlight=False)
+                raise typer.Exit(130) from None
             _print_table(state)
             exit_code = 1 if (load_errors or _had_errors(run_dir)) else 0
     finally:
@@ -153,11 +157,19 @@ def dspy_lm(model: JudgeModel | None) -> Any:
         raise ValueError('the variant generator needs a model')
     if isinstance(model.model, OpenAIChatModel):
         key = 'sk-no-key' if model.embedded else (os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY'))
-        extra: dict[str, Any] = {'max_tokens': 1000} if model.embedded else {}
+        extra: dict[str, Any] = {'max_tokens': 600, 'timeout': 300} if model.embedded else {}
         return dspy.LM(f'openai/{model.model.model_name}', api_base=model.model.base_url, api_key=key, cache=False, **extra)
     if isinstance(model.model, str):
         return make_dspy_lm(model.model)
     raise ValueError(f'no DSPy LM for model {model.name}; pass --generator-model')
+
+
+def _adapter(model: JudgeModel | None) -> Any:
+    """The embedded model gets DSPy's chat format only: its JSON fallback asks llama.cpp for grammar-constrained
+    decoding, which takes minutes per call on a 135M model for no better answer."""
+    import dspy
+
+    return dspy.ChatAdapter(use_json_adapter_fallback=False) if model is not None and model.embedded else None
 
 
 def _gepa(

@@ -16,9 +16,6 @@ an error, so a crashing agent can never look like a clean (or a bad) run.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +27,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.usage import UsageLimits
 
 from ..records import ExpectedToolCall, LoadError, QueryRecord, load_dataset
+from .modules import import_spec
 
 __all__ = (
     'AgentRunError',
@@ -172,7 +170,7 @@ def load_runner(spec: str) -> AgentRunner:
     if not sep or not module_name or not attr:
         raise ValueError(f'--agent wants MODULE:FACTORY (e.g. examples.docs_agent.agent:make_agent), got {spec!r}')
     try:
-        module = _import(module_name)
+        module = import_spec(module_name)
     except Exception as e:
         raise ValueError(f'cannot import {module_name!r} for --agent: {type(e).__name__}: {e}') from None
     factory = getattr(module, attr, None)
@@ -199,23 +197,3 @@ def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> l
                 message['instructions'] = system_prompt
             break
     return messages
-
-
-def _import(name: str) -> Any:
-    path = Path(name)
-    if path.suffix == '.py':
-        if not path.is_file():
-            raise FileNotFoundError(f'no such file: {path}')
-        mod_name = f'_sensei_agent_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}'
-        if mod_name in sys.modules:
-            return sys.modules[mod_name]
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f'cannot import {path}')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-        return module
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # `examples.docs_agent...` from the project root, as the README runs it
-    return importlib.import_module(name)

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib
-import importlib.util
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +34,8 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+
+from .modules import import_spec
 
 __all__ = (
     'PLAIN_TEXT_COMPONENT',
@@ -238,24 +237,10 @@ def _from_module(spec: str) -> PromptComponents:
 
 
 def _import(spec: str) -> ModuleType:
-    path = Path(spec)
     try:
-        if path.suffix == '.py':
-            if not path.is_file():
-                raise ComponentsError(f'{spec}: no such file')
-            name = f'_sensei_prompts_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}'
-            if name in sys.modules:
-                return sys.modules[name]
-            module_spec = importlib.util.spec_from_file_location(name, path)
-            if module_spec is None or module_spec.loader is None:
-                raise ComponentsError(f'{spec}: cannot be imported as a module')
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[name] = module
-            module_spec.loader.exec_module(module)
-            return module
-        return importlib.import_module(spec)
-    except ComponentsError:
-        raise
+        return import_spec(spec)
+    except FileNotFoundError:
+        raise ComponentsError(f'{spec}: no such file') from None
     except Exception as e:
         raise ComponentsError(f'{spec}: importing the prompts module failed: {type(e).__name__}: {e}') from None
 

@@ -39,9 +39,10 @@ class ProposeVariants(dspy.Signature):  # type: ignore[misc]
 class VariantGenerator(dspy.Module):  # type: ignore[misc]
     """N distinct rewrites of one component; see the module docstring."""
 
-    def __init__(self, lm: Any = None, max_rounds: int = 3) -> None:
+    def __init__(self, lm: Any = None, max_rounds: int = 3, adapter: Any = None) -> None:
         super().__init__()
         self.lm = lm  # None: whatever dspy.configure / dspy.context set
+        self.adapter = adapter  # None: DSPy's default (chat, with a JSON fallback)
         self.propose = dspy.Predict(ProposeVariants)
         self.max_rounds = max_rounds
         self.lm_calls = 0
@@ -63,7 +64,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
                 break
             self.lm_calls += 1
             try:
-                with dspy.context(lm=self.lm or dspy.settings.lm):
+                with dspy.context(lm=self.lm or dspy.settings.lm, adapter=self.adapter or dspy.settings.adapter):
                     out = self.propose(
                         component_name=component_name,
                         current_text=current_text,
@@ -90,7 +91,12 @@ def make_dspy_lm(model: str | None, base_url: str | None = None, api_key: str | 
     if model is None:
         raise ValueError('a model is needed for the variant generator')
     provider, _, name = model.partition(':')
+    provider = _LITELLM_PROVIDERS.get(provider, provider)
     return dspy.LM(f'{provider}/{name}' if name else model, cache=False)
+
+
+# pydantic-ai provider prefixes whose LiteLLM (DSPy) name differs
+_LITELLM_PROVIDERS = {'google-gla': 'gemini', 'google-vertex': 'vertex_ai', 'bedrock': 'bedrock', 'groq': 'groq'}
 
 
 # ---------------------------------------------------------------------------------------------------
