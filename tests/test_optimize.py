@@ -345,3 +345,38 @@ def test_state_file_is_valid_after_run(tmp_path: Path) -> None:
     asyncio.run(optimizer(tmp_path, lm, max_components=1).run())
     state = OptimizeState.model_validate_json((tmp_path / 'run' / 'state.json').read_text())
     assert state.metric_calls == len(QUERIES) * 3  # baseline + two candidates
+
+
+class _Killed(BaseException):
+    """Stands in for SIGKILL: nothing after it runs, not even the loop's own bookkeeping."""
+
+
+async def test_run_killed_mid_candidate_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    good = {'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE}
+
+    @dataclass
+    class DiesAfter(RuleAgent):
+        limit: int = 0
+
+        async def run(self, system_prompt: str, query: Query) -> QueryRecord:
+            if len(self.prompts) >= self.limit:
+                raise _Killed
+            return await super().run(system_prompt, query)
+
+    # baseline (4 runs) + IDENTITY variant 1 (4 runs) + 2 runs into variant 2, then the process dies
+    agent = DiesAfter(limit=10)
+    with pytest.raises(_Killed):
+        await optimizer(tmp_path, proposer(good), agent).run()
+    saved = OptimizeState.model_validate_json((tmp_path / 'run' / 'state.json').read_text())
+    assert [c.index for c in saved.components['IDENTITY'].candidates] == [0]
+    assert not (tmp_path / 'run' / 'suggestions.json').exists()
+
+    survivor = RuleAgent()
+    lm = proposer(good)
+    state = await optimizer(tmp_path, lm, survivor).run()
+    assert state.stopped == 'complete'
+    assert state.current == {**COMPONENTS.as_dict(), **good}
+    # only IDENTITY's unfinished variant (4 runs) and CITATIONS' two (8 runs) ran again; no baseline
+    assert len(survivor.prompts) == 12
+    generated_for = [c[-1]['content'].split('[[ ## component_name ## ]]')[1].split('[[')[0].strip() for c in lm.calls]
+    assert generated_for == ['CITATIONS'], 'IDENTITY reused the variants saved before the kill'
