@@ -1,0 +1,59 @@
+"""The scoring service's settings: one frozen dataclass, filled by the CLI or by tests.
+
+Everything that changes the service's behaviour is here, with the default the CLI uses. Reliability
+knobs (retries, breaker, timeout, grace, concurrency, heartbeat) are explicit so tests can shrink them
+to milliseconds instead of waiting on production timings.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ('DEFAULT_DB_URL', 'ServiceSettings')
+
+# The embedded default store: a SQLite file in the working directory.
+DEFAULT_DB_URL = 'sqlite:///sensei-eval.db'
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """How one service process runs."""
+
+    db_url: str = DEFAULT_DB_URL
+    # Trust X-Forwarded-User / X-Forwarded-Email (set by an authenticating proxy such as oauth2-proxy).
+    behind_proxy: bool = False
+    # When not behind a proxy: a bearer token every write endpoint requires (None = writes are open).
+    token: str | None = None
+    # Request bodies larger than this get 413 (a QueryRecord with long tool results fits easily).
+    max_body_bytes: int = 5 * 1024 * 1024
+    # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
+    # 0 makes an API-only process: it queues work for its peers (PostgreSQL) and runs none itself.
+    concurrency: int = 10
+    # The scoring variant new scorings use: seed 000's freeform two-turn scorer or seed 003's structured one.
+    scorer: Literal['freeform', 'structured'] = 'freeform'
+    # The failure-mode judges `POST /sessions/{id}/evaluate` runs when the body names none.
+    default_evaluators: tuple[str, ...] = ('mvp',)
+    # Agents/chains whose completed sessions are scored on ingestion (seed 001); '*' means every agent.
+    auto_score_agents: frozenset[str] = frozenset()
+    # Model calls: attempts per call and the first backoff (doubling after each failed attempt).
+    model_attempts: int = 3
+    retry_backoff_s: float = 1.0
+    # Circuit breaker: consecutive failed calls that open it, and how long it stays open before one trial call.
+    breaker_threshold: int = 5
+    breaker_reset_s: float = 30.0
+    # Wall-clock limit of one scoring (all its model calls); past it the scoring is `timed_out`.
+    scoring_timeout_s: float = 300.0
+    # On shutdown, how long in-flight scorings may take to finish before they are cancelled.
+    shutdown_grace_s: float = 30.0
+    # How often a process proves it is alive, how old a heartbeat may be before its rows are orphans,
+    # and how often it looks for pending work other processes queued.
+    heartbeat_s: float = 5.0
+    stale_after_s: float = 30.0
+    poll_s: float = 1.0
+    worker_id: str = field(default_factory=lambda: f'{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}')
+
+    def auto_scores(self, agent: str | None) -> bool:
+        return '*' in self.auto_score_agents or (agent is not None and agent in self.auto_score_agents)

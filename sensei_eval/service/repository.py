@@ -1,0 +1,367 @@
+"""What the API does to the store: ingest sessions, request scorings and evaluations, read them back.
+
+Each function is one transaction. `request_score` implements seed 000's status table in one place:
+
+| existing latest scoring | force_rescore | result |
+|---|---|---|
+| none | any | new `pending` row, 202 |
+| completed / failed / timed_out / cancelled | false | that row, 200 |
+| pending / in_progress | false | that row, 202 |
+| completed / failed / timed_out / cancelled | true | new `pending` row, 202 |
+| pending / in_progress | true | `ConflictError` (409) |
+
+plus `SessionNotFoundError` (404) and `SessionNotTerminalError` (400) before any of that. Two requests
+racing to create a row for one session cannot both succeed: the partial unique index rejects the
+second insert, which then re-reads and answers as if it had arrived second. `request_evaluation` is
+the same table for the failure-mode judges (`force` instead of `force_rescore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
+from ..records import QueryRecord
+from .schemas import (
+    EvaluationOut,
+    ScoreOut,
+    SessionDetail,
+    SessionPage,
+    SessionSummary,
+    evaluation_out,
+    score_out,
+    session_query,
+)
+from .store import (
+    ACTIVE_STATUSES,
+    SESSION_TERMINAL_STATUSES,
+    EvaluationRow,
+    JobMixin,
+    JobStatus,
+    MissingToolRow,
+    ScoreRow,
+    SessionRow,
+    SessionStatus,
+    Store,
+    new_id,
+    now_us,
+)
+
+__all__ = (
+    'ConflictError',
+    'RequestResult',
+    'SessionNotFoundError',
+    'SessionNotTerminalError',
+    'create_session',
+    'get_latest_score',
+    'get_latest_score_async',
+    'get_session',
+    'list_scores',
+    'list_sessions',
+    'request_evaluation',
+    'request_score',
+    'update_session_status',
+)
+
+T = TypeVar('T')
+
+# Times a request re-reads after losing an insert race on the partial unique index (one is enough in
+# practice; the loop guards against a row finishing between the failed insert and the re-read).
+_RACE_RETRIES = 5
+
+
+class SessionNotFoundError(LookupError):
+    pass
+
+
+class SessionNotTerminalError(ValueError):
+    pass
+
+
+class ConflictError(RuntimeError):
+    def __init__(self, message: str, active_id: str) -> None:
+        super().__init__(message)
+        self.active_id = active_id
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    """A scoring/evaluation request's answer: whether a row was created, and the row to return."""
+
+    created: bool
+    score: ScoreOut | None = None
+    evaluation: EvaluationOut | None = None
+
+    @property
+    def http_status(self) -> int:
+        row = self.score or self.evaluation
+        assert row is not None
+        return 202 if self.created or row.status.value in ACTIVE_STATUSES else 200
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sessions
+
+
+def create_session(store: Store, record: QueryRecord, status: SessionStatus, agent: str | None, user: str | None) -> SessionRow:
+    now = now_us()
+    row = SessionRow(
+        session_id=new_id(),
+        query_id=record.query_id,
+        agent=agent,
+        status=status.value,
+        record=record.model_dump(mode='json'),
+        created_by=user,
+        created_at_us=now,
+        updated_at_us=now,
+    )
+    with store.write() as db:
+        db.add(row)
+    return row
+
+
+def update_session_status(store: Store, session_id: str, status: SessionStatus) -> tuple[SessionRow, str]:
+    """Set a session's status; returns the row and the status it had before."""
+    with store.write() as db:
+        row = db.get(SessionRow, session_id)
+        if row is None:
+            raise SessionNotFoundError(f'session {session_id} not found')
+        before = row.status
+        row.status = status.value
+        row.updated_at_us = now_us()
+    return row, before
+
+
+def list_sessions(store: Store, *, limit: int, offset: int, agent: str | None = None, status: str | None = None) -> SessionPage:
+    with store.read() as db:
+        query = select(SessionRow)
+        count = select(func.count()).select_from(SessionRow)
+        if agent is not None:
+            query, count = query.where(SessionRow.agent == agent), count.where(SessionRow.agent == agent)
+        if status is not None:
+            query, count = query.where(SessionRow.status == status), count.where(SessionRow.status == status)
+        total = db.scalar(count) or 0
+        ordered = query.order_by(SessionRow.created_at_us.desc(), SessionRow.session_id)
+        rows = list(db.scalars(ordered.limit(limit).offset(offset)))
+        latest, completed = _latest_scores(db, [r.session_id for r in rows])
+        items = [_summary(r, latest.get(r.session_id), completed.get(r.session_id)) for r in rows]
+    return SessionPage(items=items, total=total, limit=limit, offset=offset)
+
+
+def get_session(store: Store, session_id: str) -> SessionDetail:
+    with store.read() as db:
+        row = db.get(SessionRow, session_id)
+        if row is None:
+            raise SessionNotFoundError(f'session {session_id} not found')
+        latest, completed = _latest_scores(db, [session_id])
+        evaluation = db.scalars(
+            select(EvaluationRow)
+            .where(EvaluationRow.session_id == session_id)
+            .order_by(EvaluationRow.started_at_us.desc())
+            .limit(1)
+        ).first()
+        summary = _summary(row, latest.get(session_id), completed.get(session_id), db)
+        latest_out = _score_with_tools(db, latest[session_id]) if session_id in latest else None
+    return SessionDetail(
+        **summary.model_dump(),
+        record=row.record,
+        created_by=row.created_by,
+        latest_scoring=latest_out,
+        latest_evaluation=evaluation_out(evaluation) if evaluation is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scores
+
+
+def get_latest_score(store: Store, session_id: str) -> ScoreOut:
+    """The session's latest scoring of any status (what GET …/score returns); 404 if none.
+
+    The hot read path: SQLAlchemy Core on a pooled connection (no ORM session, no identity map), which
+    is several times cheaper per call than the ORM; the row's columns are read by name like an ORM row.
+    """
+    with store.read_engine.connect() as conn:
+        row = conn.execute(_latest_score_query(session_id)).first()
+        if row is None:
+            raise _not_scored(session_id, conn.execute(_session_exists(session_id)).first() is not None)
+        missing = None
+        if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+            missing = list(conn.execute(_missing_tools_query(row.score_id)))
+    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
+
+
+async def get_latest_score_async(store: Store, session_id: str) -> ScoreOut:
+    """`get_latest_score` on the asyncio engine (PostgreSQL): the round trips are awaited, not blocking."""
+    assert store.async_read_engine is not None
+    async with store.async_read_slot, store.async_read_engine.connect() as conn:
+        row = (await conn.execute(_latest_score_query(session_id))).first()
+        if row is None:
+            raise _not_scored(session_id, (await conn.execute(_session_exists(session_id))).first() is not None)
+        missing = None
+        if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+            missing = list(await conn.execute(_missing_tools_query(row.score_id)))
+    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
+
+
+def _latest_score_query(session_id: str) -> Select[Any]:
+    scores = ScoreRow.__table__
+    return (
+        select(scores)
+        .where(scores.c.session_id == session_id)
+        .order_by(scores.c.started_at_us.desc(), scores.c.score_id)
+        .limit(1)
+    )
+
+
+def _session_exists(session_id: str) -> Select[Any]:
+    return select(SessionRow.session_id).where(SessionRow.session_id == session_id)
+
+
+def _missing_tools_query(score_id: str) -> Select[Any]:
+    tools = MissingToolRow.__table__
+    return select(tools).where(tools.c.score_id == score_id).order_by(tools.c.id)
+
+
+def _not_scored(session_id: str, exists: bool) -> SessionNotFoundError:
+    return SessionNotFoundError(f'session {session_id} has not been scored' if exists else f'session {session_id} not found')
+
+
+def list_scores(store: Store, session_id: str) -> list[ScoreOut]:
+    """Every scoring of a session, newest first."""
+    with store.read() as db:
+        if db.get(SessionRow, session_id) is None:
+            raise SessionNotFoundError(f'session {session_id} not found')
+        rows = list(db.scalars(select(ScoreRow).where(ScoreRow.session_id == session_id).order_by(ScoreRow.started_at_us.desc())))
+        return [_score_with_tools(db, r) for r in rows]
+
+
+def request_score(store: Store, session_id: str, *, force: bool, user: str, variant: str, owner: str) -> RequestResult:
+    """Seed 000's status table (see the module docstring)."""
+    prompt_hash = STRUCTURED_PROMPT_HASH if variant == 'structured' else PROMPT_HASH
+
+    def make(session_id: str, started: int) -> ScoreRow:
+        return ScoreRow(
+            score_id=new_id(),
+            session_id=session_id,
+            variant=variant,
+            prompt_hash=prompt_hash,
+            score_triggered_by=user,
+            status=JobStatus.PENDING.value,
+            started_at_us=started,
+            owner=owner,
+        )
+
+    def answer(db: Session, row: ScoreRow, created: bool) -> RequestResult:
+        return RequestResult(created=created, score=_score_with_tools(db, row))
+
+    return _request(store, ScoreRow, session_id, force, 'force_rescore', make, answer)
+
+
+def request_evaluation(
+    store: Store, session_id: str, *, force: bool, user: str, evaluators: list[str], owner: str
+) -> RequestResult:
+    def make(session_id: str, started: int) -> EvaluationRow:
+        return EvaluationRow(
+            evaluation_id=new_id(),
+            session_id=session_id,
+            evaluators=evaluators,
+            status=JobStatus.PENDING.value,
+            triggered_by=user,
+            started_at_us=started,
+            owner=owner,
+        )
+
+    def answer(db: Session, row: EvaluationRow, created: bool) -> RequestResult:
+        return RequestResult(created=created, evaluation=evaluation_out(row))
+
+    return _request(store, EvaluationRow, session_id, force, 'force', make, answer)
+
+
+def _request(
+    store: Store,
+    table: type[JobMixin],
+    session_id: str,
+    force: bool,
+    force_name: str,
+    make: Callable[[str, int], T],
+    answer: Callable[[Session, T, bool], RequestResult],
+) -> RequestResult:
+    kind = 'scoring' if table is ScoreRow else 'evaluation'
+    for _ in range(_RACE_RETRIES):
+        try:
+            with store.write() as db:
+                session = db.get(SessionRow, session_id)
+                if session is None:
+                    raise SessionNotFoundError(f'session {session_id} not found')
+                if SessionStatus(session.status) not in SESSION_TERMINAL_STATUSES:
+                    raise SessionNotTerminalError(
+                        f'session {session_id} is {session.status}: only a finished session '
+                        '(completed, failed, cancelled or timed_out) can be scored'
+                    )
+                latest = db.scalars(
+                    select(table).where(table.session_id == session_id).order_by(table.started_at_us.desc()).limit(1)
+                ).first()
+                if latest is not None and latest.status in ACTIVE_STATUSES:
+                    if force:
+                        raise ConflictError(
+                            f'{force_name} refused: {kind} {latest.job_id} of session {session_id} is still '
+                            f'{latest.status}; wait for it to finish',
+                            latest.job_id,
+                        )
+                    return answer(db, latest, False)  # type: ignore[arg-type]  # `table` rows are T
+                if latest is not None and not force:
+                    return answer(db, latest, False)  # type: ignore[arg-type]
+                started = now_us() if latest is None else max(now_us(), latest.started_at_us + 1)
+                row = make(session_id, started)
+                db.add(row)
+                db.flush()
+                return answer(db, row, True)
+        except IntegrityError:
+            continue  # another request created the active row first: answer from it on the next pass
+    raise RuntimeError(f'could not create or read the {kind} of session {session_id}: the store kept refusing the insert')
+
+
+def _score_with_tools(db: Session, row: ScoreRow) -> ScoreOut:
+    missing = None
+    if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+        tools = select(MissingToolRow).where(MissingToolRow.score_id == row.score_id).order_by(MissingToolRow.id)
+        missing = list(db.scalars(tools))
+    return score_out(row, missing)
+
+
+def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, ScoreRow], dict[str, ScoreRow]]:
+    """Per session: its latest scoring row, and its latest completed one."""
+    latest: dict[str, ScoreRow] = {}
+    completed: dict[str, ScoreRow] = {}
+    if not session_ids:
+        return latest, completed
+    rows = db.scalars(select(ScoreRow).where(ScoreRow.session_id.in_(session_ids)).order_by(ScoreRow.started_at_us.desc()))
+    for row in rows:
+        latest.setdefault(row.session_id, row)
+        if row.status == JobStatus.COMPLETED.value:
+            completed.setdefault(row.session_id, row)
+    return latest, completed
+
+
+def _summary(row: SessionRow, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None) -> SessionSummary:
+    score = None
+    if completed is not None:
+        score = _score_with_tools(db, completed) if db is not None else score_out(completed)
+    return SessionSummary(
+        session_id=row.session_id,
+        query_id=row.query_id,
+        query=session_query(row),
+        agent=row.agent,
+        status=SessionStatus(row.status),
+        created_at_us=row.created_at_us,
+        updated_at_us=row.updated_at_us,
+        scoring_status=latest.status if latest is not None else 'not_scored',
+        score=score,
+    )

@@ -1,0 +1,503 @@
+"""Background scoring: the worker that claims pending rows, runs the judges and records the outcome.
+
+One `ScoringWorker` runs in each service process, beside the API. The API only inserts `pending`
+rows (scorings in `session_scores`, failure-mode evaluations in `session_evaluations`) and wakes the
+worker; the worker
+
+* **claims** pending rows, oldest first, up to its free capacity (`concurrency`, default 10; the rest
+  stay pending — that is the queue). The claim is `SELECT … FOR UPDATE SKIP LOCKED` then
+  `UPDATE … SET status = 'in_progress', owner = <this process>` in one transaction, so with PostgreSQL
+  several processes share the work and each row runs exactly once (SQLite has one writer at a time:
+  `BEGIN IMMEDIATE` gives the same guarantee on one machine);
+* **runs** the judge through `ReliableModel` (retries with exponential backoff, the process-wide circuit
+  breaker) under a per-scoring timeout; publishes `scoring.started`, `scoring.progress` (phase
+  `analyzing_methodology` when the scoring turn is sent, `identifying_missing_tools` for the follow-up
+  turn), then `scoring.completed` (with `total_score`) or `scoring.failed` (with `error_message` and the
+  final status: `failed`, `timed_out` or `cancelled`);
+* **finishes** the row through `store.check_transition`, the one place status changes are validated: a
+  row that is no longer `in_progress` (another process failed it as an orphan) is left alone and logged.
+
+An errored judge is a failed scoring with the judge's error as `error_message`, never a score.
+
+Liveness: each process has a row in `service_workers` with its host, pid and a heartbeat. At start-up
+and on every heartbeat, rows that are `pending`/`in_progress` and owned by a dead process (its
+heartbeat older than `stale_after_s`, or its pid gone on this host, or no worker row at all) become
+`failed` with a reason naming the process. On shutdown, in-flight jobs get `shutdown_grace_s` to
+finish; the rest are cancelled and marked `cancelled`. This process's rows still pending go to a live
+peer (PostgreSQL, several processes) or, with none, are marked `cancelled` too.
+
+The per-job timeout (`scoring_timeout_s`) covers evaluations as well as scorings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from sqlalchemy import delete, select
+
+from ..evaluators.base import describe_error
+from ..evaluators.investigation import FOLLOWUP_MISSING_TOOLS_PROMPT, InvestigationScorer, StructuredInvestigationScorer
+from ..evaluators.registry import make_judges
+from ..models import JudgeModel
+from ..records import QueryRecord
+from ..reports import JudgeResult
+from ..runner import judge_records
+from ..transcript import render_transcript
+from .config import ServiceSettings
+from .events import EventHub, evaluation_event, score_event
+from .reliability import CircuitBreaker, ReliableModel
+from .store import (
+    ACTIVE_STATUSES,
+    JOB_TABLES,
+    EvaluationRow,
+    InvalidTransitionError,
+    JobMixin,
+    JobStatus,
+    MissingToolRow,
+    ScoreRow,
+    SessionRow,
+    Store,
+    WorkerRow,
+    check_transition,
+    now_us,
+)
+
+__all__ = ('PHASES', 'Job', 'ScoringWorker')
+
+log = logging.getLogger(__name__)
+
+PHASES = ('analyzing_methodology', 'identifying_missing_tools')
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: Literal['score', 'evaluation']
+    job_id: str
+    session_id: str
+
+
+@dataclass
+class _Outcome:
+    status: JobStatus
+    error: str | None = None
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    missing_tools: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+class ScoringWorker:
+    """Claims and runs pending scorings and evaluations for one service process."""
+
+    def __init__(self, store: Store, hub: EventHub, judge_model: JudgeModel, settings: ServiceSettings) -> None:
+        self.store = store
+        self.hub = hub
+        self.judge_model = judge_model
+        self.settings = settings
+        self.worker_id = settings.worker_id
+        self.host = socket.gethostname()
+        self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
+        # One shared reliable model for evaluations: judges cache their agent per model object.
+        self._shared_model = self._reliable(None)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.runs: dict[str, int] = {}  # job id -> times this process started it (exactly-once checks)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> list[Job]:
+        """Register this process, fail orphans of dead processes, and start claiming. Returns the orphans."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._register)
+        orphans = await self.recover_orphans()
+        self._background = [
+            asyncio.create_task(self._claim_loop(), name='scoring-claim-loop'),
+            asyncio.create_task(self._heartbeat_loop(), name='scoring-heartbeat'),
+        ]
+        return orphans
+
+    async def stop(self) -> None:
+        """Stop claiming; give in-flight jobs the grace period, then cancel and mark the rest."""
+        self._stopping = True
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        in_flight = list(self._tasks.values())
+        if in_flight:
+            _, pending = await asyncio.wait(in_flight, timeout=self.settings.shutdown_grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        for job, reason in await asyncio.to_thread(self._release_own_rows):
+            self._publish_end(job, JobStatus.CANCELLED, reason)
+        await asyncio.to_thread(self._unregister)
+
+    def wake(self) -> None:
+        """Tell the claim loop there is new work; callable from any thread."""
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    # -- claiming ------------------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            free = self.settings.concurrency - len(self._tasks)
+            if free > 0:
+                try:
+                    jobs = await asyncio.to_thread(self._claim, free)
+                except Exception as e:  # a store hiccup must not kill the loop; log and poll again
+                    log.error('claiming pending work failed: %s', describe_error(e))
+                    jobs = []
+                for job in jobs:
+                    self._spawn(job)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_s)
+
+    def _spawn(self, job: Job) -> None:
+        self.runs[job.job_id] = self.runs.get(job.job_id, 0) + 1
+        task = asyncio.create_task(self._run(job), name=f'{job.kind}:{job.job_id}')
+        self._tasks[job.job_id] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._tasks.pop(job.job_id, None)
+            self._wake.set()
+
+        task.add_done_callback(done)
+
+    def _claim(self, limit: int) -> list[Job]:
+        jobs: list[Job] = []
+        now = now_us()
+        with self.store.write() as db:
+            for table in JOB_TABLES:
+                if len(jobs) >= limit:
+                    break
+                rows = list(
+                    db.scalars(
+                        select(table)
+                        .where(table.status == JobStatus.PENDING.value)
+                        .order_by(table.started_at_us)
+                        .limit(limit - len(jobs))
+                        .with_for_update(skip_locked=True)
+                    )
+                )
+                for row in rows:
+                    row.status = check_transition(row.status, JobStatus.IN_PROGRESS).value
+                    row.owner = self.worker_id
+                    row.claimed_at_us = now
+                    jobs.append(_job(row))
+        return jobs
+
+    # -- running -------------------------------------------------------------------------------------
+
+    async def _run(self, job: Job) -> None:
+        self._publish(job, 'started', status=JobStatus.IN_PROGRESS.value)
+        try:
+            async with asyncio.timeout(self.settings.scoring_timeout_s):
+                if job.kind == 'score':
+                    outcome = await self._score(job)
+                else:
+                    outcome = await self._evaluate(job)
+        except TimeoutError:
+            outcome = _Outcome(JobStatus.TIMED_OUT, f'timed out after {self.settings.scoring_timeout_s:g} s')
+        except asyncio.CancelledError:
+            await self._finish(job, _Outcome(JobStatus.CANCELLED, 'cancelled: the service shut down before it finished'))
+            raise
+        except Exception as e:
+            log.exception('%s %s crashed', job.kind, job.job_id)
+            outcome = _Outcome(JobStatus.FAILED, f'internal error: {describe_error(e)}')
+        await self._finish(job, outcome)
+
+    async def _score(self, job: Job) -> _Outcome:
+        record, variant = await asyncio.to_thread(self._load_score_input, job)
+        if record.alert_data is None:
+            return _Outcome(
+                JobStatus.FAILED,
+                'not an alert investigation: the session has no alert_data, which the investigation scorer '
+                'needs; use POST /api/v1/sessions/{id}/evaluate for the failure-mode judges',
+            )
+        phase: list[str] = []
+
+        def on_request(messages: list[ModelMessage]) -> None:
+            followup = _last_user_prompt(messages) == FOLLOWUP_MISSING_TOOLS_PROMPT
+            now = 'identifying_missing_tools' if followup else 'analyzing_methodology'
+            if not phase or phase[-1] != now:
+                phase.append(now)
+                self._publish(job, 'progress', phase=now)
+
+        model = self._reliable(on_request)
+        transcript = render_transcript(record, budget_tokens=model.transcript_budget)
+        scorer = StructuredInvestigationScorer() if variant == 'structured' else InvestigationScorer()
+        result = await scorer.judge(record, transcript, model)
+        if variant == 'structured' and result.status == 'ok' and phase[-1:] != ['identifying_missing_tools']:
+            self._publish(job, 'progress', phase='identifying_missing_tools')  # read from the same answer
+        return _score_outcome(result, variant)
+
+    async def _evaluate(self, job: Job) -> _Outcome:
+        record, evaluators = await asyncio.to_thread(self._load_evaluation_input, job)
+        judges = make_judges(evaluators)
+        reports = await judge_records([record], judges, self._shared_model, run_id=f'service-{job.job_id}')
+        report = reports[0]
+        values: dict[str, Any] = {
+            'report': report.model_dump(mode='json'),
+            'overall_score': report.overall_score,
+            'model': self.judge_model.name,
+        }
+        if report.errors:
+            return _Outcome(JobStatus.FAILED, f'{len(report.errors)} judge(s) errored: ' + '; '.join(report.errors), values)
+        return _Outcome(JobStatus.COMPLETED, None, values)
+
+    def _reliable(self, on_request: Callable[[list[ModelMessage]], None] | None) -> JudgeModel:
+        wrapped = ReliableModel(
+            self.judge_model.model,
+            breaker=self.breaker,
+            attempts=self.settings.model_attempts,
+            backoff_s=self.settings.retry_backoff_s,
+            on_request=on_request,
+        )
+        return dataclasses.replace(self.judge_model, model=wrapped, _server=None)
+
+    def _load_score_input(self, job: Job) -> tuple[QueryRecord, str]:
+        with self.store.read() as db:
+            session = db.get(SessionRow, job.session_id)
+            row = db.get(ScoreRow, job.job_id)
+            assert session is not None and row is not None, f'{job} vanished from the store'
+            return QueryRecord.model_validate(session.record), row.variant
+
+    def _load_evaluation_input(self, job: Job) -> tuple[QueryRecord, list[str]]:
+        with self.store.read() as db:
+            session = db.get(SessionRow, job.session_id)
+            row = db.get(EvaluationRow, job.job_id)
+            assert session is not None and row is not None, f'{job} vanished from the store'
+            return QueryRecord.model_validate(session.record), list(row.evaluators)
+
+    # -- finishing -------------------------------------------------------------------------------------
+
+    async def _finish(self, job: Job, outcome: _Outcome) -> None:
+        try:
+            written = await asyncio.to_thread(self._write_outcome, job, outcome)
+        except Exception as e:
+            what = outcome.status.value
+            log.error('could not record the outcome of %s %s (%s): %s', job.kind, job.job_id, what, describe_error(e))
+            return
+        if not written:
+            return
+        if outcome.status == JobStatus.COMPLETED:
+            extra: dict[str, Any] = {'status': outcome.status.value}
+            if job.kind == 'score':
+                extra['total_score'] = outcome.values.get('total_score')
+            else:
+                extra['overall_score'] = outcome.values.get('overall_score')
+            self._publish(job, 'completed', **extra)
+        else:
+            self._publish_end(job, outcome.status, outcome.error or '')
+
+    def _write_outcome(self, job: Job, outcome: _Outcome) -> bool:
+        table: type[JobMixin] = ScoreRow if job.kind == 'score' else EvaluationRow
+        with self.store.write() as db:
+            row = db.get(table, job.job_id, with_for_update=True)
+            if row is None:
+                log.error('%s %s vanished before its outcome (%s) was recorded', job.kind, job.job_id, outcome.status.value)
+                return False
+            try:
+                row.status = check_transition(row.status, outcome.status).value
+            except InvalidTransitionError as e:
+                what = outcome.status.value
+                log.warning('%s %s: outcome %s not recorded: %s (finished elsewhere)', job.kind, job.job_id, what, e)
+                return False
+            row.completed_at_us = now_us()
+            row.error_message = outcome.error
+            for key, value in outcome.values.items():
+                setattr(row, key, value)
+            for name, rationale in outcome.missing_tools:
+                db.add(MissingToolRow(score_id=job.job_id, tool_name=name[:255], rationale=rationale))
+        return True
+
+    def _publish(self, job: Job, what: str, **extra: Any) -> None:
+        if job.kind == 'score':
+            event = score_event(f'scoring.{what}', job.job_id, job.session_id, **extra)
+        else:
+            event = evaluation_event(f'evaluation.{what}', job.job_id, job.session_id, **extra)
+        self.hub.publish_session(event)
+
+    def _publish_end(self, job: Job, status: JobStatus, error: str) -> None:
+        self._publish(job, 'failed', status=status.value, error_message=error)
+
+    # -- liveness and orphans ------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.settings.heartbeat_s)
+            try:
+                await asyncio.to_thread(self._register)
+                await self.recover_orphans()
+            except Exception as e:
+                log.error('heartbeat failed: %s', describe_error(e))
+
+    def _register(self) -> None:
+        now = now_us()
+        with self.store.write() as db:
+            row = db.get(WorkerRow, self.worker_id)
+            if row is None:
+                me = WorkerRow(worker_id=self.worker_id, host=self.host, pid=os.getpid(), started_at_us=now, heartbeat_at_us=now)
+                db.add(me)
+            else:
+                row.heartbeat_at_us = now
+
+    def _unregister(self) -> None:
+        with self.store.write() as db:
+            db.execute(delete(WorkerRow).where(WorkerRow.worker_id == self.worker_id))
+
+    async def recover_orphans(self) -> list[Job]:
+        """Fail the active rows of dead processes (with a reason) and publish their failure."""
+        failed = await asyncio.to_thread(self._fail_orphans)
+        for job, reason in failed:
+            self._publish_end(job, JobStatus.FAILED, reason)
+        return [job for job, _ in failed]
+
+    def _fail_orphans(self) -> list[tuple[Job, str]]:
+        now = now_us()
+        stale_us = int(self.settings.stale_after_s * 1_000_000)
+        failed: list[tuple[Job, str]] = []
+        with self.store.write() as db:
+            workers = {w.worker_id: w for w in db.scalars(select(WorkerRow))}
+            dead: dict[str, str] = {}
+            for w in workers.values():
+                if w.worker_id == self.worker_id:
+                    continue
+                if now - w.heartbeat_at_us > stale_us:
+                    dead[w.worker_id] = f'its last heartbeat was {(now - w.heartbeat_at_us) / 1e6:.0f} s ago'
+                elif w.host == self.host and not _pid_alive(w.pid):
+                    dead[w.worker_id] = f'process {w.pid} on {w.host} is gone'
+            for table in JOB_TABLES:
+                rows = db.scalars(select(table).where(table.status.in_(ACTIVE_STATUSES)).with_for_update(skip_locked=True))
+                for row in rows:
+                    owner = row.owner or '?'
+                    if owner == self.worker_id or (owner in workers and owner not in dead):
+                        continue
+                    why = dead.get(owner, 'it is no longer registered')
+                    reason = (
+                        f'orphaned: the service process {owner} that left this {row.status} stopped without finishing '
+                        f'it ({why}); request it again'
+                    )
+                    row.status = check_transition(row.status, JobStatus.FAILED).value
+                    row.error_message = reason
+                    row.completed_at_us = now
+                    failed.append((_job(row), reason))
+            if dead:
+                db.execute(delete(WorkerRow).where(WorkerRow.worker_id.in_(list(dead))))
+        for job, reason in failed:
+            log.warning('%s %s of session %s: %s', job.kind, job.job_id, job.session_id, reason)
+        return failed
+
+    def _release_own_rows(self) -> list[tuple[Job, str]]:
+        """On shutdown: hand this process's pending rows to a live peer, or cancel them; cancel the rest.
+
+        A pending row nobody has started goes to the live peer with the freshest heartbeat (its owner
+        changes, so the peer's orphan check keeps it); with no live peer it is cancelled. Anything still
+        in_progress here (an outcome that could not be written) is cancelled.
+        """
+        released: list[tuple[Job, str]] = []
+        now = now_us()
+        stale_us = int(self.settings.stale_after_s * 1_000_000)
+        with self.store.write() as db:
+            peers = [
+                w
+                for w in db.scalars(select(WorkerRow).order_by(WorkerRow.heartbeat_at_us.desc()))
+                if w.worker_id != self.worker_id and now - w.heartbeat_at_us <= stale_us
+            ]
+            heir = peers[0].worker_id if peers else None
+            for table in JOB_TABLES:
+                rows = list(
+                    db.scalars(
+                        select(table)
+                        .where(table.owner == self.worker_id, table.status.in_(ACTIVE_STATUSES))
+                        .with_for_update(skip_locked=True)
+                    )
+                )
+                for row in rows:
+                    if heir is not None and row.status == JobStatus.PENDING.value:
+                        row.owner = heir
+                        continue
+                    started = row.status == JobStatus.IN_PROGRESS.value
+                    reason = f'the service shut down before this job {"finished" if started else "started"}; request it again'
+                    row.status = check_transition(row.status, JobStatus.CANCELLED).value
+                    row.error_message = reason
+                    row.completed_at_us = now_us()
+                    released.append((_job(row), reason))
+        return released
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _score_outcome(result: JudgeResult, variant: str) -> _Outcome:
+    if result.status != 'ok':
+        return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', {'model': result.model})
+    d = result.details
+    values: dict[str, Any] = {
+        'total_score': int(d['total_score']),
+        'model': result.model,
+        'input_tokens': result.input_tokens,
+        'output_tokens': result.output_tokens,
+        'prompt_hash': d['prompt_hash'],
+    }
+    if variant == 'structured':
+        tools = [(str(t['tool_name']), str(t['rationale'])) for t in d.get('missing_tools', [])]
+        values['score_analysis'] = d['score_reasoning']
+        values['missing_tools_analysis'] = (
+            '\n'.join(f'{i}. {name}: {why}' for i, (name, why) in enumerate(tools, 1)) or 'No critical missing tools identified.'
+        )
+        values['score_breakdown'] = d.get('score_breakdown')
+        values['alternative_approaches'] = d.get('alternative_approaches')
+        return _Outcome(JobStatus.COMPLETED, None, values, tools)
+    values['score_analysis'] = d['score_analysis']
+    values['missing_tools_analysis'] = d['missing_tools_analysis']
+    return _Outcome(JobStatus.COMPLETED, None, values)
+
+
+def _job(row: JobMixin) -> Job:
+    return Job('score' if isinstance(row, ScoreRow) else 'evaluation', row.job_id, row.session_id)
+
+
+def _last_user_prompt(messages: list[ModelMessage]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+            return None
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,367 @@
+"""The scoring service's store: SQLAlchemy 2 tables, the engine/session factory, and status rules.
+
+Tables (created only by the Alembic migrations in `sensei_eval/service/migrations`, never by
+`create_all`, so a database is always at a known revision):
+
+* `sessions` — one ingested query history or TARSy investigation: the `QueryRecord` as JSON, the
+  session's own status (pending … completed), the agent/chain that produced it, timestamps.
+* `session_scores` — one row per scoring attempt (seed 000's columns, plus seed 003's structured fields
+  when the structured scorer ran). Re-scoring adds a row; history is kept; "the score" of a session is
+  its latest *completed* row, "the scoring state" its latest row of any status. A partial unique index
+  on `session_id` over the active statuses (`pending`, `in_progress`) makes two active scorings of one
+  session impossible, whatever the API does.
+* `score_missing_tools` — seed 003's normalised missing tools (one row per tool, for aggregation).
+* `session_evaluations` — runs of the failure-mode judges over a session; same lifecycle and the same
+  partial unique index; the `EvaluationReport` is stored as JSON.
+* `service_workers` — one row per live service process (host, pid, heartbeat): how a starting process
+  tells rows owned by a dead process (failed as orphans) from rows a live peer is still working on.
+
+Status rules live here, once: `TRANSITIONS` lists every allowed move, `check_transition` is what the
+worker calls before each change, and `sources_of` gives the statuses a bulk `UPDATE … WHERE status IN`
+may move from. Nothing goes back from a terminal status.
+
+SQLite is the embedded default (WAL, a busy timeout, foreign keys on). It gets two engines: reads use a
+deferred `BEGIN`, writes `BEGIN IMMEDIATE`, so a read-then-write transaction takes the write lock up
+front and waits for it (busy timeout) instead of failing with "database is locked" on upgrade.
+PostgreSQL (`postgresql+psycopg://…`) uses one pool for both; reads run in autocommit (one round trip
+per statement).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Engine,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+__all__ = (
+    'ACTIVE_STATUSES',
+    'JOB_TABLES',
+    'SESSION_TERMINAL_STATUSES',
+    'TERMINAL_STATUSES',
+    'TRANSITIONS',
+    'Base',
+    'EvaluationRow',
+    'InvalidTransitionError',
+    'JobMixin',
+    'JobStatus',
+    'MissingToolRow',
+    'ScoreRow',
+    'SessionRow',
+    'SessionStatus',
+    'Store',
+    'WorkerRow',
+    'check_transition',
+    'new_id',
+    'normalise_url',
+    'now_us',
+    'sources_of',
+)
+
+
+class SessionStatus(enum.StrEnum):
+    """A session's own status (TARSy's alert-session lifecycle)."""
+
+    PENDING = 'pending'
+    IN_PROGRESS = 'in_progress'
+    COMPLETED = 'completed'
+    FAILED = 'failed'
+    CANCELLED = 'cancelled'
+    TIMED_OUT = 'timed_out'
+
+
+# Scoring reads a finished investigation only: these are the statuses a session can be scored in.
+SESSION_TERMINAL_STATUSES = frozenset(
+    {SessionStatus.COMPLETED, SessionStatus.FAILED, SessionStatus.CANCELLED, SessionStatus.TIMED_OUT}
+)
+
+
+class JobStatus(enum.StrEnum):
+    """The lifecycle of one scoring (or evaluation) row."""
+
+    PENDING = 'pending'
+    IN_PROGRESS = 'in_progress'
+    COMPLETED = 'completed'
+    FAILED = 'failed'
+    TIMED_OUT = 'timed_out'
+    CANCELLED = 'cancelled'
+
+
+ACTIVE_STATUSES = (JobStatus.PENDING.value, JobStatus.IN_PROGRESS.value)
+TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED})
+
+# Every allowed move of a job's status. Pending may fail (orphaned, or refused before it ran) or be
+# cancelled (shutdown before it started); terminal statuses go nowhere.
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.IN_PROGRESS, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.IN_PROGRESS: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED}),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.TIMED_OUT: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+class InvalidTransitionError(RuntimeError):
+    """A status change the lifecycle forbids (e.g. completed → in_progress)."""
+
+
+def check_transition(current: str | JobStatus, new: str | JobStatus) -> JobStatus:
+    """The new status, if moving there from `current` is allowed; else `InvalidTransitionError`."""
+    old, target = JobStatus(current), JobStatus(new)
+    if target not in TRANSITIONS[old]:
+        raise InvalidTransitionError(f'status {old.value} -> {target.value} is not allowed')
+    return target
+
+
+def sources_of(new: JobStatus) -> list[str]:
+    """The statuses a bulk update may move rows from, to reach `new` (derived from `TRANSITIONS`)."""
+    return [old.value for old, targets in TRANSITIONS.items() if new in targets]
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tables
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# The partial unique index's predicate: at most one row per session in these statuses.
+_ACTIVE_PREDICATE = text("status IN ('pending', 'in_progress')")
+
+
+class JobMixin:
+    """The lifecycle columns scorings and evaluations share (what the worker reads and writes)."""
+
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey('sessions.session_id', ondelete='CASCADE'))
+    status: Mapped[str] = mapped_column(String(32))
+    started_at_us: Mapped[int] = mapped_column(BigInteger)  # when it was triggered
+    claimed_at_us: Mapped[int | None] = mapped_column(BigInteger)  # when it became in_progress
+    completed_at_us: Mapped[int | None] = mapped_column(BigInteger)
+    error_message: Mapped[str | None] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(64))  # the service process that queued or claimed it
+    model: Mapped[str | None] = mapped_column(String(255))
+
+    @property
+    def job_id(self) -> str:
+        raise NotImplementedError
+
+
+class SessionRow(Base):
+    __tablename__ = 'sessions'
+
+    session_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    query_id: Mapped[str] = mapped_column(String(255), index=True)
+    agent: Mapped[str | None] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_by: Mapped[str | None] = mapped_column(String(255))
+    created_at_us: Mapped[int] = mapped_column(BigInteger, index=True)
+    updated_at_us: Mapped[int] = mapped_column(BigInteger)
+
+
+class ScoreRow(JobMixin, Base):
+    __tablename__ = 'session_scores'
+
+    score_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    variant: Mapped[str] = mapped_column(String(32))  # 'freeform' (seed 000) or 'structured' (seed 003)
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    total_score: Mapped[int | None] = mapped_column(Integer)
+    score_analysis: Mapped[str | None] = mapped_column(Text)
+    missing_tools_analysis: Mapped[str | None] = mapped_column(Text)
+    score_triggered_by: Mapped[str] = mapped_column(String(255))
+    # seed 003's structured fields (NULL for the freeform variant)
+    score_breakdown: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    alternative_approaches: Mapped[list[Any] | None] = mapped_column(JSON)
+    # what the judge cost
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index('ix_session_scores_session_id', 'session_id'),
+        Index('ix_session_scores_prompt_hash', 'prompt_hash'),
+        Index('ix_session_scores_total_score', 'total_score'),
+        Index('ix_session_scores_status', 'status'),
+        Index('ix_session_scores_session_status', 'session_id', 'status'),
+        Index('ix_session_scores_status_started', 'status', 'started_at_us'),
+        Index(
+            'uq_session_scores_one_active',
+            'session_id',
+            unique=True,
+            sqlite_where=_ACTIVE_PREDICATE,
+            postgresql_where=_ACTIVE_PREDICATE,
+        ),
+    )
+
+    @property
+    def job_id(self) -> str:
+        return self.score_id
+
+
+class MissingToolRow(Base):
+    __tablename__ = 'score_missing_tools'
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    score_id: Mapped[str] = mapped_column(String(36), ForeignKey('session_scores.score_id', ondelete='CASCADE'), index=True)
+    tool_name: Mapped[str] = mapped_column(String(255), index=True)
+    rationale: Mapped[str] = mapped_column(Text)
+
+
+class EvaluationRow(JobMixin, Base):
+    __tablename__ = 'session_evaluations'
+
+    evaluation_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    evaluators: Mapped[list[str]] = mapped_column(JSON)
+    triggered_by: Mapped[str] = mapped_column(String(255))
+    overall_score: Mapped[float | None] = mapped_column()
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    __table_args__ = (
+        Index('ix_session_evaluations_session_id', 'session_id'),
+        Index('ix_session_evaluations_status_started', 'status', 'started_at_us'),
+        Index(
+            'uq_session_evaluations_one_active',
+            'session_id',
+            unique=True,
+            sqlite_where=_ACTIVE_PREDICATE,
+            postgresql_where=_ACTIVE_PREDICATE,
+        ),
+    )
+
+    @property
+    def job_id(self) -> str:
+        return self.evaluation_id
+
+
+# The two kinds of job rows, in the order the worker claims them.
+JOB_TABLES: tuple[type[JobMixin], ...] = (ScoreRow, EvaluationRow)
+
+
+class WorkerRow(Base):
+    __tablename__ = 'service_workers'
+
+    worker_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at_us: Mapped[int] = mapped_column(BigInteger)
+    heartbeat_at_us: Mapped[int] = mapped_column(BigInteger)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Engine and sessions
+
+
+# Connections of the asyncio read pool (PostgreSQL). A few are enough to keep the database busy on
+# single-row reads (4 sustained ~1200 GET/s on loopback, 2 cores, p95 < 90 ms at 100 clients), and a
+# small pool keeps latency even: with 10-40 connections the backends crowded the CPU and p95 tripled.
+_ASYNC_READ_POOL = 4
+
+
+class Store:
+    """Engines and transactions for one database URL (SQLite file or PostgreSQL)."""
+
+    def __init__(self, url: str, *, pool_size: int = 20) -> None:
+        self.url = normalise_url(url)
+        parsed = make_url(self.url)
+        self.is_sqlite = parsed.get_backend_name() == 'sqlite'
+        self.is_postgres = parsed.get_backend_name() == 'postgresql'
+        if self.is_sqlite:
+            self.read_engine = _sqlite_engine(self.url, immediate=False)
+            self.write_engine = _sqlite_engine(self.url, immediate=True)
+        else:
+            # No pre-ping (it costs a round trip per checkout); connections are recycled instead. Reads run
+            # in autocommit: one round trip per statement instead of BEGIN, SELECT, ROLLBACK.
+            self.write_engine = create_engine(self.url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+            self.read_engine = self.write_engine.execution_options(isolation_level='AUTOCOMMIT')
+        # PostgreSQL's hot read path (GET score) also has an asyncio engine: the query's round trip is
+        # awaited on the event loop instead of blocking it or queueing for a thread. Its pool lets a
+        # newcomer take a freed connection ahead of earlier waiters, so callers queue first on a FIFO
+        # semaphore (`async_read_slot`) of the pool's size: under load, latency stays even, not bimodal.
+        self.async_read_engine: AsyncEngine | None = None
+        self.async_read_slot = asyncio.Semaphore(_ASYNC_READ_POOL)
+        if self.is_postgres:
+            self.async_read_engine = create_async_engine(
+                self.url, pool_size=_ASYNC_READ_POOL, max_overflow=0, pool_recycle=1800, isolation_level='AUTOCOMMIT'
+            )
+        self._read = sessionmaker(self.read_engine, expire_on_commit=False)
+        self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._read() as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A transaction that commits on success and rolls back on any exception."""
+        with self._write() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.write_engine.dispose()
+        if self.is_sqlite:
+            self.read_engine.dispose()
+
+    async def adispose(self) -> None:
+        """Close every pool, the asyncio one included (call from the loop that used it)."""
+        if self.async_read_engine is not None:
+            await self.async_read_engine.dispose()
+        self.dispose()
+
+
+def normalise_url(url: str) -> str:
+    """Accept a bare path as a SQLite file and `postgresql://` as psycopg 3."""
+    if '://' not in url:
+        return f'sqlite:///{url}'
+    if url.startswith('postgresql://') or url.startswith('postgres://'):
+        return 'postgresql+psycopg://' + url.split('://', 1)[1]
+    return url
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
+    engine = create_engine(url, connect_args={'timeout': 30, 'check_same_thread': False}, pool_size=20, max_overflow=20)
+
+    @event.listens_for(engine, 'connect')
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (pysqlite's own is deferred and late)
+        cur = dbapi_conn.cursor()
+        cur.execute('PRAGMA journal_mode=WAL')
+        cur.execute('PRAGMA busy_timeout=30000')
+        cur.execute('PRAGMA foreign_keys=ON')
+        cur.execute('PRAGMA synchronous=NORMAL')
+        cur.close()
+
+    @event.listens_for(engine, 'begin')
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql('BEGIN IMMEDIATE' if immediate else 'BEGIN')
+
+    return engine
