@@ -49,6 +49,7 @@ from ..evaluators.registry import UnknownJudgeError, resolve_names
 from ..models import JudgeModel, resolve_model
 from . import repository
 from .config import ServiceSettings
+from .dashboard import mount_dashboard
 from .events import GLOBAL_CHANNEL, EventHub, PgEventRelay, Subscriber
 from .migrate import upgrade
 from .repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
@@ -330,6 +331,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
 
+    mount_dashboard(app)
     return app
 
 

@@ -1,0 +1,128 @@
+"""The dashboard's HTTP surface: its read endpoints under `/api/v1/dashboard`, and the pages at `/`.
+
+`mount_dashboard(app)` adds both to an app built by `create_app`. The pages are one static HTML shell
+plus vanilla JS modules and CSS shipped as package data (`static/`): no build step, no CDN, nothing
+fetched at run time. Every HTML/JS/CSS response carries a strict Content-Security-Policy
+(`script-src 'self'`, no inline script, no `eval`) — the second wall behind the JS, which writes
+untrusted session text with `textContent` only, so a transcript containing `<script>` stays text.
+
+Endpoints (read-only; writes go through the service's own API):
+
+* `GET /api/v1/dashboard/sessions` — the list: filters `agent`, `status`, `min_score`, `max_score`,
+  `scored`, `failure_mode`, `q` (query id contains), `sort` (`date` | `score`), `order`, `limit`/`offset`;
+* `GET /api/v1/dashboard/sessions/{id}` — one session's page: record, numbered transcript steps,
+  latest scoring, score with its four-category breakdown, history, failure-mode issues;
+* `GET /api/v1/dashboard/patterns` — failure-mode frequency, missing tools by name, score histogram,
+  daily trend, restricted to the current criteria hash.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+from ...reports import FAILURE_MODES
+from ..store import SessionStatus
+from . import queries
+from .queries import DashboardPage, Order, Patterns, SessionView, SortKey
+
+if TYPE_CHECKING:  # typing only: `api` will import this module to mount the dashboard
+    from ..api import ServiceState
+
+__all__ = ('CSP', 'STATIC_DIR', 'mount_dashboard', 'router')
+
+STATIC_DIR = Path(str(resources.files(__package__ or 'sensei_eval.service.dashboard') / 'static'))
+
+# No inline script or style, no eval, no plugins, no framing; fetch and WebSocket to this origin only.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
+)
+_SECURITY_HEADERS = {
+    'Content-Security-Policy': CSP,
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+    'X-Frame-Options': 'DENY',
+    'Cache-Control': 'no-cache',
+}
+
+router = APIRouter(prefix='/api/v1/dashboard', tags=['dashboard'])
+
+
+def _state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+@router.get('/sessions', response_model=DashboardPage)
+def dashboard_sessions(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    agent: str | None = None,
+    status: SessionStatus | None = None,
+    min_score: Annotated[int | None, Query(ge=0, le=100)] = None,
+    max_score: Annotated[int | None, Query(ge=0, le=100)] = None,
+    scored: bool | None = None,
+    failure_mode: str | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    sort: SortKey = 'date',
+    order: Order = 'desc',
+) -> DashboardPage:
+    if failure_mode and failure_mode not in FAILURE_MODES:
+        known = ', '.join(FAILURE_MODES)
+        raise HTTPException(
+            422,
+            detail=[{'loc': ['query', 'failure_mode'], 'msg': f'unknown failure mode; known: {known}', 'type': 'value_error'}],
+        )
+    return queries.list_sessions(
+        _state(request).store,
+        limit=limit,
+        offset=offset,
+        agent=agent or None,
+        status=status.value if status else None,
+        min_score=min_score,
+        max_score=max_score,
+        scored=scored,
+        failure_mode=failure_mode or None,
+        q=q or None,
+        sort=sort,
+        order=order,
+    )
+
+
+@router.get('/sessions/{session_id}', response_model=SessionView)
+def dashboard_session(request: Request, session_id: str) -> SessionView:
+    return queries.session_view(_state(request).store, session_id)
+
+
+@router.get('/patterns', response_model=Patterns)
+def dashboard_patterns(request: Request) -> Patterns:
+    state = _state(request)
+    return queries.patterns(state.store, state.settings.scorer)
+
+
+class _SecureStatic(StaticFiles):
+    """Static files with the dashboard's security headers."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(_SECURITY_HEADERS)
+        return response
+
+
+def _index() -> FileResponse:
+    return FileResponse(STATIC_DIR / 'index.html', media_type='text/html', headers=_SECURITY_HEADERS)
+
+
+def mount_dashboard(app: FastAPI) -> None:
+    """Add the dashboard to a service app: its read API, the page at `/`, and `/static/dashboard/*`."""
+    app.include_router(router)
+    app.mount('/static/dashboard', _SecureStatic(directory=STATIC_DIR), name='dashboard-static')
+    app.add_api_route('/', _index, methods=['GET'], include_in_schema=False, response_class=FileResponse)

@@ -1,0 +1,637 @@
+// The dashboard: three views behind a hash router (#/ sessions, #/session/<id>, #/patterns).
+// Reads come from /api/v1/dashboard/*, writes (score, evaluate) from the service API; live scoring state
+// from the WebSocket. Every piece of session data is written as text (see dom.js).
+
+import { api, getJSON, query } from './api.js';
+import { barChart, histogram, lineChart } from './charts.js';
+import { append, clear, fmtTime, h, truncate } from './dom.js';
+import { Live } from './live.js';
+
+const app = document.getElementById('app');
+const ACTIVE = new Set(['pending', 'in_progress']);
+const PAGE_SIZE = 25;
+const CATEGORIES = [
+  ['logical_flow', 'Logical Flow'],
+  ['consistency', 'Consistency'],
+  ['tool_relevance', 'Tool Relevance'],
+  ['synthesis_quality', 'Synthesis Quality'],
+];
+const PHASES = {
+  analyzing_methodology: 'analysing the methodology',
+  identifying_missing_tools: 'identifying missing tools',
+};
+
+let view = null; // the current view: { kind, id?, dispose(), onRoute?(route) }
+
+// ---------------------------------------------------------------------------------------------------
+// Shared pieces
+
+/** Seed 000's badge: 0-49 red, 50-74 yellow, 75-100 green; "Not scored"; "Scoring…" while active. */
+export function scoreBadge(scoringStatus, totalScore) {
+  let cls = 'none';
+  let text = 'Not scored';
+  if (ACTIVE.has(scoringStatus)) {
+    cls = 'active';
+    text = 'Scoring…';
+  } else if (totalScore !== null && totalScore !== undefined) {
+    cls = totalScore >= 75 ? 'good' : totalScore >= 50 ? 'weak' : 'bad';
+    text = `${totalScore}/100`;
+  } else if (['failed', 'timed_out', 'cancelled'].includes(scoringStatus)) {
+    cls = 'error';
+    text = `Scoring ${scoringStatus.replace('_', ' ')}`;
+  }
+  return h('span', {
+    class: `badge score-badge ${cls}`,
+    dataset: { testid: 'score-badge', state: scoringStatus || 'not_scored', score: totalScore ?? '' },
+    text,
+  });
+}
+
+function errorBox(message) {
+  return h('div', { class: 'error', role: 'alert', dataset: { testid: 'error' } }, message);
+}
+
+/** An issue field as text: lists of words joined, anything else structured as JSON. */
+function fieldText(value) {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.length ? value.join(', ') : '—';
+  return JSON.stringify(value);
+}
+
+function sessionHref(id, tail = '') {
+  return `#/session/${encodeURIComponent(id)}${tail}`;
+}
+
+function markNav(kind) {
+  for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('current', a.dataset.nav === kind);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Routing
+
+function parseRoute() {
+  const raw = window.location.hash.replace(/^#/, '') || '/';
+  const [path, search = ''] = raw.split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const params = Object.fromEntries(new URLSearchParams(search));
+  if (parts[0] === 'session' && parts[1]) {
+    const route = { kind: 'session', id: parts[1], tab: 'transcript', step: null };
+    if (parts[2] === 'score') route.tab = 'score';
+    if (parts[2] === 'step' && parts[3]) route.step = Number(parts[3]);
+    return route;
+  }
+  if (parts[0] === 'patterns') return { kind: 'patterns' };
+  return { kind: 'sessions', params };
+}
+
+function route() {
+  const r = parseRoute();
+  if (view && view.kind === r.kind && view.onRoute && view.accepts(r)) {
+    view.onRoute(r);
+    return;
+  }
+  if (view) view.dispose();
+  clear(app);
+  markNav(r.kind === 'session' ? 'sessions' : r.kind);
+  if (r.kind === 'session') view = sessionView(r);
+  else if (r.kind === 'patterns') view = patternsView();
+  else view = sessionsView(r.params);
+}
+
+window.addEventListener('hashchange', route);
+route();
+
+// ---------------------------------------------------------------------------------------------------
+// Sessions list
+
+function sessionsView(initial) {
+  const state = {
+    q: initial.q || '',
+    agent: initial.agent || '',
+    failure_mode: initial.failure_mode || '',
+    min_score: initial.min_score || '',
+    max_score: initial.max_score || '',
+    scored: initial.scored || '',
+    sort: initial.sort || 'date',
+    order: initial.order || 'desc',
+    offset: Number(initial.offset || 0),
+  };
+  let menus = null;
+  let pending = null;
+  let loads = 0;
+  const root = h('section', { class: 'sessions' });
+  const filters = h('form', { class: 'filters', dataset: { testid: 'filters' } });
+  const errors = h('div');
+  const table = h('div', { class: 'table-wrap' });
+  const pager = h('div', { class: 'pager' });
+  append(root, h('h1', {}, 'Sessions'), filters, errors, table, pager);
+  app.append(root);
+
+  function field(label, control) {
+    return h('label', {}, h('span', {}, label), control);
+  }
+
+  function input(name, props) {
+    const el = h('input', { name, value: state[name], ...props });
+    el.addEventListener('change', () => {
+      state[name] = el.value.trim();
+      state.offset = 0;
+      load();
+    });
+    return el;
+  }
+
+  function select(name, options) {
+    const el = h('select', { name });
+    for (const [value, text] of options) el.append(h('option', { value, selected: state[name] === value }, text));
+    el.addEventListener('change', () => {
+      state[name] = el.value;
+      state.offset = 0;
+      load();
+    });
+    return el;
+  }
+
+  function buildFilters(page) {
+    clear(filters);
+    append(
+      filters,
+      field('Query id', input('q', { type: 'search', placeholder: 'contains…', size: 14 })),
+      field('Agent', select('agent', [['', 'All agents'], ...page.agents.map((a) => [a, a])])),
+      field('Failure mode', select('failure_mode', [['', 'Any'], ...page.failure_modes.map((m) => [m, m.replaceAll('_', ' ')])])),
+      field('Score from', input('min_score', { type: 'number', min: 0, max: 100, size: 4, placeholder: '0' })),
+      field('to', input('max_score', { type: 'number', min: 0, max: 100, size: 4, placeholder: '100' })),
+      field('Scored', select('scored', [['', 'Any'], ['true', 'Scored'], ['false', 'Not scored']])),
+      field('Sort by', select('sort', [['date', 'Date'], ['score', 'Score']])),
+      field('Order', select('order', [['desc', 'Descending'], ['asc', 'Ascending']])),
+    );
+  }
+  filters.addEventListener('submit', (e) => e.preventDefault());
+
+  function row(item) {
+    const link = h('a', { href: sessionHref(item.session_id), class: 'query-link' }, truncate(item.query || item.query_id, 140));
+    const modes = item.failure_modes.length
+      ? h('div', { class: 'modes' }, item.failure_modes.map((m) => h('span', { class: 'chip' }, m.replaceAll('_', ' '))))
+      : null;
+    const outdated = item.current_prompt_used === false ? h('span', { class: 'badge outdated', title: 'Scored with older criteria' }, 'outdated') : null;
+    return h(
+      'tr',
+      { dataset: { session: item.session_id, testid: 'session-row' } },
+      h('td', {}, link, h('div', { class: 'muted small' }, item.query_id), modes),
+      h('td', {}, item.agent || '—'),
+      h('td', {}, item.rating === null ? '—' : `${item.rating.toFixed(1)}/5`),
+      h('td', {}, h('span', { class: `status ${item.status}` }, item.status.replace('_', ' '))),
+      h('td', { class: 'score-cell' }, h('a', { href: sessionHref(item.session_id, '/score') }, scoreBadge(item.scoring_status, item.total_score)), outdated),
+      h('td', { class: 'muted small nowrap' }, fmtTime(item.created_at_us)),
+    );
+  }
+
+  async function load() {
+    const params = { ...state, limit: PAGE_SIZE };
+    const hash = `#/${query({ ...state, offset: state.offset || '' })}`;
+    if (window.location.hash !== hash && !(hash === '#/' && !window.location.hash)) {
+      history.replaceState(null, '', hash);
+    }
+    let page;
+    const mine = ++loads;
+    try {
+      page = await getJSON(`/api/v1/dashboard/sessions${query(params)}`);
+    } catch (e) {
+      if (mine === loads) clear(errors).append(errorBox(e.message));
+      return;
+    }
+    if (mine !== loads) return; // a newer request (filter change, live event) is in flight: its answer wins
+    clear(errors);
+    if (!menus || menus.agents.join() !== page.agents.join()) {
+      menus = page;
+      buildFilters(page);
+    }
+    clear(table);
+    if (!page.items.length) {
+      table.append(h('p', { class: 'muted empty', dataset: { testid: 'no-sessions' } }, page.total ? 'No sessions on this page.' : 'No sessions match.'));
+    } else {
+      table.append(
+        h(
+          'table',
+          { class: 'list', dataset: { testid: 'sessions-table' } },
+          h('thead', {}, h('tr', {}, ['Query / alert', 'Agent', 'Rating', 'Status', 'Score', 'Created'].map((t) => h('th', {}, t)))),
+          h('tbody', {}, page.items.map(row)),
+        ),
+      );
+    }
+    clear(pager);
+    const first = page.total ? page.offset + 1 : 0;
+    const last = page.offset + page.items.length;
+    append(
+      pager,
+      h('button', { type: 'button', disabled: page.offset === 0, onclick: () => { state.offset = Math.max(0, state.offset - PAGE_SIZE); load(); } }, '← Previous'),
+      h('span', { dataset: { testid: 'page-info' } }, `${first}–${last} of ${page.total}`),
+      h('button', { type: 'button', disabled: last >= page.total, onclick: () => { state.offset += PAGE_SIZE; load(); } }, 'Next →'),
+    );
+  }
+
+  // Any scoring event may change a badge on this page: re-read the page (coalesced).
+  const live = new Live(['sessions'], (event) => {
+    if (!event.type || !(event.type.startsWith('scoring.') || event.type.startsWith('evaluation.') || event.type === 'reconnected')) return;
+    window.clearTimeout(pending);
+    pending = window.setTimeout(load, 150);
+  });
+  load();
+  return {
+    kind: 'sessions',
+    accepts: () => false,
+    dispose() {
+      live.close();
+      window.clearTimeout(pending);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One session
+
+function sessionView(initial) {
+  const id = initial.id;
+  let data = null;
+  let tab = initial.tab;
+  let poll = null;
+  const seenScores = new Set(); // scorings the WebSocket has reported on
+  let loads = 0;
+  const root = h('section', { class: 'session' });
+  const head = h('div', { class: 'session-head' });
+  const actions = h('div', { class: 'actions' });
+  const progress = h('div', { class: 'progress', dataset: { testid: 'progress' }, 'aria-live': 'polite' });
+  const errors = h('div', { dataset: { testid: 'errors' } });
+  const cards = h('div', { class: 'cards' });
+  const tabs = h('div', { class: 'tabs', role: 'tablist' });
+  const panel = h('div', { class: 'panel' });
+  append(root, h('p', {}, h('a', { href: '#/' }, '← All sessions')), head, actions, progress, errors, cards, tabs, panel);
+  app.append(root);
+
+  function showError(message) {
+    errors.append(errorBox(message));
+  }
+
+  function setProgress(text, phase = '') {
+    progress.textContent = text;
+    progress.dataset.phase = phase;
+  }
+
+  async function refresh() {
+    const mine = ++loads;
+    let fresh;
+    try {
+      fresh = await getJSON(`/api/v1/dashboard/sessions/${encodeURIComponent(id)}`);
+    } catch (e) {
+      if (!data) clear(head).append(h('h1', {}, 'Session'));
+      showError(e.message);
+      return;
+    }
+    if (mine !== loads) return; // an older read answering late must not undo a newer one
+    data = fresh;
+    render();
+  }
+
+  function render() {
+    const active = ACTIVE.has(data.scoring_status);
+    clear(head);
+    append(
+      head,
+      h('h1', { dataset: { testid: 'session-query' } }, data.query),
+      h(
+        'div',
+        { class: 'meta' },
+        scoreBadge(data.scoring_status, data.score ? data.score.score.total_score : null),
+        h('span', {}, `agent: ${data.agent || '—'}`),
+        h('span', {}, `status: ${data.status}`),
+        h('span', {}, data.rating ? `rating: ${data.rating.mean}/5` : 'not rated'),
+        h('span', { class: 'muted' }, `query id: ${data.query_id}`),
+        h('span', { class: 'muted' }, fmtTime(data.created_at_us)),
+      ),
+    );
+    clear(actions);
+    const rescore = Boolean(data.latest_scoring);
+    append(
+      actions,
+      h(
+        'button',
+        { type: 'button', class: 'primary', disabled: active, dataset: { testid: 'score-button' }, onclick: () => score(rescore) },
+        active ? 'Scoring…' : data.score ? 'Re-score' : 'Score session',
+      ),
+      h(
+        'button',
+        { type: 'button', disabled: ACTIVE.has(data.evaluation_status), dataset: { testid: 'evaluate-button' }, onclick: evaluate },
+        ACTIVE.has(data.evaluation_status) ? 'Judging…' : data.evaluation_status ? 'Re-run failure-mode judges' : 'Run failure-mode judges',
+      ),
+    );
+    if (!active && !ACTIVE.has(data.evaluation_status)) stopPoll();
+    else startPoll();
+    if (!active && progress.dataset.phase && progress.dataset.phase !== 'done') setProgress('');
+
+    clear(cards);
+    if (data.alert_data !== null && data.alert_data !== undefined) {
+      let alert;
+      if (typeof data.alert_data === 'object' && !Array.isArray(data.alert_data)) {
+        alert = h('dl', { class: 'alert-fields', dataset: { testid: 'alert' } });
+        for (const [k, v] of Object.entries(data.alert_data)) alert.append(h('dt', {}, k), h('dd', {}, typeof v === 'string' ? v : JSON.stringify(v)));
+      } else {
+        alert = h('pre', { class: 'text', dataset: { testid: 'alert' } }, typeof data.alert_data === 'string' ? data.alert_data : JSON.stringify(data.alert_data, null, 2));
+      }
+      cards.append(h('div', { class: 'card' }, h('h2', {}, 'Alert'), alert));
+    } else {
+      cards.append(h('div', { class: 'card' }, h('h2', {}, 'Query'), h('pre', { class: 'text' }, data.query)));
+    }
+    cards.append(
+      h('div', { class: 'card' }, h('h2', {}, 'Final answer'), h('pre', { class: 'text', dataset: { testid: 'final-answer' } }, data.final_answer ?? '(no answer)')),
+    );
+    renderTabs();
+  }
+
+  function renderTabs() {
+    clear(tabs);
+    const scoreLabel = data.score ? `Score ${data.score.score.total_score}/100` : 'Score';
+    for (const [key, label] of [['transcript', `Transcript (${data.steps.length} steps)`], ['score', scoreLabel]]) {
+      tabs.append(
+        h(
+          'a',
+          { role: 'tab', class: tab === key ? 'tab current' : 'tab', 'aria-selected': String(tab === key), href: sessionHref(id, key === 'score' ? '/score' : ''), dataset: { tab: key } },
+          label,
+        ),
+      );
+    }
+    clear(panel);
+    panel.append(tab === 'score' ? scorePanel() : transcriptPanel());
+  }
+
+  function transcriptPanel() {
+    const list = h('ol', { class: 'steps', dataset: { testid: 'transcript' } });
+    for (const step of data.steps) {
+      const title = [`[${step.number}]`, step.kind.replace('_', ' '), step.tool_name || ''].join(' ');
+      const body = h('pre', { class: 'text' }, step.text);
+      let item;
+      if (step.kind === 'tool_call' || step.kind === 'tool_result' || step.kind === 'thinking' || step.kind === 'system') {
+        item = h('details', {}, h('summary', {}, h('strong', {}, title), ' ', h('span', { class: 'muted' }, truncate(step.text, 90))), body);
+      } else {
+        item = h('div', {}, h('div', { class: 'step-title' }, h('strong', {}, title)), body);
+      }
+      list.append(h('li', { id: `step-${step.number}`, class: `step ${step.kind}`, dataset: { step: step.number } }, item));
+    }
+    return list;
+  }
+
+  function focusStep(n) {
+    const el = document.getElementById(`step-${n}`);
+    if (!el) return;
+    const details = el.querySelector('details');
+    if (details) details.open = true;
+    for (const old of document.querySelectorAll('.step.cited')) old.classList.remove('cited');
+    el.classList.add('cited');
+    el.scrollIntoView({ block: 'center' });
+  }
+
+  function scorePanel() {
+    const box = h('div', { class: 'score-panel', dataset: { testid: 'score-panel' } });
+    const latest = data.latest_scoring;
+    if (latest && latest.status !== 'completed' && !ACTIVE.has(latest.status)) {
+      box.append(errorBox(`Latest scoring ${latest.status.replace('_', ' ')}: ${latest.error_message || 'no reason given'}`));
+    }
+    if (!data.score) {
+      box.append(h('p', { class: 'muted' }, ACTIVE.has(data.scoring_status) ? 'Scoring in progress…' : 'This session has not been scored yet.'));
+    } else {
+      const { score, breakdown, missing_tools: tools } = data.score;
+      const total = h('div', { class: 'total' }, scoreBadge('completed', score.total_score), h('span', { class: 'muted' }, ` ${score.variant} scorer · ${score.model || 'model unknown'} · ${fmtTime(score.completed_at_us)}`));
+      if (!score.current_prompt_used) {
+        total.append(h('span', { class: 'badge outdated', dataset: { testid: 'outdated' }, title: `criteria hash ${score.prompt_hash.slice(0, 12)} is not today's` }, 'outdated criteria'));
+      } else {
+        total.append(h('span', { class: 'badge current-criteria', title: score.prompt_hash }, 'current criteria'));
+      }
+      box.append(total);
+      const grid = h('div', { class: 'breakdown', dataset: { testid: 'breakdown' } });
+      for (const [key, label] of CATEGORIES) {
+        const points = breakdown ? breakdown[key] : undefined;
+        grid.append(
+          h('div', { class: 'cat' }, h('span', {}, label), h('progress', { max: 25, value: points ?? 0 }), h('span', { class: 'pts' }, points === undefined ? '—' : `${points}/25`)),
+        );
+      }
+      box.append(h('h3', {}, 'Breakdown'), grid);
+      box.append(h('h3', {}, 'Score analysis'), h('pre', { class: 'text', dataset: { testid: 'score-analysis' } }, score.score_analysis || ''));
+      box.append(h('h3', {}, 'Missing tools'));
+      if (tools.length) box.append(h('div', { class: 'modes' }, tools.map((t) => h('span', { class: 'chip tool' }, t))));
+      box.append(h('pre', { class: 'text', dataset: { testid: 'missing-tools' } }, score.missing_tools_analysis || ''));
+      if (score.alternative_approaches && score.alternative_approaches.length) {
+        box.append(h('h3', {}, 'Alternative approaches'));
+        for (const a of score.alternative_approaches) {
+          box.append(h('div', { class: 'issue' }, h('strong', {}, a.name || ''), h('p', {}, a.description || ''), h('ol', {}, (a.steps || []).map((st) => h('li', {}, st)))));
+        }
+      }
+    }
+    box.append(h('h3', {}, 'Failure modes'), issuesBlock());
+    box.append(h('h3', {}, 'Score history'), historyTable());
+    return box;
+  }
+
+  function issuesBlock() {
+    const block = h('div', { dataset: { testid: 'issues' } });
+    if (!data.evaluation_status) {
+      block.append(h('p', { class: 'muted' }, 'The failure-mode judges have not run on this session.'));
+      return block;
+    }
+    if (data.evaluation_error) block.append(errorBox(`Evaluation ${data.evaluation_status}: ${data.evaluation_error}`));
+    if (ACTIVE.has(data.evaluation_status)) block.append(h('p', { class: 'muted' }, 'Judging…'));
+    if (!data.issues.length && data.evaluation_status === 'completed') block.append(h('p', { class: 'muted' }, 'No issues found.'));
+    for (const issue of data.issues) {
+      const fields = h('dl', {});
+      for (const [k, v] of Object.entries(issue.fields)) {
+        fields.append(h('dt', {}, k.replaceAll('_', ' ')), h('dd', {}, fieldText(v)));
+      }
+      const cites = issue.steps.length
+        ? h('p', { class: 'cites' }, 'Cites: ', issue.steps.map((n) => h('a', { href: sessionHref(id, `/step/${n}`), class: 'step-link', dataset: { step: n } }, `step ${n}`)))
+        : null;
+      block.append(h('div', { class: 'issue', dataset: { mode: issue.failure_mode } }, h('strong', {}, issue.failure_mode.replaceAll('_', ' ')), h('span', { class: 'muted small' }, ` (${issue.source})`), fields, cites));
+    }
+    return block;
+  }
+
+  function historyTable() {
+    if (!data.history.length) return h('p', { class: 'muted' }, 'No scorings yet.');
+    return h(
+      'table',
+      { class: 'list small', dataset: { testid: 'history' } },
+      h('thead', {}, h('tr', {}, ['Started', 'Status', 'Score', 'Criteria', 'Triggered by', 'Error'].map((t) => h('th', {}, t)))),
+      h(
+        'tbody',
+        {},
+        data.history.map(({ score: sc }) =>
+          h(
+            'tr',
+            {},
+            h('td', { class: 'nowrap' }, fmtTime(sc.started_at_us)),
+            h('td', {}, sc.status.replace('_', ' ')),
+            h('td', {}, scoreBadge(sc.status, sc.total_score)),
+            h('td', {}, sc.current_prompt_used ? 'current' : h('span', { class: 'badge outdated' }, 'outdated criteria')),
+            h('td', {}, sc.score_triggered_by),
+            h('td', { class: 'muted' }, sc.error_message || ''),
+          ),
+        ),
+      ),
+    );
+  }
+
+  async function score(force) {
+    clear(errors);
+    setProgress('Requesting a scoring…', 'requested');
+    try {
+      const { data: out, status } = await api(`/api/v1/scoring/sessions/${encodeURIComponent(id)}/score`, { method: 'POST', body: { force_rescore: force } });
+      // the WebSocket may already have told us more than this answer does: keep the newer news
+      if (!seenScores.has(out.score_id)) {
+        if (status === 202) setProgress(out.status === 'in_progress' ? 'Scoring… in progress' : 'Scoring… queued', out.status);
+        else setProgress('');
+      }
+    } catch (e) {
+      setProgress('');
+      showError(e.message);
+    }
+    await refresh();
+  }
+
+  async function evaluate() {
+    clear(errors);
+    try {
+      await api(`/api/v1/sessions/${encodeURIComponent(id)}/evaluate`, { method: 'POST', body: { force: Boolean(data.evaluation_status) } });
+    } catch (e) {
+      showError(e.message);
+    }
+    await refresh();
+  }
+
+  // A safety net for events missed (another service process ran the job): re-read while a job is active.
+  function startPoll() {
+    if (!poll) poll = window.setInterval(refresh, 4000);
+  }
+  function stopPoll() {
+    window.clearInterval(poll);
+    poll = null;
+  }
+
+  const live = new Live([`session:${id}`], (event) => {
+    if (event.type === 'reconnected') return void refresh();
+    if (event.session_id !== id) return;
+    if (event.score_id) seenScores.add(event.score_id);
+    switch (event.type) {
+      case 'scoring.started':
+        setProgress('Scoring… started', 'started');
+        if (data) {
+          data.scoring_status = 'in_progress';
+          render();
+        }
+        break;
+      case 'scoring.progress':
+        setProgress(`Scoring… ${PHASES[event.phase] || event.phase}`, event.phase);
+        break;
+      case 'scoring.completed':
+        setProgress(`Scored: ${event.total_score}/100`, 'done');
+        refresh();
+        break;
+      case 'scoring.failed':
+        setProgress('', '');
+        showError(`Scoring ${String(event.status || 'failed').replace('_', ' ')}: ${event.error_message || 'no reason given'}`);
+        refresh();
+        break;
+      case 'evaluation.started':
+      case 'evaluation.completed':
+        refresh();
+        break;
+      case 'evaluation.failed':
+        showError(`Failure-mode judges ${event.status || 'failed'}: ${event.error_message || 'no reason given'}`);
+        refresh();
+        break;
+      default:
+        break;
+    }
+  });
+
+  refresh().then(() => {
+    if (initial.step) showStep(initial.step);
+  });
+
+  function showStep(n) {
+    if (tab !== 'transcript') {
+      tab = 'transcript';
+      if (data) renderTabs();
+    }
+    focusStep(n);
+  }
+
+  return {
+    kind: 'session',
+    id,
+    accepts: (r) => r.id === id,
+    onRoute(r) {
+      if (!data) return;
+      if (r.step) {
+        showStep(r.step);
+      } else if (r.tab !== tab) {
+        tab = r.tab;
+        renderTabs();
+      }
+    },
+    dispose() {
+      live.close();
+      stopPoll();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Patterns
+
+function patternsView() {
+  const root = h('section', { class: 'patterns' });
+  app.append(root);
+  let pending = null;
+
+  async function load() {
+    let p;
+    try {
+      p = await getJSON('/api/v1/dashboard/patterns');
+    } catch (e) {
+      clear(root).append(h('h1', {}, 'Patterns'), errorBox(e.message));
+      return;
+    }
+    clear(root);
+    append(
+      root,
+      h('h1', {}, 'Patterns'),
+      h(
+        'p',
+        { class: 'muted' },
+        `Current criteria ${p.prompt_hash.slice(0, 12)} · ${p.scored_sessions} scored session(s) · ${p.evaluated_sessions} evaluated session(s). Older criteria are left out.`,
+      ),
+      h(
+        'div',
+        { class: 'grid' },
+        h('figure', { class: 'card' }, h('figcaption', {}, 'Failure modes (sessions)'), barChart(p.failure_modes.map((b) => ({ ...b, label: b.label.replaceAll('_', ' ') })), { name: 'failure-modes', emptyText: 'No failure-mode evaluations under the current criteria.' })),
+        h('figure', { class: 'card' }, h('figcaption', {}, 'Most frequent missing tools'), barChart(p.missing_tools, { name: 'missing-tools', emptyText: 'No missing tools reported.' })),
+        h('figure', { class: 'card' }, h('figcaption', {}, 'Score distribution'), histogram(p.histogram, { name: 'histogram' })),
+        h('figure', { class: 'card' }, h('figcaption', {}, 'Mean score per day'), lineChart(p.trend, { name: 'trend' })),
+      ),
+    );
+    root.dataset.loaded = 'true';
+  }
+
+  const live = new Live(['sessions'], (event) => {
+    if (event.type === 'scoring.completed' || event.type === 'evaluation.completed' || event.type === 'reconnected') {
+      window.clearTimeout(pending);
+      pending = window.setTimeout(load, 300);
+    }
+  });
+  load();
+  return {
+    kind: 'patterns',
+    accepts: () => false,
+    dispose() {
+      live.close();
+      window.clearTimeout(pending);
+    },
+  };
+}

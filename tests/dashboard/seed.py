@@ -1,0 +1,151 @@
+"""Shared by the dashboard tests and `scripts/screenshots.py`: a live server with the dashboard mounted,
+sessions ingested over the API, and scores/evaluations written straight into the store.
+
+Scores and evaluations are inserted as rows (completed, with chosen totals, criteria hashes and dates)
+where a test needs exact control over filters and aggregates; the browser flow test scores through the
+real worker with the scripted judge instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from sensei_eval.evaluators.investigation import PROMPT_HASH
+from sensei_eval.evaluators.registry import JUDGES
+from sensei_eval.models import JudgeModel
+from sensei_eval.service import create_app
+from sensei_eval.service.migrate import upgrade
+from sensei_eval.service.store import EvaluationRow, ScoreRow, Store, new_id, now_us
+from tests.service.conftest import ScriptedScorer, _free_port, alert_record, fast_settings
+
+__all__ = ('DashboardServer', 'ScriptedScorer', 'alert_record', 'dashboard_server', 'ingest', 'insert_evaluation', 'insert_score')
+
+DAY_US = 86_400 * 1_000_000
+CHROMIUM = '/usr/bin/chromium'
+CHROMIUM_ARGS = [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+]
+
+
+@dataclass
+class DashboardServer:
+    url: str
+    app: Any
+    client: httpx.Client
+
+    @property
+    def store(self) -> Store:
+        store: Store = self.app.state.service.store
+        return store
+
+
+@contextmanager
+def dashboard_server(db: Path | str, judge_model: JudgeModel, **settings: Any) -> Iterator[DashboardServer]:
+    """The service app (its own factory, which mounts the dashboard), under uvicorn on a free loopback port.
+
+    `db` is a SQLite file path or a database URL; it is migrated here."""
+    url = f'sqlite:///{db}' if isinstance(db, Path) else db
+    upgrade(url)
+    app = create_app(fast_settings(url, **settings), judge_model, migrate=False)
+    port = _free_port()
+    config = uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on', ws='websockets-sansio')
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError('dashboard test server did not start')
+        time.sleep(0.01)
+    base = f'http://127.0.0.1:{port}'
+    try:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            yield DashboardServer(base, app, client)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def ingest(server: DashboardServer, record: dict[str, Any], *, agent: str | None = None, status: str = 'completed') -> str:
+    response = server.client.post('/api/v1/sessions', json={**record, 'agent': agent, 'status': status})
+    response.raise_for_status()
+    session_id: str = response.json()['session_id']
+    return session_id
+
+
+def insert_score(
+    store: Store,
+    session_id: str,
+    total: int,
+    *,
+    prompt_hash: str = PROMPT_HASH,
+    days_ago: float = 0,
+    missing: str = '1. read-file: would have shown whether the binary ran.',
+) -> str:
+    """A completed freeform score row, as the worker would have written it."""
+    when = now_us() - int(days_ago * DAY_US)
+    analysis = (
+        f'The agent stopped early.\nLogical Flow: {total // 4}/25\nConsistency: {total // 4}/25\n'
+        f'Tool Relevance: {total // 4}/25\nSynthesis Quality: {total - 3 * (total // 4)}/25\n{total}'
+    )
+    score_id = new_id()
+    with store.write() as db:
+        db.add(
+            ScoreRow(
+                score_id=score_id,
+                session_id=session_id,
+                variant='freeform',
+                prompt_hash=prompt_hash,
+                status='completed',
+                started_at_us=when - 1_000_000,
+                claimed_at_us=when - 900_000,
+                completed_at_us=when,
+                total_score=total,
+                score_analysis=analysis,
+                missing_tools_analysis=missing,
+                score_triggered_by='test',
+                model='function:scripted',
+            )
+        )
+    return score_id
+
+
+def insert_evaluation(store: Store, session_id: str, issues: dict[str, list[dict[str, Any]]]) -> str:
+    """A completed failure-mode evaluation whose report holds `issues` (failure mode → issue dicts)."""
+    from sensei_eval.reports import FAILURE_MODES
+
+    report: dict[str, Any] = {'failure_modes': [m for m in FAILURE_MODES if issues.get(m)], 'criteria_hashes': {}}
+    for mode, items in issues.items():
+        report[FAILURE_MODES[mode][2]] = items
+        report['criteria_hashes'][mode] = JUDGES[mode]().criteria_hash()
+    evaluation_id = new_id()
+    with store.write() as db:
+        db.add(
+            EvaluationRow(
+                evaluation_id=evaluation_id,
+                session_id=session_id,
+                evaluators=sorted(issues),
+                status='completed',
+                triggered_by='test',
+                started_at_us=now_us() - 1000,
+                completed_at_us=now_us(),
+                overall_score=0.5,
+                report=report,
+            )
+        )
+    return evaluation_id

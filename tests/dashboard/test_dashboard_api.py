@@ -1,0 +1,162 @@
+"""The dashboard's read endpoints and pages over a live service: filters, sort, paging, the session view,
+the patterns aggregate (current criteria only), and the security headers on the pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sensei_eval.service.dashboard import CSP
+from sensei_eval.service.dashboard.queries import parse_breakdown, parse_missing_tools
+from sensei_eval.service.schemas import ScoreOut
+
+from .seed import DashboardServer, ScriptedScorer, alert_record, dashboard_server, ingest, insert_evaluation, insert_score
+
+HALLUCINATION = {
+    'hallucinated_claim': 'the pod is mining',
+    'what_tools_actually_said': 'only CPU usage',
+    'severity': 'major',
+    'steps': [3, 4],
+    'source': 'judge',
+}
+
+
+@pytest.fixture(params=['sqlite', 'postgresql'])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DashboardServer]:
+    """The service with the dashboard, on a SQLite file and on the throwaway PostgreSQL server."""
+    db: Path | str = tmp_path / 'dash.db'
+    if request.param == 'postgresql':
+        db = request.getfixturevalue('pg_url')
+    with dashboard_server(db, ScriptedScorer().model()) as s:
+        yield s
+
+
+def _page(server: DashboardServer, **params: Any) -> dict[str, Any]:
+    response = server.client.get('/api/v1/dashboard/sessions', params=params)
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def _seed(server: DashboardServer) -> dict[str, str]:
+    ids = {}
+    for name, total, agent, days in [('low', 30, 'sre', 3), ('mid', 60, 'sre', 2), ('high', 90, 'docs', 1)]:
+        ids[name] = ingest(server, alert_record(f'q-{name}'), agent=agent)
+        insert_score(server.store, ids[name], total, days_ago=days)
+    ids['none'] = ingest(server, alert_record('q-none'), agent='docs')
+    insert_evaluation(server.store, ids['low'], {'hallucination': [HALLUCINATION]})
+    return ids
+
+
+def test_list_filters_sort_and_paging(server: DashboardServer) -> None:
+    ids = _seed(server)
+    everything = _page(server)
+    assert everything['total'] == 4
+    assert everything['agents'] == ['docs', 'sre']
+    assert 'hallucination' in everything['failure_modes']
+
+    by_score = _page(server, sort='score', order='desc')
+    assert [i['total_score'] for i in by_score['items']] == [90, 60, 30, None]  # unscored last
+    assert [i['total_score'] for i in _page(server, sort='score', order='asc')['items']] == [30, 60, 90, None]
+
+    assert {i['session_id'] for i in _page(server, min_score=50, max_score=74)['items']} == {ids['mid']}
+    assert {i['session_id'] for i in _page(server, agent='docs')['items']} == {ids['high'], ids['none']}
+    assert [i['session_id'] for i in _page(server, scored='false')['items']] == [ids['none']]
+    only = _page(server, failure_mode='hallucination')
+    assert [i['session_id'] for i in only['items']] == [ids['low']]
+    assert only['items'][0]['failure_modes'] == ['hallucination']
+
+    first = _page(server, limit=3, offset=0)
+    second = _page(server, limit=3, offset=3)
+    assert first['total'] == second['total'] == 4
+    assert len(first['items']) == 3 and len(second['items']) == 1
+    assert {i['session_id'] for i in first['items'] + second['items']} == set(ids.values())
+
+    row = next(i for i in everything['items'] if i['session_id'] == ids['none'])
+    assert row['scoring_status'] == 'not_scored' and row['total_score'] is None
+
+
+def test_unknown_failure_mode_is_rejected(server: DashboardServer) -> None:
+    response = server.client.get('/api/v1/dashboard/sessions', params={'failure_mode': 'nope'})
+    assert response.status_code == 422
+    assert server.client.get('/api/v1/dashboard/sessions', params={'min_score': 101}).status_code == 422
+
+
+def test_session_view_has_steps_breakdown_and_cited_issues(server: DashboardServer) -> None:
+    ids = _seed(server)
+    view = server.client.get(f'/api/v1/dashboard/sessions/{ids["low"]}').json()
+    assert [s['kind'] for s in view['steps']] == ['user', 'tool_call', 'tool_result', 'assistant']
+    assert [s['number'] for s in view['steps']] == [1, 2, 3, 4]
+    assert view['final_answer'].startswith('The pod is mining crypto')
+    assert view['alert_data']['pod'] == 'miner-7f'
+    assert view['score']['score']['total_score'] == 30
+    assert view['score']['breakdown'] == {'logical_flow': 7, 'consistency': 7, 'tool_relevance': 7, 'synthesis_quality': 9}
+    assert view['score']['missing_tools'] == ['read-file']
+    assert len(view['history']) == 1
+    assert view['failure_modes'] == ['hallucination']
+    assert view['issues'][0]['failure_mode'] == 'hallucination'
+    assert view['issues'][0]['steps'] == [3, 4]
+    assert view['issues'][0]['fields']['severity'] == 'major'
+    assert server.client.get('/api/v1/dashboard/sessions/nope').status_code == 404
+
+
+def test_patterns_count_only_current_criteria(server: DashboardServer) -> None:
+    ids = _seed(server)
+    old = ingest(server, alert_record('q-old'), agent='sre')
+    insert_score(server.store, old, 10, prompt_hash='0' * 64, missing='1. old-tool: from older criteria')
+    patterns = server.client.get('/api/v1/dashboard/patterns').json()
+    assert patterns['scored_sessions'] == 3
+    histogram = {b['label']: b['count'] for b in patterns['histogram']}
+    assert histogram['30-39'] == 1 and histogram['60-69'] == 1 and histogram['90-100'] == 1 and histogram['10-19'] == 0
+    assert patterns['missing_tools'] == [{'label': 'read-file', 'count': 3}]
+    assert patterns['failure_modes'] == [{'label': 'hallucination', 'count': 1}]
+    assert len(patterns['trend']) == 3 and [p['mean_score'] for p in patterns['trend']] == [30, 60, 90]
+    # a re-score replaces the session's score in every aggregate (latest completed only)
+    insert_score(server.store, ids['low'], 80)
+    patterns = server.client.get('/api/v1/dashboard/patterns').json()
+    assert {b['label']: b['count'] for b in patterns['histogram']}['30-39'] == 0
+
+
+def test_pages_carry_a_strict_csp(server: DashboardServer) -> None:
+    page = server.client.get('/')
+    assert page.status_code == 200 and 'text/html' in page.headers['content-type']
+    assert page.headers['content-security-policy'] == CSP
+    assert "script-src 'self'" in CSP and 'unsafe-inline' not in CSP
+    assert '/static/dashboard/app.js' in page.text
+    script = server.client.get('/static/dashboard/app.js')
+    assert script.status_code == 200 and script.headers['content-security-policy'] == CSP
+    for name in ('app.js', 'dom.js', 'charts.js', 'live.js', 'api.js'):
+        code = server.client.get(f'/static/dashboard/{name}').text
+        for sink in ('.innerHTML', '.outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function'):
+            assert sink not in code, (name, sink)
+
+
+def test_mounting_keeps_the_service_api(server: DashboardServer) -> None:
+    assert server.client.get('/api/v1/health').json()['status'] == 'ok'
+    paths = server.client.get('/openapi.json').json()['paths']
+    assert '/api/v1/sessions' in paths and '/api/v1/dashboard/sessions' in paths and '/api/v1/dashboard/patterns' in paths
+    assert '/' not in paths  # the page is not part of the API schema
+    assert server.client.get('/static/dashboard/nope.js').status_code == 404
+
+
+def _score(**fields: Any) -> ScoreOut:
+    base: dict[str, Any] = {
+        'score_id': 's', 'session_id': 'x', 'status': 'completed', 'prompt_hash': 'h', 'total_score': 50,
+        'score_analysis': None, 'missing_tools_analysis': None, 'error_message': None, 'score_triggered_by': 't',
+        'started_at_us': 1, 'completed_at_us': 2, 'current_prompt_used': True, 'variant': 'freeform',
+    }  # fmt: skip
+    return ScoreOut(**{**base, **fields})
+
+
+def test_parsers_read_the_freeform_text() -> None:
+    text = '**Logical Flow: 12/25**\n- Consistency: 14 / 25\nTool Relevance: 10/25\nSynthesis Quality: 9/25\n45'
+    assert parse_breakdown(_score(score_analysis=text)) == {
+        'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9,
+    }  # fmt: skip
+    assert parse_breakdown(_score(score_breakdown={'logical_flow': 20})) == {'logical_flow': 20}
+    assert parse_breakdown(_score(score_analysis='just 45')) is None
+    listed = '1. read-file: why\n2) **kubectl-logs** - more\n- `netstat`: sockets\n1. read-file: again\nprose: not a tool'
+    assert parse_missing_tools(listed) == ['read-file', 'kubectl-logs', 'netstat']

@@ -1,0 +1,313 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright for Python (headless, no
+browser download), against a live service with a scripted judge.
+
+Covers the flow list → session → Score → live progress (WebSocket phases) → badge update, the list's
+own live badges, filters, the patterns charts, issue links to transcript steps, errors shown, and a
+session full of markup that must stay text (`window.__pwned` never set). Every page must also load
+without a console error, which is how a Content-Security-Policy violation by our own code would show.
+Waits are Playwright's (`expect`), never sleeps or timing assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .seed import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DashboardServer,
+    ScriptedScorer,
+    alert_record,
+    dashboard_server,
+    ingest,
+    insert_evaluation,
+    insert_score,
+)
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f'{CHROMIUM} is absent: apt-get install -y chromium to run the browser tests', allow_module_level=True)
+
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+XSS_SCRIPT = '<script>window.__pwned=1</script>'
+XSS_IMG = '<img src=x onerror="window.__pwned=1">'
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture(scope='module')
+def gate() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
+@pytest.fixture(scope='module')
+def server(tmp_path_factory: pytest.TempPathFactory, gate: threading.Event) -> Iterator[DashboardServer]:
+    scorer = ScriptedScorer(gate=gate)
+    with dashboard_server(tmp_path_factory.mktemp('dash') / 'dash.db', scorer.model()) as s:
+        yield s
+
+
+@pytest.fixture(scope='module')
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={'width': 1280, 'height': 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    pg = context.new_page()
+    errors: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == 'error' and 'WebSocket' not in message.text:
+            errors.append(message.text)
+
+    pg.on('console', on_console)
+    pg.on('pageerror', lambda e: errors.append(str(e)))
+    expect.set_options(timeout=TIMEOUT_MS)
+    yield pg
+    context.close()
+    allowed = getattr(pg, 'allowed_errors', ())
+    unexpected = [e for e in errors if not any(a in e for a in allowed)]
+    assert not unexpected, f'console errors: {unexpected}'
+
+
+def _open(page: Page, server: DashboardServer, hash_: str = '#/') -> None:
+    page.goto(f'{server.url}/{hash_}')
+    expect(page.locator('#live')).to_have_attribute('data-state', 'live')  # subscribed before anything else happens
+
+
+def _row(page: Page, session_id: str) -> Any:
+    return page.locator(f'tr[data-session="{session_id}"]')
+
+
+def test_score_flow_with_live_progress(page: Page, server: DashboardServer, gate: threading.Event) -> None:
+    sid = ingest(server, alert_record('flow-1'), agent='flow')
+    _open(page, server, '#/?agent=flow')
+    expect(_row(page, sid).locator('[data-testid=score-badge]')).to_have_text('Not scored')
+    _row(page, sid).locator('a.query-link').click()
+    expect(page.locator('[data-testid=session-query]')).to_contain_text('Investigate the alert')
+    expect(page.locator('#live')).to_have_attribute('data-state', 'live')
+    expect(page.locator('[data-testid=transcript] li')).to_have_count(4)
+    expect(page.locator('[data-testid=alert]')).to_contain_text('miner-7f')
+    expect(page.locator('[data-testid=final-answer]')).to_contain_text('Recommend BAN')
+    page.locator('[data-tab=score]').click()
+    expect(page.locator('[data-testid=score-panel]')).to_contain_text('not been scored')
+
+    gate.clear()  # the scripted judge holds every call until the gate opens
+    try:
+        button = page.locator('[data-testid=score-button]')
+        expect(button).to_have_text('Score session')
+        button.click()
+        # the phase only arrives as a WebSocket event (scoring.progress), never from a REST read
+        expect(page.locator('[data-testid=progress]')).to_have_attribute('data-phase', 'analyzing_methodology')
+        expect(page.locator('[data-testid=progress]')).to_contain_text('analysing the methodology')
+        expect(page.locator('.session-head [data-testid=score-badge]')).to_have_text('Scoring…')
+        expect(button).to_be_disabled()
+    finally:
+        gate.set()
+    badge = page.locator('.session-head [data-testid=score-badge]')
+    expect(badge).to_have_text('45/100')
+    expect(badge).to_have_class('badge score-badge bad')
+    expect(page.locator('[data-testid=progress]')).to_have_text('Scored: 45/100')
+    panel = page.locator('[data-testid=score-panel]')
+    expect(panel.locator('[data-testid=breakdown]')).to_contain_text('12/25')
+    expect(panel.locator('[data-testid=breakdown]')).to_contain_text('9/25')
+    expect(panel.locator('[data-testid=missing-tools]')).to_contain_text('read-file')
+    expect(panel.locator('[data-testid=score-analysis]')).to_contain_text('never read the files')
+    expect(panel.locator('[data-testid=history] tbody tr')).to_have_count(1)
+    expect(page.locator('[data-testid=score-button]')).to_have_text('Re-score')
+
+    page.locator('a', has_text='All sessions').click()
+    expect(_row(page, sid).locator('[data-testid=score-badge]')).to_have_text('45/100')
+
+
+def test_list_badges_follow_scoring_live(page: Page, server: DashboardServer, gate: threading.Event) -> None:
+    sid = ingest(server, alert_record('live-1'), agent='live')
+    _open(page, server, '#/?agent=live')
+    badge = _row(page, sid).locator('[data-testid=score-badge]')
+    expect(badge).to_have_text('Not scored')
+    gate.clear()
+    try:
+        assert server.client.post(f'/api/v1/scoring/sessions/{sid}/score').status_code == 202
+        expect(badge).to_have_text('Scoring…')
+        expect(badge).to_have_attribute('data-state', 'in_progress')
+    finally:
+        gate.set()
+    expect(badge).to_have_text('45/100')
+
+
+def test_filters_sort_and_paging(page: Page, server: DashboardServer) -> None:
+    ids = {}
+    for name, total in [('f-low', 20), ('f-mid', 65), ('f-high', 88)]:
+        ids[name] = ingest(server, alert_record(name), agent='filters')
+        insert_score(server.store, ids[name], total)
+    ids['f-none'] = ingest(server, alert_record('f-none'), agent='filters')
+    insert_evaluation(server.store, ids['f-low'], {'completeness': [{'missing_parts': ['the cause'], 'steps': [4]}]})
+    _open(page, server)
+    page.locator('select[name=agent]').select_option('filters')
+    rows = page.locator('[data-testid=session-row]')
+    expect(rows).to_have_count(4)
+    expect(page.locator('[data-testid=page-info]')).to_have_text('1–4 of 4')
+
+    page.locator('select[name=sort]').select_option('score')
+    expect(rows.locator('[data-testid=score-badge]')).to_have_text(['88/100', '65/100', '20/100', 'Not scored'])
+    expect(rows.nth(0).locator('.score-badge')).to_have_class('badge score-badge good')
+    expect(rows.nth(1).locator('.score-badge')).to_have_class('badge score-badge weak')
+    expect(rows.nth(2).locator('.score-badge')).to_have_class('badge score-badge bad')
+
+    page.locator('input[name=min_score]').fill('50')
+    page.locator('input[name=min_score]').dispatch_event('change')
+    expect(rows.locator('[data-testid=score-badge]')).to_have_text(['88/100', '65/100'])
+    page.locator('input[name=max_score]').fill('74')
+    page.locator('input[name=max_score]').dispatch_event('change')
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute('data-session', ids['f-mid'])
+
+    page.locator('input[name=min_score]').fill('')
+    page.locator('input[name=min_score]').dispatch_event('change')
+    page.locator('input[name=max_score]').fill('')
+    page.locator('input[name=max_score]').dispatch_event('change')
+    page.locator('select[name=failure_mode]').select_option('completeness')
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute('data-session', ids['f-low'])
+    expect(rows.first).to_contain_text('completeness')
+
+    page.locator('select[name=failure_mode]').select_option('')
+    page.locator('select[name=scored]').select_option('false')
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute('data-session', ids['f-none'])
+    # the filters live in the address, so a filtered list can be linked and reloaded
+    assert 'agent=filters' in page.url and 'scored=false' in page.url
+    page.reload()
+    expect(rows).to_have_count(1)
+
+
+def test_paging_through_many_sessions(page: Page, server: DashboardServer) -> None:
+    for i in range(30):
+        ingest(server, alert_record(f'page-{i:02d}'), agent='paging')
+    _open(page, server, '#/?agent=paging')
+    rows = page.locator('[data-testid=session-row]')
+    expect(page.locator('[data-testid=page-info]')).to_have_text('1–25 of 30')
+    expect(rows).to_have_count(25)
+    page.locator('button', has_text='Next').click()
+    expect(page.locator('[data-testid=page-info]')).to_have_text('26–30 of 30')
+    expect(rows).to_have_count(5)
+    expect(page.locator('button', has_text='Next')).to_be_disabled()
+
+
+def test_issue_links_jump_to_cited_steps(page: Page, server: DashboardServer) -> None:
+    sid = ingest(server, alert_record('cited-1'), agent='cited')
+    insert_score(server.store, sid, 80, prompt_hash='f' * 64)
+    insert_evaluation(
+        server.store,
+        sid,
+        {
+            'hallucination': [
+                {'hallucinated_claim': 'mining', 'what_tools_actually_said': 'cpu only', 'severity': 'major', 'steps': [3, 4]}
+            ]
+        },
+    )
+    _open(page, server, f'#/session/{sid}/score')
+    panel = page.locator('[data-testid=score-panel]')
+    expect(panel.locator('[data-testid=outdated]')).to_have_text('outdated criteria')
+    expect(panel.locator('.issue[data-mode=hallucination]')).to_contain_text('cpu only')
+    panel.locator('a.step-link[data-step="3"]').click()
+    step = page.locator('#step-3')
+    expect(step).to_have_class('step tool_result cited')
+    expect(step.locator('details')).to_have_attribute('open', '')
+    expect(step.locator('pre')).to_contain_text('miner-7f cpu=3980m')
+
+
+def test_errors_are_shown(page: Page, server: DashboardServer) -> None:
+    page.allowed_errors = ('status of 400',)  # type: ignore[attr-defined]  # the refused request, logged by Chromium
+    running = ingest(server, alert_record('err-running'), agent='errors', status='in_progress')
+    _open(page, server, f'#/session/{running}/score')
+    page.locator('[data-testid=score-button]').click()
+    expect(page.locator('[data-testid=error]')).to_contain_text('400')
+    expect(page.locator('[data-testid=error]')).to_contain_text('only a finished session')
+
+    # no alert_data: the worker fails the scoring, and the failure event's message is shown
+    plain = {k: v for k, v in alert_record('err-plain').items() if k != 'alert_data'}
+    sid = ingest(server, plain, agent='errors')
+    _open(page, server, f'#/session/{sid}/score')
+    page.locator('[data-testid=score-button]').click()
+    expect(page.locator('[data-testid=errors] [data-testid=error]').first).to_contain_text('not an alert investigation')
+    expect(page.locator('.session-head [data-testid=score-badge]')).to_have_text('Scoring failed')
+
+
+def test_patterns_page_renders_charts(page: Page, server: DashboardServer) -> None:
+    for name, total, days in [('p-1', 35, 2), ('p-2', 70, 1), ('p-3', 92, 0)]:
+        sid = ingest(server, alert_record(name), agent='patterns')
+        insert_score(server.store, sid, total, days_ago=days, missing='1. read-file: x\n2. kubectl-logs: y')
+        insert_evaluation(
+            server.store,
+            sid,
+            {'tool_selection': [{'missed_tools': ['logs'], 'unnecessary_tools': [], 'reasoning': 'r', 'steps': [2]}]},
+        )
+    _open(page, server, '#/patterns')
+    expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
+    for chart in ('failure-modes', 'missing-tools', 'histogram', 'trend'):
+        expect(page.locator(f'svg[data-chart={chart}]')).to_be_visible()
+    expect(page.locator('svg[data-chart=failure-modes]')).to_contain_text('tool selection')
+    expect(page.locator('svg[data-chart=missing-tools]')).to_contain_text('kubectl-logs')
+    expect(page.locator('svg[data-chart=histogram] rect.bar')).to_have_count(10)
+    assert page.locator('svg[data-chart=trend] circle.dot').count() >= 1
+
+
+def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServer) -> None:
+    payload = f'{XSS_SCRIPT} and {XSS_IMG}'
+    record = alert_record('xss-1')
+    record['messages'] = [
+        {'role': 'user', 'content': f'Investigate {XSS_IMG}'},
+        {
+            'role': 'assistant',
+            'content': None,
+            'tool_calls': [{'id': 'c1', 'type': 'function', 'function': {'name': 'kubectl-logs', 'arguments': '{"pod": "x"}'}}],
+        },
+        {'role': 'tool', 'tool_call_id': 'c1', 'content': f'log line {payload}'},
+        {'role': 'assistant', 'content': f'Final: {payload}'},
+    ]
+    record['alert_data'] = {'pod': XSS_IMG}
+    sid = ingest(server, record, agent='xss')
+    insert_score(server.store, sid, 40, missing=f'1. {XSS_IMG}: tool name with markup')
+    insert_evaluation(server.store, sid, {'completeness': [{'missing_parts': [XSS_SCRIPT], 'steps': [3]}]})
+
+    _open(page, server, '#/?agent=xss')
+    expect(page.locator('[data-testid=session-row]')).to_contain_text(XSS_IMG)
+    page.locator('a.query-link').click()
+    expect(page.locator('[data-testid=final-answer]')).to_have_text(f'Final: {payload}')
+    page.locator('#step-3 summary').click()
+    expect(page.locator('#step-3 pre')).to_have_text(f'log line {payload}')
+    expect(page.locator('[data-testid=alert]')).to_contain_text(XSS_IMG)
+    page.locator('[data-tab=score]').click()
+    expect(page.locator('.issue[data-mode=completeness]')).to_contain_text(XSS_SCRIPT)
+    expect(page.locator('[data-testid=missing-tools]')).to_contain_text(XSS_IMG)
+    page.goto(f'{server.url}/#/patterns')
+    expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
+    assert page.evaluate('window.__pwned') is None
+    assert page.locator('script:not([src])').count() == 0
+    assert page.locator('img[src=x]').count() == 0
+
+
+def test_screenshot_script_writes_the_three_pages(tmp_path: Path) -> None:
+    """`scripts/screenshots.py` (what made docs/screenshots/) still runs end to end."""
+    script = Path(__file__).resolve().parents[2] / 'scripts' / 'screenshots.py'
+    done = subprocess.run([sys.executable, str(script), '--out', str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ('sessions.png', 'session.png', 'patterns.png'):
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b'\x89PNG') and len(data) > 10_000, name
