@@ -111,7 +111,7 @@ class EmbeddedServer:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=3)  # uvicorn would finish the generation in flight first
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -27,12 +27,14 @@ agent) and `prompts.yaml` / `prompts.diff` (the optimized components and their d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -55,6 +57,8 @@ __all__ = (
     'SequentialOptimizer',
     'order_components',
 )
+
+T = TypeVar('T')
 
 # How many failure examples the generator sees per component: enough to show a pattern, few enough
 # to keep its prompt small for a local model.
@@ -221,7 +225,7 @@ class SequentialOptimizer:
             rest = '\n\n'.join(f'## {n}\n{t}' for n, t in components.sections if n != name)
             self._event(f'{name}: generating {self.config.variants} variant(s) from {len(examples)} failure example(s)')
             before = self.generator.lm_calls
-            out = await asyncio.to_thread(
+            out = await _in_daemon_thread(
                 self.generator,
                 component_name=name,
                 current_text=components[name],
@@ -420,6 +424,28 @@ def _failure_examples(name: str, evaluation: PromptEvaluation, seed: int) -> lis
     if len(relevant) <= MAX_FAILURE_EXAMPLES:
         return relevant
     return random.Random(f'{seed}:{name}').sample(relevant, MAX_FAILURE_EXAMPLES)
+
+
+async def _in_daemon_thread(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """`fn(**kwargs)` off the event loop, on a daemon thread: a blocking model call must not keep an
+    interrupted run alive (asyncio.to_thread's executor is joined at shutdown, so Ctrl-C would wait for it)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def work() -> None:
+        try:
+            outcome: tuple[Callable[[Any], None], Any] = (future.set_result, fn(**kwargs))
+        except BaseException as e:
+            outcome = (future.set_exception, e)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the run was interrupted meanwhile
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, name='sensei-eval-generator', daemon=True).start()
+    return await future
 
 
 def _safe(name: str) -> str:
