@@ -8,8 +8,6 @@ real worker with the scripted judge instead.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,15 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from sensei_eval.evaluators.investigation import PROMPT_HASH
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models import JudgeModel
-from sensei_eval.service import create_app
 from sensei_eval.service.migrate import upgrade
 from sensei_eval.service.store import EvaluationRow, ScoreRow, Store, new_id, now_us
-from tests.service.conftest import ScriptedScorer, _free_port, alert_record, fast_settings
+from tests.service.conftest import ScriptedScorer, alert_record, fast_settings, live_server
 
 __all__ = ('DashboardServer', 'ScriptedScorer', 'alert_record', 'dashboard_server', 'ingest', 'insert_evaluation', 'insert_score')
 
@@ -61,24 +57,8 @@ def dashboard_server(db: Path | str, judge_model: JudgeModel, **settings: Any) -
     `db` is a SQLite file path or a database URL; it is migrated here."""
     url = f'sqlite:///{db}' if isinstance(db, Path) else db
     upgrade(url)
-    app = create_app(fast_settings(url, **settings), judge_model, migrate=False)
-    port = _free_port()
-    config = uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on', ws='websockets-sansio')
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError('dashboard test server did not start')
-        time.sleep(0.01)
-    base = f'http://127.0.0.1:{port}'
-    try:
-        with httpx.Client(base_url=base, timeout=30) as client:
-            yield DashboardServer(base, app, client)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with live_server(fast_settings(url, **settings), judge_model) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        yield DashboardServer(live.url, live.app, client)
 
 
 def ingest(server: DashboardServer, record: dict[str, Any], *, agent: str | None = None, status: str = 'completed') -> str:
