@@ -193,14 +193,22 @@ def _gepa(
 
 def _print_table(state: OptimizeState) -> None:
     table = Table(title=f'sequential optimization: {state.stopped}')
-    for col in ('component', 'issues', 'status', 'before', 'after', 'variants', 'kept'):
-        table.add_column(col)
+    table.add_column('component', no_wrap=True)
+    for col in ('issues', 'status', 'before', 'after', 'variants', 'kept'):
+        table.add_column(col, no_wrap=True)
+    notes = []
     for name, cs in state.components.items():
         kept = '-' if cs.frozen_index is None else f'variant {cs.frozen_index + 1}'
         n_var = '-' if cs.variants is None else f'{len(cs.candidates)}/{len(cs.variants)}'
-        status = cs.status if not cs.reason else f'{cs.status}: {cs.reason}'
-        table.add_row(name, str(cs.failures), status, _f(cs.score_before), _f(cs.score_after), n_var, kept)
+        table.add_row(name, str(cs.failures), cs.status, _f(cs.score_before), _f(cs.score_after), n_var, kept)
+        if cs.reason and cs.status != 'skipped':
+            notes.append(f'{name}: {cs.reason}')
     out.print(table)
+    skipped = [n for n, cs in state.components.items() if cs.status == 'skipped']
+    if skipped:
+        notes.append(f'skipped (no issue in the failure modes mapped to them): {", ".join(skipped)}')
+    for note in notes:
+        out.print(f'  {note}', highlight=False)
     out.print(
         f'score {_f(state.baseline_score)} -> {_f(state.current_score)} · {state.model_calls} model calls '
         f'(agent {state.agent_calls}, judges {state.judge_calls}, generator {state.generator_calls}) · '

@@ -240,7 +240,8 @@ class SequentialOptimizer:
             cs.generator_errors = list(getattr(out, 'errors', []) or [])
             self._save(state)
             if not cs.variants:
-                cs.status, cs.reason = 'done', 'the generator produced no usable variant: ' + '; '.join(cs.generator_errors)
+                cs.status = 'done'
+                cs.reason = f'the generator produced no usable variant in {cs.generator_calls} round(s) (its errors: state.json)'
                 cs.score_after = state.current_score
                 self._save(state)
                 return current_eval
