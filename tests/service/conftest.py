@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
@@ -268,6 +269,18 @@ def live_server(settings: ServiceSettings, judge_model: JudgeModel, *, migrate: 
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def wait_until_up(client: httpx.Client, what: str = 'server up') -> None:
+    """Wait for a server started in another process to answer its health check."""
+
+    def up() -> bool:
+        try:
+            return client.get('/api/v1/health').status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, timeout=60, what=what)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = 'condition') -> Any:

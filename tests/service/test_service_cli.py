@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from sensei_eval.service.store import Store, WorkerRow
 
-from .conftest import _free_port, alert_record, wait_for
+from .conftest import _free_port, alert_record, wait_for, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,14 +29,7 @@ def test_serve_command_runs_the_service(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         with httpx.Client(base_url=f'http://127.0.0.1:{port}', timeout=5) as c:
-
-            def up() -> bool:
-                try:
-                    return c.get('/api/v1/health').status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            wait_for(up, timeout=60, what='serve up')
+            wait_until_up(c, what='serve up')
             assert c.get('/api/v1/health').json()['model'] == 'test'
             assert c.get('/openapi.json').json()['info']['title'] == 'sensei-eval scoring service'
             auth = {'Authorization': 'Bearer tok'}

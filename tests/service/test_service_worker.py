@@ -36,7 +36,7 @@ from sensei_eval.service.store import (
     now_us,
 )
 
-from .conftest import ScriptedScorer, _free_port, alert_record, fast_settings, live_server, wait_for
+from .conftest import ScriptedScorer, _free_port, alert_record, fast_settings, live_server, wait_for, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,14 +72,7 @@ def test_killed_process_leaves_a_row_the_next_start_marks_failed(db_url: str) ->
     )
     try:
         with httpx.Client(base_url=f'http://127.0.0.1:{port}', timeout=5) as c:
-
-            def up() -> bool:
-                try:
-                    return c.get('/api/v1/health').status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            wait_for(up, timeout=60, what='hanging server up')
+            wait_until_up(c, what='hanging server up')
             session_id, score_id = _create_and_score(c)
             wait_for(lambda: _score(c, session_id)['status'] == 'in_progress', what='scoring in progress')
         proc.send_signal(signal.SIGKILL)
