@@ -380,3 +380,13 @@ async def test_run_killed_mid_candidate_resumes_from_its_last_checkpoint(tmp_pat
     assert len(survivor.prompts) == 12
     generated_for = [c[-1]['content'].split('[[ ## component_name ## ]]')[1].split('[[')[0].strip() for c in lm.calls]
     assert generated_for == ['CITATIONS'], 'IDENTITY reused the variants saved before the kill'
+
+
+def test_load_queries_reads_records_and_query_lines_in_one_file(tmp_path: Path) -> None:
+    records = (Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl').read_text().splitlines()[:2]
+    data = tmp_path / 'mixed.jsonl'
+    data.write_text('\n'.join([*records, '{"query_id": "x1", "query": "What?"}', '{"query_id": "y", "messages": []}']) + '\n')
+    queries, errors = load_queries(data)
+    assert [q.query_id for q in queries] == ['docs-001', 'docs-002', 'x1']
+    assert queries[1].expected_tool_calls, 'a full record keeps its expected tool calls'
+    assert [(e.line, e.field, e.message) for e in errors] == [(4, 'messages', 'the message history is empty')]

@@ -16,6 +16,7 @@ an error, so a crashing agent can never look like a clean (or a bad) run.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.usage import UsageLimits
 
-from ..records import ExpectedToolCall, LoadError, QueryRecord, load_dataset
+from ..records import ExpectedToolCall, LoadError, QueryRecord, RecordFieldError
 from .modules import import_spec
 
 __all__ = (
@@ -64,10 +65,8 @@ class _QueryLine(BaseModel):
 
 
 def load_queries(path: str | Path) -> tuple[list[Query], list[LoadError]]:
-    """The queries of a JSONL file: full `QueryRecord`s (their history is ignored) or `{query_id, query}`
-    lines. Bad lines come back as located errors; the good ones are still used."""
-    import json
-
+    """The queries of a JSONL file, line by line: a full `QueryRecord` (its history is not used) or a
+    `{query_id, query}` line. Bad lines come back as located errors; the good ones are still used."""
     path = Path(path)
     queries: list[Query] = []
     errors: list[LoadError] = []
@@ -75,31 +74,44 @@ def load_queries(path: str | Path) -> tuple[list[Query], list[LoadError]]:
         lines = path.read_text(encoding='utf-8-sig').splitlines()
     except (OSError, UnicodeDecodeError) as e:
         return [], [LoadError(str(path), 0, None, f'cannot read the dataset: {e}')]
-    if any('"messages"' in line for line in lines):
-        result = load_dataset(path)
-        return [Query.from_record(r) for r in result.records], result.errors
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            item = _QueryLine.model_validate(json.loads(line))
-        except json.JSONDecodeError as e:
-            errors.append(LoadError(str(path), lineno, None, f'not valid JSON: {e.msg} at column {e.colno}'))
+        query, error = _query_line(str(path), lineno, line)
+        if error is not None:
+            errors.append(error)
             continue
-        except ValidationError as e:
-            err = e.errors()[0]
-            where = '.'.join(str(x) for x in err['loc']) or None
-            errors.append(LoadError(str(path), lineno, where, err['msg']))
+        assert query is not None
+        if query.query_id in seen:
+            message = f'duplicate query_id {query.query_id!r} (first on line {seen[query.query_id]}); this line is skipped'
+            errors.append(LoadError(str(path), lineno, 'query_id', message, query.query_id))
             continue
-        if item.query_id in seen:
-            errors.append(
-                LoadError(str(path), lineno, 'query_id', f'duplicate query_id {item.query_id!r}; skipped', item.query_id)
-            )
-            continue
-        seen.add(item.query_id)
-        queries.append(Query(item.query_id, item.query, item.expected_tool_calls, item.metadata))
+        seen[query.query_id] = lineno
+        queries.append(query)
     return queries, errors
+
+
+def _query_line(file: str, lineno: int, line: str) -> tuple[Query | None, LoadError | None]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid JSON: {e.msg} at column {e.colno}')
+    if not isinstance(data, dict):
+        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    try:
+        if 'messages' in data:
+            return Query.from_record(QueryRecord.model_validate(data)), None
+        item = _QueryLine.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        cause = (err.get('ctx') or {}).get('error')
+        if isinstance(cause, RecordFieldError):
+            return None, LoadError(file, lineno, cause.field, cause.message, query_id)
+        where = '.'.join(str(x) for x in err['loc']) or None
+        return None, LoadError(file, lineno, where, err['msg'], query_id)
+    return Query(item.query_id, item.query, item.expected_tool_calls, item.metadata), None
 
 
 @runtime_checkable

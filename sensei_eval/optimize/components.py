@@ -270,6 +270,8 @@ class _LiteralDumper(yaml.SafeDumper):
 
 
 def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if not value.strip():
+        return dumper.represent_scalar('tag:yaml.org,2002:str', value, style='"')  # a separator: "\n\n", not a block
     style = '|' if '\n' in value and not any(line != line.rstrip() for line in value.splitlines()) else None
     return dumper.represent_scalar('tag:yaml.org,2002:str', value, style=style)
 
