@@ -13,6 +13,7 @@ during the run (everything else still ran and was saved); 2 usage errors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 from datetime import UTC, datetime
@@ -71,6 +72,9 @@ def optimize(
 ) -> None:
     """Optimize prompt components one at a time (seed 004's sequential loop); suggestions for review."""
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
+    # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself
+    for name in ('dspy', 'gepa'):
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
         components = load_components(prompts)
         judge_list = make_judges([judges])
@@ -116,7 +120,9 @@ def optimize(
     try:
         if strategy == 'gepa':
             calls = max_metric_calls or 10 * len(queries)
-            exit_code = _gepa(components, runner, queries, judge_list, judge_model, lm, calls, run_dir, seed, cache)
+            exit_code = _gepa(
+                components, runner, queries, judge_list, judge_model, lm, calls, run_dir, seed, cache, _adapter(gen_model)
+            )
         else:
             config = OptimizeConfig(
                 variants=variants, margin=margin, budget_calls=budget, max_metric_calls=max_metric_calls,
@@ -140,9 +146,8 @@ def optimize(
     finally:
         for m in {id(x): x for x in (judge_model, gen_model) if x is not None}.values():
             m.close()
-    err.print(
-        f'suggestions: {run_dir}/suggestions.json · optimized components: {run_dir}/prompts.yaml (+ .diff)', highlight=False
-    )
+    first = f'result: {run_dir}/gepa_result.json' if strategy == 'gepa' else f'suggestions: {run_dir}/suggestions.json'
+    err.print(f'{first} · optimized components: {run_dir}/prompts.yaml (+ .diff)', highlight=False)
     raise typer.Exit(1 if load_errors else exit_code)
 
 
@@ -174,13 +179,13 @@ def _adapter(model: JudgeModel | None) -> Any:
 
 def _gepa(
     components: Any, runner: Any, queries: Any, judges: Any, judge_model: Any, lm: Any, metric_calls: int,
-    run_dir: Path, seed: int, cache: JudgeCache | None,
+    run_dir: Path, seed: int, cache: JudgeCache | None, adapter: Any,
 ) -> int:  # fmt: skip
     from .gepa import run_gepa
 
     result = run_gepa(
         components, runner, queries, judges, judge_model, reflection_lm=lm, max_metric_calls=metric_calls, run_dir=run_dir,
-        seed=seed, cache=cache,
+        seed=seed, cache=cache, adapter=adapter,
     )  # fmt: skip
     table = Table(title='GEPA (round-robin over components)')
     for col in ('baseline', 'best', 'candidates', 'metric calls', 'model calls', 'errors'):

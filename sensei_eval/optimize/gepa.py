@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from dspy.teleprompt.gepa import InstructionProposer
 from pydantic import BaseModel, Field
 
 from ..cache import JudgeCache
@@ -61,6 +62,7 @@ def run_gepa(
     seed: int = 0,
     num_threads: int = 1,
     cache: JudgeCache | None = None,
+    adapter: Any = None,
 ) -> GepaResult:
     """Optimize `components` with dspy.GEPA (round-robin over components); results under `run_dir`."""
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
@@ -69,8 +71,11 @@ def run_gepa(
     trainset = [dspy.Example(query=q.query, query_id=q.query_id).with_inputs('query', 'query_id') for q in queries]
     metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
+    # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar)
+    proposer = InstructionProposer(adapter=adapter) if adapter is not None else None
     optimizer = dspy.GEPA(
         metric=metric,
+        instruction_proposer=proposer,
         max_metric_calls=max_metric_calls,
         reflection_lm=reflection_lm,
         component_selector='round_robin',

@@ -157,6 +157,17 @@ class JudgeMetric:
         return head + ':\n' + '\n'.join(lines)
 
 
+class _Shared:
+    """A value every copy of a module shares: `Module.deepcopy` deep-copies what it can, and a live agent
+    (HTTP clients, locks) can't and shouldn't be."""
+
+    def __init__(self, value: AgentRunner) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
+        return self
+
+
 class _Counter:
     def __init__(self) -> None:
         self.value = 0
@@ -176,7 +187,7 @@ class AgentProgram(dspy.Module):  # type: ignore[misc]
     def __init__(self, components: PromptComponents, runner: AgentRunner) -> None:
         super().__init__()
         self._components = components
-        self._runner = runner
+        self._runner = _Shared(runner)  # the agent is shared by every copy DSPy makes, never copied
         self._usage = _Counter()  # shared by the copies DSPy makes (Module.deepcopy copies only parameters)
         for name in components.names:
             signature = dspy.Signature('query -> answer').with_instructions(components[name])
@@ -195,7 +206,7 @@ class AgentProgram(dspy.Module):  # type: ignore[misc]
     def forward(self, query: str, query_id: str | None = None) -> dspy.Prediction:
         components = self.current_components()
         q = Query(query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query)
-        record = run_sync(run_query(self._runner, components.build(), q))
+        record = run_sync(run_query(self._runner.value, components.build(), q))
         self._usage.add(int(record.metadata.get('agent_requests', 0) or 0))
         answer = record.final_answer() or ''
         trace = dspy.settings.trace
