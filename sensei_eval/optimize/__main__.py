@@ -161,9 +161,12 @@ def dspy_lm(model: JudgeModel | None) -> Any:
     if model is None:
         raise ValueError('the variant generator needs a model')
     if isinstance(model.model, OpenAIChatModel):
-        key = 'sk-no-key' if model.embedded else (os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY'))
+        # the same endpoint and key the judge model was resolved with (`models.resolve_model`)
         extra: dict[str, Any] = {'max_tokens': 600, 'timeout': 300} if model.embedded else {}
-        return dspy.LM(f'openai/{model.model.model_name}', api_base=model.model.base_url, api_key=key, cache=False, **extra)
+        return dspy.LM(
+            f'openai/{model.model.model_name}', api_base=model.model.base_url, api_key=model.model.client.api_key, cache=False,
+            **extra,
+        )  # fmt: skip
     if isinstance(model.model, str):
         return make_dspy_lm(model.model)
     raise ValueError(f'no DSPy LM for model {model.name}; pass --generator-model')

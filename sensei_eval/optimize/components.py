@@ -24,7 +24,6 @@ nothing is ever written back into the agent's own module.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -42,7 +41,6 @@ __all__ = (
     'ComponentsError',
     'PromptComponents',
     'load_components',
-    'prompt_sha256',
     'save_components',
     'section_diff',
 )
@@ -113,9 +111,6 @@ class PromptComponents:
             return self.separator.join(text for _, text in self.sections)
         return _build_with_module(self.module, build_prompt, self.as_dict())  # type: ignore[arg-type]
 
-    def sha256(self) -> str:
-        return prompt_sha256(self.build())
-
     def to_yaml(self) -> str:
         data = {
             'source': self.source,
@@ -143,10 +138,6 @@ def section_diff(name: str, before: str, after: str) -> str:
         return [line + '\n' for line in text.split('\n')] if text else []
 
     return ''.join(difflib.unified_diff(lines(before), lines(after), fromfile=f'a/{name}', tofile=f'b/{name}'))
-
-
-def prompt_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_components(source: str | Path) -> PromptComponents:

@@ -25,7 +25,7 @@ from ..reports import EvaluationReport
 from ..runner import judge_records
 from .agent import AgentRunError, AgentRunner, Query, prompt_version, run_query
 
-__all__ = ('FailureExample', 'PromptEvaluation', 'evaluate_prompt')
+__all__ = ('FailureExample', 'PromptEvaluation', 'evaluate_prompt', 'issue_summary')
 
 
 class FailureExample(BaseModel):
@@ -130,7 +130,7 @@ def summarise(
                         query=report.query,
                         judge=name,
                         failure_mode=result.failure_mode,
-                        summary=_issue_summary(issue, result.reasoning),
+                        summary=issue_summary(issue),
                     )
                 )
     agent_calls = sum(int(r.metadata.get('agent_requests', 0) or 0) for r in records)
@@ -151,14 +151,15 @@ def summarise(
     )
 
 
+def issue_summary(issue: dict[str, Any]) -> str:
+    """One issue as compact JSON for a prompt (generator, GEPA feedback): its fields without the step
+    citations and empty values; a `false` stays, since in seed 004's models it is often the finding."""
+    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [])}
+    return _clip(json.dumps(fields, ensure_ascii=False, default=str), 400)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Helpers
-
-
-def _issue_summary(issue: dict[str, Any], reasoning: str | None) -> str:
-    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [], False)}
-    text = json.dumps(fields, ensure_ascii=False, default=str)
-    return _clip(text, 400)
 
 
 def _clip(text: str, n: int) -> str:

@@ -200,11 +200,11 @@ class SequentialOptimizer:
         if path.is_file():
             return PromptEvaluation.model_validate(json.loads(path.read_text())['evaluation'])
         self._event('baseline: evaluating the prompt as it is')
-        components = self._current_components(state)
-        evaluation = await self._evaluate(components.build())
+        prompt = self._current_components(state).build()
+        evaluation = await self._evaluate(prompt)
         self._spend(state, evaluation)
         state.baseline_score = state.current_score = evaluation.score
-        write_json_atomic(path, _dump({'prompt': components.build(), 'evaluation': evaluation.model_dump()}))
+        write_json_atomic(path, _dump({'prompt': prompt, 'evaluation': evaluation.model_dump()}))
         self._save(state)
         self._event(
             f'baseline: score {_fmt(evaluation.score)} ({evaluation.errors} error(s), {evaluation.model_calls} model calls)'

@@ -41,6 +41,7 @@ from ..reports import EvaluationReport
 from ..runner import judge_records
 from .agent import AgentRunner, Query, run_query
 from .components import PromptComponents
+from .evaluate import issue_summary
 
 __all__ = ('AgentProgram', 'JudgeMetric', 'judges_for_component', 'run_sync')
 
@@ -148,9 +149,7 @@ class JudgeMetric:
             if result.status == 'error':
                 lines.append(f'- {name}: the judge errored ({result.error}); no verdict')
             elif result.issues:
-                for issue in result.issues:
-                    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [])}
-                    lines.append(f'- {name}: {json.dumps(fields, ensure_ascii=False, default=str)[:400]}')
+                lines.extend(f'- {name}: {issue_summary(issue)}' for issue in result.issues)
             else:
                 lines.append(f'- {name}: no issue')
         head = f'Judged by {", ".join(relevant)}' + (f' (the judges mapped to {component})' if component else '')
