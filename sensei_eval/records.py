@@ -59,6 +59,7 @@ __all__ = (
     'load_datasets',
     'looks_like_error',
     'parse_messages',
+    'validation_load_error',
 )
 
 MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
@@ -566,12 +567,14 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
     try:
         return QueryRecord.model_validate(data), None
     except ValidationError as e:
-        return None, _validation_error(file, lineno, e, query_id)
+        return None, validation_load_error(file, lineno, e, query_id)
     except RecursionError:
         return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
 
 
-def _validation_error(file: str, lineno: int, e: ValidationError, query_id: str | None) -> LoadError:
+def validation_load_error(file: str, lineno: int, e: ValidationError, query_id: str | None = None) -> LoadError:
+    """A model's validation error on one dataset line, as a `LoadError` naming the field the way a user
+    wrote it (`messages[2].tool_calls[0]`), or the record-level field a `RecordFieldError` names."""
     err = e.errors()[0]
     cause = (err.get('ctx') or {}).get('error')
     field: str | None

@@ -63,6 +63,7 @@ __all__ = (
     'build_report',
     'load_reports',
     'report_filename',
+    'report_paths',
     'to_dataframe',
     'to_pydantic_evals_report',
     'write_json_atomic',
@@ -291,17 +292,17 @@ def write_json_atomic(path: Path, data: str) -> None:
         raise
 
 
+def report_paths(run_dir: Path) -> list[Path]:
+    """The record reports of a run folder (not the files about the run), in file-name order."""
+    return [path for path in sorted(run_dir.glob('*.json')) if path.name not in RUN_FILES]
+
+
 def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
     """Every record report in a run folder (not the summary), in file-name order."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f'no run folder at {run_dir}')
-    reports = []
-    for path in sorted(run_dir.glob('*.json')):
-        if path.name in RUN_FILES:
-            continue
-        reports.append(EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')))
-    return reports
+    return [EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')) for path in report_paths(run_dir)]
 
 
 def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.usage import UsageLimits
 
-from ..records import ExpectedToolCall, LoadError, QueryRecord, RecordFieldError
+from ..records import ExpectedToolCall, LoadError, QueryRecord, validation_load_error
 from .modules import import_spec
 
 __all__ = (
@@ -105,12 +105,7 @@ def _query_line(file: str, lineno: int, line: str) -> tuple[Query | None, LoadEr
             return Query.from_record(QueryRecord.model_validate(data)), None
         item = _QueryLine.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        cause = (err.get('ctx') or {}).get('error')
-        if isinstance(cause, RecordFieldError):
-            return None, LoadError(file, lineno, cause.field, cause.message, query_id)
-        where = '.'.join(str(x) for x in err['loc']) or None
-        return None, LoadError(file, lineno, where, err['msg'], query_id)
+        return None, validation_load_error(file, lineno, e, query_id)
     return Query(item.query_id, item.query, item.expected_tool_calls, item.metadata), None
 
 

@@ -36,7 +36,7 @@ from ..evaluators.registry import UnknownJudgeError, make_judges
 from ..models import EMBEDDED_NOTICE, JudgeModel, resolve_model
 from ..optimize.agent import AgentRunner, Query, load_queries, load_runner
 from ..optimize.components import ComponentsError, PromptComponents, load_components
-from ..reports import RUN_FILES, EvaluationReport, to_pydantic_evals_report, write_json_atomic
+from ..reports import EvaluationReport, report_paths, to_pydantic_evals_report, write_json_atomic
 from ..runner import JudgeEvent
 from . import stats
 from .compare import Comparison, compare_reports
@@ -175,8 +175,8 @@ def load_report_dir(path: Path, option: str) -> list[EvaluationReport]:
         raise InputError(f'{option}: not a folder: {path}')
     reports: list[EvaluationReport] = []
     problems: list[str] = []
-    for file in sorted(path.glob('*.json')):
-        if file.name in RUN_FILES or file.name.startswith('comparison'):
+    for file in report_paths(path):
+        if file.name.startswith('comparison'):
             continue
         try:
             reports.append(EvaluationReport.model_validate_json(file.read_text(encoding='utf-8')))
