@@ -159,6 +159,11 @@ class Base(DeclarativeBase):
 _ACTIVE_PREDICATE = text("status IN ('pending', 'in_progress')")
 
 
+def _one_active_per_session(name: str) -> Index:
+    """The partial unique index that makes two active jobs of one session impossible (both job tables)."""
+    return Index(name, 'session_id', unique=True, sqlite_where=_ACTIVE_PREDICATE, postgresql_where=_ACTIVE_PREDICATE)
+
+
 class JobMixin:
     """The lifecycle columns scorings and evaluations share (what the worker reads and writes)."""
 
@@ -213,13 +218,7 @@ class ScoreRow(JobMixin, Base):
         Index('ix_session_scores_status', 'status'),
         Index('ix_session_scores_session_status', 'session_id', 'status'),
         Index('ix_session_scores_status_started', 'status', 'started_at_us'),
-        Index(
-            'uq_session_scores_one_active',
-            'session_id',
-            unique=True,
-            sqlite_where=_ACTIVE_PREDICATE,
-            postgresql_where=_ACTIVE_PREDICATE,
-        ),
+        _one_active_per_session('uq_session_scores_one_active'),
     )
 
     @property
@@ -248,13 +247,7 @@ class EvaluationRow(JobMixin, Base):
     __table_args__ = (
         Index('ix_session_evaluations_session_id', 'session_id'),
         Index('ix_session_evaluations_status_started', 'status', 'started_at_us'),
-        Index(
-            'uq_session_evaluations_one_active',
-            'session_id',
-            unique=True,
-            sqlite_where=_ACTIVE_PREDICATE,
-            postgresql_where=_ACTIVE_PREDICATE,
-        ),
+        _one_active_per_session('uq_session_evaluations_one_active'),
     )
 
     @property
