@@ -1,50 +1,112 @@
-"""Calibration: how far to trust the judges, measured against human labels.
+"""Calibration: how far to trust the judges, measured against labels people (or benchmarks) gave.
 
-`python -m sensei_eval.calibrate --reports RUN_DIR --labels FILE` reads a judge run and a JSONL file
-of labels, `{"query_id": ..., "failure_mode": <mode> | "overall", "label": ...}`:
+`python -m sensei_eval.calibrate --reports RUN_DIR --labels FILE` reads a judge run and a JSONL file of
+labels. Each line names a record (`query_id`) and carries one or more labels; keys it does not know are
+ignored, so a dataset's own label file (e.g. tau2-bench's `reward`, `passed`, `db_match`, ...) is read
+as it is. The name of a field says what its value is:
 
-* a failure-mode label is `pass` or `fail` (booleans true/false are read as pass/fail). Every judge
-  of that mode in the run (an LLM judge and a deterministic check are scored separately) is compared
-  with it: accuracy, Cohen's κ and the confusion matrix (rows: label pass/fail; columns: judge
-  pass/fail). A judge that errored on a record is left out of its figures and counted in `errors`.
-* an `overall` label is a rating (a number, e.g. 1-5): Spearman's ρ between the reports'
-  `overall_score` and those ratings. ρ against the ratings the records carry themselves (the calling
-  agent's `/rate`) is reported too.
-* with `--repeat` runs in the folder, each judge's own disagreement rate on the same transcript:
-  the share of pairs of repeats of one record that reached different verdicts (judge noise).
+* `failure_mode` + `label`: a verdict on one failure mode, `pass` or `fail` (also `true`/`false`).
+  With `"failure_mode": "overall"` the label is about the whole run: `pass`/`fail`/a boolean is the
+  run's **outcome**, a number is a **rating** (as it always was: a number under `overall` is never read
+  as a reward; write `reward` for that).
+* `outcome` or `passed`: the run's outcome, `pass`/`fail` or a boolean.
+* `reward`: a number in [0, 1]; the run failed when `reward < --reward-threshold` (default 1: anything
+  short of full reward is a failure). An `outcome`/`passed` on the same line wins over the reward; if
+  the two disagree, that is reported.
+* `rating`: a number on any scale (e.g. 1-5).
+* `mistake_step`: the transcript step (the numbers judges cite, from 1) where the run went wrong.
+* `mistake_agent`: who made that mistake (multi-agent runs).
 
-Statistics come from scikit-learn and scipy. A label naming a record or mode the run doesn't have is
-reported, not dropped. Output: tables on the console and every number in JSON
-(`RUN_DIR/calibration.json` unless `--out`).
+Bad lines are reported as `file:line: field `name`: message` and the other lines are still used; so
+are labels naming a record the run does not have, and a second, different label for the same thing
+(the first is kept). Nothing is dropped silently: every such case is in `problems` (exit code 1).
+
+Figures, all on each record's first repeat:
+
+* **Failure-mode labels**: every judge of that mode (an LLM judge and a deterministic check are scored
+  separately): accuracy, Cohen's κ, confusion matrix (rows: label pass/fail; columns: judge pass/fail).
+* **Outcomes** (predicting a failed run; failed is the positive class): for `overall_score` and each
+  judge's `score`, lower meaning more likely failed: AUROC, the best F1 over thresholds (a run is
+  flagged when its score is ≤ the threshold) with precision, recall and accuracy there, and the share of
+  passed runs flagged (false alarms: `overall_score < 1`, a judge's verdict fail) and of failed runs
+  flagged. Beside them the always-fail baseline: AUROC 0.5, F1 2p/(1+p), accuracy p (p: failed share).
+  AUROC needs both classes: with one, it is None and the reason is in `problems`.
+* **Ratings**: Spearman's ρ between `overall_score` and the ratings; also against the ratings the
+  records carry themselves (the calling agent's `/rate`).
+* **Where it went wrong**: the report's `decisive_step` (earliest step cited by the primary failure
+  mode) against `mistake_step`, exact and within ±1; `decisive_agent` against `mistake_agent`
+  (case and surrounding spaces ignored). Labelled runs without a decisive step/agent are counted.
+* **Judge noise**, with `--repeat` runs in the folder: per judge, the share of pairs of repeats on the
+  same transcript that reached different verdicts.
+
+A judge that errored, or was `inconclusive` (its answer showed it did not judge), is left out of the
+figures and counted (`errors`, `inconclusive`). Statistics come from scikit-learn and scipy; their
+warnings about undefined values are silenced, as such cases are reported here. Output: tables on the
+console and every number in JSON (`RUN_DIR/calibration.json` unless `--out`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
 
-__all__ = ('CalibrationResult', 'JudgeAgreement', 'Label', 'app', 'calibrate', 'load_labels')
+__all__ = (
+    'AgentAccuracy',
+    'CalibrationResult',
+    'JudgeAgreement',
+    'JudgeNoise',
+    'Label',
+    'LabelSet',
+    'OutcomeCalibration',
+    'OutcomeFigures',
+    'StepAccuracy',
+    'app',
+    'calibrate',
+    'load_labels',
+)
 
 PASS, FAIL = 'pass', 'fail'
+OVERALL = 'overall'
+BASELINE = 'always fail'
+_RECORD_FIELDS = ('outcome', 'passed', 'reward', 'rating', 'mistake_step', 'mistake_agent')
 
 
 class Label(BaseModel):
+    """One line of a label file. Keys not listed here are ignored (a dataset's own fields may stay)."""
+
     query_id: str = Field(min_length=1)
-    failure_mode: str = Field(min_length=1)
-    label: str | bool | float
+    failure_mode: str | None = Field(default=None, min_length=1)
+    label: str | bool | float | None = None
+    outcome: StrictStr | StrictBool | None = None
+    passed: StrictStr | StrictBool | None = None
+    reward: float | None = Field(default=None, ge=0, le=1)
+    rating: float | None = None
+    mistake_step: StrictInt | None = Field(default=None, ge=1)
+    mistake_agent: StrictStr | None = None
+
+    @field_validator('reward', 'rating', mode='before')
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # pydantic would read `true` as 1 and "0.5" as 0.5: a label that is not a number is a mistake
+        if isinstance(value, bool | str):
+            raise ValueError(f'must be a number, got {value!r}')
+        return value
 
 
 class JudgeAgreement(BaseModel):
@@ -52,9 +114,59 @@ class JudgeAgreement(BaseModel):
     failure_mode: str
     n: int
     errors: int
+    inconclusive: int = 0
     accuracy: float | None
     cohen_kappa: float | None
     confusion_matrix: list[list[int]] = Field(description='rows: label pass, fail; columns: judge pass, fail')
+
+
+class OutcomeFigures(BaseModel):
+    """How well one score separates failed runs from passed ones (failed is the positive class)."""
+
+    predictor: str = Field(description=f'`overall_score`, a judge name, or `{BASELINE}`')
+    n: int = Field(description='labelled runs this predictor scored')
+    failed: int
+    errors: int = 0
+    inconclusive: int = 0
+    not_scored: int = Field(0, description='labelled runs the predictor did not score: judge skipped or absent')
+    auroc: float | None = None
+    best_f1: float | None = None
+    best_f1_threshold: float | None = Field(None, description='flagged when score ≤ this (the best-F1 threshold)')
+    precision: float | None = Field(None, description='at the best-F1 threshold')
+    recall: float | None = Field(None, description='at the best-F1 threshold')
+    accuracy: float | None = Field(None, description='at the best-F1 threshold')
+    false_alarm_rate: float | None = Field(
+        None, description='share of passed runs flagged: overall_score < 1, or a judge verdict fail'
+    )
+    detection_rate: float | None = Field(None, description='share of failed runs flagged, by the same rule')
+    note: str | None = None
+
+
+class OutcomeCalibration(BaseModel):
+    reward_threshold: float = Field(description='a reward below this is a failed run')
+    labelled: int = Field(description='runs of the folder with an outcome label')
+    failed: int
+    baseline: OutcomeFigures
+    predictors: list[OutcomeFigures] = Field(description='overall_score first, then the judges by name')
+
+
+class StepAccuracy(BaseModel):
+    """`decisive_step` against `mistake_step`: does the judge point at where the run went wrong?"""
+
+    labelled: int = Field(description='runs of the folder with a mistake_step label')
+    compared: int = Field(description='of those, runs with a decisive_step')
+    no_decisive_step: int
+    exact: float | None
+    within_one: float | None
+
+
+class AgentAccuracy(BaseModel):
+    """`decisive_agent` against `mistake_agent` (case and surrounding spaces ignored)."""
+
+    labelled: int
+    compared: int
+    no_decisive_agent: int
+    accuracy: float | None
 
 
 class JudgeNoise(BaseModel):
@@ -68,124 +180,398 @@ class CalibrationResult(BaseModel):
     run_dir: str
     labels_file: str
     judges: list[JudgeAgreement]
+    outcomes: OutcomeCalibration | None = None
     spearman_overall_vs_labels: dict[str, Any]
     spearman_overall_vs_record_ratings: dict[str, Any]
+    steps: StepAccuracy | None = None
+    agents: AgentAccuracy | None = None
     noise: list[JudgeNoise]
     problems: list[str]
 
 
 @dataclass
-class _LabelSet:
-    verdicts: dict[tuple[str, str], str]
-    ratings: dict[str, float]
-    problems: list[str]
+class LabelSet:
+    """The labels of a file, by kind and record; `outcomes` values are `pass`/`fail`."""
+
+    verdicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    ratings: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    rewards: dict[str, float] = field(default_factory=dict)
+    mistake_steps: dict[str, int] = field(default_factory=dict)
+    mistake_agents: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
 
-def load_labels(path: str | Path) -> _LabelSet:
+def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
     """Read a label file; bad lines are reported with their line number, the rest are used."""
     path = Path(path)
-    verdicts: dict[tuple[str, str], str] = {}
-    ratings: dict[str, float] = {}
-    problems: list[str] = []
+    labels = LabelSet()
+    first_line: dict[tuple[int, Any], int] = {}  # (which store, key) → line of the label kept
+
+    def put(store: dict[Any, Any], key: Any, value: Any, lineno: int, name: str) -> None:
+        """Keep the first label for a thing; a different second one is reported, not silently used."""
+        slot = (id(store), key)  # by store: a rating may come from `rating` or an overall `label`
+        if key in store and store[key] != value:
+            labels.problems.append(
+                f'{path}:{lineno}: field `{name}`: {key!r} already has {store[key]!r} (line {first_line[slot]}); '
+                f'kept that, not {value!r}'
+            )
+            return
+        store.setdefault(key, value)
+        first_line.setdefault(slot, lineno)
+
     for lineno, line in enumerate(path.read_text(encoding='utf-8').splitlines(), start=1):
         if not line.strip():
             continue
+        where = f'{path}:{lineno}'
         try:
             label = Label.model_validate_json(line)
         except ValidationError as e:
             err = e.errors()[0]
-            problems.append(f'{path}:{lineno}: field `{".".join(map(str, err["loc"])) or "-"}`: {err["msg"]}')
+            labels.problems.append(f'{where}: field `{".".join(map(str, err["loc"])) or "-"}`: {err["msg"]}')
             continue
-        if label.failure_mode == 'overall':
-            if isinstance(label.label, bool) or not isinstance(label.label, int | float):
-                problems.append(
-                    f'{path}:{lineno}: field `label`: an overall label must be a number (a rating), got {label.label!r}'
+        qid = label.query_id
+        if label.failure_mode is None and label.label is not None:
+            labels.problems.append(f'{where}: field `failure_mode`: a `label` needs a failure mode (or "overall")')
+            continue
+        if label.failure_mode is not None and label.label is None:
+            labels.problems.append(f'{where}: field `label`: `failure_mode` {label.failure_mode!r} has no label')
+            continue
+        if label.failure_mode is None and all(getattr(label, f) is None for f in _RECORD_FIELDS):
+            labels.problems.append(
+                f'{where}: field `-`: no label on this line: give `failure_mode` and `label`, '
+                f'or any of {", ".join(_RECORD_FIELDS)}'
+            )
+            continue
+
+        explicit: list[tuple[str, str]] = []  # (field, pass/fail) from the fields that name an outcome
+        if label.failure_mode == OVERALL:
+            assert label.label is not None
+            if isinstance(label.label, int | float) and not isinstance(label.label, bool):
+                put(labels.ratings, qid, float(label.label), lineno, 'label')
+            elif (verdict := _verdict(label.label)) is not None:
+                explicit.append(('label', verdict))
+            else:
+                labels.problems.append(
+                    f'{where}: field `label`: an overall label is pass/fail (the outcome) or a number (a rating), '
+                    f'got {label.label!r}'
                 )
+        elif label.failure_mode is not None:
+            assert label.label is not None
+            if label.failure_mode not in FAILURE_MODES:
+                labels.problems.append(f'{where}: field `failure_mode`: unknown failure mode {label.failure_mode!r}')
+            elif (verdict := _verdict(label.label)) is None:
+                labels.problems.append(f'{where}: field `label`: expected pass or fail, got {label.label!r}')
+            else:
+                put(labels.verdicts, (qid, label.failure_mode), verdict, lineno, 'label')
+
+        for name in ('outcome', 'passed'):
+            value = getattr(label, name)
+            if value is None:
                 continue
-            ratings[label.query_id] = float(label.label)
-        elif label.failure_mode not in FAILURE_MODES:
-            problems.append(f'{path}:{lineno}: field `failure_mode`: unknown failure mode {label.failure_mode!r}')
-        else:
-            verdict = _verdict(label.label)
-            if verdict is None:
-                problems.append(f'{path}:{lineno}: field `label`: expected pass or fail, got {label.label!r}')
-                continue
-            verdicts[(label.query_id, label.failure_mode)] = verdict
-    return _LabelSet(verdicts, ratings, problems)
+            if (verdict := _verdict(value)) is None:
+                labels.problems.append(f'{where}: field `{name}`: expected pass or fail (or true/false), got {value!r}')
+            else:
+                explicit.append((name, verdict))
+        if len({v for _, v in explicit}) > 1:
+            said = ', '.join(f'{n}={v}' for n, v in explicit)
+            labels.problems.append(f'{where}: field `{explicit[1][0]}`: the line contradicts itself ({said}); no outcome used')
+            explicit = []
+        outcome = explicit[0][1] if explicit else None
+        if label.reward is not None:
+            put(labels.rewards, qid, label.reward, lineno, 'reward')
+            by_reward = FAIL if label.reward < reward_threshold else PASS
+            if outcome is None:
+                outcome = by_reward
+            elif outcome != by_reward:
+                labels.problems.append(
+                    f'{where}: field `reward`: reward {label.reward:g} means {by_reward} (threshold {reward_threshold:g}) '
+                    f'but `{explicit[0][0]}` says {outcome}; used {outcome}'
+                )
+        if outcome is not None:
+            put(labels.outcomes, qid, outcome, lineno, explicit[0][0] if explicit else 'reward')
+        if label.rating is not None:
+            put(labels.ratings, qid, label.rating, lineno, 'rating')
+        if label.mistake_step is not None:
+            put(labels.mistake_steps, qid, label.mistake_step, lineno, 'mistake_step')
+        if label.mistake_agent is not None:
+            if not label.mistake_agent.strip():
+                labels.problems.append(f'{where}: field `mistake_agent`: empty')
+            else:
+                put(labels.mistake_agents, qid, label.mistake_agent.strip(), lineno, 'mistake_agent')
+    return labels
 
 
 def _verdict(value: str | bool | float) -> str | None:
     if isinstance(value, bool):
         return PASS if value else FAIL
-    if isinstance(value, str) and value.strip().lower() in (PASS, FAIL):
-        return value.strip().lower()
+    if isinstance(value, str):
+        text = value.strip().lower()
+        return {PASS: PASS, FAIL: FAIL, 'true': PASS, 'false': FAIL}.get(text)
     return None
 
 
-def calibrate(run_dir: str | Path, labels_path: str | Path) -> CalibrationResult:
-    from scipy.stats import spearmanr
-    from sklearn.metrics import cohen_kappa_score, confusion_matrix
-
+def calibrate(run_dir: str | Path, labels_path: str | Path, *, reward_threshold: float = 1.0) -> CalibrationResult:
+    """Every figure for one run folder against one label file (see the module docstring)."""
     reports = load_reports(run_dir)
-    labels = load_labels(labels_path)
+    labels = load_labels(labels_path, reward_threshold=reward_threshold)
     problems = list(labels.problems)
     first = _first_repeat(reports)
 
-    known_ids = set(first)
     for qid, mode in labels.verdicts:
-        if qid not in known_ids:
+        if qid not in first:
             problems.append(f'label for {qid!r} ({mode}): no such record in the run')
     for qid in labels.ratings:
-        if qid not in known_ids:
+        if qid not in first:
             problems.append(f'overall label for {qid!r}: no such record in the run')
+    record_kinds: dict[str, list[str]] = defaultdict(list)
+    for kind, store in (
+        ('outcome', labels.outcomes),
+        ('mistake_step', labels.mistake_steps),
+        ('mistake_agent', labels.mistake_agents),
+    ):
+        for qid in store:
+            if qid not in first:
+                record_kinds[qid].append(kind)
+    problems.extend(f'{", ".join(k)} label for {q!r}: no such record in the run' for q, k in record_kinds.items())
+
+    with _quiet():
+        agreements = _agreements(first, labels)
+        outcomes = _outcomes(first, labels, reward_threshold, problems) if labels.outcomes else None
+        scores = {q: rep.overall_score for q, rep in first.items() if rep.overall_score is not None}
+        vs_labels = [(scores[q], r) for q, r in labels.ratings.items() if q in scores]
+        vs_records = [(scores[q], rep.agent_rating.mean) for q, rep in first.items() if q in scores and rep.agent_rating]
+        rho_labels, rho_records = _rho(vs_labels), _rho(vs_records)
+    return CalibrationResult(
+        run_dir=str(run_dir),
+        labels_file=str(labels_path),
+        judges=agreements,
+        outcomes=outcomes,
+        spearman_overall_vs_labels=rho_labels,
+        spearman_overall_vs_record_ratings=rho_records,
+        steps=_steps(first, labels),
+        agents=_agents(first, labels),
+        noise=_noise(reports),
+        problems=problems,
+    )
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """scikit-learn and scipy warn about undefined figures; we report those cases ourselves."""
+    from sklearn.exceptions import UndefinedMetricWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UndefinedMetricWarning)
+        warnings.simplefilter('ignore', RuntimeWarning)
+        yield
+
+
+def _agreements(first: dict[str, EvaluationReport], labels: LabelSet) -> list[JudgeAgreement]:
+    """Per judge of a labelled failure mode: accuracy, κ and confusion against the verdict labels."""
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
     agreements: list[JudgeAgreement] = []
     judges = sorted({(name, r.failure_mode) for rep in first.values() for name, r in rep.judges.items() if r.failure_mode})
     for judge, mode in judges:
-        assert mode is not None
-        truth, pred, errors = [], [], 0
+        truth, pred, errors, inconclusive = [], [], 0, 0
         for (qid, label_mode), verdict in labels.verdicts.items():
             if label_mode != mode or qid not in first or judge not in first[qid].judges:
                 continue
             result = first[qid].judges[judge]
+            if result.status == 'inconclusive':
+                inconclusive += 1
+                continue
             if result.status != 'ok' or result.passed is None:
                 errors += 1
                 continue
             truth.append(verdict)
             pred.append(PASS if result.passed else FAIL)
-        if not truth and not errors:
+        if not truth and not errors and not inconclusive:
             continue
         n = len(truth)
-        accuracy = sum(t == p for t, p in zip(truth, pred, strict=True)) / n if n else None
-        kappa = _finite(cohen_kappa_score(truth, pred, labels=[PASS, FAIL])) if n else None
-        matrix = confusion_matrix(truth, pred, labels=[PASS, FAIL]).tolist() if n else [[0, 0], [0, 0]]
         agreements.append(
             JudgeAgreement(
-                judge=judge, failure_mode=mode, n=n, errors=errors, accuracy=accuracy, cohen_kappa=kappa, confusion_matrix=matrix
+                judge=judge,
+                failure_mode=mode,
+                n=n,
+                errors=errors,
+                inconclusive=inconclusive,
+                accuracy=sum(t == p for t, p in zip(truth, pred, strict=True)) / n if n else None,
+                cohen_kappa=_finite(cohen_kappa_score(truth, pred, labels=[PASS, FAIL])) if n else None,
+                confusion_matrix=confusion_matrix(truth, pred, labels=[PASS, FAIL]).tolist() if n else [[0, 0], [0, 0]],
             )
         )
+    return agreements
 
-    def rho(pairs: list[tuple[float, float]]) -> dict[str, Any]:
-        if len(pairs) < 3:
-            return {'n': len(pairs), 'rho': None, 'p_value': None, 'note': 'needs at least 3 records'}
-        xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
-        if len(set(xs)) == 1 or len(set(ys)) == 1:
-            return {'n': len(pairs), 'rho': None, 'p_value': None, 'note': 'one side is constant: ρ is undefined'}
-        res = spearmanr(xs, ys)
-        return {'n': len(pairs), 'rho': _finite(res.statistic), 'p_value': _finite(res.pvalue)}
 
-    scores = {q: rep.overall_score for q, rep in first.items() if rep.overall_score is not None}
-    vs_labels = [(scores[q], r) for q, r in labels.ratings.items() if q in scores]
-    vs_records = [(scores[q], rep.agent_rating.mean) for q, rep in first.items() if q in scores and rep.agent_rating]
-    return CalibrationResult(
-        run_dir=str(run_dir),
-        labels_file=str(labels_path),
-        judges=agreements,
-        spearman_overall_vs_labels=rho(vs_labels),
-        spearman_overall_vs_record_ratings=rho(vs_records),
-        noise=_noise(reports),
-        problems=problems,
+@dataclass
+class _Scored:
+    """One predictor's scores on the labelled runs, and why the others have none."""
+
+    failed: list[bool] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    flagged: list[bool] = field(default_factory=list)
+    errors: int = 0
+    inconclusive: int = 0
+    not_scored: int = 0
+
+
+def _outcomes(
+    first: dict[str, EvaluationReport], labels: LabelSet, reward_threshold: float, problems: list[str]
+) -> OutcomeCalibration:
+    """AUROC, best F1 and flag rates of overall_score and of each judge's score, beside always-fail."""
+    labelled = {q: o == FAIL for q, o in labels.outcomes.items() if q in first}
+    n_failed = sum(labelled.values())
+    overall = _Scored()
+    per_judge: dict[str, _Scored] = {}
+    names = sorted({name for q in labelled for name in first[q].judges})
+    for qid, failed in labelled.items():
+        report = first[qid]
+        if report.overall_score is not None:
+            overall.failed.append(failed)
+            overall.scores.append(report.overall_score)
+            overall.flagged.append(report.overall_score < 1)
+        elif 'error' not in (statuses := {r.status for r in report.judges.values()}) and (
+            'inconclusive' in statuses or report.inconclusive
+        ):
+            overall.inconclusive += 1
+        else:
+            overall.errors += 1
+        for name in names:
+            scored = per_judge.setdefault(name, _Scored())
+            result = report.judges.get(name)
+            if result is None:
+                scored.not_scored += 1
+            elif result.status == 'inconclusive':
+                scored.inconclusive += 1
+            elif result.status == 'error':
+                scored.errors += 1
+            elif result.score is None:
+                scored.not_scored += 1
+            else:
+                scored.failed.append(failed)
+                scored.scores.append(result.score)
+                scored.flagged.append(result.passed is False if result.passed is not None else result.score < 1)
+
+    one_class = None
+    if labelled and n_failed in (0, len(labelled)):
+        one_class = f'all {len(labelled)} labelled runs {"failed" if n_failed else "passed"}: AUROC is undefined'
+        problems.append(f'outcome labels: {one_class}')
+    predictors = [_figures('overall_score', overall, one_class, problems)]
+    predictors += [
+        _figures(name, s, one_class, problems) for name, s in per_judge.items() if s.scores or s.errors or s.inconclusive
+    ]
+    return OutcomeCalibration(
+        reward_threshold=reward_threshold,
+        labelled=len(labelled),
+        failed=n_failed,
+        baseline=_baseline(len(labelled), n_failed),
+        predictors=predictors,
     )
+
+
+def _figures(name: str, s: _Scored, one_class: str | None, problems: list[str]) -> OutcomeFigures:
+    """AUROC and the best-F1 threshold of one score (lower = failed), and its flag rates."""
+    from sklearn.metrics import precision_recall_curve, roc_auc_score
+
+    n, n_failed = len(s.scores), sum(s.failed)
+    figures = OutcomeFigures(
+        predictor=name, n=n, failed=n_failed, errors=s.errors, inconclusive=s.inconclusive, not_scored=s.not_scored
+    )
+    passed_flags = [f for f, failed in zip(s.flagged, s.failed, strict=True) if not failed]
+    failed_flags = [f for f, failed in zip(s.flagged, s.failed, strict=True) if failed]
+    figures.false_alarm_rate = sum(passed_flags) / len(passed_flags) if passed_flags else None
+    figures.detection_rate = sum(failed_flags) / len(failed_flags) if failed_flags else None
+    if n == 0:
+        figures.note = 'no labelled run has a score from it'
+        return figures
+    y_true = [int(f) for f in s.failed]
+    y_score = [-x for x in s.scores]  # lower score = more likely failed; negation keeps thresholds exact
+    if 0 < n_failed < n:
+        figures.auroc = _finite(roc_auc_score(y_true, y_score))
+    else:
+        figures.note = one_class or f'all {n} runs it scored {"failed" if n_failed else "passed"}: AUROC is undefined'
+        if one_class is None:
+            problems.append(f'{name}: {figures.note}')
+    if n_failed == 0:
+        return figures
+    precision, recall, thresholds = precision_recall_curve(y_true, y_score)
+    best, best_f1 = -1, -1.0
+    for i in range(len(thresholds)):  # ties: the highest threshold on -score, i.e. the fewest runs flagged
+        p, r = float(precision[i]), float(recall[i])
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+        if f1 >= best_f1:
+            best, best_f1 = i, f1
+    cut = -float(thresholds[best])
+    predicted = [x <= cut for x in s.scores]
+    figures.best_f1 = best_f1
+    figures.best_f1_threshold = cut
+    figures.precision = float(precision[best])
+    figures.recall = float(recall[best])
+    figures.accuracy = sum(p == f for p, f in zip(predicted, s.failed, strict=True)) / n
+    return figures
+
+
+def _baseline(n: int, n_failed: int) -> OutcomeFigures:
+    """Always answering "failed": what any score must beat."""
+    p = n_failed / n if n else None
+    return OutcomeFigures(
+        predictor=BASELINE,
+        n=n,
+        failed=n_failed,
+        auroc=0.5 if 0 < n_failed < n else None,
+        best_f1=2 * p / (1 + p) if p is not None else None,
+        precision=p,
+        recall=1.0 if n_failed else None,
+        accuracy=p,
+        false_alarm_rate=1.0 if n_failed < n else None,
+        detection_rate=1.0 if n_failed else None,
+    )
+
+
+def _steps(first: dict[str, EvaluationReport], labels: LabelSet) -> StepAccuracy | None:
+    """Is the earliest cited step where the labeller says the run went wrong (or next to it)?"""
+    pairs = [(first[q].decisive_step, step) for q, step in labels.mistake_steps.items() if q in first]
+    if not pairs:
+        return None
+    compared = [(d, m) for d, m in pairs if d is not None]
+    n = len(compared)
+    return StepAccuracy(
+        labelled=len(pairs),
+        compared=n,
+        no_decisive_step=len(pairs) - n,
+        exact=sum(d == m for d, m in compared) / n if n else None,
+        within_one=sum(abs(d - m) <= 1 for d, m in compared) / n if n else None,
+    )
+
+
+def _agents(first: dict[str, EvaluationReport], labels: LabelSet) -> AgentAccuracy | None:
+    """Does the agent who spoke at the decisive step match the one the labeller blames?"""
+    pairs = [(first[q].decisive_agent, agent) for q, agent in labels.mistake_agents.items() if q in first]
+    if not pairs:
+        return None
+    compared = [(d, m) for d, m in pairs if d is not None and d.strip()]
+    n = len(compared)
+    return AgentAccuracy(
+        labelled=len(pairs),
+        compared=n,
+        no_decisive_agent=len(pairs) - n,
+        accuracy=sum(d.strip().casefold() == m.strip().casefold() for d, m in compared) / n if n else None,
+    )
+
+
+def _rho(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """Spearman's ρ, or why there is none."""
+    from scipy.stats import spearmanr
+
+    if len(pairs) < 3:
+        return {'n': len(pairs), 'rho': None, 'p_value': None, 'note': 'needs at least 3 records'}
+    xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
+    if len(set(xs)) == 1 or len(set(ys)) == 1:
+        return {'n': len(pairs), 'rho': None, 'p_value': None, 'note': 'one side is constant: ρ is undefined'}
+    res = spearmanr(xs, ys)
+    return {'n': len(pairs), 'rho': _finite(res.statistic), 'p_value': _finite(res.pvalue)}
 
 
 def _first_repeat(reports: list[EvaluationReport]) -> dict[str, EvaluationReport]:
@@ -235,10 +621,20 @@ app = typer.Typer(add_completion=False)
 @app.command()
 def main(
     reports: Annotated[Path, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')],
-    labels: Annotated[Path, typer.Option('--labels', help='JSONL labels: {query_id, failure_mode or "overall", label}.')],
+    labels: Annotated[
+        Path,
+        typer.Option(
+            '--labels',
+            help='JSONL labels: query_id with failure_mode + label, and/or outcome, passed, reward, rating, '
+            'mistake_step, mistake_agent (other keys ignored).',
+        ),
+    ],
     out: Annotated[Path | None, typer.Option(help='Where to write the JSON (default RUN_DIR/calibration.json).')] = None,
+    reward_threshold: Annotated[
+        float, typer.Option('--reward-threshold', help='A run whose `reward` is below this failed (0 < T ≤ 1).')
+    ] = 1.0,
 ) -> None:
-    """Compare a judge run with human labels: accuracy, Cohen's κ, confusion, Spearman ρ, judge noise."""
+    """Compare a judge run with labels: outcome AUROC/F1, accuracy, Cohen's κ, Spearman ρ, step accuracy, noise."""
     console = Console()
     if not reports.is_dir():
         console.print(f'[red]error:[/] no run folder at {reports}')
@@ -246,38 +642,95 @@ def main(
     if not labels.is_file():
         console.print(f'[red]error:[/] no label file at {labels}')
         raise typer.Exit(2)
-    result = calibrate(reports, labels)
-    table = Table(title='Judges vs labels', box=None, pad_edge=False)
-    for column in ('judge', 'mode', 'n', 'errors', 'accuracy', "Cohen's κ", escape('confusion [[pp, pf], [fp, ff]]')):
-        table.add_column(column, no_wrap=True)
-    for a in result.judges:
-        row = (
-            a.judge,
-            a.failure_mode,
-            str(a.n),
-            str(a.errors),
-            _fmt(a.accuracy),
-            _fmt(a.cohen_kappa),
-            escape(str(a.confusion_matrix)),
-        )
-        table.add_row(*row)
-    console.print(table)
-    for title, r in (
-        ('labels', result.spearman_overall_vs_labels),
-        ("records' own ratings", result.spearman_overall_vs_record_ratings),
-    ):
-        console.print(f'Spearman ρ, overall_score vs {title}: {_fmt(r.get("rho"))} (p={_fmt(r.get("p_value"))}, n={r["n"]})')
-    if result.noise:
-        noise = Table('judge', 'records', 'pairs', 'disagreement', title='Judge noise across repeats')
-        for n in result.noise:
-            noise.add_row(n.judge, str(n.records), str(n.pairs), _fmt(n.disagreement_rate))
-        console.print(noise)
-    for p in result.problems:
-        console.print(f'[yellow]label problem:[/] {p}', highlight=False)
+    if not 0 < reward_threshold <= 1:
+        console.print(f'[red]error:[/] --reward-threshold must be in (0, 1], got {reward_threshold}')
+        raise typer.Exit(2)
+    result = calibrate(reports, labels, reward_threshold=reward_threshold)
+    _print_result(result, console)
     target = out or reports / 'calibration.json'
     write_json_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
     console.print(f'written: {target}')
     raise typer.Exit(1 if result.problems else 0)
+
+
+def _print_result(result: CalibrationResult, console: Console) -> None:
+    """The figures as tables with short headers (readable at 80 columns); the JSON has every number."""
+    if result.outcomes is not None:
+        o = result.outcomes
+        table = Table(
+            title=f'Predicting a failed run: {o.labelled} labelled, {o.failed} failed (reward < {o.reward_threshold:g} fails)',
+            caption='F1, acc: at the best-F1 threshold. FA: passed runs flagged; det: failed runs flagged '
+            '(flagged: overall_score < 1, a judge verdict fail). err/inc: errored/inconclusive, left out.',
+            caption_justify='left',
+            box=None,
+            pad_edge=False,
+        )
+        table.add_column('predictor', overflow='fold')
+        for column in ('n', 'err', 'inc', 'AUROC', 'F1', 'acc', 'FA', 'det'):
+            table.add_column(column, no_wrap=True, justify='right')
+        for f in (o.baseline, *o.predictors):
+            table.add_row(
+                escape(f.predictor),
+                str(f.n),
+                str(f.errors),
+                str(f.inconclusive),
+                *(_fmt(x) for x in (f.auroc, f.best_f1, f.accuracy, f.false_alarm_rate, f.detection_rate)),
+            )
+        console.print(table)
+        for f in o.predictors:
+            if f.not_scored:
+                console.print(f'{escape(f.predictor)}: {f.not_scored} labelled run(s) not scored (judge skipped or absent)')
+    if result.judges:
+        table = Table(
+            title='Judges vs failure-mode labels',
+            caption='confusion: label pass → judge pass, fail / label fail → judge pass, fail',
+            caption_justify='left',
+            box=None,
+            pad_edge=False,
+        )
+        table.add_column('judge', overflow='fold')
+        table.add_column('mode', overflow='fold')
+        for column in ('n', 'err', 'inc', 'acc', 'κ', 'confusion'):
+            table.add_column(column, no_wrap=True, justify='right')
+        for a in result.judges:
+            (pp, pf), (fp, ff) = a.confusion_matrix
+            table.add_row(
+                escape(a.judge),
+                escape(a.failure_mode),
+                str(a.n),
+                str(a.errors),
+                str(a.inconclusive),
+                _fmt(a.accuracy),
+                _fmt(a.cohen_kappa),
+                f'{pp} {pf} / {fp} {ff}',
+            )
+        console.print(table)
+    for title, r in (
+        ('labels', result.spearman_overall_vs_labels),
+        ("records' own ratings", result.spearman_overall_vs_record_ratings),
+    ):
+        if r['n'] == 0:
+            continue  # no ratings of that kind: nothing to say (the JSON still has n=0)
+        console.print(f'Spearman ρ, overall_score vs {title}: {_fmt(r.get("rho"))} (p={_fmt(r.get("p_value"))}, n={r["n"]})')
+    if result.steps is not None:
+        s = result.steps
+        console.print(
+            f'decisive_step vs mistake_step: exact {_fmt(s.exact)}, ±1 {_fmt(s.within_one)} '
+            f'(n={s.compared}; {s.no_decisive_step} labelled run(s) without a decisive step)'
+        )
+    if result.agents is not None:
+        g = result.agents
+        console.print(
+            f'decisive_agent vs mistake_agent: {_fmt(g.accuracy)} '
+            f'(n={g.compared}; {g.no_decisive_agent} labelled run(s) without a decisive agent)'
+        )
+    if result.noise:
+        noise = Table('judge', 'records', 'pairs', 'disagreement', title='Judge noise across repeats', box=None, pad_edge=False)
+        for n in result.noise:
+            noise.add_row(escape(n.judge), str(n.records), str(n.pairs), _fmt(n.disagreement_rate))
+        console.print(noise)
+    for p in result.problems:
+        console.print(f'[yellow]label problem:[/] {escape(p)}', highlight=False)
 
 
 def _fmt(value: float | None) -> str:
