@@ -18,11 +18,13 @@ Endpoints (OpenAPI docs at `/docs`):
   failure-mode judges, same async pattern; `GET /api/v1/sessions/{id}/evaluation` reads the latest.
 * `GET /api/v1/health`, and the WebSocket `/api/v1/ws` (see `events`).
 
-Who is asking: behind an authenticating proxy (`behind_proxy`), the user is `X-Forwarded-User` (else
-`X-Forwarded-Email`) and write endpoints without either get 401; otherwise those headers are ignored
-(anyone could send them) and, when a `token` is set, write endpoints need `Authorization: Bearer
-<token>`. Request bodies over `max_body_bytes` get 413; a malformed body gets 422 whose `detail` names
-each bad field (`loc`) without echoing the input.
+Who is asking, from where, with what: `guard.Guard` (token, trusted proxy, `public_read`, the
+WebSocket's `Origin`, `Content-Type: application/json` on writes, text sanitising, the audit log; see
+its docstring). Request bodies over `max_body_bytes` get 413; a malformed body gets 422 whose `detail`
+names each bad field (`loc`) without echoing the input. Ids (path and `query_id`) are at most
+`sanitize.MAX_ID_LENGTH` characters and `offset` at most `schemas.MAX_OFFSET` (422 past either), and a
+database error a request could still cause is a 422, so a bad request gets the same 4xx on SQLite and
+PostgreSQL, never a 500.
 
 Handlers that touch the store are plain `def`s: FastAPI runs them in its thread pool, so the event loop
 stays free for the background worker and WebSocket fan-out.
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -43,7 +44,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, W
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from ..evaluators.registry import UnknownJudgeError, resolve_names
 from ..models import JudgeModel, resolve_model
@@ -51,16 +52,20 @@ from . import repository
 from .config import ServiceSettings
 from .dashboard import mount_dashboard
 from .events import GLOBAL_CHANNEL, EventHub, PgEventRelay, Subscriber
+from .guard import ANONYMOUS, Guard, JsonRefusedError, JsonTooDeepError, loads_bounded
 from .migrate import upgrade
 from .repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
 from .schemas import (
     EvaluateRequest,
     EvaluationOut,
+    Limit,
+    Offset,
     ScoreOut,
     ScoreRequest,
     SessionCreate,
     SessionCreated,
     SessionDetail,
+    SessionId,
     SessionPage,
     SessionUpdate,
     evaluation_out,
@@ -78,15 +83,16 @@ _Receive = Callable[[], Awaitable[_Message]]
 _Send = Callable[[_Message], Awaitable[None]]
 _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
-# Who triggered a write when nobody is identified (no proxy, no token) and when the service itself did.
-_ANONYMOUS = 'anonymous'
+# Who triggered a scoring when the service itself did.
 _AUTO = 'auto-score'
+# A WebSocket message is one small JSON object: longer or deeper ones close the socket (1009 / 1007).
+_WS_MAX_CHARS = 1024 * 1024
+_WS_MAX_DEPTH = 8
 
 
 def _writer(request: Request) -> str:
-    """Who is writing (the dependency of every write endpoint); raises 401 when not allowed."""
-    state: ServiceState = request.app.state.service
-    return _authorize_write(state.settings, request)
+    """Who is writing (the dependency of every write endpoint): decided by `Guard`, which ran first."""
+    return str(getattr(request.state, 'user', ANONYMOUS))
 
 
 Writer = Annotated[str, Depends(_writer)]
@@ -143,21 +149,28 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
         lifespan=lifespan,
     )
     app.state.service = state
+    # Outermost first: the body limit, then the guard (which reads the body), then the routes.
+    app.add_middleware(Guard, settings=settings)
     app.add_middleware(_BodyLimit, max_bytes=settings.max_body_bytes)
     _install_error_handlers(app)
 
     # -- sessions --------------------------------------------------------------------------------------
 
     @app.post('/api/v1/sessions', status_code=201, response_model=SessionCreated, tags=['sessions'])
-    def create_session(body: SessionCreate, user: Writer) -> SessionCreated:
-        row = repository.create_session(state.store, body.record(), body.status, body.agent, user)
+    def create_session(body: SessionCreate, user: Writer, request: Request) -> SessionCreated:
+        warnings = _sanitize_warnings(getattr(request.state, 'sanitized', []))
+        row = repository.create_session(state.store, body.record(), body.status, body.agent, user, warnings)
         auto, error = _auto_score(state, row.session_id, row.status, row.agent)
         return SessionCreated(
-            session_id=row.session_id, status=SessionStatus(row.status), auto_score=auto, auto_score_error=error
+            session_id=row.session_id,
+            status=SessionStatus(row.status),
+            auto_score=auto,
+            auto_score_error=error,
+            warnings=warnings,
         )
 
     @app.patch('/api/v1/sessions/{session_id}', response_model=SessionCreated, tags=['sessions'])
-    def update_session(session_id: str, body: SessionUpdate, user: Writer) -> SessionCreated:
+    def update_session(session_id: SessionId, body: SessionUpdate, user: Writer) -> SessionCreated:
         row, before = repository.update_session_status(state.store, session_id, body.status)
         auto, error = (None, None)
         if before != row.status:
@@ -168,9 +181,9 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
 
     @app.get('/api/v1/sessions', response_model=SessionPage, tags=['sessions'])
     def list_sessions(
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
-        agent: str | None = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+        agent: Annotated[str | None, Query(max_length=255)] = None,
         status: SessionStatus | None = None,
     ) -> SessionPage:
         return repository.list_sessions(
@@ -178,7 +191,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
         )
 
     @app.get('/api/v1/sessions/{session_id}', response_model=SessionDetail, tags=['sessions'])
-    def get_session(session_id: str) -> SessionDetail:
+    def get_session(session_id: SessionId) -> SessionDetail:
         return repository.get_session(state.store, session_id)
 
     # -- scoring ---------------------------------------------------------------------------------------
@@ -210,11 +223,13 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
             409: {'description': 'force_rescore while a scoring is pending or in progress'},
         },
     )
-    def score_session(session_id: str, response: Response, user: Writer, body: ScoreRequest | None = None) -> ScoreOut:
+    def score_session(session_id: SessionId, response: Response, user: Writer, body: ScoreRequest | None = None) -> ScoreOut:
         return score(session_id, response, user, body)
 
     @app.post('/api/v1/sessions/{session_id}/score', response_model=ScoreOut, status_code=202, tags=['scoring'])
-    def score_session_alias(session_id: str, response: Response, user: Writer, body: ScoreRequest | None = None) -> ScoreOut:
+    def score_session_alias(
+        session_id: SessionId, response: Response, user: Writer, body: ScoreRequest | None = None
+    ) -> ScoreOut:
         """Seed 001's path for the same operation."""
         return score(session_id, response, user, body)
 
@@ -224,7 +239,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
         tags=['scoring'],
         responses={404: {'description': 'No such session, or it has not been scored'}},
     )
-    async def get_score(session_id: str) -> Response:
+    async def get_score(session_id: SessionId) -> Response:
         # The hot read path (dashboards poll it): one indexed single-row read, run on the event loop
         # rather than hopping to the thread pool, and serialised once (no response_model re-validation).
         if state.store.async_read_engine is not None:
@@ -234,13 +249,15 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
         return Response(score.model_dump_json(), media_type='application/json')
 
     @app.get('/api/v1/scoring/sessions/{session_id}/scores', response_model=list[ScoreOut], tags=['scoring'])
-    def get_scores(session_id: str) -> list[ScoreOut]:
+    def get_scores(session_id: SessionId) -> list[ScoreOut]:
         return repository.list_scores(state.store, session_id)
 
     # -- failure-mode evaluation -----------------------------------------------------------------------
 
     @app.post('/api/v1/sessions/{session_id}/evaluate', response_model=EvaluationOut, status_code=202, tags=['evaluation'])
-    def evaluate_session(session_id: str, response: Response, user: Writer, body: EvaluateRequest | None = None) -> EvaluationOut:
+    def evaluate_session(
+        session_id: SessionId, response: Response, user: Writer, body: EvaluateRequest | None = None
+    ) -> EvaluationOut:
         spec = (body.evaluators if body and body.evaluators else None) or list(settings.default_evaluators)
         try:
             names = resolve_names(spec)
@@ -256,7 +273,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
         return result.evaluation
 
     @app.get('/api/v1/sessions/{session_id}/evaluation', response_model=EvaluationOut, tags=['evaluation'])
-    def get_evaluation(session_id: str) -> EvaluationOut:
+    def get_evaluation(session_id: SessionId) -> EvaluationOut:
         with state.store.read() as db:
             row = db.scalars(
                 select(EvaluationRow)
@@ -312,19 +329,37 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
             for channel in (c.strip() for c in (channels or '').split(',') if c.strip()):
                 await confirm('subscribe', channel)
             while True:
+                frame = await websocket.receive()
+                if frame['type'] == 'websocket.disconnect':
+                    break
+                raw_text = frame.get('text')
+                # a binary frame is read as UTF-8 text like any other message
+                text = str(raw_text) if raw_text is not None else bytes(frame.get('bytes') or b'').decode('utf-8', 'replace')
+                if len(text) > _WS_MAX_CHARS:
+                    await websocket.close(code=1009, reason=f'message longer than {_WS_MAX_CHARS} characters')
+                    return
                 try:
-                    message = json.loads(await websocket.receive_text())
-                    action, channel = message.get('action'), message.get('channel')
-                except (ValueError, AttributeError):
+                    message = loads_bounded(text, _WS_MAX_DEPTH)
+                except JsonTooDeepError:
+                    await websocket.close(code=1007, reason=f'message nested deeper than {_WS_MAX_DEPTH} levels')
+                    return
+                except (JsonRefusedError, ValueError):
+                    message = None
+                if not isinstance(message, dict):
                     await websocket.send_json({'type': 'error', 'message': 'send {"action": "subscribe", "channel": "..."}'})
                     continue
-                if action not in ('subscribe', 'unsubscribe') or not isinstance(channel, str):
+                action, wanted = message.get('action'), message.get('channel')
+                if action not in ('subscribe', 'unsubscribe') or not isinstance(wanted, str):
                     error = 'action must be subscribe or unsubscribe, with a channel'
                     await websocket.send_json({'type': 'error', 'message': error})
                     continue
-                await confirm(action, channel)
+                await confirm(str(action), wanted)
         except WebSocketDisconnect:
             pass
+        except Exception:  # never drop the socket without a close frame
+            log.exception('websocket handler failed')
+            with contextlib.suppress(Exception):
+                await websocket.close(code=1011, reason='internal error')
         finally:
             state.hub.remove(sub)
             sender.cancel()
@@ -360,19 +395,12 @@ def _auto_score(state: ServiceState, session_id: str, status: str, agent: str | 
     return result.score, None
 
 
-def _authorize_write(settings: ServiceSettings, request: Request) -> str:
-    if settings.behind_proxy:
-        user = request.headers.get('x-forwarded-user') or request.headers.get('x-forwarded-email')
-        if not user:
-            raise HTTPException(401, 'write requests need X-Forwarded-User or X-Forwarded-Email from the proxy')
-        return user[:255]
-    if settings.token:
-        header = request.headers.get('authorization', '')
-        scheme, _, given = header.partition(' ')
-        if scheme.lower() != 'bearer' or not hmac.compare_digest(given.strip().encode(), settings.token.encode()):
-            raise HTTPException(401, 'write requests need Authorization: Bearer <token>', headers={'WWW-Authenticate': 'Bearer'})
-        return 'token'
-    return _ANONYMOUS
+def _sanitize_warnings(paths: list[str]) -> list[str]:
+    """The session's warnings for text the guard replaced (lone surrogates, NULs → U+FFFD)."""
+    if not paths:
+        return []
+    shown = ', '.join(p[:200] for p in paths[:20]) + (f' and {len(paths) - 20} more' if len(paths) > 20 else '')
+    return [f'text replaced: lone surrogate or NUL characters became U+FFFD at {shown}']
 
 
 def _libpq_url(url: str) -> str:
@@ -383,6 +411,10 @@ def _libpq_url(url: str) -> str:
 
 def _valid_channel(channel: str) -> bool:
     return channel == GLOBAL_CHANNEL or (channel.startswith('session:') and len(channel) > len('session:'))
+
+
+# One message for a value the database refused, whichever backend and whichever error it raised.
+_REFUSED_VALUE = 'the database refused a value in the request (too long, out of range or not storable)'
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -406,6 +438,18 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ConflictError)
     async def conflict(_: Request, exc: ConflictError) -> JSONResponse:
         return JSONResponse({'detail': str(exc), 'active_id': exc.active_id}, status_code=409)
+
+    @app.exception_handler(DataError)
+    async def bad_value(_: Request, exc: DataError) -> JSONResponse:
+        # A value the database refused (too long, out of range, a character it cannot store): the
+        # request's fault. Validation refuses these first; this is the net, with one backend-free message.
+        log.warning('database refused a value: %s', exc)
+        return JSONResponse({'detail': _REFUSED_VALUE}, 422)
+
+    @app.exception_handler(OverflowError)
+    async def overflow(_: Request, exc: OverflowError) -> JSONResponse:
+        log.warning('number out of range: %s', exc)
+        return JSONResponse({'detail': _REFUSED_VALUE}, 422)
 
     @app.exception_handler(SQLAlchemyError)
     async def store_error(_: Request, exc: SQLAlchemyError) -> JSONResponse:

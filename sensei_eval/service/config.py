@@ -23,10 +23,21 @@ class ServiceSettings:
     """How one service process runs."""
 
     db_url: str = DEFAULT_DB_URL
-    # Trust X-Forwarded-User / X-Forwarded-Email (set by an authenticating proxy such as oauth2-proxy).
+    # Take the user's name from X-Forwarded-User / X-Forwarded-Email (set by an authenticating proxy such
+    # as oauth2-proxy) -- only on requests that also carry the token, or that come from a trusted proxy
+    # address: anyone can send the header, so on its own it proves nothing.
     behind_proxy: bool = False
-    # When not behind a proxy: a bearer token every write endpoint requires (None = writes are open).
+    # A bearer token every route except the health check requires (None: no token). See `auth_required`.
     token: str | None = None
+    # Client addresses (the proxy's, as the service sees them) whose X-Forwarded-User is trusted without
+    # the token. Only with `behind_proxy`.
+    trusted_proxies: frozenset[str] = frozenset()
+    # With a token (or trusted proxies): reads (GET/HEAD), the dashboard, /docs and the WebSocket are open
+    # to anyone; writes still need the token.
+    public_read: bool = False
+    # Browser origins (scheme://host[:port]) besides the service's own that may open the WebSocket and
+    # send writes; requests without an Origin header (non-browser clients) are not affected.
+    allowed_origins: frozenset[str] = frozenset()
     # Request bodies larger than this get 413 (a QueryRecord with long tool results fits easily).
     max_body_bytes: int = 5 * 1024 * 1024
     # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
@@ -54,6 +65,22 @@ class ServiceSettings:
     stale_after_s: float = 30.0
     poll_s: float = 1.0
     worker_id: str = field(default_factory=lambda: f'{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}')
+
+    def __post_init__(self) -> None:
+        if self.behind_proxy and not self.token and not self.trusted_proxies:
+            raise ValueError(
+                'behind_proxy needs a token (which the proxy sends along) or trusted proxy addresses: '
+                'X-Forwarded-User alone can be sent by anyone'
+            )
+        if self.trusted_proxies and not self.behind_proxy:
+            raise ValueError('trusted_proxies only means something with behind_proxy')
+        if self.token is not None and not self.token.strip():
+            raise ValueError('token must not be empty')
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether requests must prove who they are (a token, or a trusted proxy's user header)."""
+        return bool(self.token) or bool(self.behind_proxy and self.trusted_proxies)
 
     def auto_scores(self, agent: str | None) -> bool:
         return '*' in self.auto_score_agents or (agent is not None and agent in self.auto_score_agents)

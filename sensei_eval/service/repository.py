@@ -109,7 +109,14 @@ class RequestResult:
 # Sessions
 
 
-def create_session(store: Store, record: QueryRecord, status: SessionStatus, agent: str | None, user: str | None) -> SessionRow:
+def create_session(
+    store: Store,
+    record: QueryRecord,
+    status: SessionStatus,
+    agent: str | None,
+    user: str | None,
+    warnings: list[str] | None = None,
+) -> SessionRow:
     now = now_us()
     row = SessionRow(
         session_id=new_id(),
@@ -118,6 +125,7 @@ def create_session(store: Store, record: QueryRecord, status: SessionStatus, age
         status=status.value,
         record=record.model_dump(mode='json'),
         created_by=user,
+        warnings=warnings or None,
         created_at_us=now,
         updated_at_us=now,
     )
@@ -172,6 +180,7 @@ def get_session(store: Store, session_id: str) -> SessionDetail:
         **summary.model_dump(),
         record=row.record,
         created_by=row.created_by,
+        warnings=list(row.warnings or []),
         latest_scoring=latest_out,
         latest_evaluation=evaluation_out(evaluation) if evaluation is not None else None,
     )
@@ -353,7 +362,7 @@ def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, Score
 def _summary(row: SessionRow, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None) -> SessionSummary:
     score = None
     if completed is not None:
-        score = _score_with_tools(db, completed) if db is not None else score_out(completed)
+        score = _score_with_tools(db, completed) if db is not None else score_out(completed, with_raw=False)
     return SessionSummary(
         session_id=row.session_id,
         query_id=row.query_id,

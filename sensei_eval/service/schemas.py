@@ -3,34 +3,53 @@
 `ScoreOut` carries seed 000's fields (`score_id` … `current_prompt_used`), plus which scorer variant
 ran and, for the structured variant (seed 003), `score_breakdown`, `missing_tools` and
 `alternative_approaches`. `total_score` and the analyses are null until the scoring completes;
-`error_message` is set when it ended failed, timed_out or cancelled.
+`error_message` is set when it ended failed, timed_out or cancelled, and `raw_output` then keeps what
+the model answered (up to 8,000 characters), so a failed parse can be read. `smoke` is true for a
+score (or evaluation) made by the embedded model: a model far too small to judge, whose verdicts only
+show that the pipeline runs (the dashboard greys them and leaves them out of its pattern analytics).
+
+Shared parameter types: `SessionId` (a path id of at most `MAX_ID_LENGTH` characters), `Limit`,
+`Offset` (at most `MAX_OFFSET`: past it, SQLite and PostgreSQL would fail differently).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..evaluators.investigation import is_current_prompt
 from ..records import QueryRecord
+from ..sanitize import MAX_ID_LENGTH
 from .store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus
 
 __all__ = (
+    'MAX_OFFSET',
     'EvaluateRequest',
     'EvaluationOut',
+    'Limit',
     'MissingToolOut',
+    'Offset',
     'ScoreOut',
     'ScoreRequest',
     'SessionCreate',
     'SessionCreated',
     'SessionDetail',
+    'SessionId',
     'SessionPage',
     'SessionSummary',
     'SessionUpdate',
     'evaluation_out',
     'score_out',
 )
+
+
+# The largest `offset` a list accepts (far past any real table; 2**63 would overflow both backends).
+MAX_OFFSET = 1_000_000_000
+SessionId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, description='A session id.')]
+Limit = Annotated[int, Query(ge=1, le=500)]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
 
 
 class SessionCreate(QueryRecord):
@@ -40,6 +59,13 @@ class SessionCreate(QueryRecord):
 
     status: SessionStatus = SessionStatus.COMPLETED
     agent: str | None = Field(default=None, max_length=255, description='The agent or chain; decides auto-scoring.')
+
+    @field_validator('query_id')
+    @classmethod
+    def _id_length(cls, value: str) -> str:
+        if len(value) > MAX_ID_LENGTH:
+            raise ValueError(f'query_id is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed')
+        return value
 
     def record(self) -> QueryRecord:
         return QueryRecord.model_validate(self.model_dump(mode='json', exclude={'status', 'agent'}))
@@ -71,6 +97,8 @@ class ScoreOut(BaseModel):
     current_prompt_used: bool
     variant: str
     model: str | None = None
+    smoke: bool = Field(default=False, description='Made by the embedded model: a smoke test, not a verdict.')
+    raw_output: str | None = Field(default=None, description="The model's raw answer (kept for failed scorings).")
     score_breakdown: dict[str, Any] | None = None
     missing_tools: list[MissingToolOut] | None = None
     alternative_approaches: list[Any] | None = None
@@ -81,6 +109,7 @@ class SessionCreated(BaseModel):
     status: SessionStatus
     auto_score: ScoreOut | None = Field(default=None, description='The scoring started on ingestion, if any.')
     auto_score_error: str | None = Field(default=None, description='Why auto-scoring could not start (fail-open).')
+    warnings: list[str] = Field(default_factory=list, description='What ingest changed in the record (text replaced).')
 
 
 class SessionSummary(BaseModel):
@@ -98,6 +127,7 @@ class SessionSummary(BaseModel):
 class SessionDetail(SessionSummary):
     record: dict[str, Any]
     created_by: str | None
+    warnings: list[str] = Field(default_factory=list, description='What ingest changed in the record (text replaced).')
     latest_scoring: ScoreOut | None
     latest_evaluation: EvaluationOut | None
 
@@ -133,10 +163,11 @@ class EvaluationOut(BaseModel):
     error_message: str | None
     overall_score: float | None
     model: str | None
+    smoke: bool = False
     report: dict[str, Any] | None = None
 
 
-def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None) -> ScoreOut:
+def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None, *, with_raw: bool = True) -> ScoreOut:
     done = row.status == JobStatus.COMPLETED.value
     return ScoreOut(
         score_id=row.score_id,
@@ -153,6 +184,8 @@ def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None) -> Sco
         current_prompt_used=is_current_prompt(row.prompt_hash),
         variant=row.variant,
         model=row.model,
+        smoke=bool(row.smoke),
+        raw_output=row.raw_output if with_raw else None,
         score_breakdown=row.score_breakdown if done else None,
         missing_tools=[MissingToolOut(tool_name=m.tool_name, rationale=m.rationale) for m in missing]
         if (done and missing is not None and row.variant == 'structured')
@@ -173,6 +206,7 @@ def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOu
         error_message=row.error_message,
         overall_score=row.overall_score,
         model=row.model,
+        smoke=bool(row.smoke),
         report=row.report if with_report else None,
     )
 

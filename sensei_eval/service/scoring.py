@@ -17,7 +17,9 @@ worker; the worker
 * **finishes** the row through `store.check_transition`, the one place status changes are validated: a
   row that is no longer `in_progress` (another process failed it as an orphan) is left alone and logged.
 
-An errored judge is a failed scoring with the judge's error as `error_message`, never a score.
+An errored judge is a failed scoring with the judge's error as `error_message`, never a score; what
+the model answered is kept as `raw_output`. Every row a `JudgeModel` with `embedded` set finishes is
+marked `smoke` (the embedded model is far too small to judge: its output proves the pipeline runs).
 
 Liveness: each process has a row in `service_workers` with its host, pid and a heartbeat. At start-up
 and on every heartbeat, rows that are `pending`/`in_progress` and owned by a dead process (its
@@ -76,6 +78,8 @@ __all__ = ('PHASES', 'Job', 'ScoringWorker')
 log = logging.getLogger(__name__)
 
 PHASES = ('analyzing_methodology', 'identifying_missing_tools')
+# The most of a model's raw answer a scoring row keeps.
+_RAW_OUTPUT_CHARS = 8000
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,7 @@ class ScoringWorker:
         result = await scorer.judge(record, transcript, model)
         if variant == 'structured' and result.status == 'ok' and phase[-1:] != ['identifying_missing_tools']:
             self._publish(job, 'progress', phase='identifying_missing_tools')  # read from the same answer
-        return _score_outcome(result, variant)
+        return _score_outcome(result, variant, smoke=self.judge_model.embedded)
 
     async def _evaluate(self, job: Job) -> _Outcome:
         record, evaluators = await asyncio.to_thread(self._load_evaluation_input, job)
@@ -264,6 +268,7 @@ class ScoringWorker:
             'report': report.model_dump(mode='json'),
             'overall_score': report.overall_score,
             'model': self.judge_model.name,
+            'smoke': self.judge_model.embedded,
         }
         if report.errors:
             return _Outcome(JobStatus.FAILED, f'{len(report.errors)} judge(s) errored: ' + '; '.join(report.errors), values)
@@ -329,6 +334,7 @@ class ScoringWorker:
                 return False
             row.completed_at_us = now_us()
             row.error_message = outcome.error
+            row.smoke = self.judge_model.embedded  # whatever the outcome, this model made it
             for key, value in outcome.values.items():
                 setattr(row, key, value)
             for name, rationale in outcome.missing_tools:
@@ -454,13 +460,17 @@ class ScoringWorker:
 # Helpers
 
 
-def _score_outcome(result: JudgeResult, variant: str) -> _Outcome:
+def _score_outcome(result: JudgeResult, variant: str, *, smoke: bool = False) -> _Outcome:
+    raw = result.raw_output[:_RAW_OUTPUT_CHARS] if result.raw_output else None
     if result.status != 'ok':
-        return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', {'model': result.model})
+        failed = {'model': result.model, 'raw_output': raw, 'smoke': smoke}
+        return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', failed)
     d = result.details
     values: dict[str, Any] = {
         'total_score': int(d['total_score']),
         'model': result.model,
+        'raw_output': raw,
+        'smoke': smoke,
         'input_tokens': result.input_tokens,
         'output_tokens': result.output_tokens,
         'prompt_hash': d['prompt_hash'],

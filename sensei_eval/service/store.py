@@ -5,6 +5,7 @@ Tables (created only by the Alembic migrations in `sensei_eval/service/migration
 
 * `sessions` — one ingested query history or TARSy investigation: the `QueryRecord` as JSON, the
   session's own status (pending … completed), the agent/chain that produced it, timestamps.
+  `warnings` lists what ingest changed (text replaced by U+FFFD).
 * `session_scores` — one row per scoring attempt (seed 000's columns, plus seed 003's structured fields
   when the structured scorer ran). Re-scoring adds a row; history is kept; "the score" of a session is
   its latest *completed* row, "the scoring state" its latest row of any status. A partial unique index
@@ -40,6 +41,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Engine,
     ForeignKey,
     Index,
@@ -175,6 +177,8 @@ class JobMixin:
     error_message: Mapped[str | None] = mapped_column(Text)
     owner: Mapped[str | None] = mapped_column(String(64))  # the service process that queued or claimed it
     model: Mapped[str | None] = mapped_column(String(255))
+    # Finished by the embedded model: a smoke test of the pipeline, not a verdict (migration 0002).
+    smoke: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text('false'))
 
     @property
     def job_id(self) -> str:
@@ -190,6 +194,7 @@ class SessionRow(Base):
     status: Mapped[str] = mapped_column(String(32), index=True)
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_by: Mapped[str | None] = mapped_column(String(255))
+    warnings: Mapped[list[str] | None] = mapped_column(JSON)  # what ingest changed (migration 0002)
     created_at_us: Mapped[int] = mapped_column(BigInteger, index=True)
     updated_at_us: Mapped[int] = mapped_column(BigInteger)
 
@@ -210,6 +215,8 @@ class ScoreRow(JobMixin, Base):
     # what the judge cost
     input_tokens: Mapped[int | None] = mapped_column(Integer)
     output_tokens: Mapped[int | None] = mapped_column(Integer)
+    # migration 0002: the model's raw answer (kept when parsing it failed) and the embedded-model mark
+    raw_output: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index('ix_session_scores_session_id', 'session_id'),

@@ -38,6 +38,11 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Every write to the service declares JSON (415 otherwise, even without a body): the shared client
+# sends the header on every request, so callers such as scripts/screenshots.py need not.
+_JSON = {'Content-Type': 'application/json'}
+
+
 @dataclass
 class DashboardServer:
     url: str
@@ -57,7 +62,10 @@ def dashboard_server(db: Path | str, judge_model: JudgeModel, **settings: Any) -
     `db` is a SQLite file path or a database URL; it is migrated here."""
     url = f'sqlite:///{db}' if isinstance(db, Path) else db
     upgrade(url)
-    with live_server(fast_settings(url, **settings), judge_model) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+    with (
+        live_server(fast_settings(url, **settings), judge_model) as live,
+        httpx.Client(base_url=live.url, timeout=30, headers=_JSON) as client,
+    ):
         yield DashboardServer(live.url, live.app, client)
 
 

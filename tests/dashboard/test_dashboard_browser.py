@@ -142,7 +142,7 @@ def test_list_badges_follow_scoring_live(page: Page, server: DashboardServer, ga
     expect(badge).to_have_text('Not scored')
     gate.clear()
     try:
-        assert server.client.post(f'/api/v1/scoring/sessions/{sid}/score').status_code == 202
+        assert server.client.post(f'/api/v1/scoring/sessions/{sid}/score', json={}).status_code == 202
         expect(badge).to_have_text('Scoring…')
         expect(badge).to_have_attribute('data-state', 'in_progress')
     finally:

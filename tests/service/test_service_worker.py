@@ -22,7 +22,7 @@ from websockets.asyncio.client import connect
 from sensei_eval.records import QueryRecord
 from sensei_eval.service import repository
 from sensei_eval.service.events import EventHub
-from sensei_eval.service.migrate import current_revision, downgrade, upgrade
+from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgrade
 from sensei_eval.service.reliability import CircuitBreaker, CircuitOpenError
 from sensei_eval.service.scoring import ScoringWorker
 from sensei_eval.service.store import (
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _create_and_score(c: httpx.Client, query_id: str = 'alert-1') -> tuple[str, str]:
     session_id = c.post('/api/v1/sessions', json=alert_record(query_id)).json()['session_id']
-    r = c.post(f'/api/v1/scoring/sessions/{session_id}/score')
+    r = c.post(f'/api/v1/scoring/sessions/{session_id}/score', json={})
     assert r.status_code == 202, r.text
     return session_id, r.json()['score_id']
 
@@ -220,7 +220,7 @@ def test_scoring_timeout_gives_timed_out(tmp_path: Path) -> None:
         session_id, _ = _create_and_score(c)
         body = wait_for(lambda: _finished(c, session_id), what='timeout')
         assert body['status'] == 'timed_out' and body['error_message'] == 'timed out after 0.3 s'
-        assert c.post(f'/api/v1/scoring/sessions/{session_id}/score').status_code == 200  # terminal: returned as is
+        assert c.post(f'/api/v1/scoring/sessions/{session_id}/score', json={}).status_code == 200  # terminal: returned as is
 
 
 def test_status_transitions_are_checked() -> None:
@@ -260,7 +260,7 @@ def _events_for(srv: Any, session_id: str, until: str) -> tuple[list[dict[str, A
         ]
         await asyncio.gather(*(r.wait() for r in ready))
         async with httpx.AsyncClient(base_url=srv.url) as ac:
-            score_id = (await ac.post(f'/api/v1/scoring/sessions/{session_id}/score')).json()['score_id']
+            score_id = (await ac.post(f'/api/v1/scoring/sessions/{session_id}/score', json={})).json()['score_id']
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
         return global_events, session_events, score_id
 
@@ -388,7 +388,7 @@ def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: 
     url = f'sqlite:///{tmp_path / "m.db"}' if backend == 'sqlite' else request.getfixturevalue('pg_url')
     expected = {'sessions', 'session_scores', 'score_missing_tools', 'session_evaluations', 'service_workers'}
     upgrade(url)
-    assert current_revision(url) == '0001' and _tables(url) == expected
+    assert current_revision(url) == HEAD and _tables(url) == expected
     store = Store(url)
     indexes = {ix['name']: ix for ix in sa_inspect(store.read_engine).get_indexes('session_scores')}
     store.dispose()
@@ -401,7 +401,7 @@ def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: 
     downgrade(url)
     assert current_revision(url) is None and _tables(url) == set()
     upgrade(url)
-    assert current_revision(url) == '0001' and _tables(url) == expected
+    assert current_revision(url) == HEAD and _tables(url) == expected
     # the partial unique index works after the round trip: a second active scoring is refused
     store = Store(url)
     session = repository.create_session(store, QueryRecord.model_validate(alert_record()), SessionStatus.COMPLETED, None, None)
@@ -458,7 +458,7 @@ def test_client_errors_are_not_retried_and_non_alert_sessions_fail_clearly(tmp_p
         assert scorer.calls == 1
         record = {**alert_record('docs'), 'alert_data': None}
         session_id = c.post('/api/v1/sessions', json=record).json()['session_id']
-        c.post(f'/api/v1/scoring/sessions/{session_id}/score')
+        c.post(f'/api/v1/scoring/sessions/{session_id}/score', json={})
         body = wait_for(lambda: _finished(c, session_id), what='failure')
         assert body['status'] == 'failed' and 'no alert_data' in body['error_message']
         assert scorer.calls == 1  # refused before any model call

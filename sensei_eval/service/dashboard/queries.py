@@ -9,6 +9,8 @@ dashboard can grow without touching the service's write path. Semantics a reader
 * the patterns page counts only work done under today's criteria: scores whose `prompt_hash` is the
   configured scorer's current hash, and failure modes whose judges' criteria hashes are current —
   otherwise a rubric change would mix old and new verdicts in one chart;
+* scores and evaluations made by the embedded model are `smoke` (a model too small to judge): shown,
+  greyed, in the list and the session page, and left out of the patterns unless `include_smoke`;
 * the freeform scorer (seed 000) writes its four-category breakdown and its missing tools as text;
   `parse_breakdown` and `parse_missing_tools` read them back (the structured scorer stores both typed).
 
@@ -84,6 +86,7 @@ class DashboardRow(BaseModel):
     rating: float | None = Field(description='Mean of the record rating (1-5), if rated.')
     scoring_status: str = Field(description='Latest scoring of any status, or not_scored.')
     total_score: int | None = Field(description='The latest completed score.')
+    smoke: bool = Field(default=False, description='That score was made by the embedded model (smoke test, not a verdict).')
     current_prompt_used: bool | None
     failure_modes: list[str]
 
@@ -155,6 +158,8 @@ class Patterns(BaseModel):
     prompt_hash: str
     scored_sessions: int
     evaluated_sessions: int
+    include_smoke: bool = False
+    smoke_left_out: int = Field(default=0, description='Smoke scores and evaluations (embedded model) not counted.')
     failure_modes: list[Bar]
     missing_tools: list[Bar]
     histogram: list[Bar]
@@ -249,6 +254,7 @@ def _latest_completed_scores() -> Any:
             ScoreRow.completed_at_us,
             ScoreRow.variant,
             ScoreRow.missing_tools_analysis,
+            ScoreRow.smoke,
         )
         .join(newest, and_(ScoreRow.session_id == newest.c.session_id, ScoreRow.started_at_us == newest.c.started))
         .where(ScoreRow.status == JobStatus.COMPLETED.value)
@@ -256,8 +262,8 @@ def _latest_completed_scores() -> Any:
     )
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, tuple[Any, Any]]:
-    """Per session: (failure_modes, criteria_hashes) of its latest completed evaluation."""
+def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, tuple[Any, Any, bool]]:
+    """Per session: (failure_modes, criteria_hashes, smoke) of its latest completed evaluation."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -266,10 +272,14 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
     if session_ids is not None:
         newest = newest.where(EvaluationRow.session_id.in_(session_ids))
     sub = newest.subquery()
-    query = select(EvaluationRow.session_id, EvaluationRow.report['failure_modes'], EvaluationRow.report['criteria_hashes']).join(
-        sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started)
-    )
-    return {sid: (modes, hashes) for sid, modes, hashes in db.execute(query.where(EvaluationRow.status == 'completed'))}
+    query = select(
+        EvaluationRow.session_id,
+        EvaluationRow.report['failure_modes'],
+        EvaluationRow.report['criteria_hashes'],
+        EvaluationRow.smoke,
+    ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
+    rows = db.execute(query.where(EvaluationRow.status == 'completed'))
+    return {sid: (modes, hashes, bool(smoke)) for sid, modes, hashes, smoke in rows}
 
 
 def list_sessions(
@@ -290,7 +300,7 @@ def list_sessions(
     """One page of sessions, filtered and sorted; unscored sessions sort last by score."""
     with store.read() as db:
         latest = _latest_completed_scores()
-        base: Select[Any] = select(SessionRow, latest.c.total_score, latest.c.prompt_hash).outerjoin(
+        base: Select[Any] = select(SessionRow, latest.c.total_score, latest.c.prompt_hash, latest.c.smoke).outerjoin(
             latest, latest.c.session_id == SessionRow.session_id
         )
         conditions = []
@@ -311,7 +321,7 @@ def list_sessions(
             conditions.append(func.lower(SessionRow.query_id).like(pattern))
         if failure_mode:
             ids = [
-                sid for sid, (modes, _) in _latest_evaluations(db).items() if isinstance(modes, list) and failure_mode in modes
+                sid for sid, (modes, _, _) in _latest_evaluations(db).items() if isinstance(modes, list) and failure_mode in modes
             ]
             conditions.append(SessionRow.session_id.in_(ids))
         if conditions:
@@ -338,10 +348,11 @@ def list_sessions(
                 rating=_rating_mean(s.record),
                 scoring_status=states.get(s.session_id, 'not_scored'),
                 total_score=total_score,
+                smoke=bool(smoke),
                 current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=[str(m) for m in (evaluations.get(s.session_id, (None, None))[0] or [])],
+                failure_modes=[str(m) for m in (evaluations.get(s.session_id, (None, None, False))[0] or [])],
             )
-            for s, total_score, prompt_hash in rows
+            for s, total_score, prompt_hash, smoke in rows
         ]
     return DashboardPage(items=items, total=total, limit=limit, offset=offset, agents=agents, failure_modes=list(FAILURE_MODES))
 
@@ -389,8 +400,10 @@ def session_view(store: Store, session_id: str) -> SessionView:
     )
 
 
-def patterns(store: Store, variant: str, *, top: int = 15) -> Patterns:
-    """Failure-mode frequency, missing tools by name, score histogram and daily trend, under today's criteria."""
+def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool = False) -> Patterns:
+    """Failure-mode frequency, missing tools by name, score histogram and daily trend, under today's criteria.
+
+    Smoke scores and evaluations (the embedded model's) are left out unless `include_smoke`."""
     prompt_hash = current_hash(variant)
     with store.read() as db:
         latest = _latest_completed_scores()
@@ -402,9 +415,14 @@ def patterns(store: Store, variant: str, *, top: int = 15) -> Patterns:
                     latest.c.completed_at_us,
                     latest.c.variant,
                     latest.c.missing_tools_analysis,
+                    latest.c.smoke,
                 ).where(latest.c.prompt_hash == prompt_hash)
             )
         )
+        smoke_left_out = 0
+        if not include_smoke:
+            smoke_left_out = sum(1 for r in rows if r.smoke)
+            rows = [r for r in rows if not r.smoke]
         structured_ids = [r.score_id for r in rows if r.variant == 'structured']
         typed_tools: dict[str, list[str]] = defaultdict(list)
         if structured_ids:
@@ -427,7 +445,10 @@ def patterns(store: Store, variant: str, *, top: int = 15) -> Patterns:
                 by_day[day].append(score)
     modes: Counter[str] = Counter()
     evaluated = 0
-    for report_modes, hashes in evaluations.values():
+    for report_modes, hashes, smoke in evaluations.values():
+        if smoke and not include_smoke:
+            smoke_left_out += 1
+            continue
         evaluated += 1
         modes.update(_current_modes(report_modes, hashes))
     histogram = [
@@ -438,6 +459,8 @@ def patterns(store: Store, variant: str, *, top: int = 15) -> Patterns:
         prompt_hash=prompt_hash,
         scored_sessions=len(rows),
         evaluated_sessions=evaluated,
+        include_smoke=include_smoke,
+        smoke_left_out=smoke_left_out,
         failure_modes=[Bar(label=m, count=n) for m, n in modes.most_common()],
         missing_tools=[Bar(label=t, count=n) for t, n in tools.most_common(top)],
         histogram=histogram,

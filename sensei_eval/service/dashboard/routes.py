@@ -13,7 +13,8 @@ Endpoints (read-only; writes go through the service's own API):
 * `GET /api/v1/dashboard/sessions/{id}` — one session's page: record, numbered transcript steps,
   latest scoring, score with its four-category breakdown, history, failure-mode issues;
 * `GET /api/v1/dashboard/patterns` — failure-mode frequency, missing tools by name, score histogram,
-  daily trend, restricted to the current criteria hash.
+  daily trend, restricted to the current criteria hash; smoke scores (embedded model) are left out
+  unless `include_smoke=true`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from ...reports import FAILURE_MODES
+from ..schemas import Limit, Offset, SessionId
 from ..store import SessionStatus
 from . import queries
 from .queries import DashboardPage, Order, Patterns, SessionView, SortKey
@@ -63,9 +65,9 @@ def _state(request: Request) -> ServiceState:
 @router.get('/sessions', response_model=DashboardPage)
 def dashboard_sessions(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    agent: str | None = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    agent: Annotated[str | None, Query(max_length=255)] = None,
     status: SessionStatus | None = None,
     min_score: Annotated[int | None, Query(ge=0, le=100)] = None,
     max_score: Annotated[int | None, Query(ge=0, le=100)] = None,
@@ -98,14 +100,14 @@ def dashboard_sessions(
 
 
 @router.get('/sessions/{session_id}', response_model=SessionView)
-def dashboard_session(request: Request, session_id: str) -> SessionView:
+def dashboard_session(request: Request, session_id: SessionId) -> SessionView:
     return queries.session_view(_state(request).store, session_id)
 
 
 @router.get('/patterns', response_model=Patterns)
-def dashboard_patterns(request: Request) -> Patterns:
+def dashboard_patterns(request: Request, include_smoke: bool = False) -> Patterns:
     state = _state(request)
-    return queries.patterns(state.store, state.settings.scorer)
+    return queries.patterns(state.store, state.settings.scorer, include_smoke=include_smoke)
 
 
 class _SecureStatic(StaticFiles):

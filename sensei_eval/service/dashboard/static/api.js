@@ -15,7 +15,8 @@ function authHeaders() {
 
 export async function api(path, { method = 'GET', body } = {}) {
   const headers = { Accept: 'application/json', ...authHeaders() };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // Writes always declare JSON (the service refuses any other type with 415, even without a body).
+  if (body !== undefined || method !== 'GET') headers['Content-Type'] = 'application/json';
   let response;
   try {
     response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });

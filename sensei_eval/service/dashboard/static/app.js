@@ -47,6 +47,12 @@ export function scoreBadge(scoringStatus, totalScore) {
   });
 }
 
+/** A grey mark for a score made by the embedded model: a smoke test of the pipeline, not a verdict. */
+function smokeBadge(smoke) {
+  if (!smoke) return null;
+  return h('span', { class: 'badge smoke', dataset: { testid: 'smoke' }, title: 'Made by the embedded model, too small to judge: a smoke test, not a verdict' }, 'smoke');
+}
+
 function errorBox(message) {
   return h('div', { class: 'error', role: 'alert', dataset: { testid: 'error' } }, message);
 }
@@ -181,7 +187,7 @@ function sessionsView(initial) {
       h('td', {}, item.agent || '—'),
       h('td', {}, item.rating === null ? '—' : `${item.rating.toFixed(1)}/5`),
       h('td', {}, h('span', { class: `status ${item.status}` }, item.status.replace('_', ' '))),
-      h('td', { class: 'score-cell' }, h('a', { href: sessionHref(item.session_id, '/score') }, scoreBadge(item.scoring_status, item.total_score)), outdated),
+      h('td', { class: 'score-cell' }, h('a', { href: sessionHref(item.session_id, '/score') }, scoreBadge(item.scoring_status, item.total_score)), item.total_score !== null ? smokeBadge(item.smoke) : null, outdated),
       h('td', { class: 'muted small nowrap' }, fmtTime(item.created_at_us)),
     );
   }
@@ -394,12 +400,15 @@ function sessionView(initial) {
     const latest = data.latest_scoring;
     if (latest && latest.status !== 'completed' && !ACTIVE.has(latest.status)) {
       box.append(errorBox(`Latest scoring ${latest.status.replace('_', ' ')}: ${latest.error_message || 'no reason given'}`));
+      if (latest.raw_output) {
+        box.append(h('details', { class: 'raw-output' }, h('summary', {}, 'What the model answered'), h('pre', { class: 'text', dataset: { testid: 'raw-output' } }, latest.raw_output)));
+      }
     }
     if (!data.score) {
       box.append(h('p', { class: 'muted' }, ACTIVE.has(data.scoring_status) ? 'Scoring in progress…' : 'This session has not been scored yet.'));
     } else {
       const { score, breakdown, missing_tools: tools } = data.score;
-      const total = h('div', { class: 'total' }, scoreBadge('completed', score.total_score), h('span', { class: 'muted' }, ` ${score.variant} scorer · ${score.model || 'model unknown'} · ${fmtTime(score.completed_at_us)}`));
+      const total = h('div', { class: 'total' }, scoreBadge('completed', score.total_score), smokeBadge(score.smoke), h('span', { class: 'muted' }, ` ${score.variant} scorer · ${score.model || 'model unknown'} · ${fmtTime(score.completed_at_us)}`));
       if (!score.current_prompt_used) {
         total.append(h('span', { class: 'badge outdated', dataset: { testid: 'outdated' }, title: `criteria hash ${score.prompt_hash.slice(0, 12)} is not today's` }, 'outdated criteria'));
       } else {
@@ -467,7 +476,7 @@ function sessionView(initial) {
             {},
             h('td', { class: 'nowrap' }, fmtTime(sc.started_at_us)),
             h('td', {}, sc.status.replace('_', ' ')),
-            h('td', {}, scoreBadge(sc.status, sc.total_score)),
+            h('td', {}, scoreBadge(sc.status, sc.total_score), smokeBadge(sc.smoke)),
             h('td', {}, sc.current_prompt_used ? 'current' : h('span', { class: 'badge outdated' }, 'outdated criteria')),
             h('td', {}, sc.score_triggered_by),
             h('td', { class: 'muted' }, sc.error_message || ''),
@@ -589,11 +598,12 @@ function patternsView() {
   const root = h('section', { class: 'patterns' });
   app.append(root);
   let pending = null;
+  let includeSmoke = false;
 
   async function load() {
     let p;
     try {
-      p = await getJSON('/api/v1/dashboard/patterns');
+      p = await getJSON(`/api/v1/dashboard/patterns${query({ include_smoke: includeSmoke ? 'true' : '' })}`);
     } catch (e) {
       clear(root).append(h('h1', {}, 'Patterns'), errorBox(e.message));
       return;
@@ -606,6 +616,12 @@ function patternsView() {
         'p',
         { class: 'muted' },
         `Current criteria ${p.prompt_hash.slice(0, 12)} · ${p.scored_sessions} scored session(s) · ${p.evaluated_sessions} evaluated session(s). Older criteria are left out.`,
+      ),
+      h(
+        'label',
+        { class: 'muted small', dataset: { testid: 'smoke-toggle' } },
+        h('input', { type: 'checkbox', name: 'include_smoke', checked: includeSmoke, onchange: (e) => { includeSmoke = e.target.checked; load(); } }),
+        includeSmoke ? ' Smoke results (embedded model) included' : ` Include smoke results from the embedded model (${p.smoke_left_out} left out)`,
       ),
       h(
         'div',
