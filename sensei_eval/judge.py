@@ -5,7 +5,10 @@ the model (`models`), run (`runner`), write and show reports (`reports`).
 
 Exit codes: 0 when every record loaded and every judge ran (issues found are not errors); 1 when any
 record failed to load, an asked-for query id was not found, or any judge errored — everything else is
-still judged and written; 2 for usage errors.
+still judged and written; 1 too when there is nothing to judge (an empty, blank or BOM-only dataset,
+no loadable record, or every record filtered out) and when the judge model's server cannot be reached
+(checked once before judging: `models.preflight`); 2 for usage errors, including a model string
+without a provider prefix, an unknown provider, or a missing or rejected API key.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .cache import JudgeCache
 from .evaluators.base import Judge
 from .evaluators.registry import GROUPS, JUDGES, UnknownJudgeError, make_judges
-from .models import EMBEDDED_NOTICE, JudgeModel, resolve_model
+from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
 from .records import QueryRecord, load_datasets
 from .reports import EvaluationReport, RunSummary, dump_summary, to_pydantic_evals_report, write_json_atomic
 from .runner import JudgeEvent, judge_records
@@ -95,16 +98,13 @@ def judge(
                 load_errors.append(f'query id {q!r} not found in {", ".join(map(str, datasets))}')
                 err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
         records = [r for r in records if r.query_id in wanted]
+    if not records:
+        err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, loaded.records, load_errors)}', highlight=False)
+        raise typer.Exit(1)
 
     judge_model: JudgeModel | None = None
-    if any(j.needs_model for j in judges) and records:
-        try:
-            judge_model = resolve_model(model, base_url=base_url, transcript_budget=max_transcript_tokens)
-        except Exception as e:
-            err.print(f'[red]error:[/] cannot set up the judge model: {e}')
-            raise typer.Exit(1) from None
-        if judge_model.embedded:
-            err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}')
+    if any(j.needs_model for j in judges):
+        judge_model = _judge_model(model, base_url, max_transcript_tokens)
 
     run_id = run_id or f'{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
     run_dir = out_dir / run_id
@@ -134,10 +134,51 @@ def judge(
     )
     write_json_atomic(run_dir / 'summary.json', dump_summary(summary))
 
+    stopped = judge_model.connection.stopped if judge_model else None
     if reports:
-        to_pydantic_evals_report(reports, name=run_id).print(include_durations=False, console=out)
-    _print_footer(summary, run_dir)
+        shown = reports if stopped is None else [_shorten_stopped(r, stopped) for r in reports]
+        to_pydantic_evals_report(shown, name=run_id).print(include_durations=False, console=out)
+    _print_footer(summary, run_dir, stopped)
     raise typer.Exit(exit_code)
+
+
+def _shorten_stopped(report: EvaluationReport, stopped: str) -> EvaluationReport:
+    """For the table: judges the "first failure" rule stopped say so briefly; the footer gives the reason once."""
+    judges = {
+        name: r.model_copy(update={'error': 'not run (judge model unreachable, see below)'}) if r.error == stopped else r
+        for name, r in report.judges.items()
+    }
+    return report.model_copy(update={'judges': judges})
+
+
+def _why_nothing(datasets: Sequence[Path], loaded: Sequence[QueryRecord], load_errors: Sequence[str]) -> str:
+    names = ', '.join(map(str, datasets))
+    if loaded:
+        return f'no record of {names} matches --query-id'
+    if load_errors:
+        return f'no record of {names} could be loaded ({len(load_errors)} error(s), listed above)'
+    return f'{names} has no records (the file is empty or blank)' if len(datasets) == 1 else f'{names} have no records'
+
+
+def _judge_model(model: str | None, base_url: str | None, max_transcript_tokens: int | None) -> JudgeModel:
+    """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
+    try:
+        judge_model = resolve_model(model, base_url=base_url, transcript_budget=max_transcript_tokens)
+    except ModelSetupError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(e.exit_code) from None
+    except Exception as e:
+        err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
+        raise typer.Exit(1) from None
+    if judge_model.embedded:
+        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}')
+    try:
+        asyncio.run(preflight(judge_model))
+    except ModelSetupError as e:
+        judge_model.close()
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(e.exit_code) from None
+    return judge_model
 
 
 def _run(
@@ -221,7 +262,7 @@ def _summary(
     )
 
 
-def _print_footer(summary: RunSummary, run_dir: Path) -> None:
+def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:
     err.print(
         f'{summary.records_judged} record(s) judged by {len(summary.judges)} judge(s) · '
         f'{summary.model_requests} model request(s), {summary.cache_hits} cached · '
@@ -236,8 +277,13 @@ def _print_footer(summary: RunSummary, run_dir: Path) -> None:
         err.print(f'[red]{len(summary.load_errors)} record(s) could not be loaded[/] (listed above)')
     if summary.judge_errors:
         err.print(f'[red]{len(summary.judge_errors)} judge error(s):[/]')
+        # after the "first failure" rule stopped the run, its one reason is printed once, not per judge
+        shared = [e for e in summary.judge_errors if stopped is not None and e.endswith(stopped)]
         for e in summary.judge_errors:
-            err.print(f'  {e}', highlight=False)
+            if e not in shared:
+                err.print(f'  {e}', highlight=False)
+        if shared:
+            err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
 
 

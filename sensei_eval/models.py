@@ -10,10 +10,27 @@ A `JudgeModel` carries what a judge needs besides the model itself: a stable `na
 key and of every report), the transcript budget that fits the model's context, default model
 settings, and whether the server constrains decoding to a JSON schema (llama.cpp does, through
 `response_format={"type": "json_object", "schema": ...}`).
+
+Failing fast on a wrong or unreachable model:
+
+* `resolve_model` builds the pydantic-ai model at once, so a string without a provider prefix
+  (`gpt-5.2`), an unknown provider or a missing API key is a `ModelUsageError` naming the fix, before
+  anything is judged;
+* `preflight` makes one cheap request before a run — a `GET /models` for OpenAI and OpenAI-compatible
+  servers (no tokens spent), a one-token completion for other providers — and raises
+  `ModelUnreachableError` (URL named) or `ModelUsageError` (key rejected, unknown model). It is skipped
+  for the embedded model (health-checked when started) and for in-process test models;
+* one retry layer: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
+  build, and on the SDK client of a model we infer from a string) and the judges' loop retries a
+  transient failure with backoff (`evaluators.base`, three attempts in all);
+* the "first failure" rule: `JudgeModel.connection` counts connection failures in a row across all
+  judges; at `CONNECTION_FAILURES_TO_STOP` it stops new calls, and every judge not yet run reports the
+  one shared reason instead of failing on its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +39,14 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 __all__ = (
+    'CONNECTION_FAILURES_TO_STOP',
     'EMBEDDED_NOTICE',
+    'ConnectionWatch',
     'JudgeModel',
+    'ModelSetupError',
+    'ModelUnreachableError',
+    'ModelUsageError',
+    'preflight',
     'resolve_model',
 )
 
@@ -37,6 +60,51 @@ EMBEDDED_NOTICE = (
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
+# Connection failures in a row (across all judges) after which a run stops calling the model.
+CONNECTION_FAILURES_TO_STOP = 3
+# The preflight request's own time limit: an unreachable host fails in this long, not per record.
+PREFLIGHT_TIMEOUT_S = 10.0
+# Provider prefixes to suggest for a model string given without one.
+_PREFIX_HINTS = (('gpt-', 'openai'), ('o1', 'openai'), ('o3', 'openai'), ('o4', 'openai'), ('claude', 'anthropic'),
+                 ('gemini', 'google-gla'), ('mistral', 'mistral'), ('llama', 'groq'))  # fmt: skip
+
+
+class ModelSetupError(RuntimeError):
+    """The judge model cannot be used; `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class ModelUsageError(ModelSetupError):
+    """The model was named or configured wrongly (no provider prefix, unknown provider, missing or rejected key)."""
+
+    exit_code = 2
+
+
+class ModelUnreachableError(ModelSetupError):
+    """The model's server could not be reached."""
+
+
+@dataclass
+class ConnectionWatch:
+    """The "first failure" rule, shared by every judge of a run: after `limit` connection failures in a
+    row (no success in between) `stopped` holds the one reason, and no new model call is made."""
+
+    limit: int = CONNECTION_FAILURES_TO_STOP
+    failures: int = 0
+    stopped: str | None = None
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.failures += 1
+        if self.stopped is None and self.failures >= self.limit:
+            detail = str(error).strip() or type(error).__name__
+            self.stopped = (
+                f'stopped calling the judge model: {where} could not be reached {self.failures} times in a row '
+                f'({type(error).__name__}: {detail})'
+            )
+
+    def succeeded(self) -> None:
+        self.failures = 0
 
 
 @dataclass
@@ -50,7 +118,16 @@ class JudgeModel:
     json_schema_constrained: bool = False
     embedded: bool = False
     default_concurrency: int = 4
+    spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
+    connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
     _server: Any = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        """The model and the URL it is served from, for error messages."""
+        url = getattr(self.model, 'base_url', None) if isinstance(self.model, Model) else None
+        model_name = getattr(self.model, 'model_name', None) or self.name
+        return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
 
     def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
@@ -81,7 +158,7 @@ def resolve_model(
     if base_url is not None:
         return _openai_compatible(model or 'default', base_url, api_key, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
     if model is not None:
-        return JudgeModel(model, model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
+        return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
     from .embedded import EmbeddedServer
 
     server = EmbeddedServer.start()
@@ -98,10 +175,116 @@ def resolve_model(
     return judge_model
 
 
+def _infer(spec: str) -> Model:
+    """The pydantic-ai model for a model string, now rather than at the first judge call; SDK retries off."""
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model, parse_model_id
+
+    provider, name = parse_model_id(spec)
+    if provider is None and spec != 'test':
+        guess = next((p for prefix, p in _PREFIX_HINTS if name.lower().startswith(prefix)), None)
+        fix = f'--model {guess}:{name}' if guess else f'--model <provider>:{name}, e.g. openai:{name}'
+        raise ModelUsageError(
+            f'model {spec!r} has no provider prefix: use {fix} (or --base-url URL --model {name} for an OpenAI-compatible server)'
+        )
+    try:
+        model = infer_model(spec)
+    except UserError as e:
+        message = str(e)
+        if message.startswith('Unknown model'):
+            hint = message.partition('. ')[2] or 'Model strings look like openai:gpt-5.2 or anthropic:claude-sonnet-4-5.'
+            raise ModelUsageError(f'unknown model {spec!r}: no pydantic-ai provider {provider!r}. {hint}') from None
+        raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")}') from None
+    _no_sdk_retries(model)
+    return model
+
+
+def _no_sdk_retries(model: Model) -> None:
+    """Our judges retry (with backoff); an SDK client retrying underneath would multiply the attempts."""
+    client: Any = getattr(model, 'client', None)
+    if isinstance(getattr(client, 'max_retries', None), int):
+        client.max_retries = 0
+
+
 def _openai_compatible(model_name: str, base_url: str, api_key: str | None, budget: int) -> JudgeModel:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     key = api_key or os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY') or 'sk-no-key'
     provider = OpenAIProvider(base_url=base_url, api_key=key)
-    return JudgeModel(OpenAIChatModel(model_name, provider=provider), f'openai-compatible:{model_name}@{base_url}', budget)
+    model = OpenAIChatModel(model_name, provider=provider)
+    _no_sdk_retries(model)
+    return JudgeModel(model, f'openai-compatible:{model_name}@{base_url}', budget)
+
+
+async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """One cheap request to the judge model before a run; raises a `ModelSetupError` naming the URL.
+
+    OpenAI and OpenAI-compatible servers: `GET /models/<model>` on api.openai.com (an unknown model is a
+    usage error), `GET /models` elsewhere (a server without that endpoint passes). Other providers: a
+    one-token completion. Only a connection failure, a rejected key or an unknown model stop the run;
+    any other answer means the server is there. Skipped for the embedded model and test models."""
+    model = judge_model.model
+    if judge_model.embedded or not isinstance(model, Model) or model.system in ('function', 'test'):
+        return
+    import openai
+
+    client = getattr(model, 'client', None)
+    if isinstance(client, openai.AsyncOpenAI):
+        await _preflight_openai(judge_model, client, timeout_s)
+    else:
+        await _preflight_completion(judge_model, model, timeout_s)
+
+
+async def _preflight_openai(judge_model: JudgeModel, client: Any, timeout_s: float) -> None:
+    import openai
+
+    quick = client.with_options(max_retries=0, timeout=timeout_s)
+    model_name = str(getattr(judge_model.model, 'model_name', ''))
+    hosted = 'api.openai.com' in str(client.base_url)
+    try:
+        if hosted:
+            await quick.models.retrieve(model_name)
+        else:
+            await quick.models.list()
+    except openai.APIConnectionError as e:  # includes timeouts
+        raise ModelUnreachableError(_unreachable(judge_model, e)) from None
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+        raise ModelUsageError(f'{judge_model.where} rejected the API key ({e.status_code}): {_brief(e)}') from None
+    except openai.NotFoundError as e:
+        if hosted:
+            raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+    except openai.APIStatusError:
+        pass  # the server answered: it is there
+
+
+async def _preflight_completion(judge_model: JudgeModel, model: Model, timeout_s: float) -> None:
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.exceptions import ModelAuthenticationError, ModelConnectionError, ModelNotFoundError
+    from pydantic_ai.messages import ModelRequest
+
+    try:
+        await asyncio.wait_for(
+            model_request(model, [ModelRequest.user_text_prompt('Reply OK.')], model_settings=ModelSettings(max_tokens=1)),
+            timeout_s,
+        )
+    except (ModelConnectionError, TimeoutError) as e:
+        raise ModelUnreachableError(_unreachable(judge_model, e)) from None
+    except ModelAuthenticationError as e:
+        raise ModelUsageError(f'{judge_model.where} rejected the API key: {_brief(e)}') from None
+    except ModelNotFoundError as e:
+        raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+    except Exception:
+        pass  # anything else is an answer: the provider is there
+
+
+def _unreachable(judge_model: JudgeModel, e: BaseException) -> str:
+    return f'cannot reach the judge model at {judge_model.where}: {_brief(e)}'
+
+
+def _brief(e: BaseException) -> str:
+    cause = e.__cause__ or e.__context__
+    text = str(e).strip() or type(e).__name__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in text:
+        text += f' ({str(cause).strip()})'
+    return text[:300]

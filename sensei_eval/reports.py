@@ -1,9 +1,11 @@
 """Issue reports: what a run of the judges wrote, per record and per run.
 
 One `EvaluationReport` per record (seed 004's model, plus per judge: criteria hash, model, status,
-error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/<query_id>.json` as soon
-as its judges finish, so a crash loses at most the records in flight. `summary.json` beside them
-describes the run. `to_dataframe(run_dir)` reads a run back as pandas; `to_pydantic_evals_report`
+error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/records/<id>.json` as soon
+as its judges finish, so a crash loses at most the records in flight (`<id>` is the query id, encoded
+so that no id can collide with another or with a run file: `encode_query_id`). `summary.json` at the
+top of the run folder describes the run. Folders written before `records/` existed (reports at the
+top) still load. `to_dataframe(run_dir)` reads a run back as pandas; `to_pydantic_evals_report`
 turns one into a pydantic-evals `EvaluationReport` for its console table and baseline comparison.
 
 Scoring, from the judges that ran without error (an errored judge is an error, never a 0):
@@ -61,8 +63,11 @@ __all__ = (
     'JudgeResult',
     'RunSummary',
     'build_report',
+    'decode_query_id',
+    'encode_query_id',
     'load_reports',
     'report_filename',
+    'report_path',
     'report_paths',
     'to_dataframe',
     'to_pydantic_evals_report',
@@ -263,18 +268,70 @@ def _has_issues(report: EvaluationReport, mode: str) -> bool:
 # Files
 
 
-_SAFE_NAME = re.compile(r'[^A-Za-z0-9._-]')
+RECORDS_DIR = 'records'
+_SAFE_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-')
+# Names Windows reserves whatever the extension (`con.json`, `NUL.txt`, ...).
+_RESERVED_NAMES = frozenset(
+    {'con', 'prn', 'aux', 'nul', 'conin$', 'conout$'} | {f'{p}{n}' for p in ('com', 'lpt') for n in '123456789¹²³'}
+)
+# An encoded id longer than this is cut and given a hash suffix (file names are capped at 255 bytes).
+_MAX_NAME = 150
+_REPEAT_TAIL = re.compile(r'\.r[0-9]+$')
+
+
+def _percent(c: str) -> str:
+    return ''.join(f'%{b:02X}' for b in c.encode('utf-8'))
+
+
+def encode_query_id(query_id: str) -> str:
+    """A record id as a file-name stem that no other id, run file or repeat suffix can collide with.
+
+    Reversible (`decode_query_id`) unless over the length cap: every character outside
+    `[A-Za-z0-9._-]` is percent-encoded as UTF-8 (`/` -> `%2F`, `%` -> `%25`), and so are a leading `.`
+    (`..`, hidden files), a trailing `.` (Windows drops it), the dot of a trailing `.r<N>` (that is the
+    repeat suffix) and the first letter of a Windows-reserved name (`CON` -> `%43ON`). An encoded id over
+    150 characters is cut and gets `~` and 12 hex digits of the id's SHA256 (`~` is always encoded, so it
+    only ever marks a hash); the full id is in the report itself.
+    """
+    encoded = ''.join(c if c in _SAFE_CHARS else _percent(c) for c in query_id)
+    if encoded.startswith('.'):
+        encoded = '%2E' + encoded[1:]
+    if encoded.endswith('.'):
+        encoded = encoded[:-1] + '%2E'
+    if (tail := _REPEAT_TAIL.search(encoded)) is not None:
+        encoded = encoded[: tail.start()] + '%2E' + encoded[tail.start() + 1 :]
+    if encoded.split('.', 1)[0].lower() in _RESERVED_NAMES:
+        encoded = _percent(encoded[0]) + encoded[1:]
+    if not encoded:
+        encoded = '~empty'
+    if len(encoded) > _MAX_NAME:
+        import hashlib
+
+        cut = encoded[: _MAX_NAME - 13]
+        if '%' in cut[-2:]:  # never split a %XX escape
+            cut = cut[: cut.rindex('%')]
+        encoded = f'{cut}~{hashlib.sha256(query_id.encode()).hexdigest()[:12]}'
+    return encoded
+
+
+def decode_query_id(stem: str) -> str | None:
+    """The record id `encode_query_id` encoded into `stem`; None for a cut (hashed) name."""
+    from urllib.parse import unquote
+
+    if '~' in stem:
+        return None
+    return unquote(stem, errors='strict')
 
 
 def report_filename(query_id: str, repeat: int = 1) -> str:
-    """A file name for a record's report; ids with unsafe characters get a hash so two never collide."""
-    import hashlib
-
-    safe = _SAFE_NAME.sub('_', query_id)[:120]
-    if safe != query_id:
-        safe += '-' + hashlib.sha256(query_id.encode()).hexdigest()[:8]
+    """The file name of a record's report inside a run folder's `records/` (see `encode_query_id`)."""
     suffix = '' if repeat == 1 else f'.r{repeat}'
-    return f'{safe}{suffix}.json'
+    return f'{encode_query_id(query_id)}{suffix}.json'
+
+
+def report_path(run_dir: Path, query_id: str, repeat: int = 1) -> Path:
+    """Where a record's report goes: `<run_dir>/records/<encoded id>[.r<N>].json`, apart from the run's files."""
+    return run_dir / RECORDS_DIR / report_filename(query_id, repeat)
 
 
 def write_json_atomic(path: Path, data: str) -> None:
@@ -293,12 +350,16 @@ def write_json_atomic(path: Path, data: str) -> None:
 
 
 def report_paths(run_dir: Path) -> list[Path]:
-    """The record reports of a run folder (not the files about the run), in file-name order."""
+    """The record reports of a run folder, in file-name order: `records/*.json`, or, in a folder written
+    before reports moved there, the top-level `*.json` that are not run files (`summary.json`, ...)."""
+    records = run_dir / RECORDS_DIR
+    if records.is_dir():
+        return sorted(records.glob('*.json'))
     return [path for path in sorted(run_dir.glob('*.json')) if path.name not in RUN_FILES]
 
 
 def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
-    """Every record report in a run folder (not the summary), in file-name order."""
+    """Every record report in a run folder (not the summary), in file-name order; both layouts (`report_paths`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f'no run folder at {run_dir}')

@@ -19,7 +19,7 @@ from .cache import JudgeCache
 from .evaluators.base import Judge
 from .models import JudgeModel
 from .records import QueryRecord
-from .reports import EvaluationReport, JudgeResult, build_report, report_filename, write_json_atomic
+from .reports import EvaluationReport, JudgeResult, build_report, report_path, write_json_atomic
 from .transcript import Transcript, render_transcript
 
 __all__ = ('JudgeEvent', 'judge_records')
@@ -103,7 +103,7 @@ async def judge_records(
         )
         path = None
         if run_dir is not None:
-            path = run_dir / report_filename(record.query_id, rep)
+            path = report_path(run_dir, record.query_id, rep)
             write_json_atomic(path, report.model_dump_json(indent=2))
         if on_report is not None:
             on_report(report, path)

@@ -115,4 +115,4 @@ def test_cli_checks_need_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         judge_cli.app, ['--dataset', str(SAMPLE), '--evaluators', 'checks', '--out', str(tmp_path), '--run-id', 'c']
     )
     assert result.exit_code == 0, result.output
-    assert len(list((tmp_path / 'c').glob('*.json'))) == 18  # 17 reports + summary
+    assert len(list((tmp_path / 'c' / 'records').glob('*.json'))) == 17 and (tmp_path / 'c' / 'summary.json').is_file()

@@ -40,4 +40,4 @@ def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
         assert result.requests >= 1 and result.input_tokens > 500 and result.output_tokens > 0
         assert 0.0 <= (result.score or 0.0) <= 1.0
     assert report.overall_score is not None
-    assert (tmp_path / 'r1.json').exists()
+    assert (tmp_path / 'records' / 'r1.json').exists()

@@ -80,7 +80,7 @@ def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     # output = hallucination only (completeness errored, so it is left out, not counted as 0)
     assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
     assert report.overall_score == pytest.approx(0.5)
-    on_disk = EvaluationReport.model_validate_json((tmp_path / 'r1.json').read_text())
+    on_disk = EvaluationReport.model_validate_json((tmp_path / 'records' / 'r1.json').read_text())
     assert on_disk == report
 
 
@@ -107,7 +107,7 @@ def test_query_ids_with_unsafe_characters_get_distinct_files(tmp_path: Path) -> 
     asyncio.run(
         judge_records(records, make_judges(['tool_selection']), ScriptedJudge(no_issues).model(), run_id='r', run_dir=tmp_path)
     )
-    assert len(list(tmp_path.glob('*.json'))) == 2
+    assert len(list((tmp_path / 'records').glob('*.json'))) == 2
 
 
 def test_truncation_goes_into_the_report(tmp_path: Path) -> None:
@@ -148,13 +148,14 @@ def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, sc
     result = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run1')
     assert result.exit_code == 0, result.output
     run = tmp_path / 'out' / 'run1'
-    assert sorted(p.name for p in run.glob('*.json')) == ['good-1.json', 'good-2.json', 'summary.json']
+    assert sorted(p.name for p in run.glob('*.json')) == ['summary.json']
+    assert sorted(p.name for p in (run / 'records').glob('*.json')) == ['good-1.json', 'good-2.json']
     summary = json.loads((run / 'summary.json').read_text())
     assert summary['records_judged'] == 2 and summary['exit_code'] == 0
     # the default is the MVP judges plus the model-free checks
     assert {'tool_selection', 'hallucination', 'completeness', 'citation_check'} <= summary['judges'].keys()
     assert summary['model_requests'] == 6
-    report = json.loads((run / 'good-2.json').read_text())
+    report = json.loads((run / 'records' / 'good-2.json').read_text())
     assert 'hallucination' in report['failure_modes']
     # a re-run is served from the cache
     again = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run2')
@@ -173,8 +174,8 @@ def test_cli_bad_record_exits_1_and_judges_the_rest(tmp_path: Path, scripted_cli
     assert result.exit_code == 1
     assert f'{data}:3' in result.output and 'messages[0].role' in result.output
     assert "'nope' not found" in result.output
-    assert (tmp_path / 'out' / 'r' / 'good-1.json').exists()
-    assert not (tmp_path / 'out' / 'r' / 'good-2.json').exists()  # filtered by --query-id
+    assert (tmp_path / 'out' / 'r' / 'records' / 'good-1.json').exists()
+    assert not (tmp_path / 'out' / 'r' / 'records' / 'good-2.json').exists()  # filtered by --query-id
 
 
 def test_cli_judge_error_exits_1(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
@@ -182,7 +183,8 @@ def test_cli_judge_error_exits_1(tmp_path: Path, scripted_cli: ScriptedJudge) ->
     result = _invoke('--dataset', str(_dataset(tmp_path, [line])), '--out', str(tmp_path / 'o'), '--run-id', 'r', '--no-cache')
     assert result.exit_code == 1
     assert 'broken: completeness: invalid output' in result.output
-    assert len(list((tmp_path / 'o' / 'r').glob('*.json'))) == 4
+    assert len(list((tmp_path / 'o' / 'r' / 'records').glob('*.json'))) == 3
+    assert (tmp_path / 'o' / 'r' / 'summary.json').is_file()
 
 
 def test_cli_usage_errors_exit_2(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
@@ -205,8 +207,8 @@ def test_cli_repeat_writes_one_report_per_repeat(tmp_path: Path, scripted_cli: S
         'tool_selection',
     )
     assert result.exit_code == 0, result.output
-    names = sorted(p.name for p in (tmp_path / 'o' / 'r').glob('*.json'))
-    assert names == ['good-1.json', 'good-1.r2.json', 'good-2.json', 'good-2.r2.json', 'summary.json']
+    names = sorted(p.name for p in (tmp_path / 'o' / 'r' / 'records').glob('*.json'))
+    assert names == ['good-1.json', 'good-1.r2.json', 'good-2.json', 'good-2.r2.json']
     assert len(scripted_cli.calls) == 4  # repeats are separate cache entries
 
 

@@ -167,8 +167,9 @@ def dspy_lm(model: JudgeModel | None) -> Any:
             f'openai/{model.model.model_name}', api_base=model.model.base_url, api_key=model.model.client.api_key, cache=False,
             **extra,
         )  # fmt: skip
-    if isinstance(model.model, str):
-        return make_dspy_lm(model.model)
+    spec = model.model if isinstance(model.model, str) else model.spec  # `resolve_model` keeps the string it built from
+    if spec is not None:
+        return make_dspy_lm(spec)
     raise ValueError(f'no DSPy LM for model {model.name}; pass --generator-model')
 
 

@@ -168,7 +168,8 @@ def write_outputs(comparison: Comparison, out_dir: Path) -> None:
 
 
 def load_report_dir(path: Path, option: str) -> list[EvaluationReport]:
-    """Every report of a judge run folder; an unusable folder or file is an `InputError` naming it."""
+    """Every report of a judge run folder (`records/*.json`, or the top-level reports of a folder written
+    before `records/`); an unusable folder or file is an `InputError` naming it."""
     if not path.exists():
         raise InputError(f'{option}: no such folder: {path}')
     if not path.is_dir():
@@ -189,7 +190,7 @@ def load_report_dir(path: Path, option: str) -> list[EvaluationReport]:
     if problems:
         raise InputError(f'{option}: {len(problems)} unreadable report(s):\n  ' + '\n  '.join(problems))
     if not reports:
-        raise InputError(f'{option}: no judge reports (*.json) in {path}')
+        raise InputError(f'{option}: no judge reports in {path} (looked for records/*.json, and *.json for older runs)')
     return reports
 
 
