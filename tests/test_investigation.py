@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, cast
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
@@ -12,10 +13,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sensei_eval.evaluators import investigation
 from sensei_eval.evaluators.investigation import (
     FOLLOWUP_MISSING_TOOLS_PROMPT,
+    INVESTIGATION_SYSTEM_PROMPT,
     PROMPT_HASH,
     SCORE_PROMPT,
     InvestigationScorer,
     StructuredInvestigationScorer,
+    constrained_score_schema,
     extract_score,
     is_current_prompt,
 )
@@ -106,10 +109,13 @@ async def test_two_turns_in_one_conversation() -> None:
     assert d['score_analysis'] == 'The agent failed to read logs.\nLogical Flow: 12/25\nConsistency: 15/25'
     assert d['missing_tools_analysis'].startswith('1. kubectl-logs')
     assert d['prompt_hash'] == PROMPT_HASH and d['current_prompt_used'] is True
-    # turn 1: rubric first, then the conversation, then the alert, then the score-line instruction
+    # turn 1: rubric first, then the session (alert and conversation) inside the fence, then the score-line rule
     first_prompt = _last_user(script.seen[0])
     assert first_prompt.index('THE FOUR CATEGORIES') < first_prompt.index(FENCE_START) < first_prompt.index(FENCE_END)
-    assert first_prompt.index(FENCE_END) < first_prompt.index('PodCrashLooping', first_prompt.index(FENCE_END))
+    assert transcript.fenced() in first_prompt
+    alert_at = first_prompt.index('"alert_type": "PodCrashLooping"')
+    assert first_prompt.index(FENCE_START) < alert_at < first_prompt.index(FENCE_END)
+    assert first_prompt.count('"alert_type": "PodCrashLooping"') == 1  # no copy outside the fence
     assert first_prompt.rstrip().endswith('ONLY the total score as an integer (0-100).')
     # turn 2 carries turn 1's messages: the prompt and the model's own analysis
     second = script.seen[1]
@@ -163,8 +169,10 @@ def test_rubric_covers_the_seed_criteria() -> None:
         '55-75',
     ):
         assert needle in SCORE_PROMPT
-    for placeholder in ('{{SESSION_CONVERSATION}}', '{{ALERT_DATA}}', '{{OUTPUT_SCHEMA}}'):
-        assert placeholder in SCORE_PROMPT
+    for placeholder in ('{{SESSION_CONVERSATION}}', '{{OUTPUT_SCHEMA}}'):
+        assert SCORE_PROMPT.count(placeholder) == 1
+    # the alert is the session's ALERT line, inside the fence: no placeholder of its own outside it
+    assert '{{ALERT_DATA}}' not in SCORE_PROMPT and 'ALERT line' in SCORE_PROMPT
     assert 'No critical missing tools identified.' in FOLLOWUP_MISSING_TOOLS_PROMPT
 
 
@@ -219,3 +227,115 @@ async def test_structured_variant_error_keeps_raw_output() -> None:
     record = tarsy_record()
     result = await StructuredInvestigationScorer(output_retries=1).judge(record, render_transcript(record), model)
     assert result.status == 'error' and result.raw_output == '{"total_score": 500}'
+
+
+# --- the embedded model: decoding constrained to a schema ------------------------------------------
+
+
+def embedded_model(fn: Any) -> JudgeModel:
+    return JudgeModel(FunctionModel(fn, model_name='embedded'), 'embedded:scripted', json_schema_constrained=True, embedded=True)
+
+
+class ConstrainedScript:
+    """Answers like llama.cpp under `response_format`: JSON only; records the schema each call was given."""
+
+    def __init__(self, answers: list[dict[str, Any] | str], missing: dict[str, Any] | None = None) -> None:
+        self.answers = list(answers)
+        self.missing = missing if missing is not None else {'missing_tools': [{'tool_name': 'kubectl-logs', 'rationale': 'OOM'}]}
+        self.schemas: list[dict[str, Any]] = []
+        self.prompts: list[str] = []
+        self.systems: list[str | None] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        extra = cast(dict[str, Any], (info.model_settings or {}).get('extra_body') or {})
+        self.schemas.append(extra['response_format']['schema'])
+        self.prompts.append(_last_user(messages))
+        self.systems.append(info.instructions)
+        if self.prompts[-1].startswith(FOLLOWUP_MISSING_TOOLS_PROMPT):
+            return ModelResponse(parts=[TextPart(json.dumps(self.missing))])
+        answer = self.answers.pop(0)
+        return ModelResponse(parts=[TextPart(answer if isinstance(answer, str) else json.dumps(answer))])
+
+
+def scores(lf: int, c: int, tr: int, sq: int, analysis: str = 'The agent never read the logs. ' * 8) -> dict[str, Any]:
+    return {'analysis': analysis, 'logical_flow': lf, 'consistency': c, 'tool_relevance': tr, 'synthesis_quality': sq}
+
+
+async def test_embedded_model_scores_under_a_schema_and_is_marked_smoke() -> None:
+    record = tarsy_record()
+    script = ConstrainedScript([scores(12, 15, 10, 14)])
+    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    assert result.status == 'ok', result.error
+    d = result.details
+    assert d['total_score'] == 51 and result.score == pytest.approx(0.51)
+    # rendered into the freeform result: analysis, breakdown, total parsed from the last line as always
+    assert d['score_analysis'].endswith(
+        'Logical Flow: 12/25\nConsistency: 15/25\nTool Relevance: 10/25\nSynthesis Quality: 14/25'
+    )
+    assert d['missing_tools_analysis'] == '1. kubectl-logs: OOM'
+    assert d['smoke'] is True and any('smoke' in w for w in result.warnings)
+    # turn 1 constrained to the score schema, turn 2 to the missing-tools schema
+    assert script.schemas[0] == constrained_score_schema()
+    assert script.schemas[0]['properties']['logical_flow']['enum'] == list(range(26))
+    assert 'missing_tools' in script.schemas[1]['properties']
+    assert '"logical_flow"' in script.prompts[0] and 'ONLY the total score' not in script.prompts[0]
+    assert script.systems[0] == INVESTIGATION_SYSTEM_PROMPT
+
+
+async def test_embedded_out_of_range_category_is_not_clamped_but_reminded() -> None:
+    record = tarsy_record()
+    script = ConstrainedScript([scores(30, 25, 25, 25), '{"analysis": "x"', scores(20, 20, 20, 20)])
+    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    assert result.status == 'ok' and result.details['total_score'] == 80 and result.details['score_attempts'] == 3
+    assert '"logical_flow" must be an integer from 0 to 25, got 30' in script.prompts[1]
+    assert 'not valid JSON' in script.prompts[2]
+
+
+async def test_embedded_nonsense_never_passes_silently() -> None:
+    record = tarsy_record()
+    script = ConstrainedScript([scores(25, 25, 25, 25, analysis='')], missing={'missing_tools': []})
+    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    assert result.status == 'ok' and result.details['total_score'] == 100
+    assert result.details['smoke'] is True
+    assert any('0 word(s)' in w for w in result.warnings)
+    assert result.details['missing_tools_analysis'] == 'No critical missing tools identified.'
+
+
+async def test_embedded_scoring_that_never_fits_is_an_error_with_raw_output() -> None:
+    record = tarsy_record()
+    script = ConstrainedScript(['{}', '[]', 'null'])
+    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    assert result.status == 'error' and 'after 3 attempt(s)' in (result.error or '')
+
+
+async def test_hosted_model_is_not_constrained_nor_smoke() -> None:
+    record = tarsy_record()
+    seen: list[Any] = []
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((info.model_settings or {}).get('extra_body'))
+        return ModelResponse(parts=[TextPart('Analysis.\n55' if len(seen) == 1 else 'No critical missing tools identified.')])
+
+    result = await InvestigationScorer().judge(record, render_transcript(record), JudgeModel(FunctionModel(fn), 'f'))
+    assert seen == [None, None]
+    assert result.details['smoke'] is False and result.warnings == []
+
+
+async def test_structured_variant_on_the_embedded_model_is_smoke_and_bounded() -> None:
+    answer = {
+        'total_score': 95,
+        'score_breakdown': {'logical_flow': 25},
+        'score_reasoning': 'ok',
+        'missing_tools': [],
+        'alternative_approaches': [],
+    }
+    schemas: list[Any] = []
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        schemas.append(cast(dict[str, Any], (info.model_settings or {})['extra_body'])['response_format']['schema'])
+        return ModelResponse(parts=[TextPart(json.dumps(answer))])
+
+    record = tarsy_record()
+    result = await StructuredInvestigationScorer().judge(record, render_transcript(record), embedded_model(fn))
+    assert result.status == 'ok' and result.details['smoke'] is True and result.warnings
+    assert '"maxLength"' in json.dumps(schemas[0]) and '"maxItems"' in json.dumps(schemas[0])
