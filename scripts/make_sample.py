@@ -112,7 +112,14 @@ def add(
             'prompt_version': 'sensei-prompts-v3' if alert is None else 'tarsy-chain-v7',
             'expected_tool_calls': expected,
             'alert_data': alert,
-            'metadata': {'source': 'sample', **meta},
+            # the documentation agent's runs name their profile, so its conventions are checked on them; their
+            # expected calls list only the arguments that matter (the library id), so they match as a subset
+            'metadata': {
+                'source': 'sample',
+                **({'profile': 'docs-agent'} if alert is None else {}),
+                **({'reference_check': {'arguments': 'subset'}} if expected else {}),
+                **meta,
+            },
         }
     )
 

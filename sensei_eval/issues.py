@@ -24,6 +24,7 @@ __all__ = (
     'ConfidenceIssue',
     'DecompositionIssue',
     'HallucinationIssue',
+    'InstructionIssue',
     'Issue',
     'IssueSource',
     'ReportingIssue',
@@ -159,6 +160,15 @@ class SourceSelectionIssue(Issue):
     trust_levels_used: list[Literal['official_docs', 'source_code', 'official_examples', 'community', 'training_data']]
     better_sources_available: list[str]
     trust_hierarchy_violated: bool
+    reasoning: str
+
+
+class InstructionIssue(Issue):
+    """A rule the agent's own instructions state, broken in the run (not one of the seed's 15 modes)."""
+
+    rule: str = Field(description="The rule as the agent's instructions state it, quoted or closely paraphrased.")
+    violation: str = Field(description='What the agent did (or failed to do) that breaks it.')
+    severity: Literal['minor', 'major', 'critical']
     reasoning: str
 
 

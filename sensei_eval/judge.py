@@ -26,11 +26,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .cache import JudgeCache
 from .evaluators.base import Judge
-from .evaluators.registry import GROUPS, JUDGES, UnknownJudgeError, make_judges
+from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, UnknownJudgeError, make_judges
 from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
+from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from .records import QueryRecord, load_datasets
 from .reports import EvaluationReport, RunSummary, dump_summary, to_pydantic_evals_report, write_json_atomic
-from .runner import JudgeEvent, judge_records
+from .runner import JudgeEvent, count_judge_calls, judge_records
 
 __all__ = ('app', 'main')
 
@@ -67,6 +68,13 @@ def judge(
     max_transcript_tokens: Annotated[
         int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")
     ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            help='Agent profile: which checks fit this agent (default, docs-agent, tarsy, or a YAML/TOML file). '
+            "A record's metadata.profile overrides it."
+        ),
+    ] = 'default',
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
 ) -> None:
     """Judge rated query histories and write one JSON issue report per record."""
@@ -77,6 +85,11 @@ def judge(
         judges = make_judges(evaluators or ['mvp', 'checks'])
     except UnknownJudgeError as e:
         err.print(f'[red]error:[/] {e}')
+        raise typer.Exit(2) from None
+    try:
+        run_profile = resolve_profile(profile)
+    except ProfileError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(2) from None
     datasets = dataset or [DEFAULT_DATASET]
     missing = [p for p in datasets if not p.is_file()]
@@ -111,7 +124,7 @@ def judge(
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = None if no_cache else JudgeCache()
     try:
-        reports = _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache)
+        reports = _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache, run_profile)
     finally:
         if judge_model is not None:
             judge_model.close()
@@ -131,6 +144,7 @@ def judge(
         repeat,
         cache,
         exit_code,
+        run_profile.name,
     )
     write_json_atomic(run_dir / 'summary.json', dump_summary(summary))
 
@@ -190,8 +204,9 @@ def _run(
     concurrency: int | None,
     repeat: int,
     cache: JudgeCache | None,
+    profile: Profile,
 ) -> list[EvaluationReport]:
-    total = repeat * sum(1 for r in records for j in judges if j.applies_to(r) is None)
+    total = repeat * count_judge_calls(records, judges, profile)
     with Progress(
         TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
         console=err, transient=False, disable=total == 0,
@@ -205,7 +220,7 @@ def _run(
         return asyncio.run(
             judge_records(
                 records, judges, judge_model, run_id=run_id, run_dir=run_dir, concurrency=concurrency,
-                repeat=repeat, cache=cache, on_judge=on_judge,
+                repeat=repeat, cache=cache, on_judge=on_judge, profile=profile,
             )
         )  # fmt: skip
 
@@ -223,6 +238,7 @@ def _summary(
     repeat: int,
     cache: JudgeCache | None,
     exit_code: int,
+    profile: str,
 ) -> RunSummary:
     per_judge: dict[str, dict[str, object]] = {}
     for j in judges:
@@ -231,7 +247,8 @@ def _summary(
         per_judge[j.name] = {
             'criteria_hash': j.criteria_hash(),
             'ok': len(ok),
-            'errors': len(results) - len(ok),
+            'errors': sum(1 for x in results if x.status == 'error'),
+            'inconclusive': sum(1 for x in results if x.status == 'inconclusive'),
             'pass_rate': (sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
             'mean_score': (sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
             'input_tokens': sum(x.input_tokens for x in results),
@@ -250,6 +267,10 @@ def _summary(
         records_judged=len({r.query_id for r in reports}),
         load_errors=load_errors,
         judge_errors=judge_errors,
+        inconclusive=[
+            f'{r.query_id}: {name}: {r.judges[name].error}' for r in reports for name in r.inconclusive if name in r.judges
+        ],
+        profile=profile,
         repeat=repeat,
         per_judge=per_judge,
         mean_overall_score=sum(overall) / len(overall) if overall else None,
@@ -284,6 +305,15 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
                 err.print(f'  {e}', highlight=False)
         if shared:
             err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False)
+    if summary.inconclusive:
+        err.print(
+            f'[yellow]{len(summary.inconclusive)} verdict(s) inconclusive[/] (the judge answered without judging; '
+            'left out of the scores, raw output kept in the reports):'
+        )
+        for line in summary.inconclusive[:10]:
+            err.print(f'  {line}', highlight=False)
+        if len(summary.inconclusive) > 10:
+            err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
 
 
@@ -297,8 +327,13 @@ def _print_judges() -> None:
     table.add_column('criteria hash', no_wrap=True)
     for name, cls in JUDGES.items():
         groups = ','.join(g for g, names in GROUPS.items() if name in names and g != 'all') or '-'
-        table.add_row(name, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
+        mark = '*' if name in EXTRA_MODES else ''
+        table.add_row(name + mark, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
     out.print(table)
+    out.print('* beyond the 15 standard failure modes: judges the run against its own instructions')
+    out.print('profiles (--profile, or metadata.profile per record):')
+    for p in BUILTIN_PROFILES.values():
+        out.print(f'  {p.name}: {p.description} Checks: {", ".join(p.checks)}.', highlight=False)
     out.print('group all: every judge above except investigation_score_structured')
 
 

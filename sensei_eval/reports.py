@@ -39,6 +39,7 @@ from .issues import (
     ConfidenceIssue,
     DecompositionIssue,
     HallucinationIssue,
+    InstructionIssue,
     Issue,
     ReportingIssue,
     ResearchDepthIssue,
@@ -61,6 +62,7 @@ __all__ = (
     'FAILURE_MODES',
     'EvaluationReport',
     'JudgeResult',
+    'JudgeStatus',
     'RunSummary',
     'build_report',
     'decode_query_id',
@@ -92,8 +94,13 @@ FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {
     'reporting_quality': ('output', ReportingIssue, 'reporting_issues'),
     'citation_quality': ('output', CitationIssue, 'citation_issues'),
     'source_selection': ('sources', SourceSelectionIssue, 'source_selection_issues'),
+    # beyond the seed's fifteen: did the run keep the rules its own instructions state?
+    'instruction_following': ('instructions', InstructionIssue, 'instruction_issues'),
 }
-CATEGORIES = ('tool_usage', 'sources', 'output', 'format', 'methodology')
+CATEGORIES = ('tool_usage', 'sources', 'output', 'format', 'methodology', 'instructions')
+# `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
+# prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
+JudgeStatus = Literal['ok', 'error', 'inconclusive']
 # Files in a run folder that are about the run, not a record's report.
 RUN_FILES = frozenset({'summary.json', 'calibration.json'})
 
@@ -106,11 +113,14 @@ class JudgeResult(BaseModel):
     category: str | None
     criteria_hash: str
     model: str | None
-    status: Literal['ok', 'error']
-    error: str | None = None
+    status: JudgeStatus
+    error: str | None = Field(default=None, description='Why the judge errored, or why its answer is inconclusive.')
     reasoning: str | None = None
     issues: list[dict[str, Any]] = Field(default_factory=list)
     score: float | None = None
+    # A judge that scores several failure modes (the reference check: tool_selection and tool_parameters)
+    # gives each its own score here, and tags each issue with its mode (`"failure_mode"` key).
+    mode_scores: dict[str, float] = Field(default_factory=dict)
     passed: bool | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -152,17 +162,27 @@ class EvaluationReport(BaseModel):
     research_depth_issues: list[ResearchDepthIssue] = Field(default_factory=list)
     solution_evaluation_issues: list[SolutionEvaluationIssue] = Field(default_factory=list)
     ambiguity_issues: list[AmbiguityIssue] = Field(default_factory=list)
+    instruction_issues: list[InstructionIssue] = Field(default_factory=list)
 
     overall_score: float | None = None
     category_scores: dict[str, float] = Field(default_factory=dict)
     primary_failure_mode: str | None = None
     failure_modes: list[str] = Field(default_factory=list)
+    decisive_step: int | None = Field(
+        default=None, description='The earliest transcript step cited by the primary failure mode: where the run went wrong.'
+    )
+    decisive_agent: str | None = Field(default=None, description='Who spoke at `decisive_step` (multi-agent runs).')
+    profile: str | None = Field(default=None, description='The agent profile whose checks ran on this record.')
+    inconclusive: list[str] = Field(default_factory=list, description='Judges whose answer showed they did not judge.')
 
     model: str | None = None
     criteria_hashes: dict[str, str] = Field(default_factory=dict)
     judges: dict[str, JudgeResult] = Field(default_factory=dict)
     skipped: dict[str, str] = Field(default_factory=dict, description='Judges that do not apply to this record, and why.')
     errors: list[str] = Field(default_factory=list)
+    input_warnings: list[str] = Field(
+        default_factory=list, description="What the loader changed in the record's text (lone surrogates, NULs)."
+    )
     truncation: Truncation | None = None
     transcript_sha256: str | None = None
     input_tokens: int = 0
@@ -183,6 +203,8 @@ class RunSummary(BaseModel):
     records_judged: int
     load_errors: list[str]
     judge_errors: list[str]
+    inconclusive: list[str] = Field(default_factory=list, description='`query_id: judge: why` per verdict set aside.')
+    profile: str | None = None
     repeat: int
     per_judge: dict[str, dict[str, Any]]
     mean_overall_score: float | None
@@ -204,8 +226,13 @@ def build_report(
     truncation: Truncation | None = None,
     transcript_sha256: str | None = None,
     skipped: dict[str, str] | None = None,
+    profile: str | None = None,
+    speakers: dict[int, str] | None = None,
 ) -> EvaluationReport:
-    """Assemble a record's report from its judges' results and compute the summary scores."""
+    """Assemble a record's report from its judges' results and compute the summary scores.
+
+    `speakers` maps transcript steps to who spoke there (multi-agent runs), for `decisive_agent`.
+    """
     report = EvaluationReport(
         query_id=record.query_id,
         run_id=run_id,
@@ -220,6 +247,8 @@ def build_report(
         truncation=truncation,
         transcript_sha256=transcript_sha256,
         skipped=skipped or {},
+        profile=profile,
+        input_warnings=list(record.input_warnings),
     )
     mode_scores: dict[str, tuple[float, int]] = {}
     for result in results:
@@ -231,18 +260,34 @@ def build_report(
         if result.status == 'error':
             report.errors.append(f'{result.judge}: {result.error}')
             continue
-        mode = result.failure_mode
-        if mode in FAILURE_MODES:
+        if result.status == 'inconclusive':
+            report.inconclusive.append(result.judge)
+            continue
+        by_mode: dict[str, list[dict[str, Any]]] = {}
+        for issue in result.issues:
+            by_mode.setdefault(issue.get('failure_mode') or result.failure_mode or '', []).append(issue)
+        scores = result.mode_scores or (
+            {result.failure_mode: result.score} if result.failure_mode and result.score is not None else {}
+        )
+        for mode in dict.fromkeys([*by_mode, *scores]):
+            if mode not in FAILURE_MODES:
+                continue
             _, issue_model, field_name = FAILURE_MODES[mode]
-            getattr(report, field_name).extend(issue_model.model_validate(i) for i in result.issues)
-            if result.score is not None:
+            found = by_mode.get(mode, [])
+            getattr(report, field_name).extend(issue_model.model_validate(i) for i in found)
+            if mode in scores:
                 previous = mode_scores.get(mode)
                 # a mode judged twice (an LLM judge and a check) keeps its worse score
-                if previous is None or result.score < previous[0]:
-                    mode_scores[mode] = (result.score, len(result.issues))
+                if previous is None or scores[mode] < previous[0]:
+                    mode_scores[mode] = (scores[mode], len(found) + (previous[1] if previous else 0))
                 else:
-                    mode_scores[mode] = (previous[0], previous[1] + len(result.issues))
+                    mode_scores[mode] = (previous[0], previous[1] + len(found))
     _summarise(report, mode_scores)
+    if report.primary_failure_mode is not None:
+        cited = [s for i in getattr(report, FAILURE_MODES[report.primary_failure_mode][2]) for s in i.steps]
+        report.decisive_step = min(cited) if cited else None
+        if report.decisive_step is not None and speakers:
+            report.decisive_agent = speakers.get(report.decisive_step)
     return report
 
 
@@ -419,11 +464,11 @@ def to_pydantic_evals_report(
         for judge, result in report.judges.items():
             spec = EvaluatorSpec(name=judge, arguments=None)
             version = result.criteria_hash[:12]
-            if result.status == 'error':
+            if result.status != 'ok':
                 failures.append(
                     EvaluatorFailure(
                         name=judge,
-                        error_message=result.error or 'error',
+                        error_message=f'{result.status}: {result.error or "no reason given"}',
                         error_stacktrace='',
                         source=spec,
                         evaluator_version=version,

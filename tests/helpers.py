@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,5 +82,10 @@ class ScriptedJudge:
         return JudgeModel(FunctionModel(self, model_name='scripted'), 'function:scripted', budget)
 
 
+def about(prompt: str) -> str:
+    """A few characters that differ per transcript: one reasoning for every record is an inconclusive verdict."""
+    return hashlib.sha256(prompt.encode()).hexdigest()[:8]
+
+
 def no_issues(prompt: str, n: int) -> dict[str, Any]:
-    return {'reasoning': 'Nothing wrong at [2].', 'issues': []}
+    return {'reasoning': f'Nothing wrong at [2] ({about(prompt)}).', 'issues': []}

@@ -241,6 +241,7 @@ async def _records(prompt: str) -> list[QueryRecord]:
                 message_format='pydantic-ai',
                 messages=messages,
                 expected_tool_calls=q.get('expected_tool_calls'),
+                metadata=q.get('metadata', {}),
             )
         )
     return records

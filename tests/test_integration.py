@@ -2,7 +2,7 @@
 
 The one test that runs a real model: it proves the offline default path works — the server starts
 from the wheel's GGUF, schema-constrained output parses into typed verdicts, tokens are counted.
-It does not judge verdict quality: a 135M model's verdicts are smoke-quality.
+It does not judge verdict quality: a 135M model's verdicts are smoke-quality, often inconclusive.
 """
 
 from __future__ import annotations
@@ -35,9 +35,14 @@ def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
     assert model._server is None
     assert set(report.judges) == {'tool_selection', 'hallucination', 'completeness'}
     for result in report.judges.values():
-        assert result.status == 'ok', result.error
+        # a 135M model often echoes the schema's text instead of judging: that parses, and is inconclusive
+        assert result.status in ('ok', 'inconclusive'), result.error
         assert result.model == 'embedded:SmolLM2-135M-Instruct'
         assert result.requests >= 1 and result.input_tokens > 500 and result.output_tokens > 0
-        assert 0.0 <= (result.score or 0.0) <= 1.0
-    assert report.overall_score is not None
+        if result.status == 'ok':
+            assert result.score is not None and 0.0 <= result.score <= 1.0
+        else:
+            assert result.score is None and result.passed is None and result.raw_output and result.error
+    assert sorted(report.inconclusive) == sorted(n for n, r in report.judges.items() if r.status == 'inconclusive')
+    assert (report.overall_score is None) == (len(report.inconclusive) == 3)
     assert (tmp_path / 'records' / 'r1.json').exists()

@@ -26,6 +26,7 @@ from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialO
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.scripted import ScriptedLM
 from sensei_eval.optimize.variants import VariantGenerator
+from sensei_eval.profiles import BUILTIN_PROFILES
 from sensei_eval.records import QueryRecord
 
 CITE_RULE = 'Cite every claim with <source ref="..."> tags that quote a snippet.'
@@ -38,7 +39,8 @@ COMPONENTS = PromptComponents.from_mapping(
         'CITATIONS': 'Mention where facts come from.',
     }
 )
-QUERIES = [Query(f'q{i}', f'How do I configure FastAPI feature {i}?') for i in range(1, 5)]
+# a documentation agent's queries: its conventions (citations, no greetings) are checked under its profile
+QUERIES = [Query(f'q{i}', f'How do I configure FastAPI feature {i}?', metadata={'profile': 'docs-agent'}) for i in range(1, 5)]
 
 
 @dataclass
@@ -71,7 +73,7 @@ class RuleAgent:
                     {'role': 'tool', 'tool_call_id': 'c1', 'content': 'use the lifespan parameter of FastAPI()'},
                     {'role': 'assistant', 'content': answer},
                 ],
-                'metadata': {'agent_requests': 2},
+                'metadata': {'agent_requests': 2, **query.metadata},
             }
         )  # fmt: skip
 
@@ -277,13 +279,14 @@ def test_judge_metric_scores_and_gives_component_feedback() -> None:
     agent = RuleAgent()
     program = AgentProgram(COMPONENTS, agent)
     judges = make_judges(['greeting_check', 'citation_check'])
-    metric = JudgeMetric(judges, None)
+    docs_agent = BUILTIN_PROFILES['docs-agent']  # a query of its own, outside the run's: the profile comes from here
+    metric = JudgeMetric(judges, None, profile=docs_agent)
     with dspy.context(trace=[]):
         pred = program(query='How do I configure FastAPI?')
         trace = dspy.settings.trace
     assert [t[0] for t in trace] == [program.IDENTITY, program.CHOOSING_SOURCES, program.CITATIONS]
     assert metric(dspy.Example(query='q'), pred) == 0.5
-    gepa_metric = JudgeMetric(judges, None, feedback=True)
+    gepa_metric = JudgeMetric(judges, None, feedback=True, profile=docs_agent)
     out = gepa_metric(dspy.Example(query='q'), pred, None, 'CITATIONS', None)
     assert out.score == 0.5
     assert 'citation_check' in out.feedback and 'greeting_check' not in out.feedback

@@ -16,7 +16,7 @@ from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.reports import EvaluationReport, build_report, load_reports, to_dataframe, to_pydantic_evals_report
 from sensei_eval.runner import judge_records
 
-from .helpers import ScriptedJudge, no_issues, openai_record
+from .helpers import ScriptedJudge, about, no_issues, openai_record
 
 
 def _hallucinates(prompt: str, n: int) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def _hallucinates(prompt: str, n: int) -> dict[str, Any]:
         }
     if '## Your task: judge `completeness`' in prompt and 'BROKEN' in prompt:
         return 'no json here'
-    return {'reasoning': 'fine', 'issues': []}
+    return {'reasoning': f'fine ({about(prompt)})', 'issues': []}
 
 
 def test_cache_hit_makes_no_model_call(tmp_path: Path) -> None:

@@ -52,7 +52,10 @@ def _agent_inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
     (tmp_path / 'old.txt').write_text('You are a docs agent. Start with the answer.')
     (tmp_path / 'new.txt').write_text('You are a friendly docs agent. GREET the user first.')
     dataset = tmp_path / 'queries.jsonl'
-    dataset.write_text(''.join(json.dumps({'query_id': f'q{i}', 'query': f'How do I set timeout {i}?'}) + '\n' for i in range(8)))
+    # a documentation agent's queries: greeting_check is one of its profile's checks
+    meta = {'profile': 'docs-agent'}
+    lines = ({'query_id': f'q{i}', 'query': f'How do I set timeout {i}?', 'metadata': meta} for i in range(8))
+    dataset.write_text(''.join(json.dumps(line) + '\n' for line in lines))
     return tmp_path / 'old.txt', tmp_path / 'new.txt', dataset
 
 

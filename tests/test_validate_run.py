@@ -67,15 +67,16 @@ def noisy_judge(flip_rate: float) -> ScriptedJudge:
         flagged = '## Your task: judge `completeness`' in prompt and 'PARTIAL' in prompt
         if h < flip_rate:
             flagged = not flagged
-        if not flagged:
-            return {'reasoning': 'fine', 'issues': []}
+        if not flagged:  # a reasoning of its own per transcript: one text for every record is inconclusive
+            return {'reasoning': f'fine ({h:.6f})', 'issues': []}
         if '`completeness`' in prompt:
-            return {'reasoning': 'misses testing', 'issues': [{'steps': [2], 'missed_aspects': ['testing'], 'reasoning': 'x'}]}
+            issue = {'steps': [2], 'missed_aspects': ['testing'], 'reasoning': 'x'}
+            return {'reasoning': f'misses testing ({h:.6f})', 'issues': [issue]}
         if '`hallucination`' in prompt:
             issue = {'steps': [2], 'hallucinated_claim': 'c', 'what_tools_actually_said': 'n', 'severity': 'minor'}
-            return {'reasoning': 'invented', 'issues': [issue]}
+            return {'reasoning': f'invented ({h:.6f})', 'issues': [issue]}
         return {
-            'reasoning': 'tool',
+            'reasoning': f'tool ({h:.6f})',
             'issues': [{'steps': [2], 'missed_tools': ['docs'], 'unnecessary_tools': [], 'reasoning': 'x'}],
         }
 

@@ -13,9 +13,11 @@ as the LLM judge of its failure mode, with `source="check"`, so a report shows t
 | `repeated_call_check` | tool_parameters | a call that failed is repeated with identical arguments |
 | `identifier_check` | hallucination | a code identifier in the answer appears in no tool result |
 
-They are heuristics tuned to read the way documentation agents and SRE agents write; each says exactly
-what it matched, so a false positive is easy to see. Checks of documentation-agent conventions skip
-TARSy investigations (records with an alert), and the report lists them as skipped.
+They are heuristics; each says exactly what it matched, so a false positive is easy to see. Four of
+them encode one agent's conventions (`version_check`, `docs_tool_check`, `greeting_check`,
+`citation_check`: the documentation-research agent's) and run only under the `docs-agent` profile;
+`sensei_eval.profiles` decides which checks run for which agent, and the report lists the others as
+skipped.
 
 A check's criteria hash is the SHA256 of its source code and parameters: change the logic, the hash
 changes, just as editing a rubric changes an LLM judge's.
@@ -72,17 +74,11 @@ class DeterministicCheck(Judge):
     """Base for checks: subclasses implement `find(record, transcript) -> issues`."""
 
     needs_model: ClassVar[bool] = False
-    docs_agent_only: ClassVar[bool] = False
 
     def criteria_hash(self) -> str:
         params = {f.name: getattr(self, f.name) for f in fields(self)}
         material = _class_source(type(self)) + json.dumps(params, sort_keys=True, default=str)
         return hashlib.sha256(material.encode()).hexdigest()
-
-    def applies_to(self, record: QueryRecord) -> str | None:
-        if self.docs_agent_only and record.alert_data is not None:
-            return 'documentation-agent check; this record is an alert investigation'
-        return None
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         raise NotImplementedError
@@ -171,7 +167,6 @@ class VersionCheck(DeterministicCheck):
     name: ClassVar[str] = 'version_check'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
     category: ClassVar[str | None] = 'tool_usage'
-    docs_agent_only: ClassVar[bool] = True
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         calls = [(c, r) for c, r in _tool_steps(transcript)]
@@ -235,14 +230,12 @@ class DocsToolCheck(DeterministicCheck):
     name: ClassVar[str] = 'docs_tool_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
     category: ClassVar[str | None] = 'tool_usage'
-    docs_agent_only: ClassVar[bool] = True
 
     docs_tools: str = _DOCS_TOOLS
     libraries: tuple[str, ...] = _LIBRARIES
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
-        query = record.query.lower()
-        named = [lib for lib in self.libraries if re.search(rf'(?<![\w-]){re.escape(lib)}(?![\w-])', query)]
+        named = _libraries_named(record.query, self.libraries)
         if not named:
             return []
         calls = [c for c in record.tool_calls()]
@@ -264,6 +257,34 @@ class DocsToolCheck(DeterministicCheck):
         ]
 
 
+# Library names that are also everyday words ("celery" on a grocery list, "Express your answer"): they
+# count only in a technical sentence, or written as a name in mid-sentence.
+_EVERYDAY_WORDS = frozenset({'celery', 'express', 'click', 'requests', 'spring', 'rails', 'flask', 'react', 'pandas', 'polars'})
+_TECH_CUE = re.compile(
+    r'`|\(\)|\b(import|install|pip|npm|api|function|method|class|decorator|route|endpoint|config\w*|error|exception'
+    r'|version|library|framework|package|module|app|code|python|javascript|typescript|query|schema|task|worker'
+    r'|middleware|server|database|docs?|documentation)\b',
+    re.IGNORECASE,
+)
+
+
+def _libraries_named(query: str, libraries: Sequence[str]) -> list[str]:
+    technical = bool(_TECH_CUE.search(query))
+    named = []
+    for lib in libraries:
+        for m in re.finditer(rf'(?<![\w-]){re.escape(lib)}(?![\w-])', query, re.IGNORECASE):
+            if lib not in _EVERYDAY_WORDS or technical or _proper_noun(query, m.start()):
+                named.append(lib)
+                break
+    return named
+
+
+def _proper_noun(text: str, start: int) -> bool:
+    """Capitalised and not the first word of a sentence."""
+    before = text[:start].rstrip()
+    return text[start].isupper() and bool(before) and before[-1] not in '.!?:\n'
+
+
 _GREETING = re.compile(
     r'^\W*(hi|hello|hey|greetings|good (morning|afternoon|evening))\b[^\n]{0,40}'
     r"|\b(i'?d be (happy|glad) to help|i would be (happy|glad) to help|great question|happy to help"
@@ -280,7 +301,6 @@ class GreetingCheck(DeterministicCheck):
     name: ClassVar[str] = 'greeting_check'
     failure_mode: ClassVar[str | None] = 'agent_format'
     category: ClassVar[str | None] = 'format'
-    docs_agent_only: ClassVar[bool] = True
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
@@ -316,7 +336,6 @@ class CitationCheck(DeterministicCheck):
     name: ClassVar[str] = 'citation_check'
     failure_mode: ClassVar[str | None] = 'citation_quality'
     category: ClassVar[str | None] = 'output'
-    docs_agent_only: ClassVar[bool] = True
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
@@ -438,7 +457,6 @@ class IdentifierCheck(DeterministicCheck):
     name: ClassVar[str] = 'identifier_check'
     failure_mode: ClassVar[str | None] = 'hallucination'
     category: ClassVar[str | None] = 'output'
-    docs_agent_only: ClassVar[bool] = True
 
     min_length: int = 4
 

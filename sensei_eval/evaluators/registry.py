@@ -2,8 +2,10 @@
 
 A name is a judge's `name`; a group is a named list of judges. Groups follow seed 004's categories
 (`tool_usage`, `sources`, `output`, `format`, `methodology`), plus `mvp` (the seed's first three),
-`checks` (deterministic, no model), `investigation` (the TARSy scorer) and `all`. Unknown names fail
-with the list of known ones, never silently run less than asked.
+`checks` (deterministic, no model), `instructions` (`instruction_following`, which is not one of the
+seed's fifteen failure modes: `EXTRA_MODES` names it so `--list` can say so), `investigation` (the
+TARSy scorer) and `all`. Unknown names fail with the list of known ones, never silently run less than
+asked. Which checks run on a record is then up to its agent profile (`sensei_eval.profiles`).
 
 `COMPONENTS` is seed 004's evaluator → prompt-component mapping, as data the optimizer reads; modes
 the seed's table leaves out take the prompt section their own definition names.
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from .base import Judge
 from .checks import CHECKS
 from .format import AgentFormat
+from .instructions import InstructionFollowing
 from .investigation import InvestigationScorer, StructuredInvestigationScorer
 from .methodology import AmbiguityHandling, ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation
 from .output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
@@ -23,7 +26,7 @@ from .reference import ReferenceCheck
 from .sources import SourceQuality, SourceSelection
 from .tool_usage import ToolParameters, ToolSelection
 
-__all__ = ('COMPONENTS', 'GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
+__all__ = ('COMPONENTS', 'EXTRA_MODES', 'GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
 
 _FAILURE_MODE_JUDGES: tuple[type[Judge], ...] = (
     ToolSelection, ToolParameters, SourceQuality, SynthesisQuality, Completeness, Hallucination, AgentFormat,
@@ -31,8 +34,14 @@ _FAILURE_MODE_JUDGES: tuple[type[Judge], ...] = (
     ReportingQuality, CitationQuality, SourceSelection,
 )  # fmt: skip
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
+# Judges of failure modes beyond the seed's fifteen.
+_EXTRA_JUDGES: tuple[type[Judge], ...] = (InstructionFollowing,)
+EXTRA_MODES = frozenset(cls.name for cls in _EXTRA_JUDGES)
+_INVESTIGATION: type[Judge] = InvestigationScorer
 
-_ALL: tuple[type[Judge], ...] = (*_FAILURE_MODE_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
+_ALL: tuple[type[Judge], ...] = (
+    *_FAILURE_MODE_JUDGES, *_EXTRA_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer,
+)  # fmt: skip
 JUDGES: dict[str, type[Judge]] = {cls.name: cls for cls in _ALL}
 
 
@@ -48,8 +57,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     'format': _category('format'),
     'methodology': _category('methodology'),
     'checks': tuple(cls.name for cls in _CHECKS),
+    'instructions': tuple(cls.name for cls in _EXTRA_JUDGES),
     'investigation': ('investigation_score',),
-    'all': (*(cls.name for cls in _FAILURE_MODE_JUDGES), *(cls.name for cls in _CHECKS), 'investigation_score'),
+    'all': tuple(cls.name for cls in (*_FAILURE_MODE_JUDGES, *_EXTRA_JUDGES, *_CHECKS, _INVESTIGATION)),
 }
 
 COMPONENTS: dict[str, tuple[str, ...]] = {

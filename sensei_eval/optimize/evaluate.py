@@ -111,8 +111,8 @@ def summarise(
     examples: list[FailureExample] = []
     for report in reports:
         for name, result in report.judges.items():
-            if result.status == 'error':
-                judge_errors.append(f'{report.query_id}: {name}: {result.error}')
+            if result.status != 'ok':  # errored or inconclusive: no verdict to score
+                judge_errors.append(f'{report.query_id}: {name}: {result.status}: {result.error}')
                 continue
             if result.score is None:
                 continue

@@ -67,7 +67,7 @@ def run_gepa(
     """Optimize `components` with dspy.GEPA (round-robin over components); results under `run_dir`."""
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     run_dir.mkdir(parents=True, exist_ok=True)
-    program = AgentProgram(components, runner)
+    program = AgentProgram(components, runner, queries)
     trainset = [dspy.Example(query=q.query, query_id=q.query_id).with_inputs('query', 'query_id') for q in queries]
     metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])

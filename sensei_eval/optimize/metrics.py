@@ -28,7 +28,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import dspy
 
@@ -36,6 +36,7 @@ from ..cache import JudgeCache
 from ..evaluators.base import Judge, JudgeError
 from ..evaluators.registry import COMPONENTS
 from ..models import JudgeModel
+from ..profiles import DEFAULT_PROFILE, Profile
 from ..records import QueryRecord
 from ..reports import EvaluationReport
 from ..runner import judge_records
@@ -86,8 +87,10 @@ class JudgeMetric:
         *,
         feedback: bool = False,
         cache: JudgeCache | None = None,
+        profile: Profile = DEFAULT_PROFILE,
     ) -> None:
         self.judges = list(judges)
+        self.profile = profile  # for runs whose query names no profile of its own (metadata.profile)
         self.judge_model = judge_model
         self.feedback = feedback
         self.cache = cache
@@ -127,7 +130,9 @@ class JudgeMetric:
             hit = self._memo.get(key)
         if hit is not None:
             return hit
-        report = run_sync(judge_records([record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache))[0]
+        report = run_sync(judge_records(
+            [record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache, profile=self.profile
+        ))[0]
         with self._lock:
             self.calls += 1
             self.judge_requests += sum(r.requests for r in report.judges.values() if not r.cached)
@@ -146,8 +151,8 @@ class JudgeMetric:
             result = report.judges.get(name)
             if result is None:
                 continue
-            if result.status == 'error':
-                lines.append(f'- {name}: the judge errored ({result.error}); no verdict')
+            if result.status != 'ok':
+                lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
             elif result.issues:
                 lines.extend(f'- {name}: {issue_summary(issue)}' for issue in result.issues)
             else:
@@ -156,14 +161,14 @@ class JudgeMetric:
         return head + ':\n' + '\n'.join(lines)
 
 
-class _Shared:
+class _Shared(Generic[T]):
     """A value every copy of a module shares: `Module.deepcopy` deep-copies what it can, and a live agent
     (HTTP clients, locks) can't and shouldn't be."""
 
-    def __init__(self, value: AgentRunner) -> None:
+    def __init__(self, value: T) -> None:
         self.value = value
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared[T]:
         return self
 
 
@@ -183,10 +188,13 @@ class _Counter:
 class AgentProgram(dspy.Module):  # type: ignore[misc]
     """The agent as a DSPy program whose predictors' instructions are the prompt components."""
 
-    def __init__(self, components: PromptComponents, runner: AgentRunner) -> None:
+    def __init__(self, components: PromptComponents, runner: AgentRunner, queries: Sequence[Query] = ()) -> None:
         super().__init__()
         self._components = components
         self._runner = _Shared(runner)  # the agent is shared by every copy DSPy makes, never copied
+        # DSPy examples carry only the query text and id; the rest of a query (expected calls, metadata such
+        # as its agent profile) is looked up here by id, so the judges see the same record as elsewhere
+        self._queries = _Shared({q.query_id: q for q in queries})
         self._usage = _Counter()  # shared by the copies DSPy makes (Module.deepcopy copies only parameters)
         for name in components.names:
             signature = dspy.Signature('query -> answer').with_instructions(components[name])
@@ -204,7 +212,10 @@ class AgentProgram(dspy.Module):  # type: ignore[misc]
 
     def forward(self, query: str, query_id: str | None = None) -> dspy.Prediction:
         components = self.current_components()
-        q = Query(query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query)
+        known = self._queries.value.get(query_id) if query_id else None
+        q = known if known is not None and known.query == query else Query(
+            query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query
+        )
         record = run_sync(run_query(self._runner.value, components.build(), q))
         self._usage.add(int(record.metadata.get('agent_requests', 0) or 0))
         answer = record.final_answer() or ''

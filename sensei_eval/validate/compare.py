@@ -251,7 +251,7 @@ def _extract(reports: Sequence[EvaluationReport]) -> _Observations:
             metric = result.failure_mode or name
             obs.kinds[metric] = 'failure_mode' if result.failure_mode else 'judge'
             obs.judges.setdefault(metric, set()).add(name)
-            cell = _Cell(error=True) if result.status == 'error' else _Cell(score=result.score, passed=result.passed)
+            cell = _Cell(error=True) if result.status != 'ok' else _Cell(score=result.score, passed=result.passed)
             per_metric.setdefault(metric, []).append((name, cell))
         for metric, cells in per_metric.items():
             obs.put(metric, query, run, report.repeat, _merge(cells))
@@ -408,9 +408,11 @@ def _side_summary(reports: Sequence[EvaluationReport], side: SideSummary) -> Sid
         hashes.update(report.criteria_hashes)
         for name, result in report.judges.items():
             side.judge_results += 1
-            if result.status == 'error':
+            if result.status != 'ok':  # an inconclusive verdict is no verdict: it counts against the error rate
                 side.judge_errors += 1
-                side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {result.error}')
+                side.judge_error_messages.append(
+                    f'{report.query_id} (repeat {report.repeat}) {name}: {result.status}: {result.error}'
+                )
         if report.prompt_version and report.prompt_version not in side.prompt_versions:
             side.prompt_versions.append(report.prompt_version)
         if report.model and report.model not in side.models:
