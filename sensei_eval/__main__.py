@@ -30,8 +30,21 @@ def serve(
     port: Annotated[int, typer.Option(help='Port to listen on.')] = 8000,
     model: Annotated[str | None, typer.Option(help='Judge model (pydantic-ai model string) [env: SENSEI_EVAL_MODEL]')] = None,
     base_url: Annotated[str | None, typer.Option(help='OpenAI-compatible server for --model [env: SENSEI_EVAL_BASE_URL]')] = None,
-    behind_proxy: Annotated[bool, typer.Option(help='Trust X-Forwarded-User / X-Forwarded-Email from an auth proxy.')] = False,
-    token: Annotated[str | None, typer.Option(help='Bearer token for write endpoints [env: SENSEI_EVAL_TOKEN]')] = None,
+    behind_proxy: Annotated[
+        bool, typer.Option(help='Name users from X-Forwarded-User/-Email, on requests with the token or from a --trusted-proxy.')
+    ] = False,
+    token: Annotated[
+        str | None, typer.Option(help='Bearer token every route but the health check needs [env: SENSEI_EVAL_TOKEN]')
+    ] = None,
+    public_read: Annotated[
+        bool, typer.Option(help='With --token: reads, dashboard and WebSocket open; writes need the token.')
+    ] = False,
+    trusted_proxy: Annotated[
+        list[str] | None, typer.Option(help='Proxy address whose X-Forwarded-User is trusted without the token; repeatable.')
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None, typer.Option(help='Another browser origin allowed to use the WebSocket and writes; repeatable.')
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
     scorer: Annotated[str, typer.Option(help='Scoring variant: freeform (seed 000) or structured (seed 003).')] = 'freeform',
     auto_score: Annotated[
@@ -53,17 +66,23 @@ def serve(
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
     logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    settings = ServiceSettings(
-        db_url=db or os.environ.get('SENSEI_EVAL_DB') or DEFAULT_DB_URL,
-        behind_proxy=behind_proxy,
-        token=token or os.environ.get('SENSEI_EVAL_TOKEN') or None,
-        concurrency=concurrency,
-        scorer=variant,
-        auto_score_agents=frozenset(auto_score or ()),
-        scoring_timeout_s=timeout,
-        shutdown_grace_s=grace,
-        max_body_bytes=max_body,
-    )
+    try:
+        settings = ServiceSettings(
+            db_url=db or os.environ.get('SENSEI_EVAL_DB') or DEFAULT_DB_URL,
+            behind_proxy=behind_proxy,
+            token=token or os.environ.get('SENSEI_EVAL_TOKEN') or None,
+            trusted_proxies=frozenset(trusted_proxy or ()),
+            public_read=public_read,
+            allowed_origins=frozenset(allowed_origin or ()),
+            concurrency=concurrency,
+            scorer=variant,
+            auto_score_agents=frozenset(auto_score or ()),
+            scoring_timeout_s=timeout,
+            shutdown_grace_s=grace,
+            max_body_bytes=max_body,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     judge_model = resolve_model(model, base_url=base_url)
     if judge_model.embedded:
         typer.echo(EMBEDDED_NOTICE, err=True)
