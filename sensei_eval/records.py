@@ -44,6 +44,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .sanitize import MAX_ID_LENGTH, clean_value
+
 __all__ = (
     'MAX_RECORD_BYTES',
     'ExpectedToolCall',
@@ -55,10 +57,12 @@ __all__ = (
     'RecordFieldError',
     'ToolCall',
     'detect_format',
+    'json_error_text',
     'load_dataset',
     'load_datasets',
     'looks_like_error',
     'parse_messages',
+    'speaker_of',
     'validation_load_error',
 )
 
@@ -151,6 +155,7 @@ class QueryRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _model_messages: list[ModelMessage] = PrivateAttr(default_factory=list)
+    _input_warnings: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode='after')
     def _normalise(self) -> QueryRecord:
@@ -170,6 +175,11 @@ class QueryRecord(BaseModel):
     @property
     def model_messages(self) -> list[ModelMessage]:
         return self._model_messages
+
+    @property
+    def input_warnings(self) -> list[str]:
+        """What was changed in the record's text as it was loaded (lone surrogates, NULs); reports carry it."""
+        return self._input_warnings
 
     def tool_calls(self) -> list[ToolCall]:
         """Every tool call in order, each paired with its result."""
@@ -265,11 +275,18 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
     out: list[ModelMessage] = []
     call_names: dict[str, str] = {}
     pending: list[ModelRequestPart] = []
+    pending_speaker: list[str | None] = [None]
 
     def flush() -> None:
         if pending:
-            out.append(ModelRequest(parts=list(pending)))
+            out.append(ModelRequest(parts=list(pending), metadata=_speaker_metadata(pending_speaker[0])))
             pending.clear()
+
+    def request(part: ModelRequestPart, speaker: str | None) -> None:
+        if pending and speaker != pending_speaker[0]:
+            flush()  # one speaker per request, so the transcript can say who said what
+        pending.append(part)
+        pending_speaker[0] = speaker
 
     for i, msg in enumerate(messages):
         where = f'messages[{i}]'
@@ -277,17 +294,19 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
             raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
         role = msg.get('role')
         content = _openai_content(msg.get('content'), f'{where}.content')
+        speaker = _speaker_field(msg, ('name',), where) if role != 'tool' else None
         if role in ('system', 'developer'):
-            pending.append(SystemPromptPart(content=content or ''))
+            request(SystemPromptPart(content=content or ''), speaker)
         elif role == 'user':
-            pending.append(UserPromptPart(content=content or ''))
+            request(UserPromptPart(content=content or ''), speaker)
         elif role == 'tool':
             call_id = msg.get('tool_call_id')
             if not isinstance(call_id, str) or not call_id:
                 raise RecordFieldError(f'{where}.tool_call_id', 'a tool result needs the id of its call')
             if call_id not in call_names:
                 raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
-            pending.append(ToolReturnPart(tool_name=call_names[call_id], content=content or '', tool_call_id=call_id))
+            result = ToolReturnPart(tool_name=call_names[call_id], content=content or '', tool_call_id=call_id)
+            request(result, pending_speaker[0] if pending else None)
         elif role == 'assistant':
             flush()
             parts: list[ModelResponsePart] = []
@@ -314,7 +333,7 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
                 parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
             if not parts:
                 raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
-            out.append(ModelResponse(parts=parts))
+            out.append(ModelResponse(parts=parts, metadata=_speaker_metadata(speaker)))
         else:
             raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user, assistant or tool)')
     flush()
@@ -340,8 +359,9 @@ def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
         role, content = msg.get('role'), msg.get('content')
         if not isinstance(content, str):
             raise RecordFieldError(f'{where}.content', f'expected text, got {type(content).__name__}')
+        meta = _speaker_metadata(_speaker_field(msg, _TARSY_SPEAKER_KEYS, where))
         if role == 'system':
-            out.append(ModelRequest(parts=[SystemPromptPart(content=content)]))
+            out.append(ModelRequest(parts=[SystemPromptPart(content=content)], metadata=meta))
         elif role == 'user':
             obs = _REACT_OBSERVATION.match(content)
             if obs:
@@ -360,7 +380,7 @@ def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
                 )
                 pending_call = None
             else:
-                out.append(ModelRequest(parts=[UserPromptPart(content=content)]))
+                out.append(ModelRequest(parts=[UserPromptPart(content=content)], metadata=meta))
         elif role == 'assistant':
             parts: list[ModelResponsePart] = []
             action = _REACT_ACTION.search(content)
@@ -379,10 +399,36 @@ def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
                 parts.append(pending_call)
             else:
                 parts.append(TextPart(content=content))
-            out.append(ModelResponse(parts=parts))
+            out.append(ModelResponse(parts=parts, metadata=meta))
         else:
             raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user or assistant)')
     return out
+
+
+# Keys a TARSy turn may name its agent or stage with.
+_TARSY_SPEAKER_KEYS = ('name', 'agent', 'stage')
+
+
+def speaker_of(message: ModelMessage) -> str | None:
+    """Who spoke a message in a multi-agent run: `metadata["speaker"]`, where every loader keeps it."""
+    speaker = (message.metadata or {}).get('speaker')
+    return speaker if isinstance(speaker, str) and speaker.strip() else None
+
+
+def _speaker_field(msg: dict[str, Any], keys: Sequence[str], where: str) -> str | None:
+    for key in keys:
+        value = msg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise RecordFieldError(f'{where}.{key}', f'the speaker name must be text, got {type(value).__name__}')
+        if value.strip():
+            return value.strip()
+    return None
+
+
+def _speaker_metadata(speaker: str | None) -> dict[str, Any] | None:
+    return {'speaker': speaker} if speaker else None
 
 
 def _call_args(part: ToolCallPart) -> dict[str, Any] | str:
@@ -495,7 +541,11 @@ class LoadResult:
 
 
 def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
-    """Read a JSONL dataset; every bad line becomes a `LoadError`, every good one a record."""
+    """Read a JSONL dataset; every bad line becomes a `LoadError`, every good one a record.
+
+    Text is made safe here, once: lone UTF-16 surrogates and NULs (valid JSON escapes no encoder takes)
+    become U+FFFD and the record's `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH`
+    characters is an error on its line."""
     path = Path(path)
     records: list[QueryRecord] = []
     errors: list[LoadError] = []
@@ -558,18 +608,42 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        return None, LoadError(file, lineno, None, f'not valid JSON: {e.msg} at column {e.colno}')
+        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
     except RecursionError:
         return None, LoadError(file, lineno, None, 'not valid JSON: nested too deeply')
+    except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
+        return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
     if not isinstance(data, dict):
         return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
-    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
     try:
-        return QueryRecord.model_validate(data), None
+        # the one place loaded text is made safe: lone surrogates and NULs become U+FFFD, with a warning
+        data, replaced = clean_value(data)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    if query_id is not None and len(query_id) > MAX_ID_LENGTH:
+        message = f'too long: {len(query_id):,} characters, over the {MAX_ID_LENGTH}-character id limit ({query_id[:40]!r}...)'
+        return None, LoadError(file, lineno, 'query_id', message)
+    try:
+        record = QueryRecord.model_validate(data)
     except ValidationError as e:
         return None, validation_load_error(file, lineno, e, query_id)
     except RecursionError:
         return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
+    except Exception as e:  # a shape no parser check foresaw: one bad line must never stop the run
+        return None, LoadError(file, lineno, None, f'cannot read the record ({type(e).__name__}: {e})', query_id)
+    if replaced:
+        more = f' and {len(replaced) - 5} more place(s)' if len(replaced) > 5 else ''
+        record.input_warnings.append(
+            f'line {lineno}: lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}{more}'
+        )
+    return record, None
+
+
+def json_error_text(e: json.JSONDecodeError) -> str:
+    """A JSON error with its column, read as English: 'Unterminated string starting at column 12'."""
+    msg = e.msg.rstrip()
+    return f'{msg} column {e.colno}' if msg.endswith(' at') else f'{msg} at column {e.colno}'
 
 
 def validation_load_error(file: str, lineno: int, e: ValidationError, query_id: str | None = None) -> LoadError:

@@ -8,10 +8,14 @@ time, whatever the judge. Each tool call and each tool result is its own step:
     [3] tool_result context7_get_docs: ...
     [4] assistant: Use `@field_validator` ...
 
-System prompts are long and the same for every run of an agent, so by default a system step keeps its
-number but not its text. Over the token budget, the oldest tool results are cut first (a short
-preview stays), then the oldest long assistant/user turns, and last the final answer's middle; what
-was cut (steps, tokens) is returned in `Transcript.truncation` and goes into the report. Never silent.
+The agent's instructions (its system prompt) are a step of their own, shown in full: a judge can only
+hold a run to rules it can see. In multi-agent runs each step names who spoke (`[5] assistant
+(Validation_Expert): ...`), from the speaker every loader keeps (`records.speaker_of`).
+
+Over the token budget, the oldest tool results are cut first (a short preview stays), then the oldest
+long assistant/user turns, then the system prompt, and last the middle of whatever is still longest;
+what was cut (steps, tokens) is returned in `Transcript.truncation` and goes into the report. Never
+silent.
 
 Tokens are estimated from characters (`estimate_tokens`), not counted with a model's tokenizer: the
 budget is a guard against overflowing a context window, and the estimate leans high on purpose.
@@ -40,7 +44,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .records import QueryRecord
+from .records import QueryRecord, speaker_of
+from .sanitize import clean_text
 
 __all__ = (
     'FENCE_END',
@@ -79,13 +84,15 @@ class Step:
     kind: StepKind
     text: str
     tool_name: str | None = None
+    speaker: str | None = None
 
     def render(self) -> str:
+        who = f' ({self.speaker})' if self.speaker else ''
         if self.kind == 'tool_call':
-            return f'[{self.number}] tool_call {self.tool_name} {self.text}'
+            return f'[{self.number}] tool_call{who} {self.tool_name} {self.text}'
         if self.kind == 'tool_result':
             return f'[{self.number}] tool_result {self.tool_name}: {self.text}'
-        return f'[{self.number}] {self.kind}: {self.text}'
+        return f'[{self.number}] {self.kind}{who}: {self.text}'
 
 
 class Truncation(BaseModel):
@@ -107,6 +114,11 @@ class Transcript:
     tokens: int = 0
     sha256: str = field(default='')
 
+    @property
+    def speakers(self) -> dict[int, str]:
+        """Step number -> who spoke there, for steps with a named speaker."""
+        return {s.number: s.speaker for s in self.steps if s.speaker}
+
     def fenced(self) -> str:
         return f'{FENCE_START}\n{self.text}\n{FENCE_END}'
 
@@ -115,10 +127,13 @@ def render_transcript(
     record: QueryRecord,
     *,
     budget_tokens: int | None = None,
-    include_system: bool = False,
+    include_system: bool = True,
     count_tokens: Callable[[str], int] = estimate_tokens,
 ) -> Transcript:
-    """Render a record to numbered steps, cutting to `budget_tokens` (None: no limit)."""
+    """Render a record to numbered steps, cutting to `budget_tokens` (None: no limit).
+
+    `include_system=False` replaces the system prompt's text with its length (for displays, not judges).
+    """
     steps = _steps(record, include_system)
     header = _header(record)
     original = _join(header, steps)
@@ -141,7 +156,7 @@ def render_transcript(
         text, tokens = final_text, final_tokens
     else:
         text, tokens = original, original_tokens
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()
     return Transcript(record.query_id, steps, text, truncation, tokens, digest)
 
 
@@ -157,9 +172,20 @@ def _header(record: QueryRecord, max_chars: int | None = None) -> str:
 
     lines = [f'QUERY ID: {_defuse(record.query_id)}', f'QUERY: {cap(_defuse(record.query))}']
     if record.alert_data is not None:
-        alert = record.alert_data if isinstance(record.alert_data, str) else json.dumps(record.alert_data, sort_keys=True)
+        alert = record.alert_data if isinstance(record.alert_data, str) else _alert_json(record.alert_data)
         lines.append(f'ALERT: {cap(_defuse(alert))}')
     return '\n'.join(lines)
+
+
+def _alert_json(alert: dict[str, Any]) -> str:
+    """The alert as one JSON line; never raises, also on values a Python caller put in (dates, int keys)."""
+    try:
+        return json.dumps(alert, sort_keys=True, default=str)
+    except (TypeError, ValueError):  # keys that don't sort, a circular reference
+        try:
+            return json.dumps(alert, default=str)
+        except (TypeError, ValueError):
+            return repr(alert)
 
 
 def _join(header: str, steps: list[Step]) -> str:
@@ -170,13 +196,25 @@ def _steps(record: QueryRecord, include_system: bool) -> list[Step]:
     steps: list[Step] = []
 
     def add(kind: StepKind, text: str, tool_name: str | None = None) -> None:
-        steps.append(Step(len(steps) + 1, kind, _defuse(text), _defuse(tool_name) if tool_name else None))
+        steps.append(
+            Step(len(steps) + 1, kind, _defuse(text), _defuse(tool_name) if tool_name else None, _defuse_speaker(speaker))
+        )
 
+    def system(text: str) -> None:
+        add('system', text if include_system else f'(system prompt, {len(text):,} chars, not shown)')
+
+    instructions: str | None = None
     for message in record.model_messages:
+        speaker = speaker_of(message)
         if isinstance(message, ModelRequest):
+            # pydantic-ai agents built with `instructions=` repeat them on every request: shown once, and
+            # again only when they change
+            if message.instructions and message.instructions != instructions:
+                instructions = message.instructions
+                system(instructions)
             for part in message.parts:
                 if isinstance(part, SystemPromptPart):
-                    add('system', part.content if include_system else f'(system prompt, {len(part.content):,} chars, not shown)')
+                    system(part.content)
                 elif isinstance(part, UserPromptPart):
                     add('user', part.content if isinstance(part.content, str) else _content_text(part.content))
                 elif isinstance(part, ToolReturnPart):
@@ -203,16 +241,61 @@ def _args_text(part: ToolCallPart) -> str:
     return json.dumps(part.args or {}, ensure_ascii=False, default=str)
 
 
+def _defuse_speaker(speaker: str | None) -> str | None:
+    """A speaker name is data too: one line, no brackets that could fake a step header."""
+    if not speaker:
+        return None
+    return _defuse(' '.join(speaker.split()).replace('(', '[').replace(')', ']'))[:80] or None
+
+
 def _content_text(content: Any) -> str:
     return '\n'.join(c if isinstance(c, str) else f'({type(c).__name__} not shown)' for c in content)
 
 
 def _defuse(text: str) -> str:
-    """Keep an agent's text from closing the fence or faking one: no run of 3+ chevrons survives."""
-    return _CHEVRONS.sub(lambda m: ' '.join(m.group(0)), text)
+    """Make untrusted text safe to place inside the fence.
+
+    * Lone UTF-16 surrogates and NULs become U+FFFD (`sanitize.clean_text`), so any `str` renders,
+      hashes and encodes, also in records built in Python rather than by the loader.
+    * No fence marker survives: a run of 3+ chevrons pointing one way is spaced out (`< < <`), also when
+      it is written with characters that Unicode NFKC folds to a chevron (fullwidth `＜`, small `﹤`)
+      or split by invisible characters (zero-width spaces and joiners, bidi controls, combining marks).
+    * Only real steps begin a line with `[N]`: a line inside the text that looks like a step start
+      (`[12] assistant: ...`) or a header line (`QUERY:`, `ALERT:`) gets a backslash in front.
+    """
+    text = clean_text(text)[0]
+    text = _CHEVRONS.sub(_space_chevrons, text)
+    return _FAKE_LINE_START.sub('\\\\', text)
 
 
-_CHEVRONS = re.compile(r'<{3,}|>{3,}')
+def _space_chevrons(m: re.Match[str]) -> str:
+    chevron = '<' if m.group(0)[0] in _LT else '>'
+    return ' '.join(chevron for c in m.group(0) if c in _LT + _GT)
+
+
+# Characters NFKC folds to a chevron or a square bracket (all of them: checked over every code point).
+_LT = '<\ufe64\uff1c'
+_GT = '>\ufe65\uff1e'
+_OPEN = '\\[\ufe47\uff3b'  # escaped for use inside a regex character class
+_CLOSE = '\\]\ufe48\uff3d'
+# Invisible characters a marker can be split with: every format character (Unicode category Cf: soft
+# hyphen, zero-width space/joiners, bidi controls, word joiner, BOM, tags), fillers, variation
+# selectors and combining marks.
+_INVISIBLE = (
+    '\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f'
+    '\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb'
+    '\u0300-\u036f\u20d0-\u20ff\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3'
+    '\U0001d173-\U0001d17a\U000e0000-\U000e0fff'
+)
+_CHEVRONS = re.compile(f'[{_LT}](?:[{_INVISIBLE}]*[{_LT}]){{2,}}|[{_GT}](?:[{_INVISIBLE}]*[{_GT}]){{2,}}')
+# Everything Python's str.splitlines (and a model's tokenizer) may take for a line break.
+_LINE_BREAKS = '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
+_SPACE = f'[^\\S{_LINE_BREAKS}]|[{_INVISIBLE}]'  # whitespace other than a line break, or invisible
+_FAKE_LINE_START = re.compile(
+    f'(?<=[{_LINE_BREAKS}])(?=(?:{_SPACE})*'
+    f'(?:[{_OPEN}](?:{_SPACE})*\\d+(?:{_SPACE})*[{_CLOSE}]|(?:QUERY(?: ID)?|ALERT)(?:{_SPACE})*:))',
+    re.IGNORECASE,
+)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,9 +331,16 @@ def _cut(header: str, steps: list[Step], budget: int, count: Callable[[str], int
     for i, step in enumerate(steps):
         if not over():
             return steps, cut
-        if i not in (last_assistant, first_user) and step.kind != 'tool_result':
+        if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
             shorten(i, _PREVIEW_CHARS)
-    # 3. last resort: the middle of whatever is still longest, until it fits
+    # 3. then the agent's instructions, which judges need to hold the run to its rules: their head stays
+    for i, step in enumerate(steps):
+        if not over():
+            return steps, cut
+        if step.kind == 'system':
+            excess_chars = int((count(_join(header, steps)) - budget) * _CHARS_PER_TOKEN) + 200
+            shorten(i, max(_PREVIEW_CHARS, len(step.text) - excess_chars))
+    # 4. last resort: the middle of whatever is still longest, until it fits
     while over():
         i = max(range(len(steps)), key=lambda k: len(steps[k].text))
         text = steps[i].text
