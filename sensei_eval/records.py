@@ -329,6 +329,8 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
                 elif not isinstance(args, dict):
                     raise RecordFieldError(f'{cwhere}.function.arguments', 'expected a JSON string or an object')
                 call_id = call.get('id') or f'call_{i}_{j}'
+                if not isinstance(call_id, str):
+                    raise RecordFieldError(f'{cwhere}.id', f'a tool call id is text, got {type(call_id).__name__}')
                 call_names[call_id] = fn['name']
                 parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
             if not parts:

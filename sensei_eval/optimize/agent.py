@@ -27,7 +27,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.usage import UsageLimits
 
-from ..records import ExpectedToolCall, LoadError, QueryRecord, validation_load_error
+from ..records import ExpectedToolCall, LoadError, QueryRecord, json_error_text, validation_load_error
 from .modules import import_spec
 
 __all__ = (
@@ -96,7 +96,7 @@ def _query_line(file: str, lineno: int, line: str) -> tuple[Query | None, LoadEr
     try:
         data = json.loads(line)
     except json.JSONDecodeError as e:
-        return None, LoadError(file, lineno, None, f'not valid JSON: {e.msg} at column {e.colno}')
+        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
     if not isinstance(data, dict):
         return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
     query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
