@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, UNTRUSTED_DATA_RULE, FailureModeJudge, fill_template
@@ -34,6 +34,8 @@ from sensei_eval.records import QueryRecord, load_dataset
 from sensei_eval.reports import build_report
 from sensei_eval.sanitize import MAX_ID_LENGTH
 from sensei_eval.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+
+from .helpers import system_prompt, user_prompt
 
 # ---------------------------------------------------------------------------------------------------
 # Helpers
@@ -74,24 +76,6 @@ def write_lines(path: Path, lines: list[str | bytes]) -> Path:
     return path
 
 
-def first_user_prompt(messages: list[ModelMessage]) -> str:
-    for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, UserPromptPart) and isinstance(p.content, str):
-                    return p.content
-    raise AssertionError('no user prompt')
-
-
-def system_text(messages: list[ModelMessage], info: AgentInfo) -> str:
-    for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, SystemPromptPart):
-                    return p.content
-    return info.instructions or ''
-
-
 class Capture:
     """A FunctionModel that answers like a well-behaved judge of any kind and keeps what it was sent."""
 
@@ -100,8 +84,8 @@ class Capture:
         self.systems: list[str] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.prompts.append(first_user_prompt(messages))
-        self.systems.append(system_text(messages, info))
+        self.prompts.append(user_prompt(messages))
+        self.systems.append(system_prompt(messages, info))
         last = ''
         for m in messages:
             if isinstance(m, ModelRequest):
