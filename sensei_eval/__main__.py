@@ -1,8 +1,11 @@
-"""`python -m sensei_eval`: the command-line entry for the service (`serve`).
+"""`sensei-eval` (or `python -m sensei_eval`): one command line, `judge`, `optimize`, `validate`,
+`calibrate` and `serve`.
 
-A thin typer layer: it turns flags into `ServiceSettings`, resolves the judge model with
-`sensei_eval.models.resolve_model` (flag, then `SENSEI_EVAL_MODEL`, else the embedded model) and runs
-`sensei_eval.service.create_app` under uvicorn. Judging datasets stays `python -m sensei_eval.judge`.
+Each command is the one its module defines (`sensei_eval.judge`, `.optimize`, `.validate`, `.calibrate`),
+mounted here unchanged, so `python -m sensei_eval.judge` and friends keep working; shared options and
+the judge-model set-up live in `sensei_eval.cli`. `serve` is defined here: it turns flags into
+`ServiceSettings`, resolves the judge model with `sensei_eval.models.resolve_model` (flag, then
+`SENSEI_EVAL_MODEL`, else the embedded model) and runs `sensei_eval.service.create_app` under uvicorn.
 """
 
 from __future__ import annotations
@@ -13,23 +16,59 @@ from typing import Annotated, Literal
 
 import typer
 
+from .calibrate import main as _calibrate
+from .cli import BaseUrlOption, ModelOption, make_app, quiet_third_party
+from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
+from .judge import judge as _judge
+from .validate.cli import validate as _validate
+
+try:
+    from .optimize.__main__ import optimize as _optimize
+
+    _optimize_missing: MissingExtraError | None = None
+except MissingExtraError as e:  # no "optimize" extra (DSPy): the command only says which extra it needs
+    _optimize_missing = e
+
 __all__ = ('app', 'main')
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help='sensei-eval service commands.')
+app = make_app(
+    help='sensei-eval: judge AI agent runs, improve and gate prompts, calibrate judges, serve scoring.\n\n'
+    '`python -m sensei_eval.judge` (and .optimize, .validate, .calibrate) run the same commands.',
+    no_args_is_help=True,
+)
 
 
 @app.callback()
 def _root() -> None:
-    """sensei-eval: judge AI agent runs."""
+    """Silence third-party banners and warnings for every command."""
+    quiet_third_party()
 
 
-@app.command()
+# the commands as their modules define them (each module's own app runs the same function)
+app.command('judge', short_help='Judge records, write one issue report per record.')(_judge)
+if _optimize_missing is None:
+    app.command('optimize', short_help="Improve an agent's prompt components with the judges.")(_optimize)
+else:
+
+    @app.command(
+        'optimize',
+        short_help='Improve prompts (needs the "optimize" extra).',
+        context_settings={'ignore_unknown_options': True, 'allow_extra_args': True, 'help_option_names': []},
+    )
+    def _optimize_needs_extra() -> None:
+        assert _optimize_missing is not None
+        raise _optimize_missing
+app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
+app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
+
+
+@app.command(short_help='Run the scoring service (API, dashboard, WebSocket).')
 def serve(
     db: Annotated[str | None, typer.Option(help='Database URL or SQLite path [env: SENSEI_EVAL_DB]')] = None,
     host: Annotated[str, typer.Option(help='Interface to listen on.')] = '127.0.0.1',
     port: Annotated[int, typer.Option(help='Port to listen on.')] = 8000,
-    model: Annotated[str | None, typer.Option(help='Judge model (pydantic-ai model string) [env: SENSEI_EVAL_MODEL]')] = None,
-    base_url: Annotated[str | None, typer.Option(help='OpenAI-compatible server for --model [env: SENSEI_EVAL_BASE_URL]')] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     behind_proxy: Annotated[
         bool, typer.Option(help='Name users from X-Forwarded-User/-Email, on requests with the token or from a --trusted-proxy.')
     ] = False,
@@ -56,11 +95,13 @@ def serve(
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
-    import uvicorn
-
     from .models import EMBEDDED_NOTICE, resolve_model
-    from .service import ServiceSettings, create_app
-    from .service.config import DEFAULT_DB_URL
+
+    with requires_extra('service', 'the scoring service'):
+        import uvicorn
+
+        from .service import ServiceSettings, create_app
+        from .service.config import DEFAULT_DB_URL
 
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
@@ -98,6 +139,7 @@ def serve(
         judge_model.close()
 
 
+@exit_on_missing_extra
 def main() -> None:
     app()
 

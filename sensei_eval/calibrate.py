@@ -64,6 +64,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .cli import make_app
+from .extras import require_extra
 from .reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
 
 __all__ = (
@@ -313,6 +315,7 @@ def _verdict(value: str | bool | float) -> str | None:
 
 def calibrate(run_dir: str | Path, labels_path: str | Path, *, reward_threshold: float = 1.0) -> CalibrationResult:
     """Every figure for one run folder against one label file (see the module docstring)."""
+    require_extra('stats', 'calibration', 'sklearn.metrics', 'scipy.stats')
     reports = load_reports(run_dir)
     labels = load_labels(labels_path, reward_threshold=reward_threshold)
     problems = list(labels.problems)
@@ -615,7 +618,7 @@ def _finite(value: Any) -> float | None:
 # ---------------------------------------------------------------------------------------------------
 # CLI
 
-app = typer.Typer(add_completion=False)
+app = make_app(help='Compare a judge run with labels: how well the judges predict failed runs and agree with labels.')
 
 
 @app.command()

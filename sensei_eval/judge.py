@@ -14,7 +14,6 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,19 +24,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .cache import JudgeCache
+from .cli import BaseUrlOption, ModelOption, OutOption, make_app, quiet_third_party, setup_judge_model, split_names
+from .data import SAMPLE_DATASET
 from .evaluators.base import Judge
 from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, UnknownJudgeError, make_judges
-from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
+from .models import JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from .records import QueryRecord, load_datasets
-from .reports import EvaluationReport, RunSummary, dump_summary, to_pydantic_evals_report, write_json_atomic
+from .reports import EvaluationReport, JudgeResult, RunSummary, to_pydantic_evals_report
+from .run_folder import RunFolder
 from .runner import JudgeEvent, count_judge_calls, judge_records
 
 __all__ = ('app', 'main')
 
-DEFAULT_DATASET = Path('datasets/sample.jsonl')
+DEFAULT_DATASET = SAMPLE_DATASET  # the packaged sample (sensei_eval/data/), found wherever the command runs
 
-app = typer.Typer(add_completion=False, help=__doc__.split('\n\n')[0] if __doc__ else None)
+app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
 err = Console(stderr=True)
 out = Console()
 
@@ -46,22 +48,22 @@ out = Console()
 def judge(
     dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
     query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
-    evaluators: Annotated[
-        list[str] | None, typer.Option('--evaluators', help='Judge names or groups (mvp, all), comma-separated or repeated.')
-    ] = None,
-    model: Annotated[
-        str | None,
+    judge_names: Annotated[
+        list[str] | None,
         typer.Option(
-            help='Any pydantic-ai model string, e.g. openai:gpt-5.2. Default: $SENSEI_EVAL_MODEL, else the embedded model.'
+            '--judges',
+            '--evaluators',
+            help='Judge names or groups (mvp, checks, all); comma-separated or repeated. '
+            'Default: mvp,checks. --evaluators is the old name.',
+            show_default=False,
         ),
     ] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help='An OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.')
-    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')
     ] = None,
-    out_dir: Annotated[Path, typer.Option('--out', help='Where run folders go.')] = Path('reports'),
+    out_dir: OutOption = Path('reports'),
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the on-disk judge cache.')] = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
@@ -76,13 +78,17 @@ def judge(
         ),
     ] = 'default',
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
+    verbose: Annotated[
+        bool, typer.Option('--verbose', '-v', help="Also print pydantic-evals' per-record table of every score.")
+    ] = False,
 ) -> None:
     """Judge rated query histories and write one JSON issue report per record."""
+    quiet_third_party()
     if list_judges:
         _print_judges()
         return
     try:
-        judges = make_judges(evaluators or ['mvp', 'checks'])
+        judges = make_judges(split_names(judge_names))
     except UnknownJudgeError as e:
         err.print(f'[red]error:[/] {e}')
         raise typer.Exit(2) from None
@@ -119,9 +125,8 @@ def judge(
     if any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens)
 
-    run_id = run_id or f'{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
-    run_dir = out_dir / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder.create(out_dir, run_id)
+    run_id, run_dir = folder.run_id, folder.path
     cache = None if no_cache else JudgeCache()
     try:
         reports = _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache, run_profile)
@@ -129,29 +134,28 @@ def judge(
         if judge_model is not None:
             judge_model.close()
 
-    judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
-    exit_code = 1 if (load_errors or judge_errors) else 0
-    summary = _summary(
+    summary = RunSummary.build(
         run_id,
-        started,
-        judge_model,
-        judges,
-        datasets,
-        loaded.records,
         reports,
-        load_errors,
-        judge_errors,
-        repeat,
-        cache,
-        exit_code,
-        run_profile.name,
+        judges,
+        started_at=started,
+        model=judge_model.name if judge_model else None,
+        datasets=datasets,
+        records_loaded=len(loaded.records),
+        load_errors=load_errors,
+        repeat=repeat,
+        cache_hits=cache.hits if cache else 0,
+        profile=run_profile.name,
     )
-    write_json_atomic(run_dir / 'summary.json', dump_summary(summary))
+    folder.write_summary(summary)
+    exit_code = summary.exit_code
 
     stopped = judge_model.connection.stopped if judge_model else None
-    if reports:
+    if reports and verbose:
         shown = reports if stopped is None else [_shorten_stopped(r, stopped) for r in reports]
         to_pydantic_evals_report(shown, name=run_id).print(include_durations=False, console=out)
+    if reports:
+        _print_compact(reports, judges, stopped)
     _print_footer(summary, run_dir, stopped)
     raise typer.Exit(exit_code)
 
@@ -176,23 +180,10 @@ def _why_nothing(datasets: Sequence[Path], loaded: Sequence[QueryRecord], load_e
 
 def _judge_model(model: str | None, base_url: str | None, max_transcript_tokens: int | None) -> JudgeModel:
     """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
-    try:
-        judge_model = resolve_model(model, base_url=base_url, transcript_budget=max_transcript_tokens)
-    except ModelSetupError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
-        raise typer.Exit(e.exit_code) from None
-    except Exception as e:
-        err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
-        raise typer.Exit(1) from None
-    if judge_model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}')
-    try:
-        asyncio.run(preflight(judge_model))
-    except ModelSetupError as e:
-        judge_model.close()
-        err.print(f'[red]error:[/] {e}', highlight=False)
-        raise typer.Exit(e.exit_code) from None
-    return judge_model
+    # this module's names, so tests can replace them here
+    return setup_judge_model(
+        model, base_url, err=err, transcript_budget=max_transcript_tokens, resolve=resolve_model, check=preflight
+    )
 
 
 def _run(
@@ -225,62 +216,53 @@ def _run(
         )  # fmt: skip
 
 
-def _summary(
-    run_id: str,
-    started: datetime,
-    judge_model: JudgeModel | None,
-    judges: Sequence[Judge],
-    datasets: Sequence[Path],
-    loaded: Sequence[QueryRecord],
-    reports: Sequence[EvaluationReport],
-    load_errors: list[str],
-    judge_errors: list[str],
-    repeat: int,
-    cache: JudgeCache | None,
-    exit_code: int,
-    profile: str,
-) -> RunSummary:
-    per_judge: dict[str, dict[str, object]] = {}
+def _print_compact(reports: Sequence[EvaluationReport], judges: Sequence[Judge], stopped: str | None) -> None:
+    """The run at a glance: one row per judge, then each failed verdict as record · judge · short reason.
+    Errors and inconclusive verdicts are counted here and listed by the footer."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, title='judges', title_justify='left', title_style='bold')
+    table.add_column('judge', overflow='fold')
+    for column in ('ok', 'pass', 'score', 'err', 'inc'):
+        table.add_column(column, justify='right', no_wrap=True)
+    failures: list[tuple[str, str, str]] = []
     for j in judges:
-        results = [r.judges[j.name] for r in reports if j.name in r.judges]
-        ok = [x for x in results if x.status == 'ok']
-        per_judge[j.name] = {
-            'criteria_hash': j.criteria_hash(),
-            'ok': len(ok),
-            'errors': sum(1 for x in results if x.status == 'error'),
-            'inconclusive': sum(1 for x in results if x.status == 'inconclusive'),
-            'pass_rate': (sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
-            'mean_score': (sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
-            'input_tokens': sum(x.input_tokens for x in results),
-            'output_tokens': sum(x.output_tokens for x in results),
-        }
-    overall = [r.overall_score for r in reports if r.overall_score is not None]
-    all_results = [x for r in reports for x in r.judges.values()]
-    return RunSummary(
-        run_id=run_id,
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        model=judge_model.name if judge_model else None,
-        judges={j.name: j.criteria_hash() for j in judges},
-        datasets=[str(d) for d in datasets],
-        records_loaded=len(loaded),
-        records_judged=len({r.query_id for r in reports}),
-        load_errors=load_errors,
-        judge_errors=judge_errors,
-        inconclusive=[
-            f'{r.query_id}: {name}: {r.judges[name].error}' for r in reports for name in r.inconclusive if name in r.judges
-        ],
-        profile=profile,
-        repeat=repeat,
-        per_judge=per_judge,
-        mean_overall_score=sum(overall) / len(overall) if overall else None,
-        input_tokens=sum(x.input_tokens for x in all_results if not x.cached),
-        output_tokens=sum(x.output_tokens for x in all_results if not x.cached),
-        model_requests=sum(x.requests for x in all_results if not x.cached),
-        cache_hits=cache.hits if cache else 0,
-        truncated_records=sorted({r.query_id for r in reports if r.truncation is not None}),
-        exit_code=exit_code,
-    )
+        results = [(r, r.judges[j.name]) for r in reports if j.name in r.judges]
+        ok = [x for _, x in results if x.status == 'ok']
+        scores = [x.score for x in ok if x.score is not None]
+        table.add_row(
+            j.name,
+            str(len(ok)),
+            f'{sum(1 for x in ok if x.passed) / len(ok):.0%}' if ok else '-',
+            f'{sum(scores) / len(scores):.2f}' if scores else '-',
+            str(sum(1 for _, x in results if x.status == 'error')),
+            str(sum(1 for _, x in results if x.status == 'inconclusive')),
+        )
+        failures += [(_record_label(r), j.name, _short_reason(x)) for r, x in results if x.status == 'ok' and x.passed is False]
+    out.print(table)
+    if failures:
+        out.print(f'[bold]failed verdicts[/] ({len(failures)}):')
+        width = max(40, out.width)
+        for record, name, reason in failures:
+            line = f'  {record} · {name} · {reason}'
+            if len(line) > width:
+                line = line[: width - 1] + '…'
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+    elif stopped is None:
+        out.print('no failed verdicts')
+
+
+def _record_label(report: EvaluationReport) -> str:
+    return report.query_id if report.repeat == 1 else f'{report.query_id} (r{report.repeat})'
+
+
+def _short_reason(result: JudgeResult) -> str:
+    """One line: the judge's reasoning, or the first issue's first sentence-like text."""
+    texts = [result.reasoning or '']
+    for issue in result.issues[:1]:
+        texts += [v for k, v in issue.items() if isinstance(v, str) and k != 'source']
+    text = next((t for t in texts if ' ' in t.strip()), texts[0] if texts[0] else 'failed')
+    return ' '.join(text.split())
 
 
 def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:

@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..cache import JudgeCache
+from ..cli import BaseUrlOption, JudgesOption, ModelOption, OutOption, make_app, quiet_third_party, setup_judge_model, split_names
 from ..evaluators.registry import UnknownJudgeError, make_judges
-from ..models import EMBEDDED_NOTICE, JudgeModel, resolve_model
+from ..models import JudgeModel, preflight, resolve_model
 from .agent import load_queries, load_runner
 from .components import ComponentsError, load_components
 from .loop import OptimizeConfig, OptimizeState, SequentialOptimizer
@@ -34,7 +35,7 @@ from .variants import VariantGenerator
 
 __all__ = ('app', 'main')
 
-app = typer.Typer(add_completion=False, help=__doc__.split('\n\n')[0] if __doc__ else None)
+app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
 err = Console(stderr=True)
 out = Console()
 
@@ -46,7 +47,7 @@ def optimize(
     dataset: Annotated[Path, typer.Option(help='JSONL of training queries ({query_id, query}) or QueryRecords.')],
     num_examples: Annotated[int, typer.Option(min=1, help='Use the first N queries of the dataset.')] = 20,
     variants: Annotated[int, typer.Option(min=1, help='Variants generated per component.')] = 3,
-    judges: Annotated[str, typer.Option(help='Judge names or groups, comma-separated (see judge --list).')] = 'mvp,checks',
+    judges: JudgesOption = None,
     budget: Annotated[int | None, typer.Option(min=1, help='Stop before spending more model calls than this.')] = 500,
     max_metric_calls: Annotated[
         int | None, typer.Option(min=1, help='Stop before judging more agent runs than this (GEPA default: 10 per query).')
@@ -57,27 +58,26 @@ def optimize(
     strategy: Annotated[Literal['sequential', 'gepa'], typer.Option(help='sequential (seed 004) or the dspy.GEPA baseline.')] = (
         'sequential'
     ),
-    model: Annotated[
-        str | None, typer.Option(help='Judge model (pydantic-ai model string); default $SENSEI_EVAL_MODEL or embedded.')
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help='OpenAI-compatible server for the judge and generator models.')] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     generator_model: Annotated[
         str | None, typer.Option(help='Model for the variant generator (default: the judge model).')
     ] = None,
     seed: Annotated[int, typer.Option(help='Seed for sampling failure examples and for DSPy rollouts.')] = 0,
     concurrency: Annotated[int, typer.Option(min=1, help='Agent runs and judge calls in flight.')] = 4,
-    out_dir: Annotated[Path, typer.Option('--out', help='Where run folders go.')] = Path('reports'),
+    out_dir: OutOption = Path('reports'),
     resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
     no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
 ) -> None:
     """Optimize prompt components one at a time (seed 004's sequential loop); suggestions for review."""
+    quiet_third_party()
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself
     for name in ('dspy', 'gepa'):
         logging.getLogger(name).setLevel(logging.WARNING)
     try:
         components = load_components(prompts)
-        judge_list = make_judges([judges])
+        judge_list = make_judges(split_names(judges))
         runner = load_runner(agent)
     except (ComponentsError, UnknownJudgeError, ValueError) as e:
         err.print(f'[red]error:[/] {e}', highlight=False)
@@ -97,21 +97,23 @@ def optimize(
         raise typer.Exit(2)
     run_dir = resume or out_dir / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
 
+    # the judge model, then the generator's (the same one unless --generator-model); this module's
+    # `resolve_model` and `preflight`, so tests can replace them here
+    note = 'The embedded model also writes the variants, so expect few usable ones.'
     judge_model: JudgeModel | None = None
-    gen_model: JudgeModel | None = None
-    try:
-        if any(j.needs_model for j in judge_list):
-            judge_model = resolve_model(model, base_url=base_url)
-        gen_model = (
-            judge_model
-            if (generator_model is None and judge_model is not None)
-            else resolve_model(generator_model or model, base_url=base_url)
-        )
-    except Exception as e:
-        err.print(f'[red]error:[/] cannot set up the models: {e}')
-        raise typer.Exit(1) from None
-    if any(m is not None and m.embedded for m in (judge_model, gen_model)):
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE} The embedded model also writes the variants, so expect few usable ones.')
+    if any(j.needs_model for j in judge_list):
+        judge_model = setup_judge_model(model, base_url, err=err, note=note, resolve=resolve_model, check=preflight)
+    if generator_model is None and judge_model is not None:
+        gen_model: JudgeModel = judge_model
+    else:
+        try:
+            gen_model = setup_judge_model(
+                generator_model or model, base_url, err=err, note=note, resolve=resolve_model, check=preflight
+            )
+        except BaseException:
+            if judge_model is not None:
+                judge_model.close()
+            raise
     lm = dspy_lm(gen_model)
     cache = None if no_cache else JudgeCache()
     err.print(
@@ -154,19 +156,16 @@ def optimize(
 def dspy_lm(model: JudgeModel | None) -> Any:
     """The DSPy LM that writes variants, talking to the same endpoint the judge model does."""
     import dspy
-    from pydantic_ai.models.openai import OpenAIChatModel
 
     from .variants import make_dspy_lm
 
     if model is None:
         raise ValueError('the variant generator needs a model')
-    if isinstance(model.model, OpenAIChatModel):
+    if (endpoint := model.openai_endpoint) is not None:
         # the same endpoint and key the judge model was resolved with (`models.resolve_model`)
+        name, base_url, api_key = endpoint
         extra: dict[str, Any] = {'max_tokens': 600, 'timeout': 300} if model.embedded else {}
-        return dspy.LM(
-            f'openai/{model.model.model_name}', api_base=model.model.base_url, api_key=model.model.client.api_key, cache=False,
-            **extra,
-        )  # fmt: skip
+        return dspy.LM(f'openai/{name}', api_base=base_url, api_key=api_key, cache=False, **extra)
     spec = model.model if isinstance(model.model, str) else model.spec  # `resolve_model` keeps the string it built from
     if spec is not None:
         return make_dspy_lm(spec)

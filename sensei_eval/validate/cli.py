@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from ..agents import AgentRunner, Query, load_queries, load_runner
 from ..cache import JudgeCache
+from ..cli import BaseUrlOption, JudgesOption, ModelOption, make_app, quiet_third_party, setup_judge_model, split_names
+from ..components import ComponentsError, PromptComponents, load_components
 from ..evaluators.base import Judge
 from ..evaluators.registry import UnknownJudgeError, make_judges
-from ..models import EMBEDDED_NOTICE, JudgeModel, resolve_model
-from ..optimize.agent import AgentRunner, Query, load_queries, load_runner
-from ..optimize.components import ComponentsError, PromptComponents, load_components
-from ..reports import EvaluationReport, report_paths, to_pydantic_evals_report, write_json_atomic
+from ..models import JudgeModel, preflight, resolve_model
+from ..reports import EvaluationReport, to_pydantic_evals_report, write_json_atomic
+from ..run_folder import RunFolder, RunFolderError
 from ..runner import JudgeEvent
 from . import stats
 from .compare import Comparison, compare_reports
@@ -46,7 +47,7 @@ from .run import RunEvent, validate_prompts
 
 __all__ = ('InputError', 'app', 'load_report_dir', 'main', 'write_outputs')
 
-app = typer.Typer(add_completion=False, help=__doc__.split('\n\n')[0] if __doc__ else None)
+app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
 err = Console(stderr=True)
 out = Console()
 
@@ -74,14 +75,9 @@ def validate(
     judge_repeats: Annotated[
         int, typer.Option('--judge-repeats', min=1, help='Judgings of every transcript (measures judge noise).')
     ] = 1,
-    judges: Annotated[
-        list[str] | None,
-        typer.Option('--judges', help='Judge names or groups, comma-separated or repeated (default mvp,checks).'),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(help='Judge model (pydantic-ai model string). Default: $SENSEI_EVAL_MODEL, else embedded.')
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help='An OpenAI-compatible server for the judge model.')] = None,
+    judges: JudgesOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     out_dir: Annotated[Path | None, typer.Option('--out', help='Output folder (default reports/validate-<timestamp>).')] = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help='Family-wise significance level (Holm).')] = 0.05,
     max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Largest tolerated overall mean drop.')] = 0.05,
@@ -102,6 +98,7 @@ def validate(
     ] = False,
 ) -> None:
     """Compare the old and the new prompt (or two judge runs) per failure mode, and gate on regressions."""
+    quiet_third_party()
     thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate)
     started = datetime.now(UTC)
     out_dir = out_dir or Path('reports') / f'validate-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
@@ -125,7 +122,7 @@ def validate(
             comparison.old.source, comparison.new.source = str(old_reports), str(new_reports)
         elif all(x is not None for x in agent_mode):
             assert old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None
-            setup = _setup(old_prompt, new_prompt, agent, dataset, judges or ['mvp', 'checks'])
+            setup = _setup(old_prompt, new_prompt, agent, dataset, split_names(judges))
             judge_model = _judge_model(setup[4], model, base_url)
             try:
                 comparison = _run(
@@ -168,30 +165,14 @@ def write_outputs(comparison: Comparison, out_dir: Path) -> None:
 
 
 def load_report_dir(path: Path, option: str) -> list[EvaluationReport]:
-    """Every report of a judge run folder (`records/*.json`, or the top-level reports of a folder written
-    before `records/`); an unusable folder or file is an `InputError` naming it."""
+    """Every report of a judge run folder (`RunFolder.load_reports`: `records/*.json`, or the top-level
+    reports of a folder written before `records/`); an unusable folder or file is an `InputError` naming it."""
     if not path.exists():
         raise InputError(f'{option}: no such folder: {path}')
-    if not path.is_dir():
-        raise InputError(f'{option}: not a folder: {path}')
-    reports: list[EvaluationReport] = []
-    problems: list[str] = []
-    for file in report_paths(path):
-        if file.name.startswith('comparison'):
-            continue
-        try:
-            reports.append(EvaluationReport.model_validate_json(file.read_text(encoding='utf-8')))
-        except (OSError, UnicodeDecodeError) as e:
-            problems.append(f'{file}: cannot read: {e}')
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = '.'.join(str(x) for x in first['loc']) or '(document)'
-            problems.append(f'{file}: field `{where}`: {first["msg"]} ({e.error_count()} problem(s) in all)')
-    if problems:
-        raise InputError(f'{option}: {len(problems)} unreadable report(s):\n  ' + '\n  '.join(problems))
-    if not reports:
-        raise InputError(f'{option}: no judge reports in {path} (looked for records/*.json, and *.json for older runs)')
-    return reports
+    try:
+        return RunFolder(path).load_reports(require=True)
+    except RunFolderError as e:
+        raise InputError(f'{option}: {e}') from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -234,13 +215,8 @@ def _setup(old_prompt: str, new_prompt: str, agent: str, dataset: Path, judge_na
 def _judge_model(judges: Sequence[Judge], model: str | None, base_url: str | None) -> JudgeModel | None:
     if not any(j.needs_model for j in judges):
         return None
-    try:
-        judge_model = resolve_model(model, base_url=base_url)
-    except Exception as e:
-        raise InputError(f'--model: cannot set up the judge model: {e}') from None
-    if judge_model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}')
-    return judge_model
+    # a problem is printed and exits as an input error; this module's names, so tests can replace them
+    return setup_judge_model(model, base_url, err=err, fail_code=EXIT_INPUT_ERROR, resolve=resolve_model, check=preflight)
 
 
 def _run(

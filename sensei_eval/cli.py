@@ -1,0 +1,131 @@
+"""What the commands of `sensei-eval` share: one name, type and help text per common option, the typer
+app settings that keep help readable at 80 columns, the judge-model set-up every judging command does,
+and the silencing of third-party banners and warnings in our output.
+
+The root app (`sensei-eval judge|optimize|validate|calibrate|serve`) is `sensei_eval.__main__.app`; each
+command module keeps its own app too, so `python -m sensei_eval.judge` and friends still work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import warnings
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
+
+__all__ = (
+    'BaseUrlOption',
+    'JudgesOption',
+    'ModelOption',
+    'OutOption',
+    'make_app',
+    'quiet_third_party',
+    'setup_judge_model',
+    'split_names',
+)
+
+# click's plain help formatter: option names are never cut and help text wraps to the terminal, which
+# typer's rich panels do not manage at 80 columns (they squeeze the names column to `--max-metric-ca…`).
+CONTEXT_SETTINGS: dict[str, Any] = {'max_content_width': 100, 'help_option_names': ['--help', '-h']}
+
+
+def make_app(help: str | None = None, **kwargs: Any) -> typer.Typer:
+    """A typer app with the settings every sensei-eval command uses."""
+    return typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS, help=help, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared options: one name, one type, one help text each
+
+JUDGES_HELP = 'Judge names or groups (mvp, checks, all); comma-separated or repeated. Default: mvp,checks.'
+JudgesOption = Annotated[list[str] | None, typer.Option('--judges', help=JUDGES_HELP, show_default=False)]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        '--model',
+        help='Judge model, any pydantic-ai model string (openai:gpt-5.2). Default: $SENSEI_EVAL_MODEL, else the embedded model.',
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option('--base-url', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'),
+]
+OutOption = Annotated[Path, typer.Option('--out', help='Where run folders go.')]
+DEFAULT_JUDGES = ('mvp', 'checks')
+
+
+def split_names(values: list[str] | None) -> list[str]:
+    """`--judges a,b --judges c` → `['a', 'b', 'c']`; nothing given → the default judges."""
+    names = [n.strip() for v in values or () for n in v.split(',') if n.strip()]
+    return names or list(DEFAULT_JUDGES)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The judge model
+
+
+def setup_judge_model(
+    model: str | None,
+    base_url: str | None,
+    *,
+    err: Console,
+    transcript_budget: int | None = None,
+    note: str = '',
+    fail_code: int | None = None,
+    resolve: Callable[..., JudgeModel] = resolve_model,
+    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
+) -> JudgeModel:
+    """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`, else embedded), print the embedded-model
+    notice, and check with one request that it answers. A problem is printed once and ends the command:
+    exit `fail_code` when given, else the `ModelSetupError`'s code (2 usage, 1 unreachable), 1 otherwise.
+
+    `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
+    replace them per command."""
+    try:
+        judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget)
+    except ModelSetupError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(fail_code or e.exit_code) from None
+    except Exception as e:
+        err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
+        raise typer.Exit(fail_code or 1) from None
+    if judge_model.embedded:
+        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
+    try:
+        asyncio.run(check(judge_model))
+    except ModelSetupError as e:
+        judge_model.close()
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(fail_code or e.exit_code) from None
+    return judge_model
+
+
+# ---------------------------------------------------------------------------------------------------
+# Third-party output
+
+
+def quiet_third_party() -> None:
+    """Keep other libraries' banners and setup warnings out of our output, at their source: pydantic-ai's
+    first-run banner (on stderr, in the middle of the progress bar) and logfire's "not configured"
+    warning, which pydantic-evals' spans trigger when logfire is installed but not configured."""
+    os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
+    os.environ.setdefault('LOGFIRE_IGNORE_NO_CONFIG', '1')
+    try:
+        import pydantic_ai
+
+        pydantic_ai.BANNER_ENABLED = False
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    try:
+        from logfire._internal.config import LogfireNotConfiguredWarning
+
+        warnings.filterwarnings('ignore', category=LogfireNotConfiguredWarning)
+    except ImportError:  # pragma: no cover - logfire is optional at runtime
+        pass
