@@ -129,6 +129,17 @@ class JudgeModel:
         model_name = getattr(self.model, 'model_name', None) or self.name
         return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
 
+    @property
+    def openai_endpoint(self) -> tuple[str, str, str | None] | None:
+        """`(model name, base URL, API key)` when the model talks to an OpenAI-compatible endpoint (what
+        another client, such as a DSPy LM, needs to reach the same server); None otherwise."""
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        if not isinstance(self.model, OpenAIChatModel):
+            return None
+        key = getattr(self.model.client, 'api_key', None)
+        return self.model.model_name, self.model.base_url, key if isinstance(key, str) else None
+
     def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
         settings = ModelSettings(**self.settings)

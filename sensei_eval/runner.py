@@ -28,7 +28,8 @@ from .evaluators.inconclusive import same_text_everywhere
 from .models import JudgeModel
 from .profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
 from .records import QueryRecord
-from .reports import EvaluationReport, JudgeResult, build_report, report_path, write_json_atomic
+from .reports import EvaluationReport, JudgeResult, build_report
+from .run_folder import RunFolder
 from .transcript import Transcript, render_transcript
 
 __all__ = ('JudgeEvent', 'count_judge_calls', 'judge_records')
@@ -49,7 +50,7 @@ async def judge_records(
     model: JudgeModel | None,
     *,
     run_id: str,
-    run_dir: Path | None = None,
+    run_dir: RunFolder | Path | None = None,
     concurrency: int | None = None,
     repeat: int = 1,
     cache: JudgeCache | None = None,
@@ -61,7 +62,9 @@ async def judge_records(
     """Judge every record with every judge; returns the reports in record order.
 
     `profile` is the run's agent profile; `profiles` the ones a record may name besides the built-ins.
+    With `run_dir` (a `RunFolder` or its path), each report is written there as soon as it is done.
     """
+    folder = run_dir if isinstance(run_dir, RunFolder) or run_dir is None else RunFolder(run_dir)
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
     limit = concurrency or (model.default_concurrency if model else 4)
@@ -137,9 +140,8 @@ async def judge_records(
         )
         report.errors.extend(judged.problems)
         path = None
-        if run_dir is not None:
-            path = report_path(run_dir, record.query_id, rep)
-            write_json_atomic(path, report.model_dump_json(indent=2))
+        if folder is not None:
+            path = folder.write_report(report)
         if on_report is not None:
             on_report(report, path)
         return report

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 from sensei_eval import judge as judge_cli
 from sensei_eval.cache import JudgeCache
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.reports import EvaluationReport, build_report, load_reports, to_dataframe, to_pydantic_evals_report
+from sensei_eval.reports import (
+    EvaluationReport,
+    RunSummary,
+    build_report,
+    load_reports,
+    to_dataframe,
+    to_pydantic_evals_report,
+)
+from sensei_eval.run_folder import RunFolder
 from sensei_eval.runner import judge_records
 
 from .helpers import ScriptedJudge, about, no_issues, openai_record
@@ -163,6 +171,30 @@ def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, sc
     rerun = json.loads((tmp_path / 'out' / 'run2' / 'summary.json').read_text())
     assert rerun['model_requests'] == 0 and rerun['cache_hits'] >= 6
     assert len(scripted_cli.calls) == 6
+
+
+def test_cli_summary_is_the_library_summary(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
+    """`summary.json` is exactly `RunSummary.build` over the run folder's reports (run times aside)."""
+    line = openai_record('broken', answer='BROKEN').model_dump_json()
+    result = _invoke('--dataset', str(_dataset(tmp_path, [line])), '--out', str(tmp_path / 'o'), '--run-id', 'r', '--no-cache')
+    assert result.exit_code == 1
+    folder = RunFolder(tmp_path / 'o' / 'r')
+    written = folder.load_summary()
+    assert written is not None
+    built = RunSummary.build(
+        'r',
+        folder.load_reports(),
+        make_judges(['mvp', 'checks']),
+        started_at=written.started_at,
+        finished_at=written.finished_at,
+        model=written.model,
+        datasets=[tmp_path / 'd.jsonl'],
+        records_loaded=3,
+        profile='default',
+    )
+    assert built == written
+    assert built.exit_code == 1 and built.per_judge['completeness'].errors == 1
+    assert json.loads(folder.summary_path.read_text())['per_judge']['completeness']['errors'] == 1
 
 
 def test_cli_bad_record_exits_1_and_judges_the_rest(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:

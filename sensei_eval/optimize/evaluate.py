@@ -10,20 +10,18 @@ is what the optimizer's budget counts.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..agents import AgentRunner, Query, prompt_version, run_and_judge
 from ..cache import JudgeCache
 from ..evaluators.base import Judge
 from ..models import JudgeModel
 from ..records import QueryRecord
 from ..reports import EvaluationReport
-from ..runner import judge_records
-from .agent import AgentRunError, AgentRunner, Query, prompt_version, run_query
 
 __all__ = ('FailureExample', 'PromptEvaluation', 'evaluate_prompt', 'issue_summary')
 
@@ -77,25 +75,19 @@ async def evaluate_prompt(
     cache: JudgeCache | None = None,
 ) -> tuple[PromptEvaluation, list[EvaluationReport]]:
     """Run the agent with `system_prompt` on every query, judge the runs, and score the prompt."""
-    semaphore = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(query: Query) -> QueryRecord | AgentRunError:
-        async with semaphore:
-            try:
-                return await run_query(runner, system_prompt, query)
-            except AgentRunError as e:
-                return e
-
-    outcomes = await asyncio.gather(*(one(q) for q in queries))
-    records = [o for o in outcomes if isinstance(o, QueryRecord)]
-    agent_errors = [str(o) for o in outcomes if isinstance(o, AgentRunError)]
-    reports: list[EvaluationReport] = []
-    if records:
-        reports = await judge_records(
-            records, judges, judge_model, run_id=prompt_version(system_prompt), concurrency=concurrency, cache=cache
-        )
-    evaluation = summarise(system_prompt, records, reports, agent_errors)
-    return evaluation, reports
+    done = await run_and_judge(
+        system_prompt,
+        queries,
+        runner,
+        judges,
+        judge_model,
+        agent_concurrency=concurrency,
+        judge_concurrency=concurrency,
+        cache=cache,
+    )
+    agent_errors = [str(f.error) for f in done.failed]
+    evaluation = summarise(system_prompt, done.records, done.reports, agent_errors)
+    return evaluation, done.reports
 
 
 def summarise(
@@ -153,7 +145,7 @@ def summarise(
 
 def issue_summary(issue: dict[str, Any]) -> str:
     """One issue as compact JSON for a prompt (generator, GEPA feedback): its fields without the step
-    citations and empty values; a `false` stays, since in seed 004's models it is often the finding."""
+    citations and empty values; a `false` stays, since in the issue models it is often the finding."""
     fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [])}
     return _clip(json.dumps(fields, ensure_ascii=False, default=str), 400)
 

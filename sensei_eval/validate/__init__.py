@@ -1,7 +1,8 @@
 """Before/after validation of a prompt change: run, judge, compare with paired statistics, gate.
 
-Seed 004's Layer 3. The same queries run under the old and the new prompt, every run is judged by the
-same judges, and each failure mode (and the overall score) is compared over the *paired* queries: mean
+The third layer, after judging and optimizing. The same queries run under the old and the new prompt,
+every run is judged by the same judges, and each failure mode (and the overall score) is compared over
+the *paired* queries: mean
 before/after, Δ with a bootstrap CI, a paired sign-flip permutation test (Holm-corrected across
 metrics), Cohen's d_z, exact McNemar on pass/fail, and agent vs judge noise. The gate turns that into an
 exit code for CI; `assert_no_regression` does the same inside a test.
@@ -17,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
+from ..components import PromptComponents, load_components
 from ..evaluators.base import Judge
 from ..models import JudgeModel, resolve_model
-from ..optimize.agent import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
-from ..optimize.components import PromptComponents, load_components
 from ..reports import EvaluationReport
 from .compare import OVERALL, Comparison, MetricComparison, RunError, SideSummary, compare_reports, split_run_id
 from .gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
@@ -166,7 +167,7 @@ def _model(model: JudgeModel | str | None, judges: Sequence[str] | Sequence[Judg
 
 def _reports(x: Reports) -> list[EvaluationReport]:
     if isinstance(x, str | Path):
-        from .cli import load_report_dir
+        from ..run_folder import RunFolder
 
-        return load_report_dir(Path(x), 'reports')
+        return RunFolder(x).load_reports(require=True)
     return list(x)

@@ -2,7 +2,7 @@
 
 `validate_prompts` is the library form of `python -m sensei_eval.validate --old-prompt … --new-prompt …`:
 
-1. every query is run R times under each prompt (`optimize.agent.run_query`, at most
+1. every query is run R times under each prompt (`agents.run_and_judge_many`, at most
    `agent_concurrency` runs in flight, old and new interleaved so a drifting backend hits both alike);
    run r of query `q` becomes the record `q#r<r>` (just `q` when R = 1), so reports of one query never
    overwrite each other and `compare.split_run_id` pairs them back by `q`;
@@ -16,19 +16,27 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..agents import (
+    AgentRunner,
+    JudgedRuns,
+    Query,
+    RunEvent,
+    prompt_text,
+    prompt_version,
+    run_and_judge_many,
+    run_record_id,
+)
 from ..cache import JudgeCache
+from ..components import PromptComponents
 from ..evaluators.base import Judge
 from ..models import JudgeModel
-from ..optimize.agent import AgentRunError, AgentRunner, Query, prompt_version, run_query
-from ..optimize.components import PromptComponents
 from ..records import QueryRecord
-from ..reports import EvaluationReport, write_json_atomic
-from ..runner import JudgeEvent, judge_records
+from ..reports import write_json_atomic
+from ..runner import JudgeEvent
 from . import stats
 from .compare import Comparison, RunError, SideSummary, compare_reports
 from .gate import Thresholds
@@ -36,16 +44,6 @@ from .gate import Thresholds
 __all__ = ('RunEvent', 'SideRun', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
 
 SIDES = ('old', 'new')
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """Progress: one agent run finished (`error` is None when it produced a record)."""
-
-    side: str
-    query_id: str
-    run: int
-    error: str | None
 
 
 @dataclass
@@ -59,14 +57,7 @@ class SideRun:
     attempts: int
 
 
-def run_id_for(query_id: str, run: int, runs: int) -> str:
-    """The record id of run `run` of a query: `q#r<run>`, or plain `q` when there is a single run."""
-    return query_id if runs == 1 else f'{query_id}#r{run}'
-
-
-def prompt_text(prompt: str | PromptComponents) -> str:
-    """The full system prompt: built from components, or the text itself."""
-    return prompt.build() if isinstance(prompt, PromptComponents) else prompt
+run_id_for = run_record_id
 
 
 async def run_agent(
@@ -78,38 +69,17 @@ async def run_agent(
     concurrency: int = 4,
     on_run: Callable[[RunEvent], None] | None = None,
 ) -> dict[str, SideRun]:
-    """Run every query `runs` times under every prompt of `prompts` (label → text), sharing one limit."""
-    semaphore = asyncio.Semaphore(max(1, concurrency))
-    sides = {label: SideRun(label, text, [], [], len(queries) * runs) for label, text in prompts.items()}
+    """Run every query `runs` times under every prompt of `prompts` (label → text), sharing one limit;
+    no judging (`agents.run_and_judge_many` with no judges)."""
+    done = await run_and_judge_many(prompts, queries, runner, [], runs=runs, agent_concurrency=concurrency, on_run=on_run)
+    return {label: _side_run(d) for label, d in done.items()}
 
-    async def one(label: str, query: Query, run: int) -> None:
-        side = sides[label]
-        async with semaphore:
-            try:
-                record = await run_query(runner, side.prompt, query)
-            except AgentRunError as e:
-                side.errors.append(RunError(query_id=query.query_id, run=run, message=e.message))
-                if on_run is not None:
-                    on_run(RunEvent(label, query.query_id, run, e.message))
-                return
-        record = record.model_copy(
-            update={
-                'query_id': run_id_for(query.query_id, run, runs),
-                'prompt_version': record.prompt_version or prompt_version(side.prompt),
-                'metadata': {**record.metadata, 'validate': {'side': label, 'query_id': query.query_id, 'run': run}},
-            }
-        )
-        side.records.append(record)
-        if on_run is not None:
-            on_run(RunEvent(label, query.query_id, run, None))
 
-    # interleave: query 1 run 1 old, query 1 run 1 new, … so both prompts meet the same backend conditions
-    await asyncio.gather(*(one(label, q, r) for q in queries for r in range(1, runs + 1) for label in prompts))
-    order = {run_id_for(q.query_id, r, runs): i for i, q in enumerate(queries) for r in range(1, runs + 1)}
-    for side in sides.values():
-        side.records.sort(key=lambda rec: order.get(rec.query_id, len(order)))
-        side.errors.sort(key=lambda e: (e.query_id, e.run))
-    return sides
+def _side_run(done: JudgedRuns) -> SideRun:
+    errors = sorted(
+        (RunError(query_id=f.query_id, run=f.run, message=f.message) for f in done.failed), key=lambda e: (e.query_id, e.run)
+    )
+    return SideRun(done.label, done.prompt, done.records, errors, done.attempts)
 
 
 async def validate_prompts(
@@ -144,33 +114,29 @@ async def validate_prompts(
     if runs < 1 or judge_repeats < 1:
         raise ValueError('runs and judge_repeats must be at least 1')
     texts = {'old': prompt_text(old_prompt), 'new': prompt_text(new_prompt)}
-    sides = await run_agent(runner, texts, queries, runs=runs, concurrency=agent_concurrency, on_run=on_run)
-    reports: dict[str, list[EvaluationReport]] = {}
-    for label in SIDES:
-        run_dir = out_dir / label if out_dir is not None else None
-        if out_dir is not None and run_dir is not None:
-            run_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir is not None:
+        for label in SIDES:
+            (out_dir / label).mkdir(parents=True, exist_ok=True)
             write_json_atomic(out_dir / f'{label}.prompt.txt', texts[label])  # the exact prompt, for the record
-
-        if on_judging is not None:
-            total = judge_repeats * sum(1 for r in sides[label].records for j in judges if j.applies_to(r) is None)
-            on_judging(label, total)
-
-        def tracked(event: JudgeEvent, label: str = label) -> None:
-            if on_judge is not None:
-                on_judge(label, event)
-
-        reports[label] = await judge_records(
-            sides[label].records,
-            judges,
-            model,
-            run_id=f'{run_id}-{label}',
-            run_dir=run_dir,
-            concurrency=judge_concurrency,
-            repeat=judge_repeats,
-            cache=cache,
-            on_judge=tracked,
-        )
+    done = await run_and_judge_many(
+        texts,
+        queries,
+        runner,
+        judges,
+        model,
+        runs=runs,
+        repeat=judge_repeats,
+        run_ids={label: f'{run_id}-{label}' for label in SIDES},
+        run_dirs={label: out_dir / label if out_dir is not None else None for label in SIDES},
+        agent_concurrency=agent_concurrency,
+        judge_concurrency=judge_concurrency,
+        cache=cache,
+        on_run=on_run,
+        on_judging=on_judging,
+        on_judge=on_judge,
+    )
+    sides = {label: _side_run(d) for label, d in done.items()}
+    reports = {label: d.reports for label, d in done.items()}
     given = {'old': old_prompt, 'new': new_prompt}
     sources = {'old': old_source, 'new': new_source}
     summaries = {

@@ -1,0 +1,402 @@
+"""The agent runner: (system prompt, query) → a `QueryRecord` the judges can read.
+
+The optimizer and the validator both need to run the *user's* agent under a prompt of our choosing and
+keep the full message history. `AgentRunner` is that contract; `PydanticAIRunner` fulfils it for any
+pydantic-ai `Agent` by overriding its instructions for one run (`Agent.override(instructions=…)`, a
+context variable, so concurrent runs with different prompts don't see each other's) and capturing
+`all_messages()` as pydantic-ai message JSON.
+
+`load_runner("package.module:factory")` (or `path/to/file.py:factory`) imports a factory and calls it
+with no arguments; it may return an `Agent` (wrapped) or anything with the runner's `run` method.
+
+A run that raises is not a record: `run_query` turns it into an `AgentRunError` the callers count as
+an error, so a crashing agent can never look like a clean (or a bad) run.
+
+`run_and_judge(prompt, queries, runner, judges, model)` runs the agent under a prompt on every query and
+judges what came out: the one "run, then judge" the optimizer and the validator share
+(`run_and_judge_many` for several prompts on the same queries, interleaved).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.usage import UsageLimits
+
+from .cache import JudgeCache
+from .components import PromptComponents
+from .evaluators.base import Judge
+from .models import JudgeModel
+from .profiles import DEFAULT_PROFILE, Profile
+from .records import ExpectedToolCall, LoadError, QueryRecord, json_error_text, validation_load_error
+from .reports import EvaluationReport
+from .run_folder import RunFolder
+from .runner import JudgeEvent, judge_records
+from .user_modules import import_spec
+
+__all__ = (
+    'AgentRunError',
+    'AgentRunner',
+    'FailedRun',
+    'JudgedRuns',
+    'PydanticAIRunner',
+    'Query',
+    'RunEvent',
+    'load_queries',
+    'load_runner',
+    'prompt_text',
+    'prompt_version',
+    'run_and_judge',
+    'run_and_judge_many',
+    'run_query',
+    'run_record_id',
+)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query to put to the agent: what the optimizer and validator train and test on."""
+
+    query_id: str
+    query: str
+    expected_tool_calls: list[ExpectedToolCall] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: QueryRecord) -> Query:
+        return cls(record.query_id, record.query, record.expected_tool_calls, dict(record.metadata))
+
+
+class _QueryLine(BaseModel):
+    model_config = ConfigDict(extra='ignore')
+
+    query_id: str = Field(min_length=1)
+    query: str = Field(min_length=1)
+    expected_tool_calls: list[ExpectedToolCall] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_queries(path: str | Path) -> tuple[list[Query], list[LoadError]]:
+    """The queries of a JSONL file, line by line: a full `QueryRecord` (its history is not used) or a
+    `{query_id, query}` line. Bad lines come back as located errors; the good ones are still used."""
+    path = Path(path)
+    queries: list[Query] = []
+    errors: list[LoadError] = []
+    try:
+        lines = path.read_text(encoding='utf-8-sig').splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        return [], [LoadError(str(path), 0, None, f'cannot read the dataset: {e}')]
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        query, error = _query_line(str(path), lineno, line)
+        if error is not None:
+            errors.append(error)
+            continue
+        assert query is not None
+        if query.query_id in seen:
+            message = f'duplicate query_id {query.query_id!r} (first on line {seen[query.query_id]}); this line is skipped'
+            errors.append(LoadError(str(path), lineno, 'query_id', message, query.query_id))
+            continue
+        seen[query.query_id] = lineno
+        queries.append(query)
+    return queries, errors
+
+
+def _query_line(file: str, lineno: int, line: str) -> tuple[Query | None, LoadError | None]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
+    if not isinstance(data, dict):
+        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    try:
+        if 'messages' in data:
+            return Query.from_record(QueryRecord.model_validate(data)), None
+        item = _QueryLine.model_validate(data)
+    except ValidationError as e:
+        return None, validation_load_error(file, lineno, e, query_id)
+    return Query(item.query_id, item.query, item.expected_tool_calls, item.metadata), None
+
+
+@runtime_checkable
+class AgentRunner(Protocol):
+    """Runs the agent once with `system_prompt` on `query` and returns the run as a record."""
+
+    async def run(self, system_prompt: str, query: Query) -> QueryRecord: ...
+
+
+class AgentRunError(RuntimeError):
+    """The agent failed on one query; carries the query id so reports can name it."""
+
+    def __init__(self, query_id: str, message: str) -> None:
+        super().__init__(f'{query_id}: {message}')
+        self.query_id = query_id
+        self.message = message
+
+
+@dataclass
+class PydanticAIRunner:
+    """Runs a pydantic-ai `Agent` with its instructions replaced by the system prompt under test."""
+
+    agent: Agent[Any, Any]
+    deps: Any = None
+    usage_limits: UsageLimits | None = field(default_factory=lambda: UsageLimits(request_limit=25))
+
+    async def run(self, system_prompt: str, query: Query) -> QueryRecord:
+        start = time.perf_counter()
+        with self.agent.override(instructions=system_prompt):
+            result = await self.agent.run(query.query, deps=self.deps, usage_limits=self.usage_limits)
+        messages = ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode='json')
+        usage = result.usage
+        return QueryRecord(
+            query_id=query.query_id,
+            query=query.query,
+            message_format='pydantic-ai',
+            messages=_with_system_prompt(messages, system_prompt),
+            prompt_version=prompt_version(system_prompt),
+            expected_tool_calls=query.expected_tool_calls,
+            metadata={
+                **query.metadata,
+                'agent_requests': usage.requests,
+                'agent_input_tokens': usage.input_tokens,
+                'agent_output_tokens': usage.output_tokens,
+                'agent_latency_s': round(time.perf_counter() - start, 4),
+            },
+        )
+
+
+def prompt_version(system_prompt: str) -> str:
+    """A short, stable name for a prompt text: what `QueryRecord.prompt_version` carries for our runs."""
+    return 'sha256:' + hashlib.sha256(system_prompt.encode()).hexdigest()[:12]
+
+
+async def run_query(runner: AgentRunner, system_prompt: str, query: Query) -> QueryRecord:
+    """One agent run; any failure becomes an `AgentRunError` naming the query."""
+    try:
+        return await runner.run(system_prompt, query)
+    except AgentRunError:
+        raise
+    except Exception as e:
+        raise AgentRunError(query.query_id, f'agent run failed: {type(e).__name__}: {str(e)[:500]}') from e
+
+
+def load_runner(spec: str) -> AgentRunner:
+    """Import `module:factory` (a dotted module or a .py path) and build the runner it describes."""
+    module_name, sep, attr = spec.rpartition(':')
+    if not sep or not module_name or not attr:
+        raise ValueError(f'--agent wants MODULE:FACTORY (e.g. examples.docs_agent.agent:make_agent), got {spec!r}')
+    try:
+        module = import_spec(module_name)
+    except Exception as e:
+        raise ValueError(f'cannot import {module_name!r} for --agent: {type(e).__name__}: {e}') from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise ValueError(f'{module_name!r} has no attribute {attr!r}')
+    obj = factory() if callable(factory) and not isinstance(factory, Agent) else factory
+    if isinstance(obj, Agent):
+        return PydanticAIRunner(obj)
+    if isinstance(obj, AgentRunner):
+        return obj
+    raise ValueError(f'{spec} returned {type(obj).__name__}: expected a pydantic-ai Agent or an AgentRunner')
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
+    """Instructions are not a message part in pydantic-ai; put the prompt in the first request's
+    `instructions` when it is missing, so the stored record shows what the agent was told."""
+    for message in messages:
+        if message.get('kind') == 'request':
+            if not message.get('instructions'):
+                message['instructions'] = system_prompt
+            break
+    return messages
+
+
+# ---------------------------------------------------------------------------------------------------
+# Run the agent, then judge: what the optimizer and the validator both do
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Progress: one agent run finished (`error` is None when it produced a record)."""
+
+    label: str
+    query_id: str
+    run: int
+    error: str | None
+
+    @property
+    def side(self) -> str:
+        """The label, under the validator's name for it (`old` / `new`)."""
+        return self.label
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    """An agent run that raised: never a record, never a score, counted as an error."""
+
+    query_id: str
+    run: int
+    error: AgentRunError
+
+    @property
+    def message(self) -> str:
+        return self.error.message
+
+
+@dataclass
+class JudgedRuns:
+    """One prompt's agent runs and their judging: the records, the runs that failed, the reports."""
+
+    label: str
+    prompt: str
+    records: list[QueryRecord] = field(default_factory=list)
+    failed: list[FailedRun] = field(default_factory=list)
+    attempts: int = 0
+    reports: list[EvaluationReport] = field(default_factory=list)
+
+
+def run_record_id(query_id: str, run: int, runs: int) -> str:
+    """The record id of run `run` of a query: `q#r<run>`, or plain `q` when there is a single run."""
+    return query_id if runs == 1 else f'{query_id}#r{run}'
+
+
+def prompt_text(prompt: str | PromptComponents) -> str:
+    """The full system prompt: built from components, or the text itself."""
+    return prompt.build() if isinstance(prompt, PromptComponents) else prompt
+
+
+async def run_and_judge(
+    prompt: str | PromptComponents,
+    queries: Sequence[Query],
+    runner: AgentRunner,
+    judges: Sequence[Judge],
+    model: JudgeModel | None = None,
+    *,
+    runs: int = 1,
+    repeat: int = 1,
+    run_id: str | None = None,
+    run_dir: RunFolder | Path | None = None,
+    agent_concurrency: int = 4,
+    judge_concurrency: int | None = None,
+    cache: JudgeCache | None = None,
+    profile: Profile | None = None,
+    on_run: Callable[[RunEvent], None] | None = None,
+    on_judge: Callable[[JudgeEvent], None] | None = None,
+) -> JudgedRuns:
+    """Run the agent under `prompt` on every query (`runs` times each), then judge every record that came
+    out (`repeat` times each). Run r of query `q` is the record `q#r<r>` (plain `q` when `runs` is 1); a run
+    that raises is a `FailedRun`. Reports go to `run_dir` when given; `run_id` defaults to the prompt's
+    version."""
+    text = prompt_text(prompt)
+    done = await run_and_judge_many(
+        {'': prompt},
+        queries,
+        runner,
+        judges,
+        model,
+        runs=runs,
+        repeat=repeat,
+        run_ids={'': run_id or prompt_version(text)},
+        run_dirs={'': run_dir},
+        agent_concurrency=agent_concurrency,
+        judge_concurrency=judge_concurrency,
+        cache=cache,
+        profile=profile,
+        on_run=on_run,
+        on_judge=None if on_judge is None else (lambda _label, event: on_judge(event)),
+    )
+    return done['']
+
+
+async def run_and_judge_many(
+    prompts: Mapping[str, str | PromptComponents],
+    queries: Sequence[Query],
+    runner: AgentRunner,
+    judges: Sequence[Judge],
+    model: JudgeModel | None = None,
+    *,
+    runs: int = 1,
+    repeat: int = 1,
+    run_ids: Mapping[str, str] | None = None,
+    run_dirs: Mapping[str, RunFolder | Path | None] | None = None,
+    agent_concurrency: int = 4,
+    judge_concurrency: int | None = None,
+    cache: JudgeCache | None = None,
+    profile: Profile | None = None,
+    on_run: Callable[[RunEvent], None] | None = None,
+    on_judging: Callable[[str, int], None] | None = None,
+    on_judge: Callable[[str, JudgeEvent], None] | None = None,
+) -> dict[str, JudgedRuns]:
+    """`run_and_judge` for several prompts (label → prompt) on the same queries: the agent runs share one
+    concurrency limit and are interleaved (query 1 run 1 under each prompt, then the next …) so a drifting
+    backend hits every prompt alike; then each prompt's records are judged, in label order.
+    `on_judging(label, total judge calls)` is called before a label is judged."""
+    if runs < 1 or repeat < 1:
+        raise ValueError('runs and repeat must be at least 1')
+    semaphore = asyncio.Semaphore(max(1, agent_concurrency))
+    sides = {label: JudgedRuns(label, prompt_text(p), attempts=len(queries) * runs) for label, p in prompts.items()}
+
+    async def one(label: str, query: Query, run: int) -> None:
+        side = sides[label]
+        async with semaphore:
+            try:
+                record = await run_query(runner, side.prompt, query)
+            except AgentRunError as e:
+                side.failed.append(FailedRun(query.query_id, run, e))
+                if on_run is not None:
+                    on_run(RunEvent(label, query.query_id, run, e.message))
+                return
+        record = record.model_copy(
+            update={
+                'query_id': run_record_id(query.query_id, run, runs),
+                'prompt_version': record.prompt_version or prompt_version(side.prompt),
+                'metadata': {**record.metadata, 'agent_run': {'label': label, 'query_id': query.query_id, 'run': run}},
+            }
+        )
+        side.records.append(record)
+        if on_run is not None:
+            on_run(RunEvent(label, query.query_id, run, None))
+
+    await asyncio.gather(*(one(label, q, r) for q in queries for r in range(1, runs + 1) for label in prompts))
+    order = {run_record_id(q.query_id, r, runs): i for i, q in enumerate(queries) for r in range(1, runs + 1)}
+    for side in sides.values():
+        side.records.sort(key=lambda rec: order.get(rec.query_id, len(order)))
+        if on_judging is not None:
+            on_judging(side.label, repeat * sum(1 for r in side.records for j in judges if j.applies_to(r) is None))
+        if not side.records or not judges:
+            continue
+
+        def tracked(event: JudgeEvent, label: str = side.label) -> None:
+            if on_judge is not None:
+                on_judge(label, event)
+
+        side.reports = await judge_records(
+            side.records,
+            judges,
+            model,
+            run_id=(run_ids or {}).get(side.label) or prompt_version(side.prompt),
+            run_dir=(run_dirs or {}).get(side.label),
+            concurrency=judge_concurrency,
+            repeat=repeat,
+            cache=cache,
+            on_judge=tracked,
+            profile=profile or DEFAULT_PROFILE,
+        )
+    return sides

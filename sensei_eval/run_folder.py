@@ -1,0 +1,174 @@
+"""A run folder: where one judge run's reports and summary live, and the one place that knows its layout.
+
+```
+<out>/<run-id>/
+    summary.json                  the run (`RunSummary`)
+    records/<encoded id>.json     one `EvaluationReport` per record (`.r<N>.json` for repeat N > 1)
+```
+
+`RunFolder.create(out)` makes a new folder (run id: a UTC timestamp and a random suffix, unless given);
+`write_report` / `write_summary` write atomically, so a reader never sees half a file and a crash loses
+at most the reports in flight. `load()` reads every report back and keeps going past a bad file: each
+problem is a `ReportProblem` naming the file and what failed, the good reports still load. Folders
+written before `records/` existed (reports at the top, beside `summary.json`) still load.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .reports import (
+    RECORDS_DIR,
+    RUN_FILES,
+    EvaluationReport,
+    RunSummary,
+    dump_summary,
+    report_path,
+    write_json_atomic,
+)
+
+__all__ = ('SUMMARY_FILE', 'LoadedRun', 'ReportProblem', 'RunFolder', 'RunFolderError', 'new_run_id')
+
+SUMMARY_FILE = 'summary.json'
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A fresh run id: `YYYYmmdd-HHMMSS-xxxx` (UTC, then 4 random hex digits so two runs in one second differ)."""
+    return f'{now or datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+
+
+class RunFolderError(ValueError):
+    """A run folder that cannot be read: missing, not a folder, without reports, or with bad report files."""
+
+    def __init__(self, message: str, problems: list[ReportProblem] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+@dataclass(frozen=True)
+class ReportProblem:
+    """One report file that did not load: which file, and what failed."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f'{self.path}: {self.message}'
+
+
+@dataclass
+class LoadedRun:
+    """What `RunFolder.load` found: the reports that loaded and the files that did not."""
+
+    reports: list[EvaluationReport] = field(default_factory=list)
+    problems: list[ReportProblem] = field(default_factory=list)
+
+
+class RunFolder:
+    """One judge run's folder: creates it, writes its reports and summary, reads them back."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f'RunFolder({str(self.path)!r})'
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    @classmethod
+    def create(cls, out_dir: str | Path, run_id: str | None = None) -> RunFolder:
+        """A new (or an existing, when `run_id` names one) run folder under `out_dir`."""
+        folder = cls(Path(out_dir) / (run_id or new_run_id()))
+        folder.path.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    def report_path(self, query_id: str, repeat: int = 1) -> Path:
+        """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `reports.encode_query_id`)."""
+        return report_path(self.path, query_id, repeat)
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def write_report(self, report: EvaluationReport) -> Path:
+        """Write one record's report atomically; returns its path."""
+        path = self.report_path(report.query_id, report.repeat)
+        write_json_atomic(path, report.model_dump_json(indent=2))
+        return path
+
+    def write_summary(self, summary: RunSummary) -> Path:
+        """Write `summary.json` atomically; returns its path."""
+        write_json_atomic(self.summary_path, dump_summary(summary))
+        return self.summary_path
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def report_paths(self) -> list[Path]:
+        """The record reports, in file-name order: `records/*.json`, or, in a folder written before
+        reports moved there, the top-level `*.json` that are not run files (`summary.json`, a comparison)."""
+        records = self.path / RECORDS_DIR
+        if records.is_dir():
+            return sorted(records.glob('*.json'))
+        return [p for p in sorted(self.path.glob('*.json')) if p.name not in RUN_FILES and not p.name.startswith('comparison')]
+
+    def check(self) -> None:
+        """Raise `RunFolderError` (or `FileNotFoundError` when missing) unless the folder exists."""
+        if not self.path.exists():
+            raise FileNotFoundError(f'no run folder at {self.path}')
+        if not self.path.is_dir():
+            raise RunFolderError(f'not a folder: {self.path}')
+
+    def load(self) -> LoadedRun:
+        """Every report that loads, and a located `ReportProblem` for each file that does not."""
+        self.check()
+        loaded = LoadedRun()
+        for path in self.report_paths():
+            try:
+                loaded.reports.append(EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')))
+            except (OSError, UnicodeDecodeError) as e:
+                loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
+            except ValidationError as e:
+                loaded.problems.append(ReportProblem(path, _validation_text(e)))
+        return loaded
+
+    def load_reports(self, *, require: bool = False) -> list[EvaluationReport]:
+        """Every report, in file-name order; a bad file is a `RunFolderError` listing every bad file
+        (`load()` keeps the good ones instead). `require=True`: an empty folder is an error too."""
+        loaded = self.load()
+        if loaded.problems:
+            raise RunFolderError(
+                f'{len(loaded.problems)} unreadable report(s):\n  ' + '\n  '.join(map(str, loaded.problems)),
+                loaded.problems,
+            )
+        if require and not loaded.reports:
+            raise RunFolderError(f'no judge reports in {self.path} (looked for {RECORDS_DIR}/*.json, and *.json for older runs)')
+        return loaded.reports
+
+    def load_summary(self) -> RunSummary | None:
+        """The run's summary; None when the folder has none. A bad summary is a located `RunFolderError`."""
+        if not self.summary_path.is_file():
+            return None
+        try:
+            return RunSummary.model_validate_json(self.summary_path.read_text(encoding='utf-8'))
+        except (OSError, UnicodeDecodeError) as e:
+            raise RunFolderError(f'{self.summary_path}: cannot read: {e}') from None
+        except ValidationError as e:
+            raise RunFolderError(f'{self.summary_path}: {_validation_text(e)}') from None
+
+
+def _validation_text(e: ValidationError) -> str:
+    first = e.errors()[0]
+    where = '.'.join(str(x) for x in first['loc']) or '(document)'
+    return f'field `{where}`: {first["msg"]} ({e.error_count()} problem(s) in all)'
