@@ -1,6 +1,6 @@
-"""Issue models: what each failure mode's judge reports, as seed 004 defines them.
+"""Issue models: what each failure mode's judge reports, one model per mode (`sensei_eval.modes` pairs them).
 
-Every model carries the seed's fields unchanged, plus two of ours:
+Every model carries the fields of the standard failure-mode definitions, plus two shared ones:
 
 * `steps` — the transcript step numbers the issue rests on, so a reader (and the dashboard) can jump
   to the evidence;
@@ -164,7 +164,7 @@ class SourceSelectionIssue(Issue):
 
 
 class InstructionIssue(Issue):
-    """A rule the agent's own instructions state, broken in the run (not one of the seed's 15 modes)."""
+    """A rule the agent's own instructions state, broken in the run (not one of the 15 standard modes)."""
 
     rule: str = Field(description="The rule as the agent's instructions state it, quoted or closely paraphrased.")
     violation: str = Field(description='What the agent did (or failed to do) that breaks it.')

@@ -27,29 +27,14 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
-from .issues import (
-    AgentFormatIssue,
-    AmbiguityIssue,
-    CitationIssue,
-    CompletenessIssue,
-    ConfidenceIssue,
-    DecompositionIssue,
-    HallucinationIssue,
-    InstructionIssue,
-    Issue,
-    ReportingIssue,
-    ResearchDepthIssue,
-    SolutionEvaluationIssue,
-    SourceQualityIssue,
-    SourceSelectionIssue,
-    SynthesisIssue,
-    ToolParameterIssue,
-    ToolSelectionIssue,
-)
+from . import modes
+from .issues import Issue
 from .records import QueryRecord, Rating
 from .transcript import Truncation
 
@@ -63,7 +48,6 @@ __all__ = (
     'EvaluationReport',
     'JudgeResult',
     'JudgeStatus',
-    'JudgeSummary',
     'RunSummary',
     'build_report',
     'decode_query_id',
@@ -77,42 +61,15 @@ __all__ = (
     'write_json_atomic',
 )
 
-# Seed 004's failure modes in its table order, each with its category, issue model and the field of
-# `EvaluationReport` that holds its issues (the seed names those fields, not always after the mode).
-FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {
-    'tool_selection': ('tool_usage', ToolSelectionIssue, 'tool_selection_issues'),
-    'tool_parameters': ('tool_usage', ToolParameterIssue, 'tool_parameter_issues'),
-    'source_quality': ('sources', SourceQualityIssue, 'source_quality_issues'),
-    'synthesis_quality': ('output', SynthesisIssue, 'synthesis_issues'),
-    'completeness': ('output', CompletenessIssue, 'completeness_issues'),
-    'hallucination': ('output', HallucinationIssue, 'hallucination_issues'),
-    'agent_format': ('format', AgentFormatIssue, 'agent_format_issues'),
-    'confidence_communication': ('methodology', ConfidenceIssue, 'confidence_issues'),
-    'query_decomposition': ('methodology', DecompositionIssue, 'decomposition_issues'),
-    'research_depth': ('methodology', ResearchDepthIssue, 'research_depth_issues'),
-    'solution_evaluation': ('methodology', SolutionEvaluationIssue, 'solution_evaluation_issues'),
-    'ambiguity_handling': ('methodology', AmbiguityIssue, 'ambiguity_issues'),
-    'reporting_quality': ('output', ReportingIssue, 'reporting_issues'),
-    'citation_quality': ('output', CitationIssue, 'citation_issues'),
-    'source_selection': ('sources', SourceSelectionIssue, 'source_selection_issues'),
-    # beyond the seed's fifteen: did the run keep the rules its own instructions state?
-    'instruction_following': ('instructions', InstructionIssue, 'instruction_issues'),
-}
-CATEGORIES = ('tool_usage', 'sources', 'output', 'format', 'methodology', 'instructions')
+# The failure-mode table's view the rest of the library reads: mode -> (category, issue model, report
+# field), in the standard order; and the categories in order. Both follow `sensei_eval.modes.MODES`.
+FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {}
+CATEGORIES: tuple[str, ...] = ()
 # `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
 # prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
 JudgeStatus = Literal['ok', 'error', 'inconclusive']
 # Files in a run folder that are about the run, not a record's report.
 RUN_FILES = frozenset({'summary.json', 'calibration.json'})
-
-
-class _NamedJudge(Protocol):
-    """What a run summary needs of a judge (`evaluators.base.Judge` has it)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def criteria_hash(self) -> str: ...
 
 
 class JudgeResult(BaseModel):
@@ -157,22 +114,8 @@ class EvaluationReport(BaseModel):
     agent_rating: Rating | None = None
     prompt_version: str | None = None
 
-    tool_selection_issues: list[ToolSelectionIssue] = Field(default_factory=list)
-    tool_parameter_issues: list[ToolParameterIssue] = Field(default_factory=list)
-    source_quality_issues: list[SourceQualityIssue] = Field(default_factory=list)
-    source_selection_issues: list[SourceSelectionIssue] = Field(default_factory=list)
-    synthesis_issues: list[SynthesisIssue] = Field(default_factory=list)
-    completeness_issues: list[CompletenessIssue] = Field(default_factory=list)
-    hallucination_issues: list[HallucinationIssue] = Field(default_factory=list)
-    reporting_issues: list[ReportingIssue] = Field(default_factory=list)
-    citation_issues: list[CitationIssue] = Field(default_factory=list)
-    agent_format_issues: list[AgentFormatIssue] = Field(default_factory=list)
-    confidence_issues: list[ConfidenceIssue] = Field(default_factory=list)
-    decomposition_issues: list[DecompositionIssue] = Field(default_factory=list)
-    research_depth_issues: list[ResearchDepthIssue] = Field(default_factory=list)
-    solution_evaluation_issues: list[SolutionEvaluationIssue] = Field(default_factory=list)
-    ambiguity_issues: list[AmbiguityIssue] = Field(default_factory=list)
-    instruction_issues: list[InstructionIssue] = Field(default_factory=list)
+    # Here each failure mode's issue list, `<field>: list[<issue model>]`, is added from the failure-mode
+    # table (`_derive_from_modes`); read them with `issues_of(mode)`.
 
     overall_score: float | None = None
     category_scores: dict[str, float] = Field(default_factory=dict)
@@ -199,36 +142,41 @@ class EvaluationReport(BaseModel):
     output_tokens: int = 0
     latency_s: float = 0.0
 
+    def issues_of(self, mode: str) -> list[Issue]:
+        """The issues found for a failure mode (its list in the report, so appending to it adds one)."""
+        issues: list[Issue] = getattr(self, FAILURE_MODES[mode][2])
+        return issues
 
-class JudgeSummary(BaseModel):
-    """One judge over a run: how many verdicts, errors and set-aside answers, how it scored, what it cost."""
 
-    criteria_hash: str
-    ok: int = 0
-    errors: int = 0
-    inconclusive: int = 0
-    pass_rate: float | None = Field(default=None, description='Share of ok verdicts that passed; None without one.')
-    mean_score: float | None = Field(default=None, description='Mean score over ok verdicts; None without one.')
-    input_tokens: int = 0
-    output_tokens: int = 0
+def _derive_from_modes() -> None:
+    """Re-derive `FAILURE_MODES`, `CATEGORIES` and `EvaluationReport`'s issue fields from the table."""
+    global CATEGORIES
+    FAILURE_MODES.clear()
+    FAILURE_MODES.update({m.name: (m.category, m.issue_model, m.field) for m in modes.MODES.values()})
+    CATEGORIES = modes.categories()
+    fields = EvaluationReport.__pydantic_fields__
+    rest = {k: v for k, v in fields.items() if k not in _ISSUE_FIELDS}
+    names = list(rest)
+    cut = names.index('prompt_version') + 1  # the issue lists follow the record, as in saved reports
+    issue_fields = {m.field: _issue_list(m.issue_model) for m in modes.MODES.values()}
+    fields.clear()
+    fields.update({**{k: rest[k] for k in names[:cut]}, **issue_fields, **{k: rest[k] for k in names[cut:]}})
+    _ISSUE_FIELDS.clear()
+    _ISSUE_FIELDS.update(issue_fields)
+    EvaluationReport.model_rebuild(force=True)
 
-    @classmethod
-    def of(cls, criteria_hash: str, results: Sequence[JudgeResult]) -> JudgeSummary:
-        ok = [x for x in results if x.status == 'ok']
-        return cls(
-            criteria_hash=criteria_hash,
-            ok=len(ok),
-            errors=sum(1 for x in results if x.status == 'error'),
-            inconclusive=sum(1 for x in results if x.status == 'inconclusive'),
-            pass_rate=(sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
-            mean_score=(sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
-            input_tokens=sum(x.input_tokens for x in results),
-            output_tokens=sum(x.output_tokens for x in results),
-        )
+
+def _issue_list(model: type[Issue]) -> FieldInfo:
+    annotation: Any = GenericAlias(list, model)  # list[model], which a type checker reads as a type
+    return FieldInfo.from_annotated_attribute(annotation, Field(default_factory=list))
+
+
+_ISSUE_FIELDS: set[str] = set()
+modes.on_change(_derive_from_modes)
 
 
 class RunSummary(BaseModel):
-    """`summary.json`: what ran, on what, and how it went. `RunSummary.build` makes one from the reports."""
+    """`summary.json`: what ran, on what, and how it went."""
 
     run_id: str
     started_at: datetime
@@ -243,7 +191,7 @@ class RunSummary(BaseModel):
     inconclusive: list[str] = Field(default_factory=list, description='`query_id: judge: why` per verdict set aside.')
     profile: str | None = None
     repeat: int
-    per_judge: dict[str, JudgeSummary]
+    per_judge: dict[str, dict[str, Any]]
     mean_overall_score: float | None
     input_tokens: int
     output_tokens: int
@@ -251,61 +199,6 @@ class RunSummary(BaseModel):
     cache_hits: int
     truncated_records: list[str]
     exit_code: int
-
-    @classmethod
-    def build(
-        cls,
-        run_id: str,
-        reports: Sequence[EvaluationReport],
-        judges: Iterable[_NamedJudge],
-        *,
-        started_at: datetime,
-        finished_at: datetime | None = None,
-        model: str | None = None,
-        datasets: Iterable[str | os.PathLike[str]] = (),
-        records_loaded: int | None = None,
-        load_errors: Sequence[str] = (),
-        repeat: int = 1,
-        cache_hits: int = 0,
-        profile: str | None = None,
-        exit_code: int | None = None,
-    ) -> RunSummary:
-        """The summary of a run from its reports. Tokens and requests count only what was not a cache hit;
-        `records_loaded` defaults to the records judged; `exit_code` defaults to 1 when a record failed
-        to load or a judge errored, else 0."""
-        judges = list(judges)
-        judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
-        judged = len({r.query_id for r in reports})
-        overall = [r.overall_score for r in reports if r.overall_score is not None]
-        all_results = [x for r in reports for x in r.judges.values()]
-        return cls(
-            run_id=run_id,
-            started_at=started_at,
-            finished_at=finished_at or datetime.now(UTC),
-            model=model,
-            judges={j.name: j.criteria_hash() for j in judges},
-            datasets=[str(d) for d in datasets],
-            records_loaded=judged if records_loaded is None else records_loaded,
-            records_judged=judged,
-            load_errors=list(load_errors),
-            judge_errors=judge_errors,
-            inconclusive=[
-                f'{r.query_id}: {name}: {r.judges[name].error}' for r in reports for name in r.inconclusive if name in r.judges
-            ],
-            profile=profile,
-            repeat=repeat,
-            per_judge={
-                j.name: JudgeSummary.of(j.criteria_hash(), [r.judges[j.name] for r in reports if j.name in r.judges])
-                for j in judges
-            },
-            mean_overall_score=sum(overall) / len(overall) if overall else None,
-            input_tokens=sum(x.input_tokens for x in all_results if not x.cached),
-            output_tokens=sum(x.output_tokens for x in all_results if not x.cached),
-            model_requests=sum(x.requests for x in all_results if not x.cached),
-            cache_hits=cache_hits,
-            truncated_records=sorted({r.query_id for r in reports if r.truncation is not None}),
-            exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
-        )
 
 
 def build_report(
@@ -364,9 +257,9 @@ def build_report(
         for mode in dict.fromkeys([*by_mode, *scores]):
             if mode not in FAILURE_MODES:
                 continue
-            _, issue_model, field_name = FAILURE_MODES[mode]
+            issue_model = FAILURE_MODES[mode][1]
             found = by_mode.get(mode, [])
-            getattr(report, field_name).extend(issue_model.model_validate(i) for i in found)
+            report.issues_of(mode).extend(issue_model.model_validate(i) for i in found)
             if mode in scores:
                 previous = mode_scores.get(mode)
                 # a mode judged twice (an LLM judge and a check) keeps its worse score
@@ -376,7 +269,7 @@ def build_report(
                     mode_scores[mode] = (previous[0], previous[1] + len(found))
     _summarise(report, mode_scores)
     if report.primary_failure_mode is not None:
-        cited = [s for i in getattr(report, FAILURE_MODES[report.primary_failure_mode][2]) for s in i.steps]
+        cited = [s for i in report.issues_of(report.primary_failure_mode) for s in i.steps]
         report.decisive_step = min(cited) if cited else None
         if report.decisive_step is not None and speakers:
             report.decisive_agent = speakers.get(report.decisive_step)
@@ -398,7 +291,7 @@ def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int
 
 
 def _has_issues(report: EvaluationReport, mode: str) -> bool:
-    return bool(getattr(report, FAILURE_MODES[mode][2]))
+    return bool(report.issues_of(mode))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -487,20 +380,20 @@ def write_json_atomic(path: Path, data: str) -> None:
 
 
 def report_paths(run_dir: Path) -> list[Path]:
-    """The record reports of a run folder, in file-name order (`RunFolder.report_paths`: both layouts)."""
-    from .run_folder import RunFolder
-
-    return RunFolder(run_dir).report_paths()
+    """The record reports of a run folder, in file-name order: `records/*.json`, or, in a folder written
+    before reports moved there, the top-level `*.json` that are not run files (`summary.json`, ...)."""
+    records = run_dir / RECORDS_DIR
+    if records.is_dir():
+        return sorted(records.glob('*.json'))
+    return [path for path in sorted(run_dir.glob('*.json')) if path.name not in RUN_FILES]
 
 
 def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
-    """Every record report in a run folder (not the summary), in file-name order; both layouts.
-
-    `RunFolder(run_dir).load_reports()`: a missing folder is a `FileNotFoundError`, bad report files a
-    `run_folder.RunFolderError` naming each file and what failed (`RunFolder.load` keeps the good ones)."""
-    from .run_folder import RunFolder
-
-    return RunFolder(run_dir).load_reports()
+    """Every record report in a run folder (not the summary), in file-name order; both layouts (`report_paths`)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f'no run folder at {run_dir}')
+    return [EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')) for path in report_paths(run_dir)]
 
 
 def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFrame:

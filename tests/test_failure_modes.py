@@ -1,4 +1,4 @@
-"""All fifteen seed-004 failure-mode judges, driven by scripted FunctionModels."""
+"""All fifteen standard failure-mode judges, driven by scripted FunctionModels."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from sensei_eval.issues import (
     ToolParameterIssue,
     ToolSelectionIssue,
 )
-from sensei_eval.reports import FAILURE_MODES
+from sensei_eval.modes import MODES
 from sensei_eval.transcript import FENCE_END, FENCE_START, render_transcript
 
 from .helpers import ScriptedJudge, no_issues, openai_record, user_prompt
@@ -70,8 +70,9 @@ JUDGES: list[type[FailureModeJudge]] = [
     SourceSelection,
 ]
 
-# Seed 004's "Evaluator Summary" table: evaluator -> category.
-SEED_CATEGORIES = {
+# The standard failure modes' categories as the product documents them (the table in
+# `sensei_eval.modes` must say the same; `tests/test_modes.py` checks that nothing else lists them).
+STANDARD_CATEGORIES = {
     'tool_selection': 'tool_usage',
     'tool_parameters': 'tool_usage',
     'source_quality': 'sources',
@@ -253,16 +254,16 @@ def _verdict(issue: Issue) -> dict[str, Any]:
 
 def test_fifteen_distinct_judges() -> None:
     assert len(JUDGES) == 15
-    assert [j.name for j in JUDGES] == list(SEED_CATEGORIES)
+    assert [j.name for j in JUDGES] == list(STANDARD_CATEGORIES)
     assert set(EXAMPLES) == set(JUDGES)
 
 
 @pytest.mark.parametrize('cls', JUDGES, ids=_ids)
-def test_identity_matches_seed(cls: type[FailureModeJudge]) -> None:
+def test_identity_matches_the_table(cls: type[FailureModeJudge]) -> None:
     assert cls.failure_mode == cls.name
-    assert cls.category == SEED_CATEGORIES[cls.name]
-    category, issue_model, _ = FAILURE_MODES[cls.name]
-    assert (cls.category, cls.issue_model) == (category, issue_model)
+    assert cls.category == STANDARD_CATEGORIES[cls.name]
+    mode = MODES[cls.name]
+    assert mode.standard and (cls.category, cls.issue_model) == (mode.category, mode.issue_model)
     assert cls.question.endswith('?')
 
 

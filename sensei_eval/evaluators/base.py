@@ -48,6 +48,7 @@ from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorCont
 
 from ..issues import Issue, Verdict
 from ..models import JudgeModel, resolve_model
+from ..modes import ModeCategory
 from ..records import QueryRecord
 from ..reports import JudgeResult
 from ..transcript import FENCE_END, FENCE_START, Transcript, render_transcript
@@ -140,7 +141,8 @@ class Judge(Evaluator[Any, Any, Any]):
 
     name: ClassVar[str] = ''
     failure_mode: ClassVar[str | None] = None
-    category: ClassVar[str | None] = None
+    # Read from the failure-mode table through `failure_mode`; a judge never declares it.
+    category: ClassVar[ModeCategory] = ModeCategory()
     needs_model: ClassVar[bool] = True
 
     def criteria_hash(self) -> str:

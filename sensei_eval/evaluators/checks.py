@@ -166,7 +166,6 @@ class VersionCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'version_check'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
-    category: ClassVar[str | None] = 'tool_usage'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         calls = [(c, r) for c, r in _tool_steps(transcript)]
@@ -229,7 +228,6 @@ class DocsToolCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'docs_tool_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    category: ClassVar[str | None] = 'tool_usage'
 
     docs_tools: str = _DOCS_TOOLS
     libraries: tuple[str, ...] = _LIBRARIES
@@ -300,7 +298,6 @@ class GreetingCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'greeting_check'
     failure_mode: ClassVar[str | None] = 'agent_format'
-    category: ClassVar[str | None] = 'format'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
@@ -335,7 +332,6 @@ class CitationCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'citation_check'
     failure_mode: ClassVar[str | None] = 'citation_quality'
-    category: ClassVar[str | None] = 'output'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
@@ -375,7 +371,6 @@ class ErrorRecoveryCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'error_recovery_check'
     failure_mode: ClassVar[str | None] = 'research_depth'
-    category: ClassVar[str | None] = 'methodology'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         pairs = _tool_steps(transcript)
@@ -410,7 +405,6 @@ class RepeatedCallCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'repeated_call_check'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
-    category: ClassVar[str | None] = 'tool_usage'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         issues: list[Issue] = []
@@ -456,7 +450,6 @@ class IdentifierCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'identifier_check'
     failure_mode: ClassVar[str | None] = 'hallucination'
-    category: ClassVar[str | None] = 'output'
 
     min_length: int = 4
 

@@ -31,7 +31,6 @@ class InstructionFollowing(FailureModeJudge):
 
     name: ClassVar[str] = 'instruction_following'
     failure_mode: ClassVar[str | None] = 'instruction_following'
-    category: ClassVar[str | None] = 'instructions'
     issue_model: ClassVar[type[Issue]] = InstructionIssue
     question: ClassVar[str] = "Did the agent break a rule that its own instructions (the system step) state?"
     rubric: ClassVar[str] = """

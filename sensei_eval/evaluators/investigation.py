@@ -456,7 +456,6 @@ def _smoke_warnings(model: JudgeModel, analysis: str) -> list[str]:
 
 @dataclass(repr=False)
 class _InvestigationJudge(Judge):
-    category: ClassVar[str | None] = None
     failure_mode: ClassVar[str | None] = None
 
     model: Model | str | None = None

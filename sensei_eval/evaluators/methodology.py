@@ -55,7 +55,6 @@ class ConfidenceCommunication(FailureModeJudge):
 
     name: ClassVar[str] = 'confidence_communication'
     failure_mode: ClassVar[str | None] = 'confidence_communication'
-    category: ClassVar[str | None] = 'methodology'
     issue_model: ClassVar[type[Issue]] = ConfidenceIssue
     question: ClassVar[str] = 'Did the agent communicate its confidence appropriately for its sources?'
     rubric: ClassVar[str] = """
@@ -119,7 +118,6 @@ class QueryDecomposition(FailureModeJudge):
 
     name: ClassVar[str] = 'query_decomposition'
     failure_mode: ClassVar[str | None] = 'query_decomposition'
-    category: ClassVar[str | None] = 'methodology'
     issue_model: ClassVar[type[Issue]] = DecompositionIssue
     question: ClassVar[str] = 'Did the agent decompose the query appropriately before researching it?'
     rubric: ClassVar[str] = """
@@ -177,7 +175,6 @@ class ResearchDepth(FailureModeJudge):
 
     name: ClassVar[str] = 'research_depth'
     failure_mode: ClassVar[str | None] = 'research_depth'
-    category: ClassVar[str | None] = 'methodology'
     issue_model: ClassVar[type[Issue]] = ResearchDepthIssue
     question: ClassVar[str] = 'Did the agent explore sufficiently before settling on an answer?'
     rubric: ClassVar[str] = """
@@ -236,7 +233,6 @@ class SolutionEvaluation(FailureModeJudge):
 
     name: ClassVar[str] = 'solution_evaluation'
     failure_mode: ClassVar[str | None] = 'solution_evaluation'
-    category: ClassVar[str | None] = 'methodology'
     issue_model: ClassVar[type[Issue]] = SolutionEvaluationIssue
     question: ClassVar[str] = 'Did the agent weigh the possible approaches with engineering judgment?'
     rubric: ClassVar[str] = """
@@ -293,7 +289,6 @@ class AmbiguityHandling(FailureModeJudge):
 
     name: ClassVar[str] = 'ambiguity_handling'
     failure_mode: ClassVar[str | None] = 'ambiguity_handling'
-    category: ClassVar[str | None] = 'methodology'
     issue_model: ClassVar[type[Issue]] = AmbiguityIssue
     question: ClassVar[str] = 'Did the agent handle ambiguity in the query appropriately?'
     rubric: ClassVar[str] = """

@@ -31,7 +31,6 @@ class Hallucination(FailureModeJudge):
 
     name: ClassVar[str] = 'hallucination'
     failure_mode: ClassVar[str | None] = 'hallucination'
-    category: ClassVar[str | None] = 'output'
     issue_model: ClassVar[type[Issue]] = HallucinationIssue
     question: ClassVar[str] = 'Did the agent claim things that its tool results do not support?'
     rubric: ClassVar[str] = """
@@ -61,7 +60,6 @@ class Completeness(FailureModeJudge):
 
     name: ClassVar[str] = 'completeness'
     failure_mode: ClassVar[str | None] = 'completeness'
-    category: ClassVar[str | None] = 'output'
     issue_model: ClassVar[type[Issue]] = CompletenessIssue
     question: ClassVar[str] = 'Did the final answer address every part of the query?'
     rubric: ClassVar[str] = """
@@ -84,7 +82,6 @@ class SynthesisQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'synthesis_quality'
     failure_mode: ClassVar[str | None] = 'synthesis_quality'
-    category: ClassVar[str | None] = 'output'
     issue_model: ClassVar[type[Issue]] = SynthesisIssue
     question: ClassVar[str] = 'Does the final answer accurately reflect what the tools returned?'
     rubric: ClassVar[str] = """
@@ -129,7 +126,6 @@ class ReportingQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'reporting_quality'
     failure_mode: ClassVar[str | None] = 'reporting_quality'
-    category: ClassVar[str | None] = 'output'
     issue_model: ClassVar[type[Issue]] = ReportingIssue
     question: ClassVar[str] = 'Did the agent report its results with the context the caller needs?'
     rubric: ClassVar[str] = """
@@ -180,7 +176,6 @@ class CitationQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'citation_quality'
     failure_mode: ClassVar[str | None] = 'citation_quality'
-    category: ClassVar[str | None] = 'output'
     issue_model: ClassVar[type[Issue]] = CitationIssue
     question: ClassVar[str] = 'Did the agent cite its sources properly?'
     rubric: ClassVar[str] = """

@@ -97,7 +97,6 @@ class ReferenceCheck(Judge):
 
     name: ClassVar[str] = 'reference_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    category: ClassVar[str | None] = 'tool_usage'
     needs_model: ClassVar[bool] = False
 
     strict: bool = False

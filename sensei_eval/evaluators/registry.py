@@ -1,20 +1,23 @@
 """Judge names and groups: what `--evaluators` accepts, and what each judge needs.
 
-A name is a judge's `name`; a group is a named list of judges. Groups follow seed 004's categories
-(`tool_usage`, `sources`, `output`, `format`, `methodology`), plus `mvp` (the seed's first three),
-`checks` (deterministic, no model), `instructions` (`instruction_following`, which is not one of the
-seed's fifteen failure modes: `EXTRA_MODES` names it so `--list` can say so), `investigation` (the
-TARSy scorer) and `all`. Unknown names fail with the list of known ones, never silently run less than
-asked. Which checks run on a record is then up to its agent profile (`sensei_eval.profiles`).
+A name is a judge's `name`; a group is a named list of judges. There is a group per failure-mode
+category (`tool_usage`, `sources`, `output`, `format`, `methodology`, `instructions`, and any a
+registered mode brings), plus `mvp` (the first three judges worth running), `checks` (deterministic, no
+model), `investigation` (the TARSy scorer) and `all`. `EXTRA_MODES` names the judges of modes beyond
+the fifteen standard ones, so `--list` can say so. Unknown names fail with the list of known ones, never
+silently run less than asked. Which checks run on a record is then up to its agent profile
+(`sensei_eval.profiles`).
 
-`COMPONENTS` is seed 004's evaluator → prompt-component mapping, as data the optimizer reads; modes
-the seed's table leaves out take the prompt section their own definition names.
+The groups, `JUDGES`, `EXTRA_MODES` and `COMPONENTS` (failure mode → prompt components, as data the
+optimizer reads) follow the failure-mode table (`sensei_eval.modes`), also when a mode is registered
+at runtime; they are updated in place, so a module that imported them sees the change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import modes
 from .base import Judge
 from .checks import CHECKS
 from .format import AgentFormat
@@ -28,59 +31,49 @@ from .tool_usage import ToolParameters, ToolSelection
 
 __all__ = ('COMPONENTS', 'EXTRA_MODES', 'GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
 
-_FAILURE_MODE_JUDGES: tuple[type[Judge], ...] = (
+# The LLM judge of each of the library's failure modes (in any order: the table orders them).
+_MODE_JUDGES: tuple[type[Judge], ...] = (
     ToolSelection, ToolParameters, SourceQuality, SynthesisQuality, Completeness, Hallucination, AgentFormat,
     ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation, AmbiguityHandling,
-    ReportingQuality, CitationQuality, SourceSelection,
+    ReportingQuality, CitationQuality, SourceSelection, InstructionFollowing,
 )  # fmt: skip
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
-# Judges of failure modes beyond the seed's fifteen.
-_EXTRA_JUDGES: tuple[type[Judge], ...] = (InstructionFollowing,)
-EXTRA_MODES = frozenset(cls.name for cls in _EXTRA_JUDGES)
-_INVESTIGATION: type[Judge] = InvestigationScorer
+_MVP = ('tool_selection', 'hallucination', 'completeness')
 
-_ALL: tuple[type[Judge], ...] = (
-    *_FAILURE_MODE_JUDGES, *_EXTRA_JUDGES, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer,
-)  # fmt: skip
-JUDGES: dict[str, type[Judge]] = {cls.name: cls for cls in _ALL}
+JUDGES: dict[str, type[Judge]] = {}
+GROUPS: dict[str, tuple[str, ...]] = {}
+COMPONENTS: dict[str, tuple[str, ...]] = {}
+EXTRA_MODES: set[str] = set()
 
 
-def _category(name: str) -> tuple[str, ...]:
-    return tuple(cls.name for cls in _FAILURE_MODE_JUDGES if cls.category == name)
+def _derive_from_modes() -> None:
+    by_mode: dict[str | None, type[Judge]] = {cls.failure_mode: cls for cls in _MODE_JUDGES}
+    by_mode.update(modes.registered_judges())
+    if missing := [m for m in modes.MODES if m not in by_mode]:
+        raise ValueError(f'failure modes without a judge: {", ".join(missing)}')
+    mode_judges = [by_mode[m] for m in modes.MODES]
+    every: tuple[type[Judge], ...] = (*mode_judges, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
+    if len({cls.name for cls in every}) != len(every):
+        raise ValueError('two judges share a name: ' + ', '.join(cls.name for cls in every))
+    JUDGES.clear()
+    JUDGES.update({cls.name: cls for cls in every})
+    GROUPS.clear()
+    GROUPS.update(
+        {
+            'mvp': _MVP,
+            **{c: tuple(cls.name for cls in mode_judges if cls.category == c) for c in modes.categories()},
+            'checks': tuple(cls.name for cls in _CHECKS),
+            'investigation': (InvestigationScorer.name,),
+            'all': tuple(cls.name for cls in every if cls is not StructuredInvestigationScorer),
+        }
+    )
+    COMPONENTS.clear()
+    COMPONENTS.update({m.name: m.components for m in modes.MODES.values() if m.components})
+    EXTRA_MODES.clear()
+    EXTRA_MODES.update(by_mode[m.name].name for m in modes.MODES.values() if not m.standard)
 
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    'mvp': ('tool_selection', 'hallucination', 'completeness'),
-    'tool_usage': _category('tool_usage'),
-    'sources': _category('sources'),
-    'output': _category('output'),
-    'format': _category('format'),
-    'methodology': _category('methodology'),
-    'checks': tuple(cls.name for cls in _CHECKS),
-    'instructions': tuple(cls.name for cls in _EXTRA_JUDGES),
-    'investigation': ('investigation_score',),
-    'all': tuple(cls.name for cls in (*_FAILURE_MODE_JUDGES, *_EXTRA_JUDGES, *_CHECKS, _INVESTIGATION)),
-}
-
-COMPONENTS: dict[str, tuple[str, ...]] = {
-    'tool_selection': ('CHOOSING_SOURCES', 'AVAILABLE_TOOLS'),
-    'hallucination': ('CONFIDENCE_LEVELS', 'CITATIONS'),
-    'completeness': ('QUERY_DECOMPOSITION', 'REPORTING_RESULTS'),
-    'confidence_communication': ('CONFIDENCE_LEVELS',),
-    'research_depth': ('RESEARCH_METHODOLOGY',),
-    'solution_evaluation': ('ENGINEERING_JUDGMENT',),
-    'ambiguity_handling': ('HANDLING_AMBIGUITY',),
-    'citation_quality': ('CITATIONS',),
-    'source_selection': ('CHOOSING_SOURCES',),
-    # not in the seed's table; each takes the "Prompt section" its failure-mode definition names
-    'agent_format': ('IDENTITY',),
-    'query_decomposition': ('QUERY_DECOMPOSITION',),
-    'reporting_quality': ('REPORTING_RESULTS',),
-    # in neither the table nor a "Prompt section" line: the sections that tell the agent how to call
-    # tools and which sources to trust are where a fix for these goes
-    'tool_parameters': ('AVAILABLE_TOOLS',),
-    'source_quality': ('CHOOSING_SOURCES',),
-}
+modes.on_change(_derive_from_modes)
 
 
 class UnknownJudgeError(ValueError):

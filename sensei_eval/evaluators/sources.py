@@ -30,7 +30,6 @@ class SourceQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'source_quality'
     failure_mode: ClassVar[str | None] = 'source_quality'
-    category: ClassVar[str | None] = 'sources'
     issue_model: ClassVar[type[Issue]] = SourceQualityIssue
     question: ClassVar[str] = 'Did the agent use the best available sources?'
     rubric: ClassVar[str] = """
@@ -65,7 +64,6 @@ class SourceSelection(FailureModeJudge):
 
     name: ClassVar[str] = 'source_selection'
     failure_mode: ClassVar[str | None] = 'source_selection'
-    category: ClassVar[str | None] = 'sources'
     issue_model: ClassVar[type[Issue]] = SourceSelectionIssue
     question: ClassVar[str] = 'Did the agent follow the trust hierarchy and match its sources to the goal of the query?'
     rubric: ClassVar[str] = """

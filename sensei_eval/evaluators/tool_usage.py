@@ -25,7 +25,6 @@ class ToolSelection(FailureModeJudge):
 
     name: ClassVar[str] = 'tool_selection'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    category: ClassVar[str | None] = 'tool_usage'
     issue_model: ClassVar[type[Issue]] = ToolSelectionIssue
     question: ClassVar[str] = 'Did the agent use the right tools for this query?'
     rubric: ClassVar[str] = """
@@ -54,7 +53,6 @@ class ToolParameters(FailureModeJudge):
 
     name: ClassVar[str] = 'tool_parameters'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
-    category: ClassVar[str | None] = 'tool_usage'
     issue_model: ClassVar[type[Issue]] = ToolParameterIssue
     question: ClassVar[str] = 'Were the tools called with the correct parameters?'
     rubric: ClassVar[str] = """
