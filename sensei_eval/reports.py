@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import GenericAlias
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
@@ -48,6 +48,7 @@ __all__ = (
     'EvaluationReport',
     'JudgeResult',
     'JudgeStatus',
+    'JudgeSummary',
     'RunSummary',
     'build_report',
     'decode_query_id',
@@ -70,6 +71,15 @@ CATEGORIES: tuple[str, ...] = ()
 JudgeStatus = Literal['ok', 'error', 'inconclusive']
 # Files in a run folder that are about the run, not a record's report.
 RUN_FILES = frozenset({'summary.json', 'calibration.json'})
+
+
+class _NamedJudge(Protocol):
+    """What a run summary needs of a judge (`evaluators.base.Judge` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def criteria_hash(self) -> str: ...
 
 
 class JudgeResult(BaseModel):
@@ -175,8 +185,35 @@ _ISSUE_FIELDS: set[str] = set()
 modes.on_change(_derive_from_modes)
 
 
+class JudgeSummary(BaseModel):
+    """One judge over a run: how many verdicts, errors and set-aside answers, how it scored, what it cost."""
+
+    criteria_hash: str
+    ok: int = 0
+    errors: int = 0
+    inconclusive: int = 0
+    pass_rate: float | None = Field(default=None, description='Share of ok verdicts that passed; None without one.')
+    mean_score: float | None = Field(default=None, description='Mean score over ok verdicts; None without one.')
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @classmethod
+    def of(cls, criteria_hash: str, results: Sequence[JudgeResult]) -> JudgeSummary:
+        ok = [x for x in results if x.status == 'ok']
+        return cls(
+            criteria_hash=criteria_hash,
+            ok=len(ok),
+            errors=sum(1 for x in results if x.status == 'error'),
+            inconclusive=sum(1 for x in results if x.status == 'inconclusive'),
+            pass_rate=(sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
+            mean_score=(sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
+            input_tokens=sum(x.input_tokens for x in results),
+            output_tokens=sum(x.output_tokens for x in results),
+        )
+
+
 class RunSummary(BaseModel):
-    """`summary.json`: what ran, on what, and how it went."""
+    """`summary.json`: what ran, on what, and how it went. `RunSummary.build` makes one from the reports."""
 
     run_id: str
     started_at: datetime
@@ -191,7 +228,7 @@ class RunSummary(BaseModel):
     inconclusive: list[str] = Field(default_factory=list, description='`query_id: judge: why` per verdict set aside.')
     profile: str | None = None
     repeat: int
-    per_judge: dict[str, dict[str, Any]]
+    per_judge: dict[str, JudgeSummary]
     mean_overall_score: float | None
     input_tokens: int
     output_tokens: int
@@ -199,6 +236,61 @@ class RunSummary(BaseModel):
     cache_hits: int
     truncated_records: list[str]
     exit_code: int
+
+    @classmethod
+    def build(
+        cls,
+        run_id: str,
+        reports: Sequence[EvaluationReport],
+        judges: Iterable[_NamedJudge],
+        *,
+        started_at: datetime,
+        finished_at: datetime | None = None,
+        model: str | None = None,
+        datasets: Iterable[str | os.PathLike[str]] = (),
+        records_loaded: int | None = None,
+        load_errors: Sequence[str] = (),
+        repeat: int = 1,
+        cache_hits: int = 0,
+        profile: str | None = None,
+        exit_code: int | None = None,
+    ) -> RunSummary:
+        """The summary of a run from its reports. Tokens and requests count only what was not a cache hit;
+        `records_loaded` defaults to the records judged; `exit_code` defaults to 1 when a record failed
+        to load or a judge errored, else 0."""
+        judges = list(judges)
+        judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
+        judged = len({r.query_id for r in reports})
+        overall = [r.overall_score for r in reports if r.overall_score is not None]
+        all_results = [x for r in reports for x in r.judges.values()]
+        return cls(
+            run_id=run_id,
+            started_at=started_at,
+            finished_at=finished_at or datetime.now(UTC),
+            model=model,
+            judges={j.name: j.criteria_hash() for j in judges},
+            datasets=[str(d) for d in datasets],
+            records_loaded=judged if records_loaded is None else records_loaded,
+            records_judged=judged,
+            load_errors=list(load_errors),
+            judge_errors=judge_errors,
+            inconclusive=[
+                f'{r.query_id}: {name}: {r.judges[name].error}' for r in reports for name in r.inconclusive if name in r.judges
+            ],
+            profile=profile,
+            repeat=repeat,
+            per_judge={
+                j.name: JudgeSummary.of(j.criteria_hash(), [r.judges[j.name] for r in reports if j.name in r.judges])
+                for j in judges
+            },
+            mean_overall_score=sum(overall) / len(overall) if overall else None,
+            input_tokens=sum(x.input_tokens for x in all_results if not x.cached),
+            output_tokens=sum(x.output_tokens for x in all_results if not x.cached),
+            model_requests=sum(x.requests for x in all_results if not x.cached),
+            cache_hits=cache_hits,
+            truncated_records=sorted({r.query_id for r in reports if r.truncation is not None}),
+            exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
+        )
 
 
 def build_report(
@@ -380,20 +472,20 @@ def write_json_atomic(path: Path, data: str) -> None:
 
 
 def report_paths(run_dir: Path) -> list[Path]:
-    """The record reports of a run folder, in file-name order: `records/*.json`, or, in a folder written
-    before reports moved there, the top-level `*.json` that are not run files (`summary.json`, ...)."""
-    records = run_dir / RECORDS_DIR
-    if records.is_dir():
-        return sorted(records.glob('*.json'))
-    return [path for path in sorted(run_dir.glob('*.json')) if path.name not in RUN_FILES]
+    """The record reports of a run folder, in file-name order (`RunFolder.report_paths`: both layouts)."""
+    from .run_folder import RunFolder
+
+    return RunFolder(run_dir).report_paths()
 
 
 def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
-    """Every record report in a run folder (not the summary), in file-name order; both layouts (`report_paths`)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f'no run folder at {run_dir}')
-    return [EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')) for path in report_paths(run_dir)]
+    """Every record report in a run folder (not the summary), in file-name order; both layouts.
+
+    `RunFolder(run_dir).load_reports()`: a missing folder is a `FileNotFoundError`, bad report files a
+    `run_folder.RunFolderError` naming each file and what failed (`RunFolder.load` keeps the good ones)."""
+    from .run_folder import RunFolder
+
+    return RunFolder(run_dir).load_reports()
 
 
 def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFrame:
