@@ -9,7 +9,8 @@ The library in one place (the command-line tools and the service are thin layers
 * reports: `EvaluationReport`, `JudgeResult`, `load_reports`, `to_dataframe`;
 * agents: `Query`, `load_queries`, `AgentRunner`, `PydanticAIRunner`, `load_runner`, `PromptComponents`,
   `load_components`, `run_and_judge` (async);
-* `calibrate` (judges against human labels); `compare_reports` and `assert_no_regression` (a prompt
+* `calibrate`, the module (`calibrate.calibrate(...)`, `CalibrationResult`: judges against labels; a
+  function of the same name here would shadow the module, depending on import order); `compare_reports` and `assert_no_regression` (a prompt
   change, before and after).
 
 Names load on first use, so `import sensei_eval` stays cheap.
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
-    from .calibrate import calibrate
+    from . import calibrate
+    from .calibrate import CalibrationResult
     from .components import PromptComponents, load_components
     from .evaluators.base import FailureModeJudge, Judge
     from .evaluators.registry import make_judges
@@ -41,7 +43,7 @@ _WHERE = {
     'load_queries': 'agents',
     'load_runner': 'agents',
     'run_and_judge': 'agents',
-    'calibrate': 'calibrate',
+    'CalibrationResult': 'calibrate',
     'PromptComponents': 'components',
     'load_components': 'components',
     'FailureModeJudge': 'evaluators.base',
@@ -69,6 +71,7 @@ _WHERE = {
 
 __all__ = (
     'AgentRunner',
+    'CalibrationResult',
     'EvaluationReport',
     'FailureModeJudge',
     'Judge',
@@ -101,7 +104,13 @@ __all__ = (
 )
 
 
+# Submodules exported as themselves.
+_MODULES = frozenset({'calibrate'})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f'.{name}', __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
