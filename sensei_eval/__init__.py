@@ -10,8 +10,8 @@ The library in one place (the command-line tools and the service are thin layers
 * agents: `Query`, `load_queries`, `AgentRunner`, `PydanticAIRunner`, `load_runner`, `PromptComponents`,
   `load_components`, `run_and_judge` (async);
 * `calibrate`, the module (`calibrate.calibrate(...)`, `CalibrationResult`: judges against labels; a
-  function of the same name here would shadow the module, depending on import order); `compare_reports` and `assert_no_regression` (a prompt
-  change, before and after).
+  function of the same name here would shadow the module, depending on import order);
+* `compare_reports` and `assert_no_regression` (a prompt change, before and after).
 
 Names load on first use, so `import sensei_eval` stays cheap.
 """
@@ -22,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
     from . import calibrate
+    from .agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
     from .calibrate import CalibrationResult
     from .components import PromptComponents, load_components
     from .evaluators.base import FailureModeJudge, Judge
