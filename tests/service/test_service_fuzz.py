@@ -43,7 +43,8 @@ def bodies(draw: st.DrawFn) -> bytes:
     if draw(st.booleans()):
         record['query_id'] = draw(TEXT.filter(lambda t: t.strip() != ''))
     if draw(st.booleans()):
-        record['messages'] = [dict(m) for m in record['messages']] if isinstance(record['messages'], list) else []
+        messages = record['messages'] if isinstance(record['messages'], list) else []
+        record['messages'] = [dict(m) if isinstance(m, dict) else m for m in messages]
         record['messages'].append({'role': 'assistant', 'content': draw(TEXT)})
     return json.dumps(record).encode()  # ensure_ascii: a lone surrogate travels as \\udXXX, as a client would send it
 
