@@ -147,6 +147,13 @@ class JudgeModel:
             settings['extra_body'] = {'response_format': {'type': 'json_object', 'schema': schema}}
         return settings
 
+    def through(self, model: Model) -> JudgeModel:
+        """This judge model calling through `model` (e.g. a retrying wrapper of `self.model`). The copy
+        does not own the embedded server: closing it leaves the server to this one."""
+        from dataclasses import replace
+
+        return replace(self, model=model, _server=None)
+
     def close(self) -> None:
         if self._server is not None:
             self._server.stop()

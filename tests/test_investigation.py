@@ -339,3 +339,79 @@ async def test_structured_variant_on_the_embedded_model_is_smoke_and_bounded() -
     result = await StructuredInvestigationScorer().judge(record, render_transcript(record), embedded_model(fn))
     assert result.status == 'ok' and result.details['smoke'] is True and result.warnings
     assert '"maxLength"' in json.dumps(schemas[0]) and '"maxItems"' in json.dumps(schemas[0])
+
+
+# --- typed result and phases -----------------------------------------------------------------------
+
+
+async def test_phase_callback_reports_the_phases_in_order_for_a_scripted_scoring() -> None:
+    """The scorer says which phase it is in; each model call happens inside the phase reported before it."""
+    record = tarsy_record()
+    phases: list[str] = []
+    during: list[tuple[str, str]] = []  # (phase reported so far, the turn the model was asked)
+    script = Script(
+        ['no score line', 'Logical Flow: 12/25\nConsistency: 15/25\nTool Relevance: 9/25\nSynthesis Quality: 10/25\n46']
+    )
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = 'missing_tools' if _last_user(messages) == FOLLOWUP_MISSING_TOOLS_PROMPT else 'scoring'
+        during.append((phases[-1] if phases else '', asked))
+        return script(messages, info)
+
+    model = JudgeModel(FunctionModel(fn, model_name='scripted'), 'function:scripted')
+    result = await InvestigationScorer().score(record, render_transcript(record), model, on_phase=phases.append)
+    assert phases == list(investigation.SCORING_PHASES) == ['scoring', 'missing_tools']
+    assert during == [('scoring', 'scoring'), ('scoring', 'scoring'), ('missing_tools', 'missing_tools')]
+    assert result.status == 'ok' and result.score_attempts == 2
+
+
+async def test_phase_callback_of_a_failed_scoring_stops_at_scoring() -> None:
+    record = tarsy_record()
+    phases: list[str] = []
+    result = await InvestigationScorer().score(
+        record, render_transcript(record), Script(['x', 'y', 'z']).model(), on_phase=phases.append
+    )
+    assert result.status == 'error' and phases == ['scoring']
+
+
+async def test_freeform_result_is_typed_and_converts_to_the_judge_result() -> None:
+    record = tarsy_record()
+    transcript = render_transcript(record)
+    answer = 'Weak.\n**Logical Flow: 12/25**\n- Consistency: 14 / 25\nTool Relevance: 10/25\nSynthesis Quality: 9/25\n45'
+    missing = (
+        '1. read-file: shows whether it ran\n2) **kubectl-logs** - the crash\n- `netstat`: sockets\n'
+        '1. read-file: again\nprose: no'
+    )
+    result = await InvestigationScorer().score(record, transcript, Script([answer], missing=missing).model())
+    assert isinstance(result, investigation.InvestigationResult) and result.variant == 'freeform'
+    assert result.total_score == 45 and result.smoke is False and result.prompt_hash == PROMPT_HASH
+    assert result.breakdown.as_dict() == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
+    assert [(t.tool_name, t.rationale) for t in result.missing_tools] == [
+        ('read-file', 'shows whether it ran'),
+        ('kubectl-logs', 'the crash'),
+        ('netstat', 'sockets'),
+    ]
+    assert result.raw_output == answer and result.missing_tools_analysis == missing
+    judged = InvestigationScorer().to_judge_result(result)
+    assert judged.status == 'ok' and judged.score == pytest.approx(0.45) and judged.judge == 'investigation_score'
+    assert judged.details['total_score'] == 45 and judged.details['missing_tools_analysis'] == missing
+    assert judged.criteria_hash == PROMPT_HASH
+
+
+async def test_structured_result_is_typed_and_reports_both_phases() -> None:
+    answer = {
+        'total_score': 61,
+        'score_breakdown': {'logical_flow': 14, 'consistency': 16, 'tool_relevance': 12, 'synthesis_quality': 19, 'x': 3},
+        'score_reasoning': 'However, the agent never read the logs.',
+        'missing_tools': [{'tool_name': 'kubectl-logs', 'rationale': 'direct evidence'}],
+        'alternative_approaches': [],
+    }
+    model = JudgeModel(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart(json.dumps(answer))]), model_name='s'), 'f:s')
+    record = tarsy_record()
+    phases: list[str] = []
+    result = await StructuredInvestigationScorer().score(record, render_transcript(record), model, on_phase=phases.append)
+    assert phases == ['scoring', 'missing_tools']
+    assert result.variant == 'structured' and result.total_score == 61
+    assert result.breakdown.as_dict() == {'logical_flow': 14, 'consistency': 16, 'tool_relevance': 12, 'synthesis_quality': 19}
+    assert [t.tool_name for t in result.missing_tools] == ['kubectl-logs']
+    assert result.missing_tools_analysis == '1. kubectl-logs: direct evidence'

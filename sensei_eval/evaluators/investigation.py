@@ -1,12 +1,12 @@
-"""The TARSy investigation scorer (EP-0028): a 0-100 score for an SRE investigation, then missing tools.
+"""The investigation scorer: a 0-100 score for an SRE investigation, then missing tools.
 
 Two variants, both applying only to records that carry an alert (`alert_data`):
 
-* `investigation_score` (seed 000, freeform): turn 1 sends the scoring rubric — four categories of 25
+* `investigation_score` (freeform): turn 1 sends the scoring rubric — four categories of 25
   points (logical flow, consistency, tool relevance, synthesis quality), a critical stance and
   calibration rules — with the session (the alert, then the conversation) inside the transcript fence, and
   asks for the total alone on the last line. The score is read from the last non-empty line only when that
-  line is nothing but an integer (`_SCORE_LINE`; the seed's unanchored `(\\d+)\\s*$` would read
+  line is nothing but an integer (`_SCORE_LINE`; an unanchored `(\\d+)\\s*$` would read
   `Synthesis Quality: 14/25` as 25). A missing or out-of-range score gets a reminder in the same
   conversation, up to `max_score_attempts` tries in all, keeping the best analysis seen; after that the
   result is an error that keeps the raw response. Turn 2, in the same conversation, asks which tools
@@ -15,14 +15,21 @@ Two variants, both applying only to records that carry an alert (`alert_data`):
   line) turn 1 is decoded under a JSON schema — analysis and the four category scores — and rendered
   into the same text (breakdown, then the total alone on the last line) before the same parsing and
   checks; turn 2 is constrained to a list of missing tools the same way.
-* `investigation_score_structured` (seed 003): one turn whose answer is typed JSON —
+* `investigation_score_structured`: one turn whose answer is typed JSON —
   `score_breakdown`, `score_reasoning`, `missing_tools` `[{tool_name, rationale}]`,
   `alternative_approaches` `[{name, description, steps}]` — validated and retried like every judge.
 
-Neither is a seed-004 failure mode: the result's `score` is `total_score / 100`, `passed` is None, and
-the details (analysis, missing tools, hash) are in `JudgeResult.details`. A score from the embedded
-model is marked `details["smoke"] = True` with a warning: a grammar guarantees the shape of its answer,
-not its sense.
+Both scorers' own answer is `score(record, transcript, model, on_phase=...)`: a typed
+`InvestigationResult` (total, points per category, missing tools as name + rationale, analysis, raw
+output, smoke flag, cost). The scorer reads its own answer once — the breakdown lines and the numbered
+missing-tools list of the freeform text, or the JSON of the structured and constrained answers — so
+nothing downstream parses text again. `on_phase` is told when the scoring turn starts (`scoring`) and
+when the missing tools are being identified (`missing_tools`).
+
+`judge()` (the CLI and runner path) converts that result to a `JudgeResult`. Neither is a seed-004
+failure mode: its `score` is `total_score / 100`, `passed` is None, and the details (analysis, missing
+tools, hash) are in `JudgeResult.details`. A score from the embedded model is marked
+`details["smoke"] = True` with a warning: a grammar guarantees the shape of its answer, not its sense.
 
 Prompt safety, as for every judge: the template is filled in one pass (`base.fill_template`), so a
 placeholder written inside data is never expanded; everything untrusted (alert, conversation, tool
@@ -35,8 +42,9 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
@@ -47,7 +55,7 @@ from pydantic_ai.models import Model
 from ..models import EMBEDDED_NOTICE, JudgeModel, resolve_model
 from ..records import QueryRecord
 from ..reports import JudgeResult
-from ..transcript import Transcript
+from ..transcript import Transcript, Truncation
 from .base import (
     UNTRUSTED_DATA_RULE,
     Judge,
@@ -63,20 +71,27 @@ __all__ = (
     'INVESTIGATION_SYSTEM_PROMPT',
     'PROMPT_HASH',
     'SCORE_PROMPT',
+    'SCORING_PHASES',
     'STRUCTURED_PROMPT_HASH',
     'AlternativeApproach',
+    'InvestigationResult',
     'InvestigationScore',
     'MissingTool',
+    'PhaseCallback',
+    'ScoreBreakdown',
+    'ScoringPhase',
     'StructuredInvestigationScore',
     'StructuredScoreOutput',
     'constrained_score_schema',
     'extract_score',
     'fill',
     'is_current_prompt',
+    'parse_breakdown',
+    'parse_missing_tools',
 )
 
 # ---------------------------------------------------------------------------------------------------
-# Prompts (our wording of seed 000's criteria; placeholders as the seed names them)
+# Prompts (the rubric's criteria in our words; placeholders as the session-scoring API names them)
 
 _RUBRIC = """\
 You are a security-minded SRE reviewer with deep Kubernetes and DevOps operations experience. Your job is \
@@ -235,7 +250,7 @@ gets fewer or none, and each alternative should fix a different weakness (one fo
 STRUCTURED_SCORE_PROMPT = _RUBRIC.replace('\n\n## THE SESSION', _STRUCTURED_EXTRA + '\n\n## THE SESSION')
 
 # The score line: the last non-empty line, nothing on it but an optionally signed integer. Anchored at
-# both ends so "Synthesis Quality: 14/25" is not a score line (the seed's unanchored form reads 25).
+# both ends so "Synthesis Quality: 14/25" is not a score line (an unanchored form would read 25).
 _SCORE_LINE = re.compile(r'^\s*([+-]?\d+)\s*$')
 
 PROMPT_HASH = hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT).encode()).hexdigest()
@@ -246,7 +261,7 @@ PROMPT_HASH = hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT).enco
 
 
 class InvestigationScore(BaseModel):
-    """The freeform scorer's result (seed 000's session score fields)."""
+    """The freeform scorer's details (the session score's fields)."""
 
     total_score: int = Field(ge=0, le=100)
     score_analysis: str
@@ -269,7 +284,7 @@ class AlternativeApproach(BaseModel):
 
 
 class StructuredScoreOutput(BaseModel):
-    """What the structured scorer asks the model for (seed 003's JudgeOutputSchema, typed)."""
+    """What the structured scorer asks the model for (its JSON output schema, typed)."""
 
     total_score: int = Field(ge=0, le=100)
     score_breakdown: dict[str, int] = Field(
@@ -284,6 +299,90 @@ class StructuredInvestigationScore(StructuredScoreOutput):
     prompt_hash: str
     current_prompt_used: bool
     smoke: bool = False
+
+
+# The four rubric categories: (key, label as the freeform answer writes it).
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ('logical_flow', 'Logical Flow'),
+    ('consistency', 'Consistency'),
+    ('tool_relevance', 'Tool Relevance'),
+    ('synthesis_quality', 'Synthesis Quality'),
+)
+
+ScoringPhase = Literal['scoring', 'missing_tools']
+# The phases a scoring reports, in order: the scoring turn, then the missing-tools identification.
+SCORING_PHASES: tuple[ScoringPhase, ...] = ('scoring', 'missing_tools')
+PhaseCallback = Callable[[ScoringPhase], None]
+
+
+class ScoreBreakdown(BaseModel):
+    """Points per rubric category (0-25 each); None where the answer did not give that category."""
+
+    logical_flow: int | None = Field(default=None, ge=0, le=25)
+    consistency: int | None = Field(default=None, ge=0, le=25)
+    tool_relevance: int | None = Field(default=None, ge=0, le=25)
+    synthesis_quality: int | None = Field(default=None, ge=0, le=25)
+
+    def as_dict(self) -> dict[str, int]:
+        """The categories that have points, keyed as the structured scorer keys them."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    @property
+    def empty(self) -> bool:
+        return not self.as_dict()
+
+
+class InvestigationResult(BaseModel):
+    """What an investigation scoring produced, typed: the service stores it as columns and rows."""
+
+    variant: Literal['freeform', 'structured']
+    status: Literal['ok', 'error']
+    error: str | None = None
+    model: str
+    prompt_hash: str
+    total_score: int | None = Field(default=None, ge=0, le=100)
+    breakdown: ScoreBreakdown = Field(default_factory=ScoreBreakdown)
+    missing_tools: list[MissingTool] = Field(default_factory=list)
+    analysis: str = ''
+    missing_tools_analysis: str = ''
+    alternative_approaches: list[AlternativeApproach] = Field(default_factory=list)
+    raw_output: str | None = None
+    smoke: bool = False
+    score_attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    latency_s: float = 0.0
+    truncation: Truncation | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+# A breakdown line of the freeform answer ("Logical Flow: 12/25", markdown decoration allowed).
+_BREAKDOWN_POINTS = re.compile(
+    r'^\W*(logical flow|consistency|tool relevance|synthesis quality)\W*:?\s*(\d{1,3})\s*/\s*25', re.I | re.M
+)
+# A numbered or bulleted list item naming a tool before a colon or dash: "1. read-file: why".
+_MISSING_TOOL_ITEM = re.compile(
+    r'^\s*(?:\d+[.)]|[-*\u2022])\s*\**`?([A-Za-z0-9_.:/-]+?)`?\**\s*(?::|\u2014|\u2013| - )[ \t]*(.*)$', re.M
+)
+
+
+def parse_breakdown(text: str) -> ScoreBreakdown:
+    """The category points a freeform analysis lists (first mention of each; out-of-range points dropped)."""
+    found: dict[str, int] = {}
+    for label, points in _BREAKDOWN_POINTS.findall(text or ''):
+        key = label.lower().replace(' ', '_')
+        if key not in found and 0 <= int(points) <= 25:
+            found[key] = int(points)
+    return ScoreBreakdown(**found)
+
+
+def parse_missing_tools(text: str) -> list[MissingTool]:
+    """The tools a freeform missing-tools answer lists, in order, without repeats."""
+    tools: dict[str, MissingTool] = {}
+    for name, rationale in _MISSING_TOOL_ITEM.findall(text or ''):
+        tools.setdefault(name, MissingTool(tool_name=name, rationale=rationale.strip()))
+    return list(tools.values())
 
 
 def _structured_output_instructions() -> str:
@@ -336,12 +435,7 @@ def fill(template: str, transcript: Transcript, output_schema: str) -> str:
 # ---------------------------------------------------------------------------------------------------
 # Schema-constrained decoding (the embedded model)
 
-_CATEGORIES = (
-    ('logical_flow', 'Logical Flow'),
-    ('consistency', 'Consistency'),
-    ('tool_relevance', 'Tool Relevance'),
-    ('synthesis_quality', 'Synthesis Quality'),
-)
+_CATEGORIES = CATEGORIES
 # Bounds written into the schema a constrained decoder follows, so a tiny model cannot loop on one
 # string until it runs out of tokens. llama-cpp-python writes maxLength N as N nested optional groups,
 # and its grammar parser fails well below 1,200 ("failed to parse grammar", the server dies): 400 is
@@ -409,15 +503,20 @@ def render_constrained_score(text: str) -> tuple[str, str | None]:
     return '\n'.join([analysis.strip(), '', *breakdown, str(sum(scores))]), None
 
 
-def _render_constrained_missing_tools(text: str) -> str:
+def _render_constrained_missing_tools(text: str) -> tuple[str, list[MissingTool]]:
+    """A constrained turn-2 answer as (the freeform scorer's numbered text, the tools typed)."""
     try:
         data = json.loads(text)
-        tools = [(str(t['tool_name']), str(t['rationale'])) for t in data['missing_tools']]
+        tools = [MissingTool(tool_name=str(t['tool_name']), rationale=str(t['rationale'])) for t in data['missing_tools']]
     except (json.JSONDecodeError, TypeError, KeyError):
-        return text
+        return text, parse_missing_tools(text)
+    return _numbered(tools), tools
+
+
+def _numbered(tools: list[MissingTool]) -> str:
     if not tools:
         return 'No critical missing tools identified.'
-    return '\n'.join(f'{k}. {name}: {rationale}' for k, (name, rationale) in enumerate(tools, start=1))
+    return '\n'.join(f'{k}. {t.tool_name}: {t.rationale}' for k, t in enumerate(tools, start=1))
 
 
 def _bounded(schema: Any) -> Any:
@@ -468,10 +567,39 @@ class _InvestigationJudge(Judge):
     def resolve_judge_model(self) -> JudgeModel:
         return resolve_model(self.model) if self.model is not None else get_default_judge_model()
 
+    async def score(
+        self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None, on_phase: PhaseCallback | None = None
+    ) -> InvestigationResult:
+        """Score one investigation: the typed result, never an exception (an error is `status='error'`)."""
+        raise NotImplementedError
+
+    async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
+        return self.to_judge_result(await self.score(record, transcript, model))
+
+    def _details(self, result: InvestigationResult) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_judge_result(self, result: InvestigationResult) -> JudgeResult:
+        """The typed result as the runner's and CLI's `JudgeResult` (details as each variant has them)."""
+        common: dict[str, Any] = {
+            'model': result.model,
+            'input_tokens': result.input_tokens,
+            'output_tokens': result.output_tokens,
+            'requests': result.requests,
+            'latency_s': result.latency_s,
+            'truncation': result.truncation,
+        }
+        if result.status != 'ok' or result.total_score is None:
+            return self._result(status='error', error=result.error, raw_output=result.raw_output, **common)
+        return self._result(
+            status='ok', reasoning=result.analysis[:2000], score=result.total_score / 100, passed=None,
+            details=self._details(result), warnings=list(result.warnings), **common,
+        )  # fmt: skip
+
 
 @dataclass(repr=False)
 class InvestigationScorer(_InvestigationJudge):
-    """Seed 000's two-turn freeform scorer."""
+    """The two-turn freeform scorer."""
 
     name: ClassVar[str] = 'investigation_score'
     max_score_attempts: int = 3
@@ -479,7 +607,21 @@ class InvestigationScorer(_InvestigationJudge):
     def criteria_hash(self) -> str:
         return PROMPT_HASH
 
-    async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
+    def _details(self, result: InvestigationResult) -> dict[str, Any]:
+        assert result.total_score is not None
+        return InvestigationScore(
+            total_score=result.total_score,
+            score_analysis=result.analysis,
+            missing_tools_analysis=result.missing_tools_analysis,
+            prompt_hash=result.prompt_hash,
+            current_prompt_used=True,
+            score_attempts=result.score_attempts,
+            smoke=result.smoke,
+        ).model_dump()
+
+    async def score(
+        self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None, on_phase: PhaseCallback | None = None
+    ) -> InvestigationResult:
         model = model or self.resolve_judge_model()
         agent: Agent[None, str] = Agent(
             model.model, output_type=str, instructions=INVESTIGATION_SYSTEM_PROMPT, name='judge:investigation_score'
@@ -495,7 +637,17 @@ class InvestigationScorer(_InvestigationJudge):
         best_raw = ''
         attempts = 0
         usage_in = usage_out = requests = 0
+
+        def result(**kwargs: Any) -> InvestigationResult:
+            return InvestigationResult(
+                variant='freeform', model=model.name, prompt_hash=PROMPT_HASH, smoke=model.embedded,
+                score_attempts=attempts, input_tokens=usage_in, output_tokens=usage_out, requests=requests,
+                latency_s=time.perf_counter() - start, truncation=transcript.truncation, **kwargs,
+            )  # fmt: skip
+
         try:
+            if on_phase is not None:
+                on_phase('scoring')
             while attempts < self.max_score_attempts:
                 attempts += 1
                 run = await agent.run(prompt, message_history=history or None, model_settings=settings)
@@ -512,45 +664,31 @@ class InvestigationScorer(_InvestigationJudge):
                     break
                 prompt = f'{problem} {_CONSTRAINED_OUTPUT}' if problem else _reminder(score)
             if best is None:
-                return self._result(
-                    model=model.name, status='error',
-                    error=f'no valid total score on the last line after {attempts} attempt(s)',
-                    raw_output=best_raw[:8000], input_tokens=usage_in, output_tokens=usage_out, requests=requests,
-                    latency_s=time.perf_counter() - start, truncation=transcript.truncation,
+                return result(
+                    status='error', error=f'no valid total score on the last line after {attempts} attempt(s)',
+                    raw_output=best_raw[:8000],
                 )  # fmt: skip
+            if on_phase is not None:
+                on_phase('missing_tools')
             if constrained:
                 followup = await agent.run(
                     FOLLOWUP_MISSING_TOOLS_PROMPT + _CONSTRAINED_FOLLOWUP,
                     message_history=history,
                     model_settings=model.settings_for(_constrained_missing_tools_schema()),
                 )
-                missing_tools = _render_constrained_missing_tools(followup.output)
+                missing_text, tools = _render_constrained_missing_tools(followup.output)
             else:
                 followup = await agent.run(FOLLOWUP_MISSING_TOOLS_PROMPT, message_history=history, model_settings=settings)
-                missing_tools = followup.output
+                missing_text, tools = followup.output, parse_missing_tools(followup.output)
             usage_in += followup.usage.input_tokens
             usage_out += followup.usage.output_tokens
             requests += followup.usage.requests
         except Exception as e:
-            return self._result(
-                model=model.name, status='error', error=describe_error(e), raw_output=best_raw[:8000] or None,
-                input_tokens=usage_in, output_tokens=usage_out, requests=requests,
-                latency_s=time.perf_counter() - start, truncation=transcript.truncation,
-            )  # fmt: skip
+            return result(status='error', error=describe_error(e), raw_output=best_raw[:8000] or None)
         score_value, analysis = best
-        details = InvestigationScore(
-            total_score=score_value,
-            score_analysis=analysis,
-            missing_tools_analysis=missing_tools.strip(),
-            prompt_hash=PROMPT_HASH,
-            current_prompt_used=True,
-            score_attempts=attempts,
-            smoke=model.embedded,
-        )
-        return self._result(
-            model=model.name, status='ok', reasoning=analysis[:2000], score=score_value / 100, passed=None,
-            input_tokens=usage_in, output_tokens=usage_out, requests=requests,
-            latency_s=time.perf_counter() - start, truncation=transcript.truncation, details=details.model_dump(),
+        return result(
+            status='ok', total_score=score_value, breakdown=parse_breakdown(analysis), missing_tools=tools,
+            analysis=analysis, missing_tools_analysis=missing_text.strip(), raw_output=best_raw[:8000] or None,
             warnings=_smoke_warnings(model, analysis),
         )  # fmt: skip
 
@@ -565,7 +703,7 @@ def _reminder(score: int | None) -> str:
 
 @dataclass(repr=False)
 class StructuredInvestigationScorer(_InvestigationJudge):
-    """Seed 003's variant: one turn, typed JSON output."""
+    """The structured variant: one turn, typed JSON output."""
 
     name: ClassVar[str] = 'investigation_score_structured'
     output_retries: int = 2
@@ -573,7 +711,22 @@ class StructuredInvestigationScorer(_InvestigationJudge):
     def criteria_hash(self) -> str:
         return STRUCTURED_PROMPT_HASH
 
-    async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
+    def _details(self, result: InvestigationResult) -> dict[str, Any]:
+        assert result.total_score is not None
+        return StructuredInvestigationScore(
+            total_score=result.total_score,
+            score_breakdown=result.breakdown.as_dict(),
+            score_reasoning=result.analysis,
+            missing_tools=result.missing_tools,
+            alternative_approaches=result.alternative_approaches,
+            prompt_hash=result.prompt_hash,
+            current_prompt_used=True,
+            smoke=result.smoke,
+        ).model_dump()
+
+    async def score(
+        self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None, on_phase: PhaseCallback | None = None
+    ) -> InvestigationResult:
         model = model or self.resolve_judge_model()
 
         def parse(text: str) -> StructuredScoreOutput:
@@ -595,23 +748,36 @@ class StructuredInvestigationScorer(_InvestigationJudge):
         settings = model.settings_for(_bounded(StructuredScoreOutput.model_json_schema()))
         start = time.perf_counter()
         messages: list[ModelMessage] = []
+        common: dict[str, Any] = {
+            'variant': 'structured', 'model': model.name, 'prompt_hash': STRUCTURED_PROMPT_HASH,
+            'smoke': model.embedded, 'truncation': transcript.truncation,
+        }  # fmt: skip
+        if on_phase is not None:
+            on_phase('scoring')
         try:
             with capture_run_messages() as messages:
                 run = await agent.run(prompt, model_settings=settings)
         except (UnexpectedModelBehavior, Exception) as e:
             responses = [m for m in messages if isinstance(m, ModelResponse)]
             raw = '\n'.join(p.content for p in responses[-1].parts if isinstance(p, TextPart)) if responses else None
-            return self._result(
-                model=model.name, status='error', error=describe_error(e), raw_output=raw,
-                requests=len(responses), latency_s=time.perf_counter() - start, truncation=transcript.truncation,
+            return InvestigationResult(
+                status='error', error=describe_error(e), raw_output=raw, requests=len(responses),
+                latency_s=time.perf_counter() - start, **common,
             )  # fmt: skip
         out = run.output
-        details = StructuredInvestigationScore(
-            **out.model_dump(), prompt_hash=STRUCTURED_PROMPT_HASH, current_prompt_used=True, smoke=model.embedded
+        if on_phase is not None:
+            on_phase('missing_tools')  # read from the same answer
+        known = {key for key, _ in CATEGORIES}
+        breakdown = ScoreBreakdown(
+            **{k: v for k, v in out.score_breakdown.items() if k in known and isinstance(v, int) and 0 <= v <= 25}
         )
-        return self._result(
-            model=model.name, status='ok', reasoning=out.score_reasoning[:2000], score=out.total_score / 100, passed=None,
+        raw_text = '\n'.join(
+            p.content for m in run.new_messages()[-1:] if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart)
+        )
+        return InvestigationResult(
+            status='ok', total_score=out.total_score, breakdown=breakdown, missing_tools=out.missing_tools,
+            analysis=out.score_reasoning, missing_tools_analysis=_numbered(out.missing_tools),
+            alternative_approaches=out.alternative_approaches, raw_output=raw_text[:8000] or None,
             input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens, requests=run.usage.requests,
-            latency_s=time.perf_counter() - start, truncation=transcript.truncation, details=details.model_dump(),
-            warnings=_smoke_warnings(model, out.score_reasoning),
+            latency_s=time.perf_counter() - start, warnings=_smoke_warnings(model, out.score_reasoning), **common,
         )  # fmt: skip

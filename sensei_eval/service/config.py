@@ -43,11 +43,11 @@ class ServiceSettings:
     # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
     # 0 makes an API-only process: it queues work for its peers (PostgreSQL) and runs none itself.
     concurrency: int = 10
-    # The scoring variant new scorings use: seed 000's freeform two-turn scorer or seed 003's structured one.
+    # The scoring variant new scorings use: the freeform two-turn scorer or the structured one.
     scorer: Literal['freeform', 'structured'] = 'freeform'
     # The failure-mode judges `POST /sessions/{id}/evaluate` runs when the body names none.
     default_evaluators: tuple[str, ...] = ('mvp',)
-    # Agents/chains whose completed sessions are scored on ingestion (seed 001); '*' means every agent.
+    # Agents/chains whose completed sessions are scored on ingestion; '*' means every agent.
     auto_score_agents: frozenset[str] = frozenset()
     # Model calls: attempts per call and the first backoff (doubling after each failed attempt).
     model_attempts: int = 3

@@ -13,7 +13,6 @@ makes — both turns of the freeform scorer, every failure-mode judge — goes t
   that has its own transient retries does not multiply ours.
 
 A judge turns these exceptions into an error result (never a score); the worker stores its message.
-`on_request` lets the worker watch which turn of a conversation is being sent (progress events).
 """
 
 from __future__ import annotations
@@ -105,13 +104,11 @@ class ReliableModel(WrapperModel):
         breaker: CircuitBreaker,
         attempts: int = 3,
         backoff_s: float = 1.0,
-        on_request: Callable[[list[ModelMessage]], None] | None = None,
     ) -> None:
         super().__init__(wrapped if isinstance(wrapped, Model) else infer_model(wrapped))
         self.breaker = breaker
         self.attempts = max(1, attempts)
         self.backoff_s = backoff_s
-        self.on_request = on_request
 
     async def request(
         self,
@@ -119,8 +116,6 @@ class ReliableModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        if self.on_request is not None:
-            self.on_request(messages)
         delay = self.backoff_s
         last: Exception | None = None
         for attempt in range(1, self.attempts + 1):

@@ -1,6 +1,6 @@
 """What the API does to the store: ingest sessions, request scorings and evaluations, read them back.
 
-Each function is one transaction. `request_score` implements seed 000's status table in one place:
+Each function is one transaction. `request_score` implements the scoring status table in one place:
 
 | existing latest scoring | force_rescore | result |
 |---|---|---|
@@ -59,6 +59,7 @@ __all__ = (
     'SessionNotFoundError',
     'SessionNotTerminalError',
     'create_session',
+    'get_latest_evaluation',
     'get_latest_score',
     'get_latest_score_async',
     'get_session',
@@ -168,12 +169,7 @@ def get_session(store: Store, session_id: str) -> SessionDetail:
         if row is None:
             raise SessionNotFoundError(f'session {session_id} not found')
         latest, completed = _latest_scores(db, [session_id])
-        evaluation = db.scalars(
-            select(EvaluationRow)
-            .where(EvaluationRow.session_id == session_id)
-            .order_by(EvaluationRow.started_at_us.desc())
-            .limit(1)
-        ).first()
+        evaluation = _latest_evaluation(db, session_id)
         summary = _summary(row, latest.get(session_id), completed.get(session_id), db)
         latest_out = _score_with_tools(db, latest[session_id]) if session_id in latest else None
     return SessionDetail(
@@ -184,6 +180,26 @@ def get_session(store: Store, session_id: str) -> SessionDetail:
         latest_scoring=latest_out,
         latest_evaluation=evaluation_out(evaluation) if evaluation is not None else None,
     )
+
+
+def get_latest_evaluation(store: Store, session_id: str) -> EvaluationOut:
+    """The session's latest failure-mode evaluation of any status; 404 if none."""
+    with store.read() as db:
+        row = _latest_evaluation(db, session_id)
+        if row is None:
+            raise SessionNotFoundError(f'session {session_id} not found or not evaluated')
+        return evaluation_out(row)
+
+
+def _latest_evaluation(db: Session, session_id: str) -> EvaluationRow | None:
+    """The one query for a session's latest evaluation (newest trigger first)."""
+    query = (
+        select(EvaluationRow)
+        .where(EvaluationRow.session_id == session_id)
+        .order_by(EvaluationRow.started_at_us.desc(), EvaluationRow.evaluation_id)
+        .limit(1)
+    )
+    return db.scalars(query).first()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -201,7 +217,7 @@ def get_latest_score(store: Store, session_id: str) -> ScoreOut:
         if row is None:
             raise _not_scored(session_id, conn.execute(_session_exists(session_id)).first() is not None)
         missing = None
-        if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+        if row.status == JobStatus.COMPLETED.value:
             missing = list(conn.execute(_missing_tools_query(row.score_id)))
     return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
 
@@ -214,7 +230,7 @@ async def get_latest_score_async(store: Store, session_id: str) -> ScoreOut:
         if row is None:
             raise _not_scored(session_id, (await conn.execute(_session_exists(session_id))).first() is not None)
         missing = None
-        if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+        if row.status == JobStatus.COMPLETED.value:
             missing = list(await conn.execute(_missing_tools_query(row.score_id)))
     return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
 
@@ -252,7 +268,7 @@ def list_scores(store: Store, session_id: str) -> list[ScoreOut]:
 
 
 def request_score(store: Store, session_id: str, *, force: bool, user: str, variant: str, owner: str) -> RequestResult:
-    """Seed 000's status table (see the module docstring)."""
+    """The scoring status table (see the module docstring)."""
     prompt_hash = STRUCTURED_PROMPT_HASH if variant == 'structured' else PROMPT_HASH
 
     def make(session_id: str, started: int) -> ScoreRow:
@@ -339,7 +355,7 @@ def _request(
 
 def _score_with_tools(db: Session, row: ScoreRow) -> ScoreOut:
     missing = None
-    if row.variant == 'structured' and row.status == JobStatus.COMPLETED.value:
+    if row.status == JobStatus.COMPLETED.value:
         tools = select(MissingToolRow).where(MissingToolRow.score_id == row.score_id).order_by(MissingToolRow.id)
         missing = list(db.scalars(tools))
     return score_out(row, missing)

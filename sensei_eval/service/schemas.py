@@ -1,8 +1,9 @@
 """The API's request and response bodies (pydantic), and their mapping from store rows.
 
-`ScoreOut` carries seed 000's fields (`score_id` … `current_prompt_used`), plus which scorer variant
-ran and, for the structured variant (seed 003), `score_breakdown`, `missing_tools` and
-`alternative_approaches`. `total_score` and the analyses are null until the scoring completes;
+`ScoreOut` carries the session score's fields (`score_id` … `current_prompt_used`), which scorer
+variant ran, and once completed the points per rubric category (`score_breakdown`) and the missing
+tools (`missing_tools`, name and rationale) as the scorer's typed result gave them, for both variants;
+`alternative_approaches` for the structured variant. `total_score` and the analyses are null until the scoring completes;
 `error_message` is set when it ended failed, timed_out or cancelled, and `raw_output` then keeps what
 the model answered (up to 8,000 characters), so a failed parse can be read. `smoke` is true for a
 score (or evaluation) made by the embedded model: a model far too small to judge, whose verdicts only
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..evaluators.investigation import is_current_prompt
 from ..records import QueryRecord
 from ..sanitize import MAX_ID_LENGTH
-from .store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus
+from .store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
 
 __all__ = (
     'MAX_OFFSET',
@@ -99,8 +100,8 @@ class ScoreOut(BaseModel):
     model: str | None = None
     smoke: bool = Field(default=False, description='Made by the embedded model: a smoke test, not a verdict.')
     raw_output: str | None = Field(default=None, description="The model's raw answer (kept for failed scorings).")
-    score_breakdown: dict[str, Any] | None = None
-    missing_tools: list[MissingToolOut] | None = None
+    score_breakdown: dict[str, int] | None = Field(default=None, description='Points (0-25) per rubric category.')
+    missing_tools: list[MissingToolOut] | None = Field(default=None, description='Tools that should have been used.')
     alternative_approaches: list[Any] | None = None
 
 
@@ -186,9 +187,9 @@ def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None, *, wit
         model=row.model,
         smoke=bool(row.smoke),
         raw_output=row.raw_output if with_raw else None,
-        score_breakdown=row.score_breakdown if done else None,
+        score_breakdown=breakdown_of(row) if done else None,
         missing_tools=[MissingToolOut(tool_name=m.tool_name, rationale=m.rationale) for m in missing]
-        if (done and missing is not None and row.variant == 'structured')
+        if (done and missing is not None)
         else None,
         alternative_approaches=row.alternative_approaches if done else None,
     )

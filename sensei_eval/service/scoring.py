@@ -10,10 +10,12 @@ worker; the worker
   several processes share the work and each row runs exactly once (SQLite has one writer at a time:
   `BEGIN IMMEDIATE` gives the same guarantee on one machine);
 * **runs** the judge through `ReliableModel` (retries with exponential backoff, the process-wide circuit
-  breaker) under a per-scoring timeout; publishes `scoring.started`, `scoring.progress` (phase
-  `analyzing_methodology` when the scoring turn is sent, `identifying_missing_tools` for the follow-up
-  turn), then `scoring.completed` (with `total_score`) or `scoring.failed` (with `error_message` and the
-  final status: `failed`, `timed_out` or `cancelled`);
+  breaker) under a per-scoring timeout; publishes `scoring.started`, `scoring.progress` for each phase
+  the scorer reports through its callback (`analyzing_methodology` for its `scoring` phase,
+  `identifying_missing_tools` for `missing_tools`), then `scoring.completed` (with `total_score`) or
+  `scoring.failed` (with `error_message` and the final status: `failed`, `timed_out` or `cancelled`);
+* **writes** the scorer's typed `InvestigationResult`: total, analyses and the points per category as
+  columns, each missing tool as a `score_missing_tools` row — nothing is parsed from text later;
 * **finishes** the row through `store.check_transition`, the one place status changes are validated: a
   row that is no longer `in_progress` (another process failed it as an orphan) is left alone and logged.
 
@@ -39,19 +41,21 @@ import dataclasses
 import logging
 import os
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from sqlalchemy import delete, select
 
 from ..evaluators.base import describe_error
-from ..evaluators.investigation import FOLLOWUP_MISSING_TOOLS_PROMPT, InvestigationScorer, StructuredInvestigationScorer
+from ..evaluators.investigation import (
+    InvestigationResult,
+    InvestigationScorer,
+    ScoringPhase,
+    StructuredInvestigationScorer,
+)
 from ..evaluators.registry import make_judges
 from ..models import JudgeModel
 from ..records import QueryRecord
-from ..reports import JudgeResult
 from ..runner import judge_records
 from ..transcript import render_transcript
 from .config import ServiceSettings
@@ -59,6 +63,7 @@ from .events import EventHub, evaluation_event, score_event
 from .reliability import CircuitBreaker, ReliableModel
 from .store import (
     ACTIVE_STATUSES,
+    BREAKDOWN_COLUMNS,
     JOB_TABLES,
     EvaluationRow,
     InvalidTransitionError,
@@ -77,7 +82,8 @@ __all__ = ('PHASES', 'Job', 'ScoringWorker')
 
 log = logging.getLogger(__name__)
 
-PHASES = ('analyzing_methodology', 'identifying_missing_tools')
+# The progress event's phase for each phase the scorer reports, in order.
+PHASES: dict[ScoringPhase, str] = {'scoring': 'analyzing_methodology', 'missing_tools': 'identifying_missing_tools'}
 # The most of a model's raw answer a scoring row keeps.
 _RAW_OUTPUT_CHARS = 8000
 
@@ -109,7 +115,7 @@ class ScoringWorker:
         self.host = socket.gethostname()
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
         # One shared reliable model for evaluations: judges cache their agent per model object.
-        self._shared_model = self._reliable(None)
+        self._shared_model = self._reliable()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -242,22 +248,15 @@ class ScoringWorker:
                 'not an alert investigation: the session has no alert_data, which the investigation scorer '
                 'needs; use POST /api/v1/sessions/{id}/evaluate for the failure-mode judges',
             )
-        phase: list[str] = []
 
-        def on_request(messages: list[ModelMessage]) -> None:
-            followup = _last_user_prompt(messages) == FOLLOWUP_MISSING_TOOLS_PROMPT
-            now = 'identifying_missing_tools' if followup else 'analyzing_methodology'
-            if not phase or phase[-1] != now:
-                phase.append(now)
-                self._publish(job, 'progress', phase=now)
+        def on_phase(phase: ScoringPhase) -> None:
+            self._publish(job, 'progress', phase=PHASES[phase])
 
-        model = self._reliable(on_request)
+        model = self._reliable()  # the worker's judge model as it is now, behind retries and the breaker
         transcript = render_transcript(record, budget_tokens=model.transcript_budget)
         scorer = StructuredInvestigationScorer() if variant == 'structured' else InvestigationScorer()
-        result = await scorer.judge(record, transcript, model)
-        if variant == 'structured' and result.status == 'ok' and phase[-1:] != ['identifying_missing_tools']:
-            self._publish(job, 'progress', phase='identifying_missing_tools')  # read from the same answer
-        return _score_outcome(result, variant, smoke=self.judge_model.embedded)
+        result = await scorer.score(record, transcript, model, on_phase=on_phase)
+        return _score_outcome(result)
 
     async def _evaluate(self, job: Job) -> _Outcome:
         record, evaluators = await asyncio.to_thread(self._load_evaluation_input, job)
@@ -274,15 +273,14 @@ class ScoringWorker:
             return _Outcome(JobStatus.FAILED, f'{len(report.errors)} judge(s) errored: ' + '; '.join(report.errors), values)
         return _Outcome(JobStatus.COMPLETED, None, values)
 
-    def _reliable(self, on_request: Callable[[list[ModelMessage]], None] | None) -> JudgeModel:
+    def _reliable(self) -> JudgeModel:
         wrapped = ReliableModel(
             self.judge_model.model,
             breaker=self.breaker,
             attempts=self.settings.model_attempts,
             backoff_s=self.settings.retry_backoff_s,
-            on_request=on_request,
         )
-        return dataclasses.replace(self.judge_model, model=wrapped, _server=None)
+        return self.judge_model.through(wrapped)
 
     def _load_score_input(self, job: Job) -> tuple[QueryRecord, str]:
         with self.store.read() as db:
@@ -460,47 +458,33 @@ class ScoringWorker:
 # Helpers
 
 
-def _score_outcome(result: JudgeResult, variant: str, *, smoke: bool = False) -> _Outcome:
+def _score_outcome(result: InvestigationResult) -> _Outcome:
+    """What the worker writes for a scoring: the typed result as columns, its missing tools as rows."""
     raw = result.raw_output[:_RAW_OUTPUT_CHARS] if result.raw_output else None
-    if result.status != 'ok':
-        failed = {'model': result.model, 'raw_output': raw, 'smoke': smoke}
+    if result.status != 'ok' or result.total_score is None:
+        failed = {'model': result.model, 'raw_output': raw, 'smoke': result.smoke}
         return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', failed)
-    d = result.details
     values: dict[str, Any] = {
-        'total_score': int(d['total_score']),
+        'total_score': result.total_score,
         'model': result.model,
         'raw_output': raw,
-        'smoke': smoke,
+        'smoke': result.smoke,
         'input_tokens': result.input_tokens,
         'output_tokens': result.output_tokens,
-        'prompt_hash': d['prompt_hash'],
+        'prompt_hash': result.prompt_hash,
+        'score_analysis': result.analysis,
+        'missing_tools_analysis': result.missing_tools_analysis,
     }
-    if variant == 'structured':
-        tools = [(str(t['tool_name']), str(t['rationale'])) for t in d.get('missing_tools', [])]
-        values['score_analysis'] = d['score_reasoning']
-        values['missing_tools_analysis'] = (
-            '\n'.join(f'{i}. {name}: {why}' for i, (name, why) in enumerate(tools, 1)) or 'No critical missing tools identified.'
-        )
-        values['score_breakdown'] = d.get('score_breakdown')
-        values['alternative_approaches'] = d.get('alternative_approaches')
-        return _Outcome(JobStatus.COMPLETED, None, values, tools)
-    values['score_analysis'] = d['score_analysis']
-    values['missing_tools_analysis'] = d['missing_tools_analysis']
-    return _Outcome(JobStatus.COMPLETED, None, values)
+    points = result.breakdown.model_dump()
+    values.update({column: points[key] for key, column in BREAKDOWN_COLUMNS.items()})
+    if result.variant == 'structured':
+        values['alternative_approaches'] = [a.model_dump() for a in result.alternative_approaches]
+    tools = [(t.tool_name, t.rationale) for t in result.missing_tools]
+    return _Outcome(JobStatus.COMPLETED, None, values, tools)
 
 
 def _job(row: JobMixin) -> Job:
     return Job('score' if isinstance(row, ScoreRow) else 'evaluation', row.job_id, row.session_id)
-
-
-def _last_user_prompt(messages: list[ModelMessage]) -> str | None:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-            return None
-    return None
 
 
 def _pid_alive(pid: int) -> bool:

@@ -6,12 +6,14 @@ Tables (created only by the Alembic migrations in `sensei_eval/service/migration
 * `sessions` — one ingested query history or TARSy investigation: the `QueryRecord` as JSON, the
   session's own status (pending … completed), the agent/chain that produced it, timestamps.
   `warnings` lists what ingest changed (text replaced by U+FFFD).
-* `session_scores` — one row per scoring attempt (seed 000's columns, plus seed 003's structured fields
-  when the structured scorer ran). Re-scoring adds a row; history is kept; "the score" of a session is
+* `session_scores` — one row per scoring attempt (the session score's columns, the points of each rubric
+  category as `breakdown_*` columns, plus the alternative approaches when the structured scorer
+  ran). Re-scoring adds a row; history is kept; "the score" of a session is
   its latest *completed* row, "the scoring state" its latest row of any status. A partial unique index
   on `session_id` over the active statuses (`pending`, `in_progress`) makes two active scorings of one
   session impossible, whatever the API does.
-* `score_missing_tools` — seed 003's normalised missing tools (one row per tool, for aggregation).
+* `score_missing_tools` — the missing tools of a completed scoring, one row per tool (name, rationale),
+  written from the scorer's typed result for both variants.
 * `session_evaluations` — runs of the failure-mode judges over a session; same lifecycle and the same
   partial unique index; the `EvaluationReport` is stored as JSON.
 * `service_workers` — one row per live service process (host, pid, heartbeat): how a starting process
@@ -58,6 +60,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 __all__ = (
     'ACTIVE_STATUSES',
+    'BREAKDOWN_COLUMNS',
     'JOB_TABLES',
     'SESSION_TERMINAL_STATUSES',
     'TERMINAL_STATUSES',
@@ -73,6 +76,7 @@ __all__ = (
     'SessionStatus',
     'Store',
     'WorkerRow',
+    'breakdown_of',
     'check_transition',
     'new_id',
     'normalise_url',
@@ -203,14 +207,19 @@ class ScoreRow(JobMixin, Base):
     __tablename__ = 'session_scores'
 
     score_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    variant: Mapped[str] = mapped_column(String(32))  # 'freeform' (seed 000) or 'structured' (seed 003)
+    variant: Mapped[str] = mapped_column(String(32))  # 'freeform' (two turns) or 'structured' (one JSON answer)
     prompt_hash: Mapped[str] = mapped_column(String(64))
     total_score: Mapped[int | None] = mapped_column(Integer)
     score_analysis: Mapped[str | None] = mapped_column(Text)
     missing_tools_analysis: Mapped[str | None] = mapped_column(Text)
     score_triggered_by: Mapped[str] = mapped_column(String(255))
-    # seed 003's structured fields (NULL for the freeform variant)
-    score_breakdown: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # points per rubric category (0-25), as the scorer's typed result gave them (migration 0003; NULL
+    # where the answer did not give that category, and for scorings not completed)
+    breakdown_logical_flow: Mapped[int | None] = mapped_column(Integer)
+    breakdown_consistency: Mapped[int | None] = mapped_column(Integer)
+    breakdown_tool_relevance: Mapped[int | None] = mapped_column(Integer)
+    breakdown_synthesis_quality: Mapped[int | None] = mapped_column(Integer)
+    # the structured scorer's alternative approaches (NULL for the freeform variant)
     alternative_approaches: Mapped[list[Any] | None] = mapped_column(JSON)
     # what the judge cost
     input_tokens: Mapped[int | None] = mapped_column(Integer)
@@ -231,6 +240,27 @@ class ScoreRow(JobMixin, Base):
     @property
     def job_id(self) -> str:
         return self.score_id
+
+    @property
+    def breakdown(self) -> dict[str, int] | None:
+        """The category points stored, keyed by category (None when no category has points)."""
+        return breakdown_of(self)
+
+
+# The rubric categories and the `session_scores` column holding each one's points.
+BREAKDOWN_COLUMNS: dict[str, str] = {
+    'logical_flow': 'breakdown_logical_flow',
+    'consistency': 'breakdown_consistency',
+    'tool_relevance': 'breakdown_tool_relevance',
+    'synthesis_quality': 'breakdown_synthesis_quality',
+}
+
+
+def breakdown_of(row: Any) -> dict[str, int] | None:
+    """The category points of a score row (ORM or Core row), from its `breakdown_*` columns."""
+    found = {key: getattr(row, column) for key, column in BREAKDOWN_COLUMNS.items()}
+    points = {key: int(value) for key, value in found.items() if value is not None}
+    return points or None
 
 
 class MissingToolRow(Base):

@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx
 
-from sensei_eval.evaluators.investigation import PROMPT_HASH
+from sensei_eval.evaluators.investigation import PROMPT_HASH, parse_missing_tools
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models import JudgeModel
 from sensei_eval.service.migrate import upgrade
-from sensei_eval.service.store import EvaluationRow, ScoreRow, Store, new_id, now_us
+from sensei_eval.service.store import EvaluationRow, MissingToolRow, ScoreRow, Store, new_id, now_us
 from tests.service.conftest import ScriptedScorer, alert_record, fast_settings, live_server
 
 __all__ = ('DashboardServer', 'ScriptedScorer', 'alert_record', 'dashboard_server', 'ingest', 'insert_evaluation', 'insert_score')
@@ -84,13 +84,19 @@ def insert_score(
     prompt_hash: str = PROMPT_HASH,
     days_ago: float = 0,
     missing: str = '1. read-file: would have shown whether the binary ran.',
+    tools: list[tuple[str, str]] | None = None,
 ) -> str:
-    """A completed freeform score row, as the worker would have written it."""
+    """A completed freeform score row, as the worker writes it from the scorer's typed result: the total,
+    the analyses as text, the category points in their columns and the missing tools (`tools`, default:
+    those `missing` lists) as rows."""
     when = now_us() - int(days_ago * DAY_US)
+    quarter, last = min(25, total // 4), min(25, total - 3 * min(25, total // 4))
     analysis = (
-        f'The agent stopped early.\nLogical Flow: {total // 4}/25\nConsistency: {total // 4}/25\n'
-        f'Tool Relevance: {total // 4}/25\nSynthesis Quality: {total - 3 * (total // 4)}/25\n{total}'
+        f'The agent stopped early.\nLogical Flow: {quarter}/25\nConsistency: {quarter}/25\n'
+        f'Tool Relevance: {quarter}/25\nSynthesis Quality: {last}/25\n{total}'
     )
+    if tools is None:
+        tools = [(t.tool_name, t.rationale) for t in parse_missing_tools(missing)]
     score_id = new_id()
     with store.write() as db:
         db.add(
@@ -108,8 +114,14 @@ def insert_score(
                 missing_tools_analysis=missing,
                 score_triggered_by='test',
                 model='function:scripted',
+                breakdown_logical_flow=quarter,
+                breakdown_consistency=quarter,
+                breakdown_tool_relevance=quarter,
+                breakdown_synthesis_quality=last,
             )
         )
+        db.flush()
+        db.add_all(MissingToolRow(score_id=score_id, tool_name=name, rationale=why) for name, why in tools)
     return score_id
 
 

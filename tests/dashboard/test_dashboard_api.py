@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.service.dashboard import CSP
-from sensei_eval.service.dashboard.queries import parse_breakdown, parse_missing_tools
-from sensei_eval.service.schemas import ScoreOut
+from sensei_eval.service.dashboard import CSP, queries
+from sensei_eval.service.store import ScoreRow
 
 from .seed import DashboardServer, ScriptedScorer, alert_record, dashboard_server, ingest, insert_evaluation, insert_score
 
@@ -142,21 +141,25 @@ def test_mounting_keeps_the_service_api(server: DashboardServer) -> None:
     assert server.client.get('/static/dashboard/nope.js').status_code == 404
 
 
-def _score(**fields: Any) -> ScoreOut:
-    base: dict[str, Any] = {
-        'score_id': 's', 'session_id': 'x', 'status': 'completed', 'prompt_hash': 'h', 'total_score': 50,
-        'score_analysis': None, 'missing_tools_analysis': None, 'error_message': None, 'score_triggered_by': 't',
-        'started_at_us': 1, 'completed_at_us': 2, 'current_prompt_used': True, 'variant': 'freeform',
-    }  # fmt: skip
-    return ScoreOut(**{**base, **fields})
-
-
-def test_parsers_read_the_freeform_text() -> None:
-    text = '**Logical Flow: 12/25**\n- Consistency: 14 / 25\nTool Relevance: 10/25\nSynthesis Quality: 9/25\n45'
-    assert parse_breakdown(_score(score_analysis=text)) == {
-        'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9,
-    }  # fmt: skip
-    assert parse_breakdown(_score(score_breakdown={'logical_flow': 20})) == {'logical_flow': 20}
-    assert parse_breakdown(_score(score_analysis='just 45')) is None
-    listed = '1. read-file: why\n2) **kubectl-logs** - more\n- `netstat`: sockets\n1. read-file: again\nprose: not a tool'
-    assert parse_missing_tools(listed) == ['read-file', 'kubectl-logs', 'netstat']
+def test_breakdown_and_missing_tools_are_read_from_columns_and_rows_not_text(server: DashboardServer) -> None:
+    """What the page and the patterns show is what the worker stored from the typed result: the text
+    analyses say otherwise here, and are not read."""
+    sid = ingest(server, alert_record('q-typed'), agent='sre')
+    score_id = insert_score(
+        server.store, sid, 40, missing='1. text-only-tool: listed only in the text', tools=[('stored-tool', 'from the result')]
+    )
+    with server.store.write() as db:
+        row = db.get(ScoreRow, score_id)
+        assert row is not None
+        row.score_analysis = 'Logical Flow: 1/25\nConsistency: 1/25\nTool Relevance: 1/25\nSynthesis Quality: 1/25\n40'
+        row.breakdown_logical_flow, row.breakdown_consistency = 20, 5
+        row.breakdown_tool_relevance, row.breakdown_synthesis_quality = None, 15
+    view = server.client.get(f'/api/v1/dashboard/sessions/{sid}').json()
+    assert view['score']['breakdown'] == {'logical_flow': 20, 'consistency': 5, 'synthesis_quality': 15}
+    assert view['score']['missing_tools'] == ['stored-tool']
+    assert view['score']['score']['missing_tools'] == [{'tool_name': 'stored-tool', 'rationale': 'from the result'}]
+    patterns = server.client.get('/api/v1/dashboard/patterns').json()
+    assert patterns['missing_tools'] == [{'label': 'stored-tool', 'count': 1}]
+    # the dashboard's queries hold no text parser any more
+    assert not hasattr(queries, 'parse_breakdown') and not hasattr(queries, 'parse_missing_tools')
+    assert '\nimport re\n' not in Path(queries.__file__).read_text()

@@ -283,7 +283,7 @@ def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServ
     ]
     record['alert_data'] = {'pod': XSS_IMG}
     sid = ingest(server, record, agent='xss')
-    insert_score(server.store, sid, 40, missing=f'1. {XSS_IMG}: tool name with markup')
+    insert_score(server.store, sid, 40, missing=f'1. {XSS_IMG}: tool name with markup', tools=[(XSS_IMG, 'markup')])
     insert_evaluation(server.store, sid, {'completeness': [{'missing_parts': [XSS_SCRIPT], 'steps': [3]}]})
 
     _open(page, server, '#/?agent=xss')

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from sensei_eval.evaluators.investigation import PROMPT_HASH
 from sensei_eval.service import repository
-from sensei_eval.service.store import ScoreRow, Store
+from sensei_eval.service.store import MissingToolRow, ScoreRow, Store
 
 from .conftest import ScriptedScorer, alert_record, fast_settings, live_server, wait_for
 
@@ -281,3 +281,33 @@ def test_structured_variant_stores_seed_003_fields(tmp_path: Any) -> None:
     assert body['missing_tools'] == [{'tool_name': 'read-file', 'rationale': 'verify the binary'}]
     assert body['missing_tools_analysis'] == '1. read-file: verify the binary'
     assert body['alternative_approaches'][0]['name'] == 'forensic first'
+
+
+def test_worker_stores_the_typed_result_as_columns_and_rows(db_url: str) -> None:
+    """The freeform scorer's breakdown and missing tools reach the store as columns and rows, from its
+    typed result; the API reads them back from there for the freeform variant too."""
+    missing = '1. read-file: would have shown whether the binary ran.\n2. kubectl-logs: the container output'
+    scorer = ScriptedScorer(missing_text=missing)
+    with live_server(fast_settings(db_url), scorer.model()) as srv, httpx.Client(base_url=srv.url) as c:
+        session_id = _create(c)
+        _score(c, session_id)
+        wait_for(lambda: _status(c, session_id) == 'completed', what='scoring')
+        body = c.get(f'/api/v1/scoring/sessions/{session_id}/score').json()
+        store: Store = srv.app.state.service.store
+        with store.read() as db:
+            row = db.scalars(select(ScoreRow).where(ScoreRow.session_id == session_id)).one()
+            columns = (row.breakdown_logical_flow, row.breakdown_consistency, row.breakdown_tool_relevance)
+            assert (*columns, row.breakdown_synthesis_quality) == (12, 14, 10, 9)
+            tools = db.execute(
+                select(MissingToolRow.tool_name, MissingToolRow.rationale)
+                .where(MissingToolRow.score_id == row.score_id)
+                .order_by(MissingToolRow.id)
+            ).all()
+        assert [tuple(t) for t in tools] == [
+            ('read-file', 'would have shown whether the binary ran.'),
+            ('kubectl-logs', 'the container output'),
+        ]
+    assert body['variant'] == 'freeform' and body['total_score'] == 45
+    assert body['score_breakdown'] == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
+    assert [t['tool_name'] for t in body['missing_tools']] == ['read-file', 'kubectl-logs']
+    assert body['missing_tools_analysis'] == missing

@@ -397,6 +397,63 @@ def test_migration_0002_goes_down_and_up(tmp_path: Path) -> None:
     assert {'smoke', 'raw_output'} <= columns('session_scores') and 'smoke' in columns('session_evaluations')
 
 
+def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_path: Path) -> None:
+    """0003 adds the breakdown columns and carries rows over (structured from JSON, freeform from its
+    text, whose listed tools become rows); down puts the points back in JSON; up again is clean."""
+    import sqlalchemy as sa
+    from sqlalchemy import inspect as sa_inspect
+
+    url = _sqlite(tmp_path)
+    downgrade(url, '0002')
+    engine = sa.create_engine(url)
+    columns = [f'breakdown_{k}' for k in ('logical_flow', 'consistency', 'tool_relevance', 'synthesis_quality')]
+
+    def names() -> set[str]:
+        return {c['name'] for c in sa_inspect(engine).get_columns('session_scores')}
+
+    assert 'score_breakdown' in names() and not set(columns) & names()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                'INSERT INTO sessions (session_id, query_id, status, record, created_at_us, updated_at_us) '
+                "VALUES ('s1', 'q', 'completed', '{}', 1, 1)"
+            )
+        )
+        insert = sa.text(
+            'INSERT INTO session_scores (score_id, session_id, status, started_at_us, variant, prompt_hash, '
+            'score_triggered_by, score_analysis, missing_tools_analysis, score_breakdown) '
+            "VALUES (:id, 's1', 'completed', :started, :variant, 'h', 't', :analysis, :missing, :breakdown)"
+        )
+        conn.execute(
+            insert,
+            [
+                {'id': 'free', 'started': 1, 'variant': 'freeform', 'breakdown': None,
+                 'analysis': 'Weak.\nLogical Flow: 12/25\nConsistency: 14/25\nTool Relevance: 10/25\nSynthesis Quality: 9/25',
+                 'missing': '1. read-file: would show it\n2. kubectl-logs: the crash'},
+                {'id': 'typed', 'started': 2, 'variant': 'structured', 'analysis': 'x', 'missing': '1. netstat: y',
+                 'breakdown': '{"logical_flow": 20, "consistency": 5, "tool_relevance": 6, "synthesis_quality": 7}'},
+            ],
+        )  # fmt: skip
+        conn.execute(sa.text("INSERT INTO score_missing_tools (score_id, tool_name, rationale) VALUES ('typed', 'netstat', 'y')"))
+    upgrade(url)
+    assert current_revision(url) == '0003'
+    assert set(columns) <= names() and 'score_breakdown' not in names()
+    with engine.connect() as conn:
+        points = {r[0]: tuple(r[1:]) for r in conn.execute(sa.text(f'SELECT score_id, {", ".join(columns)} FROM session_scores'))}
+        tools = sorted(conn.execute(sa.text('SELECT score_id, tool_name, rationale FROM score_missing_tools')).all())
+    assert points == {'free': (12, 14, 10, 9), 'typed': (20, 5, 6, 7)}
+    assert tools == [('free', 'kubectl-logs', 'the crash'), ('free', 'read-file', 'would show it'), ('typed', 'netstat', 'y')]
+    downgrade(url, '0002')
+    assert current_revision(url) == '0002' and 'score_breakdown' in names() and not set(columns) & names()
+    with engine.connect() as conn:
+        back = dict(conn.execute(sa.text('SELECT score_id, score_breakdown FROM session_scores')).all())
+    assert json.loads(back['typed']) == {'logical_flow': 20, 'consistency': 5, 'tool_relevance': 6, 'synthesis_quality': 7}
+    assert json.loads(back['free'])['logical_flow'] == 12
+    upgrade(url)
+    assert set(columns) <= names() and current_revision(url) == '0003'
+    engine.dispose()
+
+
 def test_websocket_refusal_is_a_close_frame_not_a_failed_handshake(tmp_path: Path) -> None:
     """Clients learn why: the socket opens and closes with 1008 and a reason (not a bare HTTP 403)."""
     url = _sqlite(tmp_path)

@@ -1,4 +1,4 @@
-"""The dashboard (issue 7): sessions, scores and failure patterns in the browser, served by the service.
+"""The dashboard: sessions, scores and failure patterns in the browser, served by the service.
 
 `mount_dashboard(app)` adds it to an app from `sensei_eval.service.create_app`: read endpoints under
 `/api/v1/dashboard` (`routes`, over the queries in `queries`) and a page at `/` built from plain HTML,

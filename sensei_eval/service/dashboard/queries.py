@@ -11,8 +11,9 @@ dashboard can grow without touching the service's write path. Semantics a reader
   otherwise a rubric change would mix old and new verdicts in one chart;
 * scores and evaluations made by the embedded model are `smoke` (a model too small to judge): shown,
   greyed, in the list and the session page, and left out of the patterns unless `include_smoke`;
-* the freeform scorer (seed 000) writes its four-category breakdown and its missing tools as text;
-  `parse_breakdown` and `parse_missing_tools` read them back (the structured scorer stores both typed).
+* a score's four-category breakdown and its missing tools are read from what the worker stored from
+  the scorer's typed result — the `breakdown_*` columns and the `score_missing_tools` rows, for both
+  scorer variants; no text is parsed here.
 
 Score range, agent, status and sort run in SQL (the list pages through thousands of sessions); the
 failure-mode filter reads one small JSON field per evaluated session and filters by id.
@@ -21,7 +22,6 @@ failure-mode filter reads one small JSON field per evaluated session and filters
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -49,8 +49,6 @@ __all__ = (
     'StepOut',
     'current_hash',
     'list_sessions',
-    'parse_breakdown',
-    'parse_missing_tools',
     'patterns',
     'session_view',
 )
@@ -58,18 +56,13 @@ __all__ = (
 SortKey = Literal['date', 'score']
 Order = Literal['asc', 'desc']
 
-# The four categories of the investigation rubric (seed 000), keyed as the structured scorer keys them.
+# The four categories of the investigation rubric, keyed as the structured scorer keys them.
 CATEGORY_LABELS: dict[str, str] = {
     'logical_flow': 'Logical Flow',
     'consistency': 'Consistency',
     'tool_relevance': 'Tool Relevance',
     'synthesis_quality': 'Synthesis Quality',
 }
-_BREAKDOWN_LINE = re.compile(
-    r'^\W*(logical flow|consistency|tool relevance|synthesis quality)\W*:?\s*(\d{1,3})\s*/\s*25', re.I | re.M
-)
-# "1. read-file: why", "- **read-file** — why": a list item naming a tool before a colon or dash.
-_MISSING_TOOL_LINE = re.compile(r'^\s*(?:\d+[.)]|[-*•])\s*\**`?([A-Za-z0-9_.:/-]+?)`?\**\s*(?::|—|–| - )', re.M)
 # Histogram buckets of the score distribution: ten points wide, the last one 90-100.
 _BUCKET = 10
 
@@ -167,35 +160,13 @@ class Patterns(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Parsing what the freeform scorer wrote
-
-
-def parse_breakdown(score: ScoreOut) -> dict[str, int] | None:
-    """The four-category points of a completed score: typed (structured) or read from the analysis text."""
-    if score.score_breakdown:
-        return {k: int(v) for k, v in score.score_breakdown.items() if isinstance(v, int | float)}
-    found: dict[str, int] = {}
-    for label, points in _BREAKDOWN_LINE.findall(score.score_analysis or ''):
-        key = label.lower().replace(' ', '_')
-        found.setdefault(key, int(points))
-    return found or None
-
-
-def parse_missing_tools(text: str | None) -> list[str]:
-    """Tool names listed in a missing-tools analysis, in order, without repeats."""
-    names: list[str] = []
-    for name in _MISSING_TOOL_LINE.findall(text or ''):
-        if name not in names:
-            names.append(name)
-    return names
+# Scores as the page shows them
 
 
 def _score_view(score: ScoreOut) -> ScoreView:
-    if score.missing_tools is not None:
-        tools = list(dict.fromkeys(t.tool_name for t in score.missing_tools))
-    else:
-        tools = parse_missing_tools(score.missing_tools_analysis)
-    return ScoreView(score=score, breakdown=parse_breakdown(score), missing_tools=tools)
+    """A score with its stored breakdown (columns) and missing tool names (rows), as read from the store."""
+    tools = list(dict.fromkeys(t.tool_name for t in score.missing_tools or []))
+    return ScoreView(score=score, breakdown=score.score_breakdown or None, missing_tools=tools)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -253,7 +224,6 @@ def _latest_completed_scores() -> Any:
             ScoreRow.prompt_hash,
             ScoreRow.completed_at_us,
             ScoreRow.variant,
-            ScoreRow.missing_tools_analysis,
             ScoreRow.smoke,
         )
         .join(newest, and_(ScoreRow.session_id == newest.c.session_id, ScoreRow.started_at_us == newest.c.started))
@@ -413,8 +383,6 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
                     latest.c.score_id,
                     latest.c.total_score,
                     latest.c.completed_at_us,
-                    latest.c.variant,
-                    latest.c.missing_tools_analysis,
                     latest.c.smoke,
                 ).where(latest.c.prompt_hash == prompt_hash)
             )
@@ -423,19 +391,13 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
         if not include_smoke:
             smoke_left_out = sum(1 for r in rows if r.smoke)
             rows = [r for r in rows if not r.smoke]
-        structured_ids = [r.score_id for r in rows if r.variant == 'structured']
-        typed_tools: dict[str, list[str]] = defaultdict(list)
-        if structured_ids:
-            for score_id, name in db.execute(
-                select(MissingToolRow.score_id, MissingToolRow.tool_name).where(MissingToolRow.score_id.in_(structured_ids))
-            ):
-                typed_tools[score_id].append(name)
+        stored_tools = _missing_tool_names(db, [r.score_id for r in rows])
         evaluations = _latest_evaluations(db)
     tools: Counter[str] = Counter()
     buckets = [0] * (100 // _BUCKET)
     by_day: dict[str, list[int]] = defaultdict(list)
     for r in rows:
-        names = typed_tools.get(r.score_id, []) if r.variant == 'structured' else parse_missing_tools(r.missing_tools_analysis)
+        names = stored_tools.get(r.score_id, [])
         tools.update({n.strip().lower() for n in names if n.strip()})  # one count per session per tool
         if r.total_score is not None:
             score = max(0, min(100, int(r.total_score)))
@@ -470,6 +432,17 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
 
 # ---------------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _missing_tool_names(db: Session, score_ids: list[str]) -> dict[str, list[str]]:
+    """Per score: the names of its stored missing tools (`score_missing_tools` rows), in order."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for start in range(0, len(score_ids), 500):  # bounded IN lists
+        chunk = score_ids[start : start + 500]
+        query = select(MissingToolRow.score_id, MissingToolRow.tool_name).where(MissingToolRow.score_id.in_(chunk))
+        for score_id, name in db.execute(query.order_by(MissingToolRow.id)):
+            names[score_id].append(name)
+    return names
 
 
 def _scoring_states(db: Session, session_ids: list[str]) -> dict[str, str]:

@@ -21,21 +21,19 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from ...reports import FAILURE_MODES
 from ..schemas import Limit, Offset, SessionId
+from ..state import State
 from ..store import SessionStatus
 from . import queries
 from .queries import DashboardPage, Order, Patterns, SessionView, SortKey
-
-if TYPE_CHECKING:  # typing only: `api` will import this module to mount the dashboard
-    from ..api import ServiceState
 
 __all__ = ('CSP', 'STATIC_DIR', 'mount_dashboard', 'router')
 
@@ -57,14 +55,9 @@ _SECURITY_HEADERS = {
 router = APIRouter(prefix='/api/v1/dashboard', tags=['dashboard'])
 
 
-def _state(request: Request) -> ServiceState:
-    state: ServiceState = request.app.state.service
-    return state
-
-
 @router.get('/sessions', response_model=DashboardPage)
 def dashboard_sessions(
-    request: Request,
+    state: State,
     limit: Limit = 50,
     offset: Offset = 0,
     agent: Annotated[str | None, Query(max_length=255)] = None,
@@ -84,7 +77,7 @@ def dashboard_sessions(
             detail=[{'loc': ['query', 'failure_mode'], 'msg': f'unknown failure mode; known: {known}', 'type': 'value_error'}],
         )
     return queries.list_sessions(
-        _state(request).store,
+        state.store,
         limit=limit,
         offset=offset,
         agent=agent or None,
@@ -100,13 +93,12 @@ def dashboard_sessions(
 
 
 @router.get('/sessions/{session_id}', response_model=SessionView)
-def dashboard_session(request: Request, session_id: SessionId) -> SessionView:
-    return queries.session_view(_state(request).store, session_id)
+def dashboard_session(session_id: SessionId, state: State) -> SessionView:
+    return queries.session_view(state.store, session_id)
 
 
 @router.get('/patterns', response_model=Patterns)
-def dashboard_patterns(request: Request, include_smoke: bool = False) -> Patterns:
-    state = _state(request)
+def dashboard_patterns(state: State, include_smoke: bool = False) -> Patterns:
     return queries.patterns(state.store, state.settings.scorer, include_smoke=include_smoke)
 
 

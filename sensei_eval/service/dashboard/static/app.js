@@ -26,7 +26,7 @@ let view = null; // the current view: { kind, id?, dispose(), onRoute?(route) }
 // ---------------------------------------------------------------------------------------------------
 // Shared pieces
 
-/** Seed 000's badge: 0-49 red, 50-74 yellow, 75-100 green; "Not scored"; "Scoring…" while active. */
+/** The score badge: 0-49 red, 50-74 yellow, 75-100 green; "Not scored"; "Scoring…" while active. */
 export function scoreBadge(scoringStatus, totalScore) {
   let cls = 'none';
   let text = 'Not scored';

@@ -1,0 +1,41 @@
+"""The failure-mode judges over a session: `POST /api/v1/sessions/{id}/evaluate` (body
+`{"evaluators": [...], "force": bool}`, the same async pattern as scoring) and `GET …/evaluation`
+(the latest evaluation)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Response
+
+from ...evaluators.registry import UnknownJudgeError, resolve_names
+from .. import repository
+from ..schemas import EvaluateRequest, EvaluationOut, SessionId
+from ..state import State, Writer
+
+__all__ = ('router',)
+
+router = APIRouter(prefix='/api/v1/sessions', tags=['evaluation'])
+
+
+@router.post('/{session_id}/evaluate', response_model=EvaluationOut, status_code=202)
+def evaluate_session(
+    session_id: SessionId, response: Response, user: Writer, state: State, body: EvaluateRequest | None = None
+) -> EvaluationOut:
+    settings = state.settings
+    spec = (body.evaluators if body and body.evaluators else None) or list(settings.default_evaluators)
+    try:
+        names = resolve_names(spec)
+    except UnknownJudgeError as e:
+        raise HTTPException(422, detail=[{'loc': ['body', 'evaluators'], 'msg': str(e), 'type': 'value_error'}]) from None
+    result = repository.request_evaluation(
+        state.store, session_id, force=bool(body and body.force), user=user, evaluators=names, owner=settings.worker_id
+    )
+    if result.created:
+        state.wake()
+    response.status_code = result.http_status
+    assert result.evaluation is not None
+    return result.evaluation
+
+
+@router.get('/{session_id}/evaluation', response_model=EvaluationOut)
+def get_evaluation(session_id: SessionId, state: State) -> EvaluationOut:
+    return repository.get_latest_evaluation(state.store, session_id)
