@@ -85,7 +85,9 @@ def serve(
         list[str] | None, typer.Option(help='Another browser origin allowed to use the WebSocket and writes; repeatable.')
     ] = None,
     concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
-    scorer: Annotated[str, typer.Option(help='Scoring variant: freeform (seed 000) or structured (seed 003).')] = 'freeform',
+    scorer: Annotated[
+        str, typer.Option(help='Scoring variant: freeform (the score on its last line) or structured (typed output).')
+    ] = 'freeform',
     auto_score: Annotated[
         list[str] | None, typer.Option(help="Agent/chain whose completed sessions are auto-scored ('*' = all); repeatable.")
     ] = None,

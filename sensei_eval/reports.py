@@ -1,6 +1,6 @@
 """Issue reports: what a run of the judges wrote, per record and per run.
 
-One `EvaluationReport` per record (seed 004's model, plus per judge: criteria hash, model, status,
+One `EvaluationReport` per record (the issue lists of every failure mode, plus per judge: criteria hash, model, status,
 error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/records/<id>.json` as soon
 as its judges finish, so a crash loses at most the records in flight (`<id>` is the query id, encoded
 so that no id can collide with another or with a run file: `encode_query_id`). `summary.json` at the
@@ -12,7 +12,7 @@ Scoring, from the judges that ran without error (an errored judge is an error, n
 
 * a failure mode's score is `1 - Σ issue weights`, floored at 0 (weight 0.5 per issue; hallucinations
   weigh 0.25 / 0.5 / 1.0 for minor / major / critical), and it passes when it found no issue;
-* a category's score (seed 004's categories) is the mean of its modes' scores;
+* a category's score (tool usage, sources, output, format, methodology, instructions) is the mean of its modes' scores;
 * `overall_score` is the mean of the category scores, so a category with five modes does not drown
   one with a single mode; None when every judge errored;
 * `primary_failure_mode` is the failed mode with the lowest score (ties: more issues, then seed order).
@@ -111,7 +111,7 @@ class JudgeResult(BaseModel):
 
 
 class EvaluationReport(BaseModel):
-    """Seed 004's evaluation report for one record, plus what the judges cost and how they ran."""
+    """The evaluation report of one record, plus what the judges cost and how they ran."""
 
     query_id: str
     run_id: str

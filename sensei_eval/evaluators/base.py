@@ -89,7 +89,7 @@ Rules:
 - Answer with exactly one JSON object matching the schema, and nothing else."""
 
 # Backoff between attempts at a model call that failed for a reason that may pass (rate limit, server
-# error, dropped connection). Three attempts in all, as seed 000 asks for the judge LLM. This is the only
+# error, dropped connection). Three attempts in all. This is the only
 # retry layer: the SDK clients `models.resolve_model` builds have their own retries off (`max_retries=0`).
 _TRANSIENT_BACKOFF_S = (0.5, 2.0)
 _TRANSIENT = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)

@@ -1,6 +1,6 @@
 """Format judge: is the final answer written for the agent that reads it?
 
-Seed 004's `agent_format`, checked against the agent's IDENTITY instructions (restated in the rubric,
+The `agent_format` failure mode, checked against the agent's IDENTITY instructions (restated in the rubric,
 since the judge never sees the agent's system prompt): the reader is another AI agent, so the answer
 is structured, parseable and free of chat. Only the final answer is judged; the agent's messages between
 tool calls are working notes. For an SRE investigation the same reading applies to the report an

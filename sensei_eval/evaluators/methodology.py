@@ -1,6 +1,6 @@
 """Methodology judges: did the agent research the way its system prompt told it to?
 
-Seed 004's five `methodology` modes, each tied to one section of the documentation agent's prompt:
+The five `methodology` failure modes, each tied to one section of the documentation agent's prompt:
 
 | judge | prompt section | the method |
 |---|---|---|

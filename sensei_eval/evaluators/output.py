@@ -1,6 +1,6 @@
 """Output judges: is the answer true to the tool results, complete, well reported and well cited?
 
-Seed 004's `hallucination`, `completeness` and `synthesis_quality` (judged from the transcript alone),
+The standard `hallucination`, `completeness` and `synthesis_quality` (judged from the transcript alone),
 and `reporting_quality` and `citation_quality` (judged against the agent's REPORTING_RESULTS and
 CITATIONS instructions, which each rubric restates since the judge never sees the agent's system prompt).
 

@@ -1,6 +1,6 @@
 """Source judges: did the agent draw on the best sources within reach, in the order of trust it was taught?
 
-Seed 004's two `sources` modes, which look at the same thing from two sides:
+The two `sources` failure modes, which look at the same thing from two sides:
 
 * `source_quality` asks, source by source, whether a better one was available (official docs over an old
   forum answer, the current version's docs over an outdated one, the replacement over a deprecated API).

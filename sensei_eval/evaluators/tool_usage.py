@@ -1,6 +1,6 @@
 """Tool-usage judges: did the agent pick the right tools, and call them with the right arguments?
 
-Seed 004's `tool_selection` and `tool_parameters`. The signals are those of a documentation-research
+The standard `tool_selection` and `tool_parameters`. The signals are those of a documentation-research
 agent — library questions belong to the docs tool (Context7), requests for real code to code search
 (Scout/grep), news and releases to web search (Tavily); a library id must be spelled right and a version
 the query names passed on — and they read just as well for an SRE agent's kubectl and log tools (the

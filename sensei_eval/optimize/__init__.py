@@ -1,4 +1,4 @@
-"""Layer 2 of seed 004: improve an agent's prompt one component at a time, fed by the judges.
+"""The improvement loop: improve an agent's prompt one component at a time, fed by the judges.
 
 `components` reads the prompt as named sections, `agent` runs the user's agent under a prompt,
 `evaluate` scores a prompt with the judges, `variants` is the DSPy variant generator, `loop` the

@@ -55,9 +55,9 @@ def optimize(
     max_components: Annotated[int | None, typer.Option(min=1, help='Visit at most this many components.')] = None,
     margin: Annotated[float, typer.Option(min=0.0, help='A variant is kept only if it beats the current text by this.')] = 0.01,
     all_components: Annotated[bool, typer.Option(help='Also visit components whose judges found nothing.')] = False,
-    strategy: Annotated[Literal['sequential', 'gepa'], typer.Option(help='sequential (seed 004) or the dspy.GEPA baseline.')] = (
-        'sequential'
-    ),
+    strategy: Annotated[
+        Literal['sequential', 'gepa'], typer.Option(help='sequential (one component at a time) or the dspy.GEPA baseline.')
+    ] = 'sequential',
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     generator_model: Annotated[
@@ -69,7 +69,7 @@ def optimize(
     resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
     no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
 ) -> None:
-    """Optimize prompt components one at a time (seed 004's sequential loop); suggestions for review."""
+    """Optimize prompt components one at a time (the sequential loop); suggestions for review."""
     quiet_third_party()
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself

@@ -1,7 +1,7 @@
-"""The sequential component optimizer (seed 004, "DSPy Integration"): one component at a time.
+"""The sequential component optimizer (DSPy): one component at a time.
 
     baseline: evaluate the prompt as it is
-    order the components by how many issues their mapped judges found (seed 004's mapping)
+    order the components by how many issues their mapped judges found (the failure-mode table's mapping)
     for each component, in that order:
         generate N variants (DSPy, fed with the failure examples of the judges mapped to it)
         evaluate every full prompt = frozen components + one variant on the training queries
@@ -20,7 +20,7 @@ Everything is saved under the run folder as it happens — `state.json` (rewritt
 every candidate), `candidates/<component>/<k>.json` (the variant, its full prompt, its evaluation and
 cost), `candidates/baseline.json` — so a killed run resumed with the same folder continues where it
 stopped: generated variants are reused, evaluated candidates are not re-run. At the end it writes
-`suggestions.json` (seed 004's `PromptSuggestion`s, for a human to review: nothing is applied to the
+`suggestions.json` (`PromptSuggestion`s, for a human to review: nothing is applied to the
 agent) and `prompts.yaml` / `prompts.diff` (the optimized components and their diff).
 """
 
@@ -67,7 +67,7 @@ STATE_VERSION = 1
 
 
 class PromptSuggestion(BaseModel):
-    """Seed 004's optimization suggestion: what a human reviews before changing the agent's prompt."""
+    """An optimization suggestion: what a human reviews before changing the agent's prompt."""
 
     failure_pattern: str
     affected_queries: list[str]
@@ -139,7 +139,7 @@ class OptimizeState(BaseModel):
 
 @dataclass
 class SequentialOptimizer:
-    """Seed 004's sequential loop over prompt components; see the module docstring."""
+    """The sequential loop over prompt components; see the module docstring."""
 
     components: PromptComponents
     runner: AgentRunner
@@ -416,7 +416,7 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
 
 
 def _component_failures(name: str, evaluation: PromptEvaluation) -> int:
-    """Issues found in the failure modes seed 004 maps to this component."""
+    """Issues found in the failure modes the failure-mode table maps to this component."""
     return sum(n for mode, n in evaluation.failures_by_mode.items() if name in COMPONENTS.get(mode, ()))
 
 

@@ -4,7 +4,7 @@
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
   optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
-  feedback lists the issues of the judges mapped to component `pred_name` (seed 004's evaluator →
+  feedback lists the issues of the judges mapped to component `pred_name` (the failure-mode table's evaluator →
   component mapping), or every issue when no component is named. A run whose judges all errored has no
   score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
   memoised per run, so GEPA asking for feedback per component doesn't judge the same run again.
@@ -73,7 +73,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def judges_for_component(component: str, judges: Sequence[Judge]) -> list[str]:
-    """The judges whose failure mode seed 004 maps to `component`."""
+    """The judges whose failure mode the failure-mode table maps to `component`."""
     return [j.name for j in judges if component in COMPONENTS.get(j.failure_mode or '', ())]
 
 

@@ -1,6 +1,6 @@
 """Pair two sets of judge reports by query and compare them metric by metric.
 
-A *metric* is a failure mode (seed 004's fifteen), a judge without a failure mode (e.g. the TARSy
+A *metric* is a failure mode (one of the fifteen standard modes, or an extra one), a judge without a failure mode (e.g. the TARSy
 `investigation_score`), or `overall` (the report's `overall_score`). Its value in one report:
 
 * a failure mode judged by several judges (an LLM judge and a deterministic check) takes the worse
