@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from .extras import MissingExtraError
 from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
 
 __all__ = (
@@ -90,6 +91,8 @@ def setup_judge_model(
     replace them per command."""
     try:
         judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget)
+    except MissingExtraError:
+        raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
     except ModelSetupError as e:
         err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None

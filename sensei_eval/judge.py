@@ -28,6 +28,7 @@ from .cli import BaseUrlOption, ModelOption, OutOption, make_app, quiet_third_pa
 from .data import SAMPLE_DATASET
 from .evaluators.base import Judge
 from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, UnknownJudgeError, make_judges
+from .extras import exit_on_missing_extra
 from .models import JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from .records import QueryRecord, load_datasets
@@ -319,6 +320,7 @@ def _print_judges() -> None:
     out.print('group all: every judge above except investigation_score_structured')
 
 
+@exit_on_missing_extra
 def main() -> None:
     app(prog_name='python -m sensei_eval.judge')
 

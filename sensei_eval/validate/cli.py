@@ -35,6 +35,7 @@ from ..cli import BaseUrlOption, JudgesOption, ModelOption, make_app, quiet_thir
 from ..components import ComponentsError, PromptComponents, load_components
 from ..evaluators.base import Judge
 from ..evaluators.registry import UnknownJudgeError, make_judges
+from ..extras import exit_on_missing_extra
 from ..models import JudgeModel, preflight, resolve_model
 from ..reports import EvaluationReport, to_pydantic_evals_report, write_json_atomic
 from ..run_folder import RunFolder, RunFolderError
@@ -262,5 +263,6 @@ def _run(
         )  # fmt: skip
 
 
+@exit_on_missing_extra
 def main() -> None:
     app(prog_name='python -m sensei_eval.validate')
