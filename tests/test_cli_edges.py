@@ -244,3 +244,20 @@ def test_cli_prints_the_shared_reason_once(tmp_path: Path, monkeypatch: pytest.M
     assert _text(result.output).count('stopped calling the judge model') == 1, result.output
     assert '12 judge(s) not run' in _text(result.stderr)
     assert len(load_reports(tmp_path / 'o' / 'r')) == 4  # reports still written
+
+
+def test_a_lone_surrogate_goes_through_the_cli_with_a_warning(tmp_path: Path) -> None:
+    """A record with "\\ud800" in its text is judged and written, the replacement recorded; the run ends
+    with its summary and the records after it judged too."""
+    bad = openai_record('bad').model_dump(mode='json')
+    bad['messages'][1]['content'] = 'How do FastAPI dependencies work? \ud800'
+    lines = [json.dumps(bad), openai_record('after').model_dump_json()]  # json.dumps escapes the surrogate
+    dataset = tmp_path / 'd.jsonl'
+    dataset.write_text('\n'.join(lines) + '\n')
+    result = _invoke('--dataset', str(dataset), '--judges', 'checks', '--out', str(tmp_path), '--run-id', 'r')
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / 'r' / 'summary.json').read_text())
+    assert summary['records_judged'] == 2
+    report = json.loads((tmp_path / 'r' / 'records' / 'bad.json').read_text())
+    assert any('U+FFFD' in w and 'messages[1].content' in w for w in report['input_warnings'])
+    assert (tmp_path / 'r' / 'records' / 'after.json').exists()
