@@ -9,6 +9,7 @@ command module keeps its own app too, so `python -m sensei_eval.judge` and frien
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import warnings
 from collections.abc import Callable, Coroutine
@@ -126,9 +127,8 @@ def quiet_third_party() -> None:
         pydantic_ai.BANNER_ENABLED = False
     except ImportError:  # pragma: no cover - a dependency
         pass
-    try:
-        from logfire._internal.config import LogfireNotConfiguredWarning
-
-        warnings.filterwarnings('ignore', category=LogfireNotConfiguredWarning)
-    except ImportError:  # pragma: no cover - logfire is optional at runtime
+    try:  # by name: logfire is not a dependency, only present when something else brought it
+        config = importlib.import_module('logfire._internal.config')
+        warnings.filterwarnings('ignore', category=config.LogfireNotConfiguredWarning)
+    except (ImportError, AttributeError):  # pragma: no cover - logfire absent, or moved the class
         pass
