@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
+from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
 
 __all__ = ('BodyLimit', 'install_error_handlers')
 
 log = logging.getLogger(__name__)
 
-_Scope = MutableMapping[str, Any]
-_Message = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[_Message]]
-_Send = Callable[[_Message], Awaitable[None]]
-_ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 
 # One message for a value the database refused, whichever backend and whichever error it raised.
@@ -73,11 +67,11 @@ def install_error_handlers(app: FastAPI) -> None:
 class BodyLimit:
     """413 for bodies over `max_bytes`: by Content-Length up front, else while the body streams in."""
 
-    def __init__(self, app: _ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] != 'http':
             await self.app(scope, receive, send)
             return
@@ -92,7 +86,7 @@ class BodyLimit:
                     return
         received = 0
 
-        async def limited() -> _Message:
+        async def limited() -> Message:
             nonlocal received
             message = await receive()
             if message['type'] == 'http.request':
@@ -106,7 +100,7 @@ class BodyLimit:
     def _detail(self) -> str:
         return f'request body larger than the limit of {self.max_bytes} bytes'
 
-    async def _reject(self, send: _Send) -> None:
+    async def _reject(self, send: Send) -> None:
         body = json.dumps({'detail': self._detail()}).encode()
         headers = [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())]
         await send({'type': 'http.response.start', 'status': 413, 'headers': headers})

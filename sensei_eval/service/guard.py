@@ -32,13 +32,13 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
 from ..sanitize import MAX_ID_LENGTH, clean_text, clean_value
+from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServiceSettings
 
 __all__ = (
@@ -56,11 +56,6 @@ __all__ = (
 
 audit = logging.getLogger('sensei_eval.service.audit')
 
-_Scope = MutableMapping[str, Any]
-_Message = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[_Message]]
-_Send = Callable[[_Message], Awaitable[None]]
-_ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 ANONYMOUS = 'anonymous'
 HEALTH_PATH = '/api/v1/health'
@@ -117,7 +112,7 @@ def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
-def _headers(scope: _Scope) -> dict[str, str]:
+def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode('latin-1').lower(): v.decode('latin-1') for k, v in scope.get('headers', ())}
 
 
@@ -159,11 +154,11 @@ def identify(settings: ServiceSettings, headers: dict[str, str], client_host: st
 class Guard:
     """The ASGI middleware applying the rules of the module docstring."""
 
-    def __init__(self, app: _ASGIApp, settings: ServiceSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServiceSettings) -> None:
         self.app = app
         self.settings = settings
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] == 'http':
             await self._http(scope, receive, send)
         elif scope['type'] == 'websocket':
@@ -173,7 +168,7 @@ class Guard:
 
     # -- WebSocket -----------------------------------------------------------------------------------
 
-    async def _websocket(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         client = _client(scope)
         origin = headers.get('origin')
@@ -198,7 +193,7 @@ class Guard:
 
     # -- HTTP ------------------------------------------------------------------------------------------
 
-    async def _http(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = str(scope.get('method', 'GET')).upper()
         path = str(scope.get('path', ''))
         headers = _headers(scope)
@@ -256,7 +251,7 @@ class Guard:
 
         replayed = False
 
-        async def replay() -> _Message:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -265,7 +260,7 @@ class Guard:
 
         status = 500
 
-        async def watch(message: _Message) -> None:
+        async def watch(message: Message) -> None:
             nonlocal status
             if message['type'] == 'http.response.start':
                 status = int(message['status'])
@@ -277,12 +272,12 @@ class Guard:
             audit.info('%s %s by %s from %s: %d', method, path, user, client or '?', status)
 
 
-def _client(scope: _Scope) -> str | None:
+def _client(scope: Scope) -> str | None:
     client = scope.get('client')
     return str(client[0]) if client else None
 
 
-async def _read_body(receive: _Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes:
     chunks: list[bytes] = []
     while True:
         message = await receive()
@@ -294,7 +289,7 @@ async def _read_body(receive: _Receive) -> bytes:
     return b''.join(chunks)
 
 
-async def _reply(send: _Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _reply(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({'detail': detail}).encode()
     headers = [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode()), *(extra or [])]
     await send({'type': 'http.response.start', 'status': status, 'headers': headers})
