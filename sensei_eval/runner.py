@@ -97,7 +97,7 @@ async def judge_records(
             cache.put(key, result)
         return result
 
-    known = {**BUILTIN_PROFILES, **(profiles or {}), profile.name: profile}
+    known = _known_profiles(profile, profiles)
     configured: dict[tuple[str, int], Judge] = {}
 
     def for_profile(p: Profile, judge: Judge) -> Judge:
@@ -171,12 +171,17 @@ def count_judge_calls(
     profiles: Mapping[str, Profile] | None = None,
 ) -> int:  # fmt: skip
     """How many judge calls `judge_records` will make (per repeat): what a progress bar counts to."""
-    known = {**BUILTIN_PROFILES, **(profiles or {}), profile.name: profile}
+    known = _known_profiles(profile, profiles)
     total = 0
     for record in records:
         chosen, _ = _record_profile(record, profile, known)
         total += sum(1 for j in judges if chosen.skip_reason(j) is None and j.applies_to(record) is None)
     return total
+
+
+def _known_profiles(profile: Profile, profiles: Mapping[str, Profile] | None) -> dict[str, Profile]:
+    """The profiles a record may name: the built-ins, the ones given, and the run's own."""
+    return {**BUILTIN_PROFILES, **(profiles or {}), profile.name: profile}
 
 
 def _record_profile(record: QueryRecord, run_profile: Profile, known: Mapping[str, Profile]) -> tuple[Profile, list[str]]:
