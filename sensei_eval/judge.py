@@ -14,7 +14,7 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -31,10 +31,10 @@ from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, UnknownJudgeError,
 from .extras import exit_on_missing_extra
 from .models import JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
-from .records import QueryRecord, load_datasets
+from .records import LoadError, QueryRecord, iter_datasets
 from .reports import EvaluationReport, JudgeResult, RunSummary, to_pydantic_evals_report
 from .run_folder import RunFolder
-from .runner import JudgeEvent, count_judge_calls, judge_records
+from .runner import JudgeEvent, StreamedRun, judge_stream
 
 __all__ = ('app', 'main')
 
@@ -105,21 +105,10 @@ def judge(
         raise typer.Exit(2)
 
     started = datetime.now(UTC)
-    loaded = load_datasets(datasets)
-    load_errors = [str(e) for e in loaded.errors]
-    for message in load_errors:
-        err.print(f'[red]bad record:[/] {message}', highlight=False)
-    records = loaded.records
-    if query_id:
-        wanted = list(dict.fromkeys(query_id))
-        known = {r.query_id for r in records}
-        for q in wanted:
-            if q not in known:
-                load_errors.append(f'query id {q!r} not found in {", ".join(map(str, datasets))}')
-                err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
-        records = [r for r in records if r.query_id in wanted]
-    if not records:
-        err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, loaded.records, load_errors)}', highlight=False)
+    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None)
+    if source.peek() is None:  # the whole input read: no record to judge
+        load_errors = source.finish()
+        err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
         raise typer.Exit(1)
 
     judge_model: JudgeModel | None = None
@@ -129,21 +118,21 @@ def judge(
     folder = RunFolder.create(out_dir, run_id)
     run_id, run_dir = folder.run_id, folder.path
     cache = None if no_cache else JudgeCache()
+    failures = _Failures()
     try:
-        reports = _run(records, judges, judge_model, run_id, run_dir, concurrency, repeat, cache, run_profile)
+        run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures)
     finally:
         if judge_model is not None:
             judge_model.close()
+    failures.forget(run.same_text)  # those verdicts were set aside as inconclusive after the fact
 
-    summary = RunSummary.build(
+    summary = run.tally.summary(
         run_id,
-        reports,
-        judges,
         started_at=started,
         model=judge_model.name if judge_model else None,
         datasets=datasets,
-        records_loaded=len(loaded.records),
-        load_errors=load_errors,
+        records_loaded=source.loaded,
+        load_errors=source.finish(),
         repeat=repeat,
         cache_hits=cache.hits if cache else 0,
         profile=run_profile.name,
@@ -152,13 +141,101 @@ def judge(
     exit_code = summary.exit_code
 
     stopped = judge_model.connection.stopped if judge_model else None
-    if reports and verbose:
+    if run.reports and verbose:
+        reports = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
         shown = reports if stopped is None else [_shorten_stopped(r, stopped) for r in reports]
         to_pydantic_evals_report(shown, name=run_id).print(include_durations=False, console=out)
-    if reports:
-        _print_compact(reports, judges, stopped)
+        failures = _Failures(limit=None)
+        for report in reports:
+            failures.add(report)
+    if run.reports:
+        _print_compact(summary, failures, stopped)
     _print_footer(summary, run_dir, stopped)
     raise typer.Exit(exit_code)
+
+
+class _RecordSource:
+    """The records to judge, read from the datasets as the run needs them: a bad line is printed when
+    it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
+
+    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None) -> None:
+        self.datasets = datasets
+        self.wanted = wanted
+        self.loaded = 0
+        self.load_errors: list[str] = []
+        self._found: set[str] = set()
+        self._items = self._records()
+        self._head: list[QueryRecord] = []
+        self._finished: list[str] | None = None
+
+    def _records(self) -> Iterator[QueryRecord]:
+        for item in iter_datasets(self.datasets):
+            if isinstance(item, LoadError):
+                self.load_errors.append(str(item))
+                err.print(f'[red]bad record:[/] {item}', highlight=False)
+                continue
+            self.loaded += 1
+            if self.wanted is None or item.query_id in self.wanted:
+                self._found.add(item.query_id)
+                yield item
+
+    def peek(self) -> QueryRecord | None:
+        """The first record to judge (reading up to it), or None when there is none at all."""
+        if not self._head:
+            self._head = [r for r in [next(self._items, None)] if r is not None]
+        return self._head[0] if self._head else None
+
+    def __iter__(self) -> Iterator[QueryRecord]:
+        yield from self._head
+        self._head = []
+        yield from self._items
+
+    def finish(self) -> list[str]:
+        """Every load error, the asked-for ids never found last (once the input is read to its end)."""
+        if self._finished is None:
+            for q in self.wanted or []:
+                if q not in self._found:
+                    self.load_errors.append(f'query id {q!r} not found in {", ".join(map(str, self.datasets))}')
+                    err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
+            self._finished = self.load_errors
+        return self._finished
+
+    def expected(self, repeat: int) -> int:
+        """How many reports the run will write, at most (a line count: what the progress bar counts to)."""
+        if self.wanted is not None:
+            return len(self.wanted) * repeat
+        return repeat * sum(_count_lines(p) for p in self.datasets)
+
+
+def _count_lines(path: Path) -> int:
+    lines, last = 0, b'\n'
+    try:
+        with path.open('rb') as f:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b'\n')
+                last = chunk[-1:]
+    except OSError:
+        return 0
+    return lines + (last != b'\n')
+
+
+class _Failures:
+    """The failed verdicts the console lists: the first `limit` of them (all with `--verbose`)."""
+
+    def __init__(self, limit: int | None = 20) -> None:
+        self.limit = limit
+        self.shown: dict[tuple[str, str], str] = {}
+
+    def add(self, report: EvaluationReport) -> None:
+        for name, result in report.judges.items():
+            if self.limit is not None and len(self.shown) >= self.limit:
+                return
+            if result.status == 'ok' and result.passed is False:
+                self.shown.setdefault((_record_label(report), name), _short_reason(result))
+
+    def forget(self, judges: Iterable[str]) -> None:
+        gone = set(judges)
+        self.shown = {k: v for k, v in self.shown.items() if k[1] not in gone}
 
 
 def _shorten_stopped(report: EvaluationReport, stopped: str) -> EvaluationReport:
@@ -170,7 +247,7 @@ def _shorten_stopped(report: EvaluationReport, stopped: str) -> EvaluationReport
     return report.model_copy(update={'judges': judges})
 
 
-def _why_nothing(datasets: Sequence[Path], loaded: Sequence[QueryRecord], load_errors: Sequence[str]) -> str:
+def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[str]) -> str:
     names = ', '.join(map(str, datasets))
     if loaded:
         return f'no record of {names} matches --query-id'
@@ -188,67 +265,74 @@ def _judge_model(model: str | None, base_url: str | None, max_transcript_tokens:
 
 
 def _run(
-    records: Sequence[QueryRecord],
+    source: _RecordSource,
     judges: Sequence[Judge],
     judge_model: JudgeModel | None,
-    run_id: str,
-    run_dir: Path,
+    folder: RunFolder,
     concurrency: int | None,
     repeat: int,
     cache: JudgeCache | None,
     profile: Profile,
-) -> list[EvaluationReport]:
-    total = repeat * count_judge_calls(records, judges, profile)
+    failures: _Failures,
+) -> StreamedRun:
+    total = source.expected(repeat)
     with Progress(
         TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
         console=err, transient=False, disable=total == 0,
     ) as progress:  # fmt: skip
         task = progress.add_task('', total=total)
+        done = [0]
 
         def on_judge(event: JudgeEvent) -> None:
             mark = 'cached' if event.result.cached else event.result.status
-            progress.update(task, advance=1, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            progress.update(task, description=f'{event.query_id} · {event.result.judge} · {mark}')
 
-        return asyncio.run(
-            judge_records(
-                records, judges, judge_model, run_id=run_id, run_dir=run_dir, concurrency=concurrency,
-                repeat=repeat, cache=cache, on_judge=on_judge, profile=profile,
+        def on_report(report: EvaluationReport, path: Path | None) -> None:
+            failures.add(report)
+            done[0] += 1  # a bad line counts as done too; a report rewritten at the end is capped
+            progress.update(task, completed=min(total, done[0] + repeat * len(source.load_errors)))
+
+        run = asyncio.run(
+            judge_stream(
+                source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
+                on_judge=on_judge, on_report=on_report, profile=profile,
             )
         )  # fmt: skip
+        progress.update(task, total=run.reports, completed=run.reports)
+        return run
 
 
-def _print_compact(reports: Sequence[EvaluationReport], judges: Sequence[Judge], stopped: str | None) -> None:
-    """The run at a glance: one row per judge, then each failed verdict as record · judge · short reason.
-    Errors and inconclusive verdicts are counted here and listed by the footer."""
+def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None) -> None:
+    """The run at a glance: one row per judge, then failed verdicts as record · judge · short reason (the
+    first ones; all with --verbose). Errors and inconclusive verdicts are counted here and listed by the footer."""
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, title='judges', title_justify='left', title_style='bold')
     table.add_column('judge', overflow='fold')
     for column in ('ok', 'pass', 'score', 'err', 'inc'):
         table.add_column(column, justify='right', no_wrap=True)
-    failures: list[tuple[str, str, str]] = []
-    for j in judges:
-        results = [(r, r.judges[j.name]) for r in reports if j.name in r.judges]
-        ok = [x for _, x in results if x.status == 'ok']
-        scores = [x.score for x in ok if x.score is not None]
+    failed = 0
+    for name, j in summary.per_judge.items():
+        failed += j.ok - round((j.pass_rate or 0.0) * j.ok)
         table.add_row(
-            j.name,
-            str(len(ok)),
-            f'{sum(1 for x in ok if x.passed) / len(ok):.0%}' if ok else '-',
-            f'{sum(scores) / len(scores):.2f}' if scores else '-',
-            str(sum(1 for _, x in results if x.status == 'error')),
-            str(sum(1 for _, x in results if x.status == 'inconclusive')),
+            name,
+            str(j.ok),
+            f'{j.pass_rate:.0%}' if j.pass_rate is not None else '-',
+            f'{j.mean_score:.2f}' if j.mean_score is not None else '-',
+            str(j.errors),
+            str(j.inconclusive),
         )
-        failures += [(_record_label(r), j.name, _short_reason(x)) for r, x in results if x.status == 'ok' and x.passed is False]
     out.print(table)
-    if failures:
-        out.print(f'[bold]failed verdicts[/] ({len(failures)}):')
+    if failed:
+        out.print(f'[bold]failed verdicts[/] ({failed}):')
         width = max(40, out.width)
-        for record, name, reason in failures:
+        for (record, name), reason in failures.shown.items():
             line = f'  {record} · {name} · {reason}'
             if len(line) > width:
                 line = line[: width - 1] + '…'
             out.print(line, highlight=False, markup=False, soft_wrap=True)
+        if failed > len(failures.shown):
+            out.print(f'  … and {failed - len(failures.shown)} more (--verbose lists them all; the reports have each)')
     elif stopped is None:
         out.print('no failed verdicts')
 

@@ -16,18 +16,19 @@ Whatever the format, the record is normalised once, at validation time, into pyd
 history that can't be normalised is a validation error that names the offending field
 (`messages[3].tool_calls[0].function.arguments`), never a silently shorter history.
 
-A dataset is a JSONL file, one record a line. `load_dataset` reads one, returning the good records
-and one `LoadError` (file, line, field, message) per bad line, so one bad line never hides the rest.
+A dataset is a JSONL file, one record a line. `iter_datasets` streams datasets a line at a time (a
+record, or one `LoadError` (file, line, field, message) per bad line, so one bad line never hides the
+rest); `load_dataset` / `load_datasets` collect the same stream into lists for small inputs.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_ai.messages import (
@@ -57,6 +58,8 @@ __all__ = (
     'RecordFieldError',
     'ToolCall',
     'detect_format',
+    'iter_dataset',
+    'iter_datasets',
     'json_error_text',
     'load_dataset',
     'load_datasets',
@@ -542,62 +545,112 @@ class LoadResult:
     lines: dict[str, int] = field(default_factory=dict)  # query_id -> line it was read from
 
 
-def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
-    """Read a JSONL dataset; every bad line becomes a `LoadError`, every good one a record.
+def iter_dataset(
+    path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES, seen: dict[str, int] | None = None
+) -> Iterator[QueryRecord | LoadError]:
+    """Read a JSONL dataset a line at a time: each good line as a record, each bad one as a `LoadError`.
 
-    Text is made safe here, once: lone UTF-16 surrogates and NULs (valid JSON escapes no encoder takes)
-    become U+FFFD and the record's `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH`
-    characters is an error on its line."""
+    Memory stays flat whatever the file size: one line is held at a time, and a line over
+    `max_record_bytes` is skipped without being read whole. `seen` (query id -> line) collects the ids
+    read so far, for the duplicate check; pass a dict to keep it. Text is made safe here, once: lone
+    UTF-16 surrogates and NULs (valid JSON escapes no encoder takes) become U+FFFD and the record's
+    `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH` characters is an error on its line."""
     path = Path(path)
+    seen = {} if seen is None else seen
+    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):  # agent traces: one record per run
+        from .traces import iter_traces
+
+        yield from iter_traces(path, seen=seen)
+        return
+    try:
+        f = path.open('rb')
+    except OSError as e:
+        yield LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')
+        return
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in _lines(f, max_record_bytes):
+                if isinstance(line, int):
+                    yield LoadError(
+                        str(path), lineno, None, f'record is {line:,} bytes, over the {max_record_bytes:,}-byte limit'
+                    )
+                    continue
+                if lineno == 1:
+                    line = line.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
+                if not line.strip():
+                    continue
+                record, error = _load_line(str(path), lineno, line, max_record_bytes)
+                if error is not None:
+                    yield error
+                    continue
+                assert record is not None
+                if record.query_id in seen:
+                    yield LoadError(
+                        str(path),
+                        lineno,
+                        'query_id',
+                        f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
+                        record.query_id,
+                    )
+                    continue
+                seen[record.query_id] = lineno
+                yield record
+        except OSError as e:
+            yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
+
+
+def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
+    """(line number, line without its newline), or (line number, size) for a line over `max_bytes`,
+    which is skipped in chunks rather than read whole."""
+    lineno = 0
+    while line := f.readline(max_bytes + 1):
+        lineno += 1
+        if len(line) > max_bytes and not line.endswith(b'\n'):
+            size = len(line)
+            while chunk := f.readline(1 << 20):
+                size += len(chunk)
+                if chunk.endswith(b'\n'):
+                    size -= 1
+                    break
+            yield lineno, size
+            continue
+        yield lineno, line.removesuffix(b'\n')
+
+
+def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[QueryRecord | LoadError]:
+    """Several datasets as one stream, in order; a query_id seen in an earlier file is a `LoadError`, not a second record.
+
+    What stays in memory is one entry per query id (for the duplicate checks), never the records."""
+    earlier: set[str] = set()
+    for path in paths:
+        seen: dict[str, int] = {}
+        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
+            if isinstance(item, QueryRecord) and item.query_id in earlier:
+                message = f'query_id {item.query_id!r} already loaded from an earlier dataset; this line is skipped'
+                yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
+                continue
+            yield item
+        earlier.update(seen)
+
+
+def _collect(items: Iterable[QueryRecord | LoadError], lines: dict[str, int] | None = None) -> LoadResult:
     records: list[QueryRecord] = []
     errors: list[LoadError] = []
+    for item in items:
+        (records if isinstance(item, QueryRecord) else errors).append(item)  # type: ignore[arg-type]
+    return LoadResult(records, errors, {} if lines is None else lines)
+
+
+def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Read a JSONL dataset whole: the good records, and one `LoadError` per bad line (`iter_dataset`, collected)."""
     seen: dict[str, int] = {}
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        return LoadResult([], [LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')])
-    raw = raw.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
-    for lineno, line in enumerate(raw.split(b'\n'), start=1):
-        if not line.strip():
-            continue
-        record, error = _load_line(str(path), lineno, line, max_record_bytes)
-        if error is not None:
-            errors.append(error)
-            continue
-        assert record is not None
-        if record.query_id in seen:
-            errors.append(
-                LoadError(
-                    str(path),
-                    lineno,
-                    'query_id',
-                    f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
-                    record.query_id,
-                )
-            )
-            continue
-        seen[record.query_id] = lineno
-        records.append(record)
-    return LoadResult(records, errors, seen)
+    return _collect(iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen), seen)
 
 
 def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
-    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten."""
-    records: list[QueryRecord] = []
-    errors: list[LoadError] = []
-    seen: set[str] = set()
-    for path in paths:
-        result = load_dataset(path, max_record_bytes=max_record_bytes)
-        errors.extend(result.errors)
-        for record in result.records:
-            if record.query_id in seen:
-                line = result.lines.get(record.query_id, 0)
-                message = f'query_id {record.query_id!r} already loaded from an earlier dataset; this line is skipped'
-                errors.append(LoadError(str(path), line, 'query_id', message, record.query_id))
-                continue
-            seen.add(record.query_id)
-            records.append(record)
-    return LoadResult(records, errors)
+    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten (`iter_datasets`, collected)."""
+    return _collect(iter_datasets(paths, max_record_bytes=max_record_bytes))
 
 
 def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[QueryRecord | None, LoadError | None]:

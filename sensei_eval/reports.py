@@ -21,6 +21,7 @@ Scoring, from the judges that ran without error (an errored judge is an error, n
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -50,10 +51,12 @@ __all__ = (
     'JudgeStatus',
     'JudgeSummary',
     'RunSummary',
+    'RunTally',
     'build_report',
     'decode_query_id',
     'encode_query_id',
     'load_reports',
+    'rebuild_report',
     'report_filename',
     'report_path',
     'report_paths',
@@ -257,38 +260,196 @@ class RunSummary(BaseModel):
     ) -> RunSummary:
         """The summary of a run from its reports. Tokens and requests count only what was not a cache hit;
         `records_loaded` defaults to the records judged; `exit_code` defaults to 1 when a record failed
-        to load or a judge errored, else 0."""
-        judges = list(judges)
-        judge_errors = [f'{r.query_id}: {e}' for r in reports for e in r.errors]
-        judged = len({r.query_id for r in reports})
-        overall = [r.overall_score for r in reports if r.overall_score is not None]
-        all_results = [x for r in reports for x in r.judges.values()]
-        return cls(
+        to load or a judge errored, else 0. The same arithmetic as a `RunTally` fed one report at a time."""
+        tally = RunTally(judges)
+        for seq, report in enumerate(reports):
+            tally.add(report, seq)
+        return tally.summary(
+            run_id,
+            started_at=started_at,
+            finished_at=finished_at,
+            model=model,
+            datasets=datasets,
+            records_loaded=records_loaded,
+            load_errors=load_errors,
+            repeat=repeat,
+            cache_hits=cache_hits,
+            profile=profile,
+            exit_code=exit_code,
+        )
+
+
+class _ExactSum:
+    """A float sum that does not depend on the order of its terms and takes a term back exactly (the
+    partials of `math.fsum`), so a summary built as a stream, with reports replaced, equals one built at once."""
+
+    __slots__ = ('_partials',)
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []
+
+    def add(self, x: float) -> None:
+        i = 0
+        for y in self._partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self._partials[i] = lo
+                i += 1
+            x = hi
+        self._partials[i:] = [x]
+
+    @property
+    def value(self) -> float:
+        return math.fsum(self._partials)
+
+
+class _JudgeTally:
+    """One judge's counts and sums over the reports seen so far."""
+
+    __slots__ = ('errors', 'inconclusive', 'input_tokens', 'ok', 'output_tokens', 'passed', 'scores')
+
+    def __init__(self) -> None:
+        self.ok = self.errors = self.inconclusive = self.passed = 0
+        self.input_tokens = self.output_tokens = 0
+        self.scores = _ExactSum()
+
+    def add(self, result: JudgeResult, sign: int) -> None:
+        if result.status == 'ok':
+            self.ok += sign
+            self.passed += sign * bool(result.passed)
+            if result.score is not None:
+                self.scores.add(sign * result.score)
+        elif result.status == 'error':
+            self.errors += sign
+        else:
+            self.inconclusive += sign
+        self.input_tokens += sign * result.input_tokens
+        self.output_tokens += sign * result.output_tokens
+
+    def summary(self, criteria_hash: str) -> JudgeSummary:
+        return JudgeSummary(
+            criteria_hash=criteria_hash,
+            ok=self.ok,
+            errors=self.errors,
+            inconclusive=self.inconclusive,
+            pass_rate=self.passed / self.ok if self.ok else None,
+            mean_score=self.scores.value / self.ok if self.ok else None,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+
+class RunTally:
+    """A run's summary built one report at a time: counts, exact sums, and the few lists `summary.json`
+    carries (judge errors, inconclusive verdicts, truncated records), never the reports themselves.
+
+    `add(report, seq)` counts a report; `replace(old, new, seq)` swaps one already counted (the run-wide
+    rules rewrite reports after the fact); `seq` orders the lists as the reports were ordered. What grows
+    with the run besides those lists is one query id per record (`records_judged` counts distinct ids)."""
+
+    def __init__(self, judges: Iterable[_NamedJudge]) -> None:
+        self.judges = {j.name: j.criteria_hash() for j in judges}
+        self._per_judge = {name: _JudgeTally() for name in self.judges}
+        self._ids: set[str] = set()
+        self._overall = _ExactSum()
+        self._overall_n = 0
+        self._judge_errors: dict[int, list[str]] = {}
+        self._inconclusive: dict[int, list[str]] = {}
+        self._truncated: set[str] = set()
+        self.reports = 0
+        self.input_tokens = self.output_tokens = self.model_requests = 0
+
+    def add(self, report: EvaluationReport, seq: int) -> None:
+        """Count one report; `seq` is its place in the run (the order of the summary's lists)."""
+        self._ids.add(report.query_id)
+        self.reports += 1
+        if report.truncation is not None:
+            self._truncated.add(report.query_id)
+        self._count(report, seq, +1)
+
+    def replace(self, old: EvaluationReport, new: EvaluationReport, seq: int) -> None:
+        """Swap a counted report for its rewritten version (same record and repeat)."""
+        self._count(old, seq, -1)
+        self._count(new, seq, +1)
+
+    def _count(self, report: EvaluationReport, seq: int, sign: int) -> None:
+        if report.overall_score is not None:
+            self._overall.add(sign * report.overall_score)
+            self._overall_n += sign
+        for result in report.judges.values():
+            if not result.cached:
+                self.input_tokens += sign * result.input_tokens
+                self.output_tokens += sign * result.output_tokens
+                self.model_requests += sign * result.requests
+            if (tally := self._per_judge.get(result.judge)) is not None:
+                tally.add(result, sign)
+        errors = [f'{report.query_id}: {e}' for e in report.errors]
+        inconclusive = [
+            f'{report.query_id}: {name}: {report.judges[name].error}' for name in report.inconclusive if name in report.judges
+        ]
+        for lists, lines in ((self._judge_errors, errors), (self._inconclusive, inconclusive)):
+            if sign > 0 and lines:
+                lists.setdefault(seq, []).extend(lines)
+            elif sign < 0 and seq in lists:
+                kept = [x for x in lists.pop(seq) if x not in lines]
+                if kept:
+                    lists[seq] = kept
+
+    @property
+    def records_judged(self) -> int:
+        return len(self._ids)
+
+    def per_judge(self) -> dict[str, JudgeSummary]:
+        return {name: self._per_judge[name].summary(h) for name, h in self.judges.items()}
+
+    def judge_errors(self) -> list[str]:
+        return [x for seq in sorted(self._judge_errors) for x in self._judge_errors[seq]]
+
+    def inconclusive(self) -> list[str]:
+        return [x for seq in sorted(self._inconclusive) for x in self._inconclusive[seq]]
+
+    def summary(
+        self,
+        run_id: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime | None = None,
+        model: str | None = None,
+        datasets: Iterable[str | os.PathLike[str]] = (),
+        records_loaded: int | None = None,
+        load_errors: Sequence[str] = (),
+        repeat: int = 1,
+        cache_hits: int = 0,
+        profile: str | None = None,
+        exit_code: int | None = None,
+    ) -> RunSummary:
+        """The `RunSummary` of what was counted (see `RunSummary.build` for the defaults)."""
+        judge_errors = self.judge_errors()
+        judged = self.records_judged
+        return RunSummary(
             run_id=run_id,
             started_at=started_at,
             finished_at=finished_at or datetime.now(UTC),
             model=model,
-            judges={j.name: j.criteria_hash() for j in judges},
+            judges=dict(self.judges),
             datasets=[str(d) for d in datasets],
             records_loaded=judged if records_loaded is None else records_loaded,
             records_judged=judged,
             load_errors=list(load_errors),
             judge_errors=judge_errors,
-            inconclusive=[
-                f'{r.query_id}: {name}: {r.judges[name].error}' for r in reports for name in r.inconclusive if name in r.judges
-            ],
+            inconclusive=self.inconclusive(),
             profile=profile,
             repeat=repeat,
-            per_judge={
-                j.name: JudgeSummary.of(j.criteria_hash(), [r.judges[j.name] for r in reports if j.name in r.judges])
-                for j in judges
-            },
-            mean_overall_score=sum(overall) / len(overall) if overall else None,
-            input_tokens=sum(x.input_tokens for x in all_results if not x.cached),
-            output_tokens=sum(x.output_tokens for x in all_results if not x.cached),
-            model_requests=sum(x.requests for x in all_results if not x.cached),
+            per_judge=self.per_judge(),
+            mean_overall_score=self._overall.value / self._overall_n if self._overall_n else None,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            model_requests=self.model_requests,
             cache_hits=cache_hits,
-            truncated_records=sorted({r.query_id for r in reports if r.truncation is not None}),
+            truncated_records=sorted(self._truncated),
             exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
         )
 
@@ -327,6 +488,42 @@ def build_report(
         profile=profile,
         input_warnings=list(record.input_warnings),
     )
+    _score(report, results, speakers)
+    return report
+
+
+def rebuild_report(
+    report: EvaluationReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None = None
+) -> EvaluationReport:
+    """The report with its judges' results replaced and every score, issue list and verdict recomputed;
+    the record's fields, and errors that are not a judge's (an unknown profile), are kept. How the
+    run-wide rules rewrite a written report without the record it came from."""
+    judge_errors = {f'{r.judge}: {r.error}' for r in report.judges.values() if r.status == 'error'}
+    fresh = report.model_copy(
+        update={
+            **{field: [] for field in _ISSUE_FIELDS},
+            'overall_score': None,
+            'category_scores': {},
+            'primary_failure_mode': None,
+            'failure_modes': [],
+            'decisive_step': None,
+            'decisive_agent': None,
+            'inconclusive': [],
+            'criteria_hashes': {},
+            'judges': {},
+            'errors': [],
+            'input_tokens': 0,
+            'output_tokens': 0,
+            'latency_s': 0.0,
+        }
+    )
+    _score(fresh, results, speakers)
+    fresh.errors.extend(e for e in report.errors if e not in judge_errors)
+    return fresh
+
+
+def _score(report: EvaluationReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None) -> None:
+    """Fill a report from its judges' results: issue lists, scores, errors, the primary failure mode."""
     mode_scores: dict[str, tuple[float, int]] = {}
     for result in results:
         report.judges[result.judge] = result
@@ -365,7 +562,6 @@ def build_report(
         report.decisive_step = min(cited) if cited else None
         if report.decisive_step is not None and speakers:
             report.decisive_agent = speakers.get(report.decisive_step)
-    return report
 
 
 def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int]]) -> None:

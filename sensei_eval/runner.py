@@ -1,38 +1,64 @@
-"""Run judges over records: concurrency, cache, and a report written the moment a record is done.
+"""Run judges over records as a stream: bounded work in flight, a report written the moment a record is done.
+
+Records are read, judged and written one after another, with at most `window` records (× repeat) in
+flight, so a run of any size holds the same memory: each report is written to the run folder and
+dropped, and the run summary is counted as the reports go by (`reports.RunTally`). `judge_stream` is
+that entry point (the CLI's); `judge_records` runs the same stream for small inputs and returns every
+report, in record order.
 
 Each record (× repeat) is rendered to a transcript once, with the model's budget, and every judge of
-that record reads the same bytes. Judge calls share one semaphore of size `concurrency`; tasks are
-queued record by record and asyncio's semaphore is first-come first-served, so a record's judges run
-close together, which is what lets a single-slot local server (and provider caches) reuse the shared
-prefix. A judge that raises instead of returning an error result is still caught and reported as an
-error: one bad judge never takes the run down.
+that record reads the same bytes. Judge calls share one semaphore of size `concurrency`; records are
+started in order and asyncio's semaphore is first-come first-served, so a record's judges run close
+together, which is what lets a single-slot local server (and provider caches) reuse the shared prefix.
+A judge that raises instead of returning an error result is still caught and reported as an error:
+one bad judge never takes the run down.
+
+A fused judge (a judge with non-empty `members`: several failure modes judged in one model call) is
+called once through `judge_members`, which returns one result per member; each member is cached under
+its own criteria hash (the call is skipped when every member is cached), skipped by its own profile
+and `applies_to` rules, and reported as its own judge.
 
 Each record runs under an agent profile (`sensei_eval.profiles`): its own `metadata.profile`, else the
 run's. Checks outside the profile are listed as skipped in the report; an unknown profile name is an
 error in that record's report, never a silent fallback. Deterministic checks are not cached: they cost
 less than a cache entry, and they read fields (expected calls, metadata) that the transcript hash does
-not cover. Once every record is done, a judge that gave the same reasoning on every transcript has
-those verdicts marked inconclusive and the affected reports rewritten.
+not cover.
+
+Once every record is done, a model judge that gave the same reasoning on every verdict of the run (over
+three or more different transcripts) has those verdicts marked inconclusive. The runner keeps, per
+model judge, only the first reasoning, whether every later one matched, and which reports it is in;
+only those reports are read back, rewritten and re-counted.
+
+Every record and every judge call is an OpenTelemetry span (`sensei_eval.telemetry`): free when no
+tracer provider is configured.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
+from opentelemetry.trace import Tracer, TracerProvider
+
+from . import telemetry
 from .cache import JudgeCache
 from .evaluators.base import Judge
-from .evaluators.inconclusive import same_text_everywhere
+from .evaluators.inconclusive import MIN_RECORDS_FOR_SAME_TEXT, normalise
 from .models import JudgeModel
 from .profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
 from .records import QueryRecord
-from .reports import EvaluationReport, JudgeResult, build_report
+from .reports import EvaluationReport, JudgeResult, RunTally, build_report, rebuild_report
 from .run_folder import RunFolder
 from .transcript import Transcript, render_transcript
 
-__all__ = ('JudgeEvent', 'count_judge_calls', 'judge_records')
+__all__ = ('JudgeEvent', 'StreamedRun', 'count_judge_calls', 'judge_records', 'judge_stream', 'members_of', 'report_judges')
+
+Records = Iterable[QueryRecord] | AsyncIterable[QueryRecord]
 
 
 @dataclass(frozen=True)
@@ -44,8 +70,62 @@ class JudgeEvent:
     result: JudgeResult
 
 
+@dataclass
+class StreamedRun:
+    """What a streamed run keeps: the summary's counts, and what the run-wide rule changed.
+
+    `tally.summary(...)` is the run's `RunSummary`; `same_text` maps each judge whose verdicts were
+    marked inconclusive (the same reasoning on every record) to how many verdicts that was."""
+
+    tally: RunTally
+    reports: int = 0
+    same_text: dict[str, int] = field(default_factory=dict)
+
+
+def members_of(judge: Judge) -> list[Judge]:
+    """A fused judge's members (several failure modes judged in one model call); empty for any other judge."""
+    members = getattr(judge, 'members', None)
+    return list(members) if members else []
+
+
+def report_judges(judges: Iterable[Judge]) -> list[Judge]:
+    """The judges whose results a report carries: every judge, a fused one by its members."""
+    return [m for j in judges for m in (members_of(j) or [j])]
+
+
+async def judge_stream(
+    records: Records,
+    judges: Sequence[Judge],
+    model: JudgeModel | None,
+    *,
+    run_dir: RunFolder | Path,
+    run_id: str | None = None,
+    concurrency: int | None = None,
+    repeat: int = 1,
+    cache: JudgeCache | None = None,
+    on_judge: Callable[[JudgeEvent], None] | None = None,
+    on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
+    profile: Profile = DEFAULT_PROFILE,
+    profiles: Mapping[str, Profile] | None = None,
+    window: int | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> StreamedRun:
+    """Judge a stream of records in constant memory: every report goes to the run folder, none is kept.
+
+    `records` may be any iterable (a generator over a file: `records.iter_datasets`) or async iterable.
+    At most `window` records (× repeat) are in flight (default: twice the concurrency, at least 8).
+    `on_report` sees each report in record order, and again when the run-wide rule rewrites it. The
+    run id defaults to the folder's name. Returns the counts `summary.json` is built from."""
+    folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
+    return await _judge_run(
+        records, judges, model, run_id=run_id or folder.run_id, store=_FolderStore(folder), concurrency=concurrency,
+        repeat=repeat, cache=cache, on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles,
+        window=window, tracer_provider=tracer_provider,
+    )  # fmt: skip
+
+
 async def judge_records(
-    records: Sequence[QueryRecord],
+    records: Iterable[QueryRecord],
     judges: Sequence[Judge],
     model: JudgeModel | None,
     *,
@@ -58,47 +138,130 @@ async def judge_records(
     on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
     profile: Profile = DEFAULT_PROFILE,
     profiles: Mapping[str, Profile] | None = None,
+    window: int | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> list[EvaluationReport]:
-    """Judge every record with every judge; returns the reports in record order.
+    """Judge every record with every judge; returns the reports in record order (all in memory: for
+    small inputs; a large run is `judge_stream`).
 
     `profile` is the run's agent profile; `profiles` the ones a record may name besides the built-ins.
     With `run_dir` (a `RunFolder` or its path), each report is written there as soon as it is done.
     """
     folder = run_dir if isinstance(run_dir, RunFolder) or run_dir is None else RunFolder(run_dir)
+    store = _MemoryStore(folder)
+    await _judge_run(
+        records, judges, model, run_id=run_id, store=store, concurrency=concurrency, repeat=repeat, cache=cache,
+        on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles, window=window,
+        tracer_provider=tracer_provider,
+    )  # fmt: skip
+    return [store.reports[seq] for seq in sorted(store.reports)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The stream
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """Where a written report is, for the run-wide rule to read it back: its record, repeat and place."""
+
+    query_id: str
+    repeat: int
+    seq: int
+    speakers: dict[int, str] | None  # who spoke at which step (multi-agent runs), for the rewritten report
+
+
+class _Store(Protocol):
+    def write(self, report: EvaluationReport, seq: int) -> Path | None: ...
+
+    def load(self, key: _Key) -> EvaluationReport: ...
+
+
+class _FolderStore:
+    """Reports live in the run folder only."""
+
+    def __init__(self, folder: RunFolder) -> None:
+        self.folder = folder
+
+    def write(self, report: EvaluationReport, seq: int) -> Path | None:
+        return self.folder.write_report(report)
+
+    def load(self, key: _Key) -> EvaluationReport:
+        return EvaluationReport.model_validate_json(self.folder.report_path(key.query_id, key.repeat).read_text('utf-8'))
+
+
+class _MemoryStore:
+    """Reports kept in memory (and written to the run folder when there is one)."""
+
+    def __init__(self, folder: RunFolder | None) -> None:
+        self.folder = folder
+        self.reports: dict[int, EvaluationReport] = {}
+
+    def write(self, report: EvaluationReport, seq: int) -> Path | None:
+        self.reports[seq] = report
+        return self.folder.write_report(report) if self.folder is not None else None
+
+    def load(self, key: _Key) -> EvaluationReport:
+        return self.reports[key.seq]
+
+
+class _SameText:
+    """One model judge's run-wide "same reasoning everywhere" rule, in constant state: the first
+    reasoning, whether every later one matched, up to three transcripts, and the reports it is in."""
+
+    __slots__ = ('entries', 'same', 'text', 'transcripts')
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.same = True
+        self.transcripts: set[str] = set()
+        self.entries: list[_Key] = []
+
+    def add(self, transcript: str, reasoning: str, key: _Key) -> None:
+        if not self.same:
+            return
+        text = normalise(reasoning)
+        if self.text is None:
+            self.text = text
+        elif text != self.text:
+            self.same, self.entries, self.transcripts = False, [], set()
+            return
+        if len(self.transcripts) < MIN_RECORDS_FOR_SAME_TEXT:
+            self.transcripts.add(transcript)
+        self.entries.append(key)
+
+    @property
+    def fired(self) -> bool:
+        return self.same and len(self.transcripts) >= MIN_RECORDS_FOR_SAME_TEXT
+
+
+async def _judge_run(
+    records: Records,
+    judges: Sequence[Judge],
+    model: JudgeModel | None,
+    *,
+    run_id: str,
+    store: _Store,
+    concurrency: int | None,
+    repeat: int,
+    cache: JudgeCache | None,
+    on_judge: Callable[[JudgeEvent], None] | None,
+    on_report: Callable[[EvaluationReport, Path | None], None] | None,
+    profile: Profile,
+    profiles: Mapping[str, Profile] | None,
+    window: int | None,
+    tracer_provider: TracerProvider | None,
+) -> StreamedRun:
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
-    limit = concurrency or (model.default_concurrency if model else 4)
-    semaphore = asyncio.Semaphore(max(1, limit))
+    limit = max(1, concurrency or (model.default_concurrency if model else 4))
+    in_flight = max(1, window or max(8, 2 * limit))
+    caller = _Caller(model, asyncio.Semaphore(limit), cache, telemetry.get_tracer(tracer_provider))
     budget = model.transcript_budget if model else None
-
-    async def one_judge(judge: Judge, record: QueryRecord, transcript: Transcript, rep: int) -> JudgeResult:
-        key = None
-        if cache is not None and judge.needs_model:
-            model_name = model.name if (model and judge.needs_model) else '-'
-            settings = dict(model.settings) if (model and judge.needs_model) else {}
-            key = JudgeCache.key(judge.criteria_hash(), model_name, settings, transcript.sha256, rep)
-            hit = cache.get(key)
-            if hit is not None:
-                return hit
-        async with semaphore:
-            try:
-                result = await judge.judge(record, transcript, model if judge.needs_model else None)
-            except Exception as e:  # a judge bug must not sink the run
-                result = JudgeResult(
-                    judge=judge.name,
-                    failure_mode=judge.failure_mode,
-                    category=judge.category,
-                    criteria_hash=judge.criteria_hash(),
-                    model=model.name if model else None,
-                    status='error',
-                    error=f'judge crashed: {type(e).__name__}: {e}',
-                )
-        if cache is not None and key is not None:
-            cache.put(key, result)
-        return result
-
     known = _known_profiles(profile, profiles)
     configured: dict[tuple[str, int], Judge] = {}
+    run = StreamedRun(RunTally(report_judges(judges)))
+    same_text = {j.name: _SameText() for j in report_judges(judges) if j.needs_model}
 
     def for_profile(p: Profile, judge: Judge) -> Judge:
         key = (p.name, id(judge))
@@ -106,76 +269,218 @@ async def judge_records(
             configured[key] = p.configure(judge)
         return configured[key]
 
-    async def one_record(record: QueryRecord, rep: int) -> EvaluationReport:
+    async def one_record(record: QueryRecord, rep: int, seq: int) -> tuple[EvaluationReport, _Key, Path | None]:
         transcript = render_transcript(record, budget_tokens=budget)
         chosen, problems = _record_profile(record, profile, known)
-        record_judges = [for_profile(chosen, j) for j in judges]
+        skipped: dict[str, str] = {}
+        calls: list[tuple[Judge, list[Judge]]] = []
+        for judge in (for_profile(chosen, j) for j in judges):
+            members = members_of(judge)
+            active = []
+            for target in members or [judge]:
+                why = chosen.skip_reason(target) or target.applies_to(record)
+                if why is None:
+                    active.append(target)
+                else:
+                    skipped[target.name] = why
+            if active:
+                calls.append((judge, active if members else []))
 
-        async def tracked(judge: Judge) -> JudgeResult:
-            result = await one_judge(judge, record, transcript, rep)
+        async def tracked(judge: Judge, members: list[Judge]) -> list[JudgeResult]:
+            results = await caller.call(judge, members, record, transcript, rep)
             if on_judge is not None:
-                on_judge(JudgeEvent(record.query_id, rep, result))
-            return result
+                for result in results:
+                    on_judge(JudgeEvent(record.query_id, rep, result))
+            return results
 
-        skipped = {
-            j.name: why for j in record_judges if (why := chosen.skip_reason(j) or j.applies_to(record)) is not None
-        }
-        results = await asyncio.gather(*(tracked(j) for j in record_judges if j.name not in skipped))
-        done.append(_Judged(record, rep, transcript, list(results), skipped, chosen.name, problems))
-        return write(done[-1])
-
-    def write(judged: _Judged) -> EvaluationReport:
-        record, rep, transcript = judged.record, judged.repeat, judged.transcript
+        with telemetry.record_span(
+            caller.tracer, query_id=record.query_id, repeat=rep, profile=chosen.name, run_id=run_id
+        ) as span:
+            done = await asyncio.gather(*(tracked(j, m) for j, m in calls))
+            results = [r for group in done for r in group]
+            telemetry.end_record_span(span, results, len(skipped), problems)
         report = build_report(
             record,
-            judged.results,
+            results,
             run_id=run_id,
             repeat=rep,
             model=model.name if model else None,
             truncation=transcript.truncation,
             transcript_sha256=transcript.sha256,
-            skipped=judged.skipped,
-            profile=judged.profile,
+            skipped=skipped,
+            profile=chosen.name,
             speakers=transcript.speakers,
         )
-        report.errors.extend(judged.problems)
-        path = None
-        if folder is not None:
-            path = folder.write_report(report)
+        report.errors.extend(problems)
+        path = store.write(report, seq)
+        return report, _Key(record.query_id, rep, seq, transcript.speakers or None), path
+
+    def emit(report: EvaluationReport, key: _Key, path: Path | None) -> None:
+        run.tally.add(report, key.seq)
+        run.reports += 1
+        for name, rule in same_text.items():
+            result = report.judges.get(name)
+            if result is not None and result.status == 'ok':
+                rule.add(report.transcript_sha256 or '', result.reasoning or '', key)
         if on_report is not None:
             on_report(report, path)
-        return report
 
-    done: list[_Judged] = []
-    tasks = [one_record(record, rep) for record in records for rep in range(1, repeat + 1)]
-    reports = list(await asyncio.gather(*tasks))
-    rewritten = {(r.query_id, r.repeat): r for r in (write(done[i]) for i in _mark_same_text(done, judges))}
-    return [rewritten.get((r.query_id, r.repeat), r) for r in reports]
+    pending: deque[asyncio.Task[tuple[EvaluationReport, _Key, Path | None]]] = deque()
+    seq = 0
+    try:
+        async for record in _aiter(records):
+            for rep in range(1, repeat + 1):
+                pending.append(asyncio.create_task(one_record(record, rep, seq)))
+                seq += 1
+                while len(pending) >= in_flight:
+                    emit(*await pending.popleft())
+        while pending:
+            emit(*await pending.popleft())
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    _apply_same_text(run, same_text, store, on_report)
+    return run
 
 
-@dataclass
-class _Judged:
-    """What a record's report is built from, kept so the run-wide rules can rebuild it."""
+async def _aiter(records: Records) -> AsyncIterator[QueryRecord]:
+    if isinstance(records, AsyncIterable):
+        async for record in records:
+            yield record
+    else:
+        for record in records:
+            yield record
 
-    record: QueryRecord
-    repeat: int
-    transcript: Transcript
-    results: list[JudgeResult]
-    skipped: dict[str, str]
-    profile: str
-    problems: list[str]
+
+def _apply_same_text(
+    run: StreamedRun,
+    rules: Mapping[str, _SameText],
+    store: _Store,
+    on_report: Callable[[EvaluationReport, Path | None], None] | None,
+) -> None:
+    """Mark inconclusive every verdict of a model judge that wrote one reasoning for every transcript,
+    rewriting (and re-counting) only the reports that hold one."""
+    fired = {name: rule for name, rule in rules.items() if rule.fired}
+    affected: dict[int, tuple[_Key, list[str]]] = {}
+    for name, rule in fired.items():
+        run.same_text[name] = len(rule.entries)
+        for key in rule.entries:
+            affected.setdefault(key.seq, (key, []))[1].append(name)
+    for seq in sorted(affected):
+        key, names = affected[seq]
+        old = store.load(key)
+        results = [_same_text_verdict(r, run.same_text[r.judge]) if r.judge in names else r for r in old.judges.values()]
+        new = rebuild_report(old, results, key.speakers)
+        path = store.write(new, seq)
+        run.tally.replace(old, new, seq)
+        if on_report is not None:
+            on_report(new, path)
+
+
+def _same_text_verdict(result: JudgeResult, count: int) -> JudgeResult:
+    return result.model_copy(
+        update={
+            'status': 'inconclusive',
+            'error': f'the same reasoning on all {count} records of the run: {result.reasoning!r}'[:500],
+            'score': None,
+            'passed': None,
+            'raw_output': result.raw_output or result.reasoning,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# One judge call
+
+
+class _Caller:
+    """Calls one judge (or one fused judge) on one transcript: cache, semaphore, span, crash guard."""
+
+    def __init__(self, model: JudgeModel | None, semaphore: asyncio.Semaphore, cache: JudgeCache | None, tracer: Tracer):
+        self.model = model
+        self.semaphore = semaphore
+        self.cache = cache
+        self.tracer = tracer
+        self.model_name = model.name if model else '-'
+        self.settings: dict[str, Any] = dict(model.settings) if model else {}
+
+    async def call(
+        self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, rep: int
+    ) -> list[JudgeResult]:
+        """The results of `judge` (one), or of a fused judge's active `members` (one each, in member order)."""
+        targets = members or [judge]
+        model = self.model if judge.needs_model else None
+        keys: list[str] = []
+        if self.cache is not None and judge.needs_model:
+            keys = [JudgeCache.key(t.criteria_hash(), self.model_name, self.settings, transcript.sha256, rep) for t in targets]
+            hits = [self.cache.get(k) for k in keys]
+            cached = [h for h in hits if h is not None]
+            if len(cached) == len(keys):
+                with telemetry.judge_span(
+                    self.tracer, judge, query_id=record.query_id, repeat=rep, model=model, members=members
+                ) as span:
+                    telemetry.end_judge_span(span, judge, cached, latency_s=0.0)
+                return cached
+            self.cache.hits -= len(cached)  # a partly cached fused judge is called whole: not a hit
+        async with self.semaphore:
+            with telemetry.judge_span(
+                self.tracer, judge, query_id=record.query_id, repeat=rep, model=model, members=members
+            ) as span:
+                start = time.perf_counter()
+                results = await self._invoke(judge, members, record, transcript, model)
+                telemetry.end_judge_span(span, judge, results, latency_s=time.perf_counter() - start)
+        if self.cache is not None:
+            for key, result in zip(keys, results, strict=False):
+                self.cache.put(key, result)
+        return results
+
+    async def _invoke(
+        self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, model: JudgeModel | None
+    ) -> list[JudgeResult]:
+        try:
+            if not members:
+                return [await judge.judge(record, transcript, model)]
+            everyone = members_of(judge)
+            out = list(await judge.judge_members(record, transcript, model))  # type: ignore[attr-defined]
+            if len(out) != len(everyone):
+                message = f'fused judge {judge.name} returned {len(out)} result(s) for {len(everyone)} members'
+                return [_crashed(m, model, message) for m in members]
+            wanted = {m.name for m in members}
+            return [r for m, r in zip(everyone, out, strict=True) if m.name in wanted]
+        except Exception as e:  # a judge bug must not sink the run
+            return [_crashed(t, model, f'judge crashed: {type(e).__name__}: {e}') for t in members or [judge]]
+
+
+def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResult:
+    return JudgeResult(
+        judge=judge.name,
+        failure_mode=judge.failure_mode,
+        category=judge.category,
+        criteria_hash=judge.criteria_hash(),
+        model=model.name if model else None,
+        status='error',
+        error=message,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Profiles and counts
 
 
 def count_judge_calls(
-    records: Sequence[QueryRecord], judges: Sequence[Judge], profile: Profile = DEFAULT_PROFILE,
+    records: Iterable[QueryRecord], judges: Sequence[Judge], profile: Profile = DEFAULT_PROFILE,
     profiles: Mapping[str, Profile] | None = None,
 ) -> int:  # fmt: skip
-    """How many judge calls `judge_records` will make (per repeat): what a progress bar counts to."""
+    """How many judge results `judge_records` will produce (per repeat): what a progress bar counts to.
+    A fused judge counts once per member it judges (one model call, several results)."""
     known = _known_profiles(profile, profiles)
     total = 0
     for record in records:
         chosen, _ = _record_profile(record, profile, known)
-        total += sum(1 for j in judges if chosen.skip_reason(j) is None and j.applies_to(record) is None)
+        total += sum(1 for j in report_judges(judges) if chosen.skip_reason(j) is None and j.applies_to(record) is None)
     return total
 
 
@@ -195,33 +500,3 @@ def _record_profile(record: QueryRecord, run_profile: Profile, known: Mapping[st
         f'metadata.profile: unknown profile {name!r} (known: {", ".join(known)}); '
         f'judged with {run_profile.name!r} instead, declare it with --profile FILE'
     ]
-
-
-def _mark_same_text(done: Sequence[_Judged], judges: Sequence[Judge]) -> set[int]:
-    """Mark inconclusive every verdict of a model judge that wrote one reasoning for every transcript."""
-    touched: set[int] = set()
-    for judge in judges:
-        if not judge.needs_model:
-            continue
-        entries = [
-            (i, k)
-            for i, judged in enumerate(done)
-            for k, r in enumerate(judged.results)
-            if r.judge == judge.name and r.status == 'ok'
-        ]
-        texts = [(done[i].transcript.sha256, done[i].results[k].reasoning or '') for i, k in entries]
-        if not same_text_everywhere(texts):
-            continue
-        for i, k in entries:
-            result = done[i].results[k]
-            done[i].results[k] = result.model_copy(
-                update={
-                    'status': 'inconclusive',
-                    'error': f'the same reasoning on all {len(entries)} records of the run: {result.reasoning!r}'[:500],
-                    'score': None,
-                    'passed': None,
-                    'raw_output': result.raw_output or result.reasoning,
-                }
-            )
-            touched.add(i)
-    return touched

@@ -1,0 +1,125 @@
+"""OpenTelemetry spans of a judge run: one per record, one per judge call.
+
+Spans go through the OpenTelemetry API (`opentelemetry.trace`) only, so nothing is exported unless the
+application configured a tracer provider (Logfire, or the OpenTelemetry SDK with an exporter). Without
+one the API hands out a no-op tracer: no span is recorded, and attributes are not even computed
+(`span.is_recording()` is checked first).
+
+* `sensei_eval.record` — one record (× repeat): query id, repeat, profile, run id, and how many of its
+  judges were ok, errored, inconclusive or skipped;
+* `sensei_eval.judge <name>` — one judge call, a child of its record's span: query id, judge, failure
+  mode, criteria hash, model, status (ok | error | inconclusive), cached, tokens in/out, latency, and
+  the GenAI semantic-convention attributes of the model call (`gen_ai.operation.name`,
+  `gen_ai.request.model`, `gen_ai.provider.name`, `gen_ai.usage.input_tokens` / `output_tokens`).
+  The span is current while the judge runs, so pydantic-ai's own spans (`invoke_agent`, `chat`), when
+  its instrumentation is on, nest under it. A fused judge (several failure modes in one model call) is
+  one span, with its members listed and one status over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
+
+if TYPE_CHECKING:
+    from .evaluators.base import Judge
+    from .models import JudgeModel
+    from .reports import JudgeResult
+
+__all__ = ('RECORD_SPAN', 'TRACER_NAME', 'end_judge_span', 'end_record_span', 'get_tracer', 'judge_span', 'record_span')
+
+TRACER_NAME = 'sensei_eval'
+RECORD_SPAN = 'sensei_eval.record'
+JUDGE_SPAN = 'sensei_eval.judge'
+
+
+def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer:
+    """The tracer judge runs use: from `tracer_provider`, else the global one (a no-op until configured)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own = version('sensei-eval')
+    except PackageNotFoundError:  # a source checkout that was never installed
+        own = None
+    return trace.get_tracer(TRACER_NAME, own, tracer_provider=tracer_provider)
+
+
+@contextmanager
+def record_span(tracer: Tracer, *, query_id: str, repeat: int, profile: str, run_id: str) -> Iterator[Span]:
+    """The span of one record's judging; the judge spans started inside it are its children."""
+    attributes: dict[str, str | int] = {
+        'sensei_eval.query_id': query_id,
+        'sensei_eval.repeat': repeat,
+        'sensei_eval.profile': profile,
+        'sensei_eval.run_id': run_id,
+    }
+    with tracer.start_as_current_span(RECORD_SPAN, attributes=attributes) as span:
+        yield span
+
+
+def end_record_span(span: Span, results: Sequence[JudgeResult], skipped: int, problems: Sequence[str]) -> None:
+    """Status counts on the record's span; an unknown profile on the record is an error status."""
+    if not span.is_recording():
+        return
+    for status in ('ok', 'error', 'inconclusive'):
+        span.set_attribute(f'sensei_eval.judges.{status}', sum(1 for r in results if r.status == status))
+    span.set_attribute('sensei_eval.judges.skipped', skipped)
+    if problems:
+        span.set_status(Status(StatusCode.ERROR, problems[0][:200]))
+
+
+@contextmanager
+def judge_span(
+    tracer: Tracer, judge: Judge, *, query_id: str, repeat: int, model: JudgeModel | None, members: Sequence[Judge] = ()
+) -> Iterator[Span]:
+    """The span of one judge call (current while it runs, so the model client's spans nest under it)."""
+    attributes: dict[str, str | int | Sequence[str]] = {
+        'sensei_eval.query_id': query_id,
+        'sensei_eval.repeat': repeat,
+        'sensei_eval.judge': judge.name,
+    }
+    if members:
+        attributes['sensei_eval.members'] = [m.name for m in members]
+        modes = [m.failure_mode for m in members if m.failure_mode]
+        attributes['sensei_eval.failure_mode'] = modes
+    elif judge.failure_mode:
+        attributes['sensei_eval.failure_mode'] = judge.failure_mode
+    if model is not None and judge.needs_model:
+        attributes['sensei_eval.model'] = model.name
+        attributes['gen_ai.operation.name'] = 'chat'
+        request_model = getattr(model.model, 'model_name', None) if not isinstance(model.model, str) else model.model
+        attributes['gen_ai.request.model'] = str(request_model or model.name)
+        provider = getattr(model.model, 'system', None) if not isinstance(model.model, str) else model.model.split(':')[0]
+        if provider:
+            attributes['gen_ai.provider.name'] = str(provider)
+    with tracer.start_as_current_span(f'{JUDGE_SPAN} {judge.name}', attributes=attributes) as span:
+        yield span
+
+
+def end_judge_span(span: Span, judge: Judge, results: Sequence[JudgeResult], *, latency_s: float) -> None:
+    """Outcome attributes of a judge call: one result, or a fused judge's results (one per member)."""
+    if not span.is_recording() or not results:
+        return
+    statuses = {r.status for r in results}
+    status = 'error' if 'error' in statuses else 'inconclusive' if 'inconclusive' in statuses else 'ok'
+    input_tokens = sum(r.input_tokens for r in results)
+    output_tokens = sum(r.output_tokens for r in results)
+    span.set_attribute('sensei_eval.criteria_hash', judge.criteria_hash())
+    span.set_attribute('sensei_eval.status', status)
+    span.set_attribute('sensei_eval.cached', all(r.cached for r in results))
+    span.set_attribute('sensei_eval.input_tokens', input_tokens)
+    span.set_attribute('sensei_eval.output_tokens', output_tokens)
+    span.set_attribute('sensei_eval.requests', sum(r.requests for r in results))
+    span.set_attribute('sensei_eval.latency_s', latency_s)
+    if results[0].model is not None:
+        span.set_attribute('gen_ai.usage.input_tokens', input_tokens)
+        span.set_attribute('gen_ai.usage.output_tokens', output_tokens)
+    if status != 'ok':
+        why = next((r.error for r in results if r.status == status and r.error), None) or status
+        span.set_attribute('sensei_eval.error', why[:500])
+    if status == 'error':
+        span.set_status(Status(StatusCode.ERROR, why[:200]))
