@@ -82,6 +82,9 @@ def test_numbers_match_a_hand_computation() -> None:
     assert m.effect_size_dz == pytest.approx(d.mean() / d.std(ddof=1))
     assert (m.mcnemar_b, m.mcnemar_c) == (2, 1)
     assert m.mcnemar_p == pytest.approx(1.0)  # 2·P(X ≤ 1 | n=3) = 2·4/8, capped at 1
+    # the gate's test is one-sided on the flips: P(X ≥ 2 | n=3) = 4/8; 3 discordant queries can't go below 1/8
+    assert m.rule == 'flips' and m.p_regression == pytest.approx(0.5) and m.min_attainable_p == pytest.approx(1 / 8)
+    assert m.dropped_reason == '3 discordant queries: smallest attainable p 0.125 > alpha 0.05'
     assert m.old_pass_rate == pytest.approx(0.75) and m.new_pass_rate == pytest.approx(0.5)
     assert m.ci_low is not None and m.ci_high is not None and m.ci_low <= m.delta <= m.ci_high
     assert m.verdict == 'no_change'

@@ -84,3 +84,68 @@ def test_noise_components_by_hand() -> None:
     assert est.query_mean_var == pytest.approx(0.03125 / 2)
     single = stats.noise_components({'q': {1: [1.0]}}, runs=1, repeats=1)
     assert single.judge_var is None and single.run_var is None and single.query_mean_var is None
+
+
+def test_flip_test_is_the_one_sided_binomial_on_discordant_pairs() -> None:
+    # 5 flips (pass → fail), 1 fix, 4 unchanged
+    old = [True] * 5 + [False] + [True] * 2 + [False] * 2
+    new = [False] * 5 + [True] + [True] * 2 + [False] * 2
+    worse = stats.flip_test(old, new)
+    assert (worse.flips, worse.fixes, worse.discordant, worse.alternative) == (5, 1, 6, 'worse')
+    # P(X ≥ 5), X ~ Bin(6, ½) = (6 + 1) / 64
+    assert worse.p_value == pytest.approx(7 / 64)
+    assert worse.min_attainable_p == pytest.approx(1 / 64)
+    better = stats.flip_test(old, new, alternative='better')  # P(X ≤ 5) = 1 − 1/64
+    assert better.p_value == pytest.approx(63 / 64)
+    assert stats.flip_test(old, new, alternative='two-sided').p_value == pytest.approx(14 / 64)
+    none = stats.flip_test([True, False], [True, False])
+    assert (none.p_value, none.min_attainable_p) == (1.0, 1.0)  # nothing changed: nothing to test
+    with pytest.raises(ValueError, match='same length'):
+        stats.flip_test([True], [True, False])
+
+
+def test_min_attainable_p_by_hand() -> None:
+    assert stats.min_attainable_p(0) == 1.0
+    assert stats.min_attainable_p(4) == 1 / 16 and stats.min_attainable_p(4, 'two-sided') == 2 / 16
+    # at alpha 0.05 one-sided, 4 discordant queries can never be significant (1/16), 5 can (1/32)
+    assert stats.min_attainable_p(4) > 0.05 >= stats.min_attainable_p(5, 'better')
+    # sign-flip: exact below 2^n ≤ resamples, so ½^nonzero; above, Monte Carlo's floor 1/(R + 1)
+    assert stats.sign_flip_min_p([1.0, 1.0, 0.5], [0.5, 1.0, 0.0]) == 1 / 4
+    assert stats.sign_flip_min_p([1.0] * 20, [0.0] * 20, resamples=999) == pytest.approx(1 / 1000)
+
+
+def test_sign_flip_one_sided_directions() -> None:
+    # five identical drops: only the all-minus pattern of 2^5 is as low
+    assert stats.sign_flip_test([1.0] * 5, [0.5] * 5, alternative='worse') == pytest.approx(1 / 32)
+    assert stats.sign_flip_test([1.0] * 5, [0.5] * 5, alternative='better') == pytest.approx(1.0)
+    assert stats.sign_flip_test([0.5] * 5, [1.0] * 5, alternative='better') == pytest.approx(1 / 32)
+
+
+def test_tarone_holm_drops_untestable_metrics_by_hand() -> None:
+    # one real regression (8 flips of 8: p = min p = 1/256) and five metrics where nothing changed
+    p = {'broken': 1 / 256, **{f'same{i}': 1.0 for i in range(5)}}
+    floor = {'broken': 1 / 256, **{f'same{i}': 1.0 for i in range(5)}}
+    r = stats.tarone_holm(p, floor, 0.05)
+    assert (r.k, r.family, r.rejected) == (1, ['broken'], ['broken'])
+    assert r.adjusted['broken'] == pytest.approx(1 / 256)  # not multiplied by 6
+    assert set(r.dropped) == {f'same{i}' for i in range(5)}
+    # plain Holm over all six would multiply by 6
+    assert stats.holm_adjust(p)['broken'] == pytest.approx(6 / 256)
+
+
+def test_tarone_holm_step_down_by_hand() -> None:
+    p = {'a': 0.004, 'b': 0.04, 'c': 0.03, 'd': 0.2}
+    floor = {'a': 0.004, 'b': 0.004, 'c': 0.03, 'd': 0.125}
+    r = stats.tarone_holm(p, floor, 0.05)
+    # step 1: floors ≤ 0.05 are a, b, c (3 > 1); ≤ 0.025 are a, b (2 ≤ 2) → K = 2: a 0.004 ≤ 0.025, rejected
+    # step 2 (b, c, d left): ≤ 0.05 are b, c (2 > 1); ≤ 0.025 only b → K = 2; smallest p is c 0.03 > 0.025: stop
+    # (adjusted p: c 0.03·2 = 0.06; b 0.04·1 = 0.04 raised to the running maximum 0.06; d 0.2)
+    assert r.k == 2 and r.k_stop == 2 and r.rejected == ['a']
+    assert r.family == ['a', 'b'] and r.dropped == {'c': 0.03, 'd': 0.125}
+    assert r.adjusted == {'a': pytest.approx(0.008), 'c': pytest.approx(0.06), 'b': pytest.approx(0.06), 'd': pytest.approx(0.2)}
+    # a test dropped at the first step re-enters once rejections shrink K: c at K = 1 after a and b
+    r2 = stats.tarone_holm({**p, 'b': 0.01}, floor, 0.05)
+    assert r2.rejected == ['a', 'b', 'c'] and r2.dropped == {'d': 0.125}
+    assert all((r2.adjusted[key] <= 0.05) == (key in r2.rejected) for key in p)
+    with pytest.raises(ValueError, match='same keys'):
+        stats.tarone_holm({'a': 0.1}, {}, 0.05)

@@ -11,7 +11,15 @@ A *metric* is a failure mode (one of the fifteen standard modes, or an extra one
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
 runs are named that way), and `EvaluationReport.repeat` is the re-judging index. A query's value is the
-mean over all its runs × re-judgings; its pass/fail (for McNemar) is a strict majority of passes.
+mean over all its runs × re-judgings; it *passes* a metric when a strict majority of those verdicts
+passed (an even split is a fail, on both sides alike). A query that passed before and fails after is a
+*flip*, the reverse a *fix*.
+
+Each metric gets the test the gate uses for it (`rule`): `flips` — the one-sided exact McNemar on flips
+vs fixes — when the metric has pass/fail verdicts on both sides; `scores` — the one-sided paired
+sign-flip test of the mean score — when it has scores only (`overall`, score-only judges). Both
+directions are computed (`p_regression`, `p_improvement`) with the test's minimum attainable p, from
+which `gate.decide` builds the Tarone–Holm family (it depends on alpha, so it is the gate's job).
 Queries are paired by id; a query with a value on one side only is listed under `only_old` /
 `only_new`, never silently dropped. Noise is estimated per side from the spread across runs and
 re-judgings (see `stats.noise_components`).
@@ -84,15 +92,26 @@ class MetricComparison(BaseModel):
     ci_low: float | None = None
     ci_high: float | None = None
     ci_level: float = 0.95
-    p_value: float | None = Field(None, description='Paired sign-flip permutation test of the mean difference.')
-    p_adjusted: float | None = Field(None, description='Holm-adjusted across every metric compared.')
+    rule: Literal['flips', 'scores'] | None = Field(
+        None, description="The gate's test: flips (one-sided exact McNemar) with pass/fail, else scores (sign-flip)."
+    )
+    p_value: float | None = Field(None, description='Two-sided paired sign-flip permutation test of the mean difference.')
+    p_regression: float | None = Field(None, description="One-sided p of the rule's test for a change for the worse.")
+    p_improvement: float | None = Field(None, description="One-sided p of the rule's test for a change for the better.")
+    min_attainable_p: float | None = Field(
+        None, description="Smallest p the rule's test can give with this many discordant queries (nonzero differences)."
+    )
+    p_adjusted: float | None = Field(None, description='p_regression, Tarone–Holm adjusted (None: not in the family).')
+    p_adjusted_improvement: float | None = Field(None, description='p_improvement, Tarone–Holm adjusted in its own family.')
+    in_family: bool = Field(False, description='Counted in the multiple-testing family of the regression tests.')
+    dropped_reason: str | None = Field(None, description='Why the metric was left out of the family.')
     effect_size_dz: float | None = Field(None, description="Cohen's d_z: mean difference / SD of the differences.")
     effect_label: str = 'n/a'
     old_pass_rate: float | None = None
     new_pass_rate: float | None = None
-    mcnemar_b: int | None = Field(None, description='Queries that went pass → fail.')
-    mcnemar_c: int | None = Field(None, description='Queries that went fail → pass.')
-    mcnemar_p: float | None = None
+    mcnemar_b: int | None = Field(None, description='Flips: queries that went pass → fail.')
+    mcnemar_c: int | None = Field(None, description='Fixes: queries that went fail → pass.')
+    mcnemar_p: float | None = Field(None, description='Two-sided exact McNemar p (shown; the gate uses p_regression).')
     noise_old: NoiseSummary | None = None
     noise_new: NoiseSummary | None = None
     noise_floor: float | None = Field(None, description='1.96 × SD of the mean difference that noise alone gives.')
@@ -108,6 +127,16 @@ class MetricComparison(BaseModel):
     )
     verdict: Verdict = 'insufficient_data'
     explanation: str = ''
+
+    @property
+    def flips(self) -> int | None:
+        """Queries that passed before and fail after."""
+        return self.mcnemar_b
+
+    @property
+    def fixes(self) -> int | None:
+        """Queries that failed before and pass after."""
+        return self.mcnemar_c
 
 
 class SideSummary(BaseModel):
@@ -134,7 +163,7 @@ class Comparison(BaseModel):
 
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     thresholds: Thresholds
-    correction: str = 'holm'
+    correction: str = 'tarone-holm'
     seed: int = 0
     bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP
     permutation_resamples: int = stats.DEFAULT_PERMUTATIONS
@@ -196,10 +225,6 @@ def compare_reports(
         )
         for name in metrics
     ]
-    adjusted = stats.holm_adjust({m.metric: m.p_value for m in results if m.p_value is not None})
-    for m in results:
-        m.p_adjusted = adjusted.get(m.metric)
-
     comparison = Comparison(
         thresholds=thresholds,
         seed=seed,
@@ -373,8 +398,20 @@ def _compare_metric(
         new_rates = [new_values[q].pass_rate or 0.0 for q in passed]
         result.old_pass_rate = float(np.mean(old_rates))
         result.new_pass_rate = float(np.mean(new_rates))
-        test = stats.mcnemar_exact([r > 0.5 for r in old_rates], [r > 0.5 for r in new_rates])
-        result.mcnemar_b, result.mcnemar_c, result.mcnemar_p = test.b, test.c, test.p_value
+        old_pass = [r > 0.5 for r in old_rates]  # a strict majority of the query's verdicts
+        new_pass = [r > 0.5 for r in new_rates]
+        worse = stats.flip_test(old_pass, new_pass, alternative='worse')
+        better = stats.flip_test(old_pass, new_pass, alternative='better')
+        result.rule = 'flips'
+        result.mcnemar_b, result.mcnemar_c = worse.flips, worse.fixes
+        result.mcnemar_p = stats.mcnemar_exact(old_pass, new_pass).p_value
+        result.p_regression, result.p_improvement = worse.p_value, better.p_value
+        result.min_attainable_p = worse.min_attainable_p
+    else:
+        result.rule = 'scores'
+        result.p_regression = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='worse')
+        result.p_improvement = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='better')
+        result.min_attainable_p = stats.sign_flip_min_p(b, a, resamples=permutation_resamples)
 
     variances = [n.query_mean_var for n in (result.noise_old, result.noise_new) if n and n.query_mean_var is not None]
     if variances:

@@ -1,14 +1,25 @@
 """Verdicts per metric and the CI gate's exit code.
 
-A metric's verdict, from its Holm-adjusted p-value (the family is every metric compared together, so
-with 15 failure modes at alpha 0.05 noise alone still flags *something* in at most ~5% of comparisons,
-not in half of them):
+The regression rule, per metric (see docs/gate.md for the reasoning and the power table):
 
-* `improved` / `regressed` — adjusted p < `alpha`, |Δ| ≥ `min_effect`, and |Δ| is not within the noise
-  floor (the spread that agent and judge noise alone give the mean difference; see `compare`);
-* `no_change` — anything else; the explanation says whether the change was within noise, too small,
-  or not significant;
-* `insufficient_data` — no query has a value on both sides.
+* a metric with pass/fail verdicts is judged by its *flips* (queries that passed before and fail
+  after) against its *fixes* (fail → pass): the one-sided exact McNemar test — a binomial test of the
+  flips among the discordant queries — for an excess of flips. A query's pass is the strict majority
+  of its runs × re-judgings. The mean score, its CI and d_z are shown next to it but do not decide;
+* a metric with scores only (`overall`, score-only judges) keeps the one-sided paired sign-flip test
+  of its mean score;
+* multiple testing: the regression tests of all metrics form one family, corrected by Tarone–Holm
+  (`stats.tarone_holm`): a metric whose test cannot reach alpha / K with its number of discordant
+  queries — above all one where no query changed — is dropped from the family and listed as dropped
+  with the reason, so identical metrics cannot dilute a real regression. The improvement tests form
+  their own family the same way; "improved" is a report, never a gate failure.
+
+Verdicts: `regressed` / `improved` — adjusted p ≤ `alpha` and |effect| ≥ `min_effect` (effect: the
+change of the pass rate under the flip rule, of the mean score otherwise); a significant score-only
+change within the noise floor (the spread agent and judge noise alone give Δ) is `no_change`. The flip
+rule is not vetoed by the noise floor: under no change a noisy query is as likely to fix as to flip,
+so the exact test already accounts for that noise. `no_change` — anything else, with the reason;
+`insufficient_data` — no query has a value on both sides.
 
 The gate (exit codes of `python -m sensei_eval.validate`):
 
@@ -18,9 +29,6 @@ The gate (exit codes of `python -m sensei_eval.validate`):
   compared; or more than `max_error_rate` of the agent runs or judge calls on either side errored (by
   default any error fails: errors are never a silent pass);
 * 2 — usage or input errors, decided before anything is compared (see the CLI).
-
-McNemar's pass/fail test is reported next to each verdict but does not drive it: one primary test per
-metric keeps the multiple-testing correction honest.
 """
 
 from __future__ import annotations
@@ -29,10 +37,21 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:
-    from .compare import Comparison, MetricComparison
+from . import stats
 
-__all__ = ('EXIT_INPUT_ERROR', 'EXIT_OK', 'EXIT_REGRESSION', 'GateResult', 'Thresholds', 'decide', 'metric_verdict')
+if TYPE_CHECKING:
+    from .compare import Comparison, MetricComparison, Verdict
+
+__all__ = (
+    'EXIT_INPUT_ERROR',
+    'EXIT_OK',
+    'EXIT_REGRESSION',
+    'GateResult',
+    'Thresholds',
+    'apply_family',
+    'decide',
+    'metric_verdict',
+)
 
 # Said wherever noise could not be estimated (a single run and a single judging per query).
 _NOT_MEASURED = 'noise not measured (use --runs/--judge-repeats ≥ 2)'
@@ -46,9 +65,11 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    alpha: float = Field(0.05, gt=0, lt=1, description='Family-wise significance level (Holm across metrics).')
+    alpha: float = Field(0.05, gt=0, lt=1, description='Family-wise significance level (Tarone–Holm across metrics).')
     max_drop: float = Field(0.05, ge=0, description='Largest tolerated drop of the overall mean score (0-1 scale).')
-    min_effect: float = Field(0.0, ge=0, description='Smallest |Δ| that counts as a change, however significant.')
+    min_effect: float = Field(
+        0.0, ge=0, description='Smallest |Δ| (of the pass rate under the flip rule, else the mean) that counts as a change.'
+    )
     max_error_rate: float = Field(0.0, ge=0, le=1, description='Tolerated fraction of errored agent runs / judge calls.')
     ci_level: float = Field(0.95, gt=0, lt=1, description='Level of the bootstrap confidence intervals.')
 
@@ -61,10 +82,33 @@ class GateResult(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     regressed: list[str] = Field(default_factory=list)
     improved: list[str] = Field(default_factory=list)
+    family: list[str] = Field(default_factory=list, description='Metrics whose regression test counted in the correction.')
+    dropped: dict[str, str] = Field(
+        default_factory=dict, description='Metrics left out of the family (they could not be significant), with why.'
+    )
+    tarone_k: int = Field(1, description="Tarone's K at the first step: the multiplier of the smallest p.")
+
+
+def apply_family(metrics: list[MetricComparison], alpha: float) -> stats.TaroneHolmResult:
+    """Tarone–Holm over the metrics' regression tests (and, separately, their improvement tests).
+
+    Sets `in_family`, `dropped_reason`, `p_adjusted` and `p_adjusted_improvement` on every metric;
+    returns the regression family's result.
+    """
+    tested = [m for m in metrics if m.p_regression is not None and m.p_improvement is not None and m.min_attainable_p is not None]
+    floor = {m.metric: m.min_attainable_p or 1.0 for m in tested}
+    worse = stats.tarone_holm({m.metric: m.p_regression or 1.0 for m in tested}, floor, alpha)
+    better = stats.tarone_holm({m.metric: m.p_improvement or 1.0 for m in tested}, floor, alpha)
+    for m in metrics:
+        m.in_family = m.metric in worse.family
+        m.p_adjusted = worse.adjusted[m.metric] if m.in_family else None
+        m.p_adjusted_improvement = better.adjusted[m.metric] if m.metric in better.family else None
+        m.dropped_reason = _drop_reason(m, alpha, worse.k_stop) if m.metric in worse.dropped else None
+    return worse
 
 
 def metric_verdict(m: MetricComparison, th: Thresholds) -> None:
-    """Set `m.verdict` and `m.explanation` from its numbers and the thresholds."""
+    """Set `m.verdict` and `m.explanation` from its numbers, its family membership and the thresholds."""
     if m.n_pairs == 0 or m.delta is None:
         m.verdict = 'insufficient_data'
         m.explanation = (
@@ -72,31 +116,56 @@ def metric_verdict(m: MetricComparison, th: Thresholds) -> None:
             f'queries on one side only: old {len(m.only_old)}, new {len(m.only_new)})'
         )
         return
-    p = m.p_adjusted if m.p_adjusted is not None else m.p_value
     size = f'Δ {m.delta:+.3f}, d_z {_fmt(m.effect_size_dz)} ({m.effect_label})'
     noise = f'noise floor ±{m.noise_floor:.3f}' if m.noise_floor is not None else _NOT_MEASURED
-    significant = p is not None and p < th.alpha and m.delta != 0
-    if significant and m.within_noise:
-        m.verdict = 'no_change'
-        m.explanation = f'within noise: {size}, adjusted p {p:.3g}, but |Δ| < {noise}'
-    elif significant and abs(m.delta) < th.min_effect:
-        m.verdict = 'no_change'
-        m.explanation = f'too small to count: {size} below --min-effect {th.min_effect:g} (adjusted p {p:.3g})'
-    elif significant:
-        m.verdict = 'improved' if m.delta > 0 else 'regressed'
-        m.explanation = f'{m.verdict}: {size}, adjusted p {p:.3g}; {noise}'
+    if m.within_noise:
+        noise = f'within noise (|Δ| < noise floor ±{m.noise_floor:.3f})'
+    flips = m.rule == 'flips'
+    if flips:
+        effect = (m.new_pass_rate or 0.0) - (m.old_pass_rate or 0.0)
+        test = f'{m.mcnemar_b} pass→fail, {m.mcnemar_c} fail→pass'
     else:
+        effect = m.delta
+        test = 'mean score'
+    regressed = m.p_adjusted is not None and m.p_adjusted <= th.alpha
+    improved = m.p_adjusted_improvement is not None and m.p_adjusted_improvement <= th.alpha
+    if regressed or improved:
+        direction: Verdict = 'regressed' if regressed else 'improved'
+        p_one = m.p_regression if regressed else m.p_improvement
+        p_adj = m.p_adjusted if regressed else m.p_adjusted_improvement
+        p_text = f'{_test_name(m)} p {_fmt(p_one)}, Tarone–Holm adjusted {_fmt(p_adj)}'
+        if abs(effect) < th.min_effect:
+            m.verdict = 'no_change'
+            what = 'pass rate change' if flips else 'Δ'
+            m.explanation = (
+                f'too small to count: {test}, {what} {effect:+.3f} below --min-effect {th.min_effect:g} ({p_text}); {size}'
+            )
+        elif not flips and m.within_noise:
+            m.verdict = 'no_change'
+            m.explanation = f'within noise: {size}, {p_text}, but |Δ| < noise floor ±{m.noise_floor:.3f}'
+        else:
+            m.verdict = direction
+            m.explanation = f'{direction}: {test} ({p_text}); {size}; {noise}'
+        return
+    m.verdict = 'no_change'
+    if m.dropped_reason is not None:
+        m.explanation = f'not tested ({m.dropped_reason}): {test}; {size}; {noise}'
+    else:
+        # the direction the data moved: the other one-sided p is near 1
+        worse = (m.p_regression or 1.0) <= (m.p_improvement or 1.0)
+        p_one, p_adj = (m.p_regression, m.p_adjusted) if worse else (m.p_improvement, m.p_adjusted_improvement)
         why = 'within noise' if m.within_noise else 'not significant'
-        m.explanation = f'no significant change ({why}): {size}, adjusted p {_fmt(p)}; {noise}'
-        m.verdict = 'no_change'
-    if m.mcnemar_p is not None:
-        m.explanation += f'; pass/fail: {m.mcnemar_b} pass→fail, {m.mcnemar_c} fail→pass (McNemar p {m.mcnemar_p:.3g})'
+        m.explanation = (
+            f'no significant change ({why}): {test} ({_test_name(m)} p {_fmt(p_one)}, '
+            f'Tarone–Holm adjusted {_fmt(p_adj)}); {size}; {noise}'
+        )
 
 
 def decide(comparison: Comparison) -> None:
     """Give every metric its verdict and the comparison its gate result (exit code and reasons)."""
     th = comparison.thresholds
     reasons: list[str] = []
+    family = apply_family(comparison.metrics, th.alpha)
     for m in comparison.metrics:
         metric_verdict(m, th)
     regressed = [m.metric for m in comparison.metrics if m.verdict == 'regressed']
@@ -127,7 +196,37 @@ def decide(comparison: Comparison) -> None:
                 f'(--max-error-rate {th.max_error_rate:g})'
             )
     code = EXIT_REGRESSION if reasons else EXIT_OK
-    comparison.gate = GateResult(exit_code=code, passed=code == EXIT_OK, reasons=reasons, regressed=regressed, improved=improved)
+    comparison.correction = 'tarone-holm'
+    comparison.gate = GateResult(
+        exit_code=code,
+        passed=code == EXIT_OK,
+        reasons=reasons,
+        regressed=regressed,
+        improved=improved,
+        family=family.family,
+        dropped={m.metric: m.dropped_reason for m in comparison.metrics if m.dropped_reason is not None},
+        tarone_k=family.k,
+    )
+
+
+def _drop_reason(m: MetricComparison, alpha: float, k: int) -> str:
+    """Why a metric's test could not be significant: nothing changed, or too few queries changed."""
+    if m.rule == 'flips':
+        changed = (m.mcnemar_b or 0) + (m.mcnemar_c or 0)
+        if changed == 0:
+            return 'no discordant query: none flipped or was fixed'
+        what = f'{changed} discordant quer{"y" if changed == 1 else "ies"}'
+    else:
+        changed = sum(1 for old, new in m.per_query.values() if old != new)
+        if changed == 0:
+            return "no query's score changed"
+        what = f'{changed} quer{"y" if changed == 1 else "ies"} changed score'
+    bound = f'alpha {alpha:g}' if k == 1 else f'alpha/K = {alpha:g}/{k} = {alpha / k:.3g}'
+    return f'{what}: smallest attainable p {_fmt(m.min_attainable_p)} > {bound}'
+
+
+def _test_name(m: MetricComparison) -> str:
+    return 'one-sided exact McNemar' if m.rule == 'flips' else 'one-sided sign-flip'
 
 
 def _fmt(x: float | None) -> str:

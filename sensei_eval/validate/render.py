@@ -1,9 +1,11 @@
 """Show a comparison: Markdown for a pull-request comment, and a rich table for the console.
 
-Both show, per metric (failure modes in seed order, then other judges, then `overall`): before and after
-means over the paired queries, Δ with an arrow (▲ up, ▼ down, = none), the bootstrap CI of Δ, the
-Holm-adjusted p-value, Cohen's d_z, pass rates with McNemar's p, and the verdict. Noise, errors, queries
-on one side only and the thresholds follow, so a reader can tell "no change" from "could not tell".
+Both show, per metric (failure modes in the standard order, then other judges, then `overall`): before
+and after means over the paired queries, Δ with an arrow (▲ up, ▼ down, = none), the bootstrap CI of Δ,
+the flips (pass → fail) and fixes (fail → pass), the one-sided p of the gate's test in the direction the
+metric moved and its Tarone–Holm adjusted value (or "dropped"), Cohen's d_z, pass rates, and the verdict.
+Then the multiple-testing family: which metrics counted and which were dropped, and why. Noise, errors,
+queries on one side only and the thresholds follow, so a reader can tell "no change" from "could not tell".
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ _VERDICT_RICH = {
     'no_change': '[dim]no change[/]',
     'insufficient_data': '[yellow]no data[/]',
 }
-_MD_HEADER = '| metric | before | after | Δ | 95% CI of Δ | p (Holm) | effect d_z | pass before → after | McNemar p | verdict |'
+_MD_HEADER = (
+    '| metric | before | after | Δ | 95% CI of Δ | flips / fixes | pass before → after | p one-sided | p Tarone–Holm '
+    '| effect d_z | verdict |'
+)
 # Console widths from which the table shows every column, or the before/after means too.
 _WIDE = 120
 _MEDIUM = 100
@@ -43,7 +48,7 @@ def to_markdown(c: Comparison) -> str:
     lines.append(_sides_line(c))
     lines.append('')
     lines.append(_MD_HEADER)
-    lines.append('|---|---:|---:|---:|---|---:|---:|---|---:|---|')
+    lines.append('|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|')
     for m in c.metrics:
         name = f'**{m.metric}**' if m.kind == 'overall' else f'`{m.metric}`'
         lines.append(
@@ -55,16 +60,18 @@ def to_markdown(c: Comparison) -> str:
                     _num(m.new_mean),
                     _delta(m),
                     _ci(m),
-                    _p(m.p_adjusted),
-                    _effect(m),
+                    _flips(m),
                     _pass(m),
-                    _p(m.mcnemar_p),
+                    _p(_direction(m)[0]),
+                    _adjusted(m),
+                    _effect(m),
                     _VERDICT_MD[m.verdict] + (' (within noise)' if m.within_noise and m.verdict == 'no_change' else ''),
                 ]
             )
             + ' |'
         )
     lines.append('')
+    lines.extend(_family_md(c))
     if c.gate.reasons:
         lines.append('**Why the gate failed:**')
         lines.extend(f'- {r}' for r in c.gate.reasons)
@@ -76,10 +83,11 @@ def to_markdown(c: Comparison) -> str:
     lines.extend(_errors_md(c))
     th = c.thresholds
     lines.append(
-        f'<sub>alpha {th.alpha:g} (Holm across {sum(1 for m in c.metrics if m.p_value is not None)} metrics) · '
+        f'<sub>alpha {th.alpha:g} (Tarone–Holm over a family of {len(c.gate.family)} of {len(c.metrics)} metrics) · '
         f'--max-drop {th.max_drop:g} · --min-effect {th.min_effect:g} · --max-error-rate {th.max_error_rate:g} · '
-        f'paired sign-flip test ({c.permutation_resamples} resamples), percentile bootstrap ({c.bootstrap_resamples}), '
-        f'exact McNemar · seed {c.seed} · exit code {c.gate.exit_code}</sub>'
+        f'pass/fail metrics: one-sided exact McNemar on flips vs fixes · score-only metrics: one-sided paired sign-flip '
+        f'test ({c.permutation_resamples} resamples) · percentile bootstrap ({c.bootstrap_resamples}) · '
+        f'seed {c.seed} · exit code {c.gate.exit_code}</sub>'
     )
     return '\n'.join(lines) + '\n'
 
@@ -98,10 +106,11 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
         table.add_column('before → after', no_wrap=True)
     table.add_column('Δ', justify='right', no_wrap=True)
     table.add_column('95% CI', no_wrap=True)
-    table.add_column('p Holm', justify='right', no_wrap=True)
+    table.add_column('flip/fix', justify='right', no_wrap=True)
+    table.add_column('p adj.', justify='right', no_wrap=True)
     if wide:
         table.add_column('d_z', justify='right')
-        table.add_column('pass (McNemar p)')
+        table.add_column('pass', no_wrap=True)
         table.add_column('noise ±', justify='right')
     table.add_column('verdict', no_wrap=True)
     for m in c.metrics:
@@ -113,14 +122,16 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
         if wide:
             row.append(str(m.n_pairs))
         row += [means] if means_too else []
-        row += [_delta(m, rich=True), ci, _p(m.p_adjusted)]
+        row += [_delta(m, rich=True), ci, _flips(m, short=True), _adjusted(m)]
         if wide:
-            pass_ = _pass(m) + (f' ({_p(m.mcnemar_p)})' if m.mcnemar_p is not None else '')
-            row += ['–' if m.effect_size_dz is None else f'{m.effect_size_dz:+.2f}', pass_, _num(m.noise_floor)]
+            row += ['–' if m.effect_size_dz is None else f'{m.effect_size_dz:+.2f}', _pass(m), _num(m.noise_floor)]
         row.append(verdict)
         table.add_row(*row)
     console.print(_sides_line(c).replace('`', ''), highlight=False)
     console.print(table)
+    console.print(_family_line(c), highlight=False)
+    for name, why in c.gate.dropped.items():
+        console.print(f'  dropped {name}: {why}', highlight=False)
     for w in c.warnings:
         console.print(f'[yellow]warning:[/] {w}', highlight=False)
     errors = [*c.old.run_errors, *c.new.run_errors]
@@ -163,6 +174,52 @@ def _delta(m: MetricComparison, rich: bool = False) -> str:
     if rich and m.verdict in ('improved', 'regressed'):
         return f'[{"green" if m.verdict == "improved" else "red"}]{text}[/]'
     return text
+
+
+def _direction(m: MetricComparison) -> tuple[float | None, float | None]:
+    """(one-sided p, adjusted p) in the direction the metric moved: the other direction's p is near 1."""
+    if m.p_regression is None or m.p_improvement is None:
+        return None, None
+    if m.p_regression <= m.p_improvement:
+        return m.p_regression, m.p_adjusted
+    return m.p_improvement, m.p_adjusted_improvement
+
+
+def _adjusted(m: MetricComparison) -> str:
+    if m.dropped_reason is not None:
+        return 'dropped'
+    return _p(_direction(m)[1])
+
+
+def _flips(m: MetricComparison, short: bool = False) -> str:
+    if m.rule != 'flips' or m.mcnemar_b is None or m.mcnemar_c is None:
+        return '–' if short or m.rule is None else 'scores only'
+    return f'{m.mcnemar_b}/{m.mcnemar_c}' if short else f'{m.mcnemar_b} / {m.mcnemar_c}'
+
+
+def _family_md(c: Comparison) -> list[str]:
+    tested = [m for m in c.metrics if m.in_family]
+    if not tested and not c.gate.dropped:
+        return []
+    names = ', '.join(f'`{m.metric}` ({m.rule})' for m in tested) or 'none'
+    out = [
+        f'**Multiple testing (Tarone–Holm, alpha {c.thresholds.alpha:g}):** {len(tested)} of {len(c.metrics)} metrics '
+        f'in the family — {names}.'
+    ]
+    if c.gate.dropped:
+        out.append('')
+        out.append('Dropped from the family (their test could not reach significance, so they cannot dilute it):')
+        out.extend(f'- `{name}`: {why}' for name, why in c.gate.dropped.items())
+    out.append('')
+    return out
+
+
+def _family_line(c: Comparison) -> str:
+    names = ', '.join(c.gate.family) or 'none'
+    return (
+        f'family (Tarone–Holm, alpha {c.thresholds.alpha:g}): {names}; '
+        f'{len(c.gate.dropped)} metric(s) dropped (cannot reach significance)'
+    )
 
 
 def _ci(m: MetricComparison) -> str:

@@ -12,9 +12,16 @@ judge call — R runs × J re-judgings of one query are not R·J independent obs
   It makes no normality assumption, which matters for judge scores that take a handful of values.
 * `mcnemar_exact` — the exact McNemar test for paired pass/fail: a two-sided binomial test
   (`scipy.stats.binomtest`, p = 0.5) on the discordant pairs only.
+* `flip_test` — the same exact test, one-sided: is there an excess of *flips* (pass → fail) over
+  *fixes* (fail → pass)? A gate asks one direction; a two-sided p would halve its power for nothing.
+* `min_attainable_p` / `sign_flip_min_p` — the smallest p-value a test can give with this many
+  discordant pairs (nonzero differences): with 3 discordant queries a one-sided exact test can never
+  go below 1/8, so it can never be significant at 0.05 and must not count in a multiple-testing family.
+* `tarone_holm` — Tarone's family selection for discrete tests (only tests whose minimum attainable p
+  can reach alpha/K count, K the family size) with Holm's step-down inside it, re-selected at every
+  step (Hommel & Krummenauer, 1998): untestable metrics cannot dilute the correction.
 * `cohens_dz` — effect size of paired data: mean difference / SD of the differences (ddof 1).
-* `holm_adjust` — Holm–Bonferroni adjusted p-values, controlling the family-wise error rate across the
-  failure modes tested together.
+* `holm_adjust` — plain Holm–Bonferroni adjusted p-values (every test counts; see `tarone_holm`).
 * `noise_components` — variance across re-judgings of one transcript (judge noise) and across agent
   runs of one query (agent noise), each averaged over the cells that have ≥ 2 values.
 """
@@ -22,25 +29,37 @@ judge call — R runs × J re-judgings of one query are not R·J independent obs
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
+from typing import Literal
 
 import numpy as np
 
 from ..extras import requires_extra
 
 __all__ = (
+    'Alternative',
     'BootstrapCI',
+    'FlipTestResult',
     'McNemarResult',
     'NoiseEstimate',
+    'TaroneHolmResult',
     'cohens_dz',
     'effect_label',
+    'flip_test',
     'holm_adjust',
     'mcnemar_exact',
+    'min_attainable_p',
     'noise_components',
     'paired_bootstrap_ci',
+    'sign_flip_min_p',
     'sign_flip_test',
+    'tarone_holm',
 )
+
+# The alternative hypothesis, in one vocabulary for both tests: 'worse' = more flips (pass → fail) than
+# fixes, or mean(new − old) < 0; 'better' = the reverse; 'two-sided' = either.
+Alternative = Literal['worse', 'better', 'two-sided']
 
 # Below this many distinct sign patterns (2^n) the permutation test enumerates them all (exact p);
 # above, it draws this many random patterns. 2^13 = 8192 < 9999, so up to 13 queries are exact.
@@ -69,6 +88,47 @@ class McNemarResult:
     @property
     def discordant(self) -> int:
         return self.b + self.c
+
+
+@dataclass(frozen=True)
+class FlipTestResult:
+    """Exact one-sided McNemar (sign test on the discordant pairs).
+
+    `flips`: queries that passed before and fail after; `fixes`: failed before, pass after.
+    `p_value` is for `alternative` ('worse' = more flips than fixes, i.e. a regression);
+    `min_attainable_p` is the smallest p this test could have given with this many discordant pairs.
+    """
+
+    flips: int
+    fixes: int
+    p_value: float
+    min_attainable_p: float
+    alternative: Alternative = 'worse'
+
+    @property
+    def discordant(self) -> int:
+        return self.flips + self.fixes
+
+
+@dataclass(frozen=True)
+class TaroneHolmResult:
+    """Outcome of `tarone_holm` at one alpha.
+
+    `k`: Tarone's K at the first step (the multiplier of the smallest p); `k_stop`: K among the tests
+    left where the step-down stopped. `family`: the rejected tests plus those left whose minimum
+    attainable p ≤ alpha / k_stop; `dropped`: every other test, with its minimum attainable p — it
+    could never be significant at alpha / k_stop, so it did not count in the correction.
+    `adjusted[key]`: the step-down adjusted p (p × K at its step, running maximum; ≤ alpha exactly
+    when rejected — tied to this alpha, because the family is). `rejected`: in step-down order.
+    """
+
+    alpha: float
+    k: int
+    k_stop: int
+    family: list[str]
+    dropped: dict[str, float]
+    adjusted: dict[str, float]
+    rejected: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -113,8 +173,12 @@ def sign_flip_test(
     *,
     resamples: int = DEFAULT_PERMUTATIONS,
     rng: np.random.Generator | int | None = 0,
+    alternative: Alternative = 'two-sided',
 ) -> float:
-    """Two-sided p-value of the paired permutation (sign-flip) test of mean(new − old) = 0."""
+    """p-value of the paired permutation (sign-flip) test of mean(new − old) = 0.
+
+    `alternative` 'worse' tests for a drop (mean(new − old) < 0), 'better' for a rise, as in `flip_test`.
+    """
     with requires_extra('stats', 'the before/after gate'):
         from scipy import stats
 
@@ -126,13 +190,16 @@ def sign_flip_test(
     def statistic(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
         return np.asarray(np.mean(y - x, axis=axis))
 
+    # the statistic is mean(new − old): "new worse" is its lower tail
+    scipy_alternative = {'worse': 'less', 'better': 'greater', 'two-sided': 'two-sided'}[alternative]
+
     result = stats.permutation_test(
         (np.asarray(old, dtype=float), np.asarray(new, dtype=float)),
         statistic,
         permutation_type='samples',
         vectorized=True,
         n_resamples=resamples,
-        alternative='two-sided',
+        alternative=scipy_alternative,
         **_rng_kwarg(generator),
     )
     return float(min(1.0, result.pvalue))
@@ -151,6 +218,86 @@ def mcnemar_exact(old_passed: Sequence[bool], new_passed: Sequence[bool]) -> McN
         return McNemarResult(0, 0, 1.0)
     p = stats.binomtest(c, b + c, 0.5, alternative='two-sided').pvalue
     return McNemarResult(b, c, float(min(1.0, p)))
+
+
+def flip_test(old_passed: Sequence[bool], new_passed: Sequence[bool], *, alternative: Alternative = 'worse') -> FlipTestResult:
+    """Exact McNemar, one-sided by default: P(at least this many flips | discordant pairs, no change).
+
+    Under no change a discordant query is as likely to be a flip as a fix, whatever the agent and judge
+    noise (the two sides are exchangeable), so the flips are Binomial(flips + fixes, ½). p = 1 and
+    minimum attainable p = 1 when no query changed: there is nothing to test.
+    """
+    with requires_extra('stats', 'the before/after gate'):
+        from scipy import stats
+
+    if len(old_passed) != len(new_passed):
+        raise ValueError('paired samples must have the same length')
+    flips = sum(1 for o, n in zip(old_passed, new_passed, strict=True) if o and not n)
+    fixes = sum(1 for o, n in zip(old_passed, new_passed, strict=True) if n and not o)
+    floor = min_attainable_p(flips + fixes, alternative)
+    if flips + fixes == 0:
+        return FlipTestResult(0, 0, 1.0, floor, alternative)
+    # binomtest on the flips: 'greater' = more flips than half the discordant pairs
+    scipy_alternative = {'worse': 'greater', 'better': 'less', 'two-sided': 'two-sided'}[alternative]
+    p = stats.binomtest(flips, flips + fixes, 0.5, alternative=scipy_alternative).pvalue
+    return FlipTestResult(flips, fixes, float(min(1.0, p)), floor, alternative)
+
+
+def min_attainable_p(discordant: int, alternative: Alternative = 'worse') -> float:
+    """Smallest p an exact sign test on `discordant` pairs can give: ½^n one-sided, 2·½^n two-sided."""
+    if discordant <= 0:
+        return 1.0
+    one_sided = 0.5**discordant
+    return one_sided if alternative != 'two-sided' else min(1.0, 2 * one_sided)
+
+
+def sign_flip_min_p(
+    old: Sequence[float], new: Sequence[float], *, resamples: int = DEFAULT_PERMUTATIONS, alternative: Alternative = 'worse'
+) -> float:
+    """Smallest p `sign_flip_test` can give on these pairs: every nonzero difference the same sign.
+
+    Exact enumeration (2^n ≤ resamples) gives ½^nonzero one-sided; Monte Carlo adds one to the count
+    and the number of resamples, so it never goes below 1 / (resamples + 1).
+    """
+    diffs = _diffs(old, new)
+    nonzero = int(np.count_nonzero(diffs))
+    floor = min_attainable_p(nonzero, alternative)
+    if nonzero and 2 ** len(diffs) > resamples:
+        floor = max(floor, 1.0 / (resamples + 1))
+    return floor
+
+
+def tarone_holm(p_values: Mapping[str, float], min_p: Mapping[str, float], alpha: float) -> TaroneHolmResult:
+    """Holm's step-down over Tarone's family, re-selected at every step (Hommel & Krummenauer, 1998).
+
+    At each step, among the hypotheses not yet rejected: k = the smallest k ≥ 1 with at most k of them
+    having a minimum attainable p ≤ alpha / k (Tarone, 1990); the smallest p is rejected when it is
+    ≤ alpha / k. A test that could never reach alpha / k — above all one with no discordant pair — does
+    not enlarge k, so it cannot dilute the others. The family depends only on the minimum attainable
+    p-values (the number of discordant pairs), never on which way they went, and each step is a
+    shortcut of the closed test whose local tests are Tarone's, so the family-wise error rate stays ≤ alpha.
+    """
+    if set(p_values) != set(min_p):
+        raise ValueError('p_values and min_p must have the same keys')
+    order = sorted(p_values, key=lambda key: (p_values[key], key))
+    k_first = _tarone_k([min_p[key] for key in order], alpha)
+    adjusted: dict[str, float] = {}
+    rejected: list[str] = []
+    running = 0.0
+    for step, key in enumerate(order):
+        k = _tarone_k([min_p[other] for other in order[step:]], alpha)
+        running = max(running, min(1.0, p_values[key] * k))
+        adjusted[key] = running
+        if len(rejected) == step and min_p[key] <= alpha / k and p_values[key] <= alpha / k:
+            rejected.append(key)
+    # where the step-down stopped: Tarone's family among the hypotheses left, plus those rejected before
+    left = order[len(rejected) :]
+    k_stop = _tarone_k([min_p[key] for key in left], alpha)
+    family = rejected + [key for key in left if min_p[key] <= alpha / k_stop]
+    dropped = {key: min_p[key] for key in left if min_p[key] > alpha / k_stop}
+    return TaroneHolmResult(
+        alpha=alpha, k=k_first, k_stop=k_stop, family=family, dropped=dropped, adjusted=adjusted, rejected=rejected
+    )
 
 
 def cohens_dz(old: Sequence[float], new: Sequence[float]) -> float | None:
@@ -223,6 +370,14 @@ def _diffs(old: Sequence[float], new: Sequence[float]) -> np.ndarray:
         raise ValueError('no pairs')
     diffs: np.ndarray = np.asarray(new, dtype=float) - np.asarray(old, dtype=float)
     return diffs
+
+
+def _tarone_k(min_ps: Sequence[float], alpha: float) -> int:
+    """Tarone's K: the smallest k ≥ 1 such that at most k tests can reach p ≤ alpha / k."""
+    k = 1
+    while sum(1 for p in min_ps if p <= alpha / k) > k:
+        k += 1
+    return k
 
 
 def _rng_kwarg(generator: np.random.Generator) -> dict[str, np.random.Generator]:
