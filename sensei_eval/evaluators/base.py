@@ -51,6 +51,7 @@ from ..models import JudgeModel, resolve_model
 from ..modes import ModeCategory
 from ..records import QueryRecord
 from ..reports import JudgeResult
+from ..tokens import PromptFit, fit_transcript, largest_single_task
 from ..transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from .inconclusive import why_inconclusive
 
@@ -285,8 +286,19 @@ class FailureModeJudge(Judge):
             return resolve_model(self.model)
         return get_default_judge_model()
 
+    def fit(self, record: QueryRecord, transcript: Transcript, model: JudgeModel) -> PromptFit:
+        """The transcript re-cut, if needed, so this judge's whole request fits the model's context."""
+        task, shared = self.task_prompt(), largest_single_task(model)
+        return fit_transcript(record, transcript, model, system=JUDGE_SYSTEM_PROMPT, task=task, shared_task_tokens=shared)
+
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         model = model or self.resolve_judge_model()
+        fit = self.fit(record, transcript, model)
+        result = await self._judge_fitted(fit.transcript, model)
+        result.details.update(fit.details())  # counted prompt tokens and the counter used
+        return result
+
+    async def _judge_fitted(self, transcript: Transcript, model: JudgeModel) -> JudgeResult:
         agent = self._agent(model)
         prompt = self.build_prompt(transcript)
         settings = model.settings_for(self.grammar_schema())

@@ -5,7 +5,8 @@ category (`tool_usage`, `sources`, `output`, `format`, `methodology`, `instructi
 registered mode brings), plus `mvp` (the first three judges worth running), `checks` (deterministic, no
 model), `investigation` (the TARSy scorer) and `all`. `EXTRA_MODES` names the judges of modes beyond
 the fifteen standard ones, so `--list` can say so. Unknown names fail with the list of known ones, never
-silently run less than asked. Which checks run on a record is then up to its agent profile
+silently run less than asked. `make_judges(..., fuse=...)` answers groups of LLM judges with one model
+call each (`sensei_eval.evaluators.fused`). Which checks run on a record is then up to its agent profile
 (`sensei_eval.profiles`).
 
 The groups, `JUDGES`, `EXTRA_MODES` and `COMPONENTS` (failure mode → prompt components, as data the
@@ -21,6 +22,7 @@ from .. import modes
 from .base import Judge
 from .checks import CHECKS
 from .format import AgentFormat
+from .fused import FuseSpecError, fuse_judges
 from .instructions import InstructionFollowing
 from .investigation import InvestigationScorer, StructuredInvestigationScorer
 from .methodology import AmbiguityHandling, ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation
@@ -29,7 +31,16 @@ from .reference import ReferenceCheck
 from .sources import SourceQuality, SourceSelection
 from .tool_usage import ToolParameters, ToolSelection
 
-__all__ = ('COMPONENTS', 'EXTRA_MODES', 'GROUPS', 'JUDGES', 'UnknownJudgeError', 'make_judges', 'resolve_names')
+__all__ = (
+    'COMPONENTS',
+    'EXTRA_MODES',
+    'GROUPS',
+    'JUDGES',
+    'FuseSpecError',
+    'UnknownJudgeError',
+    'make_judges',
+    'resolve_names',
+)
 
 # The LLM judge of each of the library's failure modes (in any order: the table orders them).
 _MODE_JUDGES: tuple[type[Judge], ...] = (
@@ -97,5 +108,8 @@ def resolve_names(spec: Iterable[str]) -> list[str]:
     return names
 
 
-def make_judges(spec: Iterable[str]) -> list[Judge]:
-    return [JUDGES[name]() for name in resolve_names(spec)]
+def make_judges(spec: Iterable[str], *, fuse: Iterable[str] | None = None) -> list[Judge]:
+    """The judges `spec` names, in order; with `fuse`, the LLM judges of each fuse group answered by one
+    model call (`evaluators.fused.fuse_judges`; `FuseSpecError` on a bad group)."""
+    judges = [JUDGES[name]() for name in resolve_names(spec)]
+    return fuse_judges(judges, fuse) if fuse else judges

@@ -1,0 +1,430 @@
+"""Fused judging: one model call judges several failure modes of one transcript.
+
+Each failure-mode judge sends the whole transcript for one rubric; fifteen judges send it fifteen times,
+and a provider without prompt caching bills every copy. A `FusedJudge` sends it once, followed by every
+member's question and rubric and one combined JSON schema: an object with one field per member, each
+field the member's own verdict (`reasoning` + its own issue model). Opt-in (`--fuse`): a model judging
+several rubrics at once may judge each less carefully, so measure it before relying on it (docs/fused.md).
+
+What stays per failure mode:
+
+* its issues, score, status and inconclusive detection (the same rules, against the fused prompt);
+* its criteria hash, as `<member's own criteria hash>+fused:<first 12 hex of the fused prompt's hash>`:
+  the member's own criteria are recognisable, and the suffix says the verdict came from a fused call and
+  which combination of rubrics it shared the call with;
+* a member whose part of the answer is missing or does not match its schema is judged again alone, by
+  its normal single judge (that result carries the member's plain criteria hash and says why in
+  `details.fused_fallback`);
+* a fused call that fails (the model unreachable, no JSON object after the retries, a crash) gives each
+  member an error result; it never raises.
+
+The token usage of the call is split evenly over the members' results so run totals stay right; the
+call's own totals are in each member's `details.fused`.
+
+Runner contract: a fused judge has `members` (non-empty) and
+`judge_members(record, transcript, model) -> list[JudgeResult]`, one result per member, in order.
+`fuse_judges(judges, spec)` replaces chosen judges of a list by fused judges (`--fuse output,methodology`,
+`--fuse hallucination+completeness`, `--fuse all`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import ValidationError, create_model
+from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
+from pydantic_ai.exceptions import ModelConnectionError, UnexpectedModelBehavior
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model
+from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
+
+from ..issues import Issue, Verdict
+from ..models import JudgeModel, resolve_model
+from ..records import QueryRecord
+from ..reports import JudgeResult
+from ..tokens import fit_transcript
+from ..transcript import Transcript, render_transcript
+from .base import (
+    _TRANSIENT,
+    _TRANSIENT_BACKOFF_S,
+    JUDGE_SYSTEM_PROMPT,
+    FailureModeJudge,
+    Judge,
+    JudgeError,
+    _check_steps,
+    _last_text,
+    _limit,
+    _strip,
+    describe_error,
+    extract_json,
+    fill_template,
+    get_default_judge_model,
+    record_from_context,
+    short_errors,
+)
+from .inconclusive import why_inconclusive
+
+__all__ = ('FUSION_MARKER', 'FuseSpecError', 'FusedJudge', 'fuse_judges', 'parse_fuse_spec')
+
+FUSION_MARKER = 'fused'
+
+_TASK_TEMPLATE = """\
+## Your task: judge {{COUNT}} kinds of failure: {{NAMES}}
+
+Judge each kind on its own, as if it were the only question: put a problem only under the kind it \
+belongs to. A run without problems of one kind gets "issues": [] for that kind.
+
+{{SECTIONS}}
+
+## How to answer
+Reply with one JSON object matching this JSON schema (no prose around it), with one field per kind of \
+failure above:
+{{SCHEMA}}
+
+In each field put the reasoning first (two to five sentences citing [step] numbers), then the issues. \
+Each issue lists in "steps" the step numbers it rests on."""
+
+_SECTION_TEMPLATE = """\
+### `{{NAME}}`
+Question: {{QUESTION}}
+
+{{RUBRIC}}"""
+
+# One pydantic-ai Agent per (member names, id of the model, output retries), as for single judges.
+_AGENTS: dict[tuple[tuple[str, ...], int, int], tuple[Model | str, Agent[None, dict[str, Any]]]] = {}
+
+
+class FuseSpecError(ValueError):
+    """A `--fuse` group that names nothing known, or none of the judges selected."""
+
+
+@dataclass(repr=False)
+class FusedJudge(Judge):
+    """Several failure-mode judges answered by one model call (see the module docstring)."""
+
+    members: Sequence[FailureModeJudge] = ()
+    model: Model | str | None = None
+    output_retries: int = 2
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.members]
+        if len(names) < 2:
+            raise ValueError(f'a fused judge needs at least two members, got {names}')
+        if len(set(names)) != len(names):
+            raise ValueError(f'a fused judge lists a member twice: {names}')
+        # an instance name: a judge's name is otherwise its class's
+        object.__setattr__(self, 'name', f'{FUSION_MARKER}:{"+".join(names)}')
+
+    @property
+    def member_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.members)
+
+    # -- prompt ----------------------------------------------------------------------------------------
+
+    def task_prompt(self) -> str:
+        """Everything after the transcript: each member's question and rubric, then the combined schema."""
+        sections = [
+            fill_template(_SECTION_TEMPLATE, {'NAME': m.name, 'QUESTION': m.question, 'RUBRIC': m.rubric.strip()})
+            for m in self.members
+        ]
+        return fill_template(
+            _TASK_TEMPLATE,
+            {
+                'COUNT': str(len(self.members)),
+                'NAMES': ', '.join(f'`{m.name}`' for m in self.members),
+                'SECTIONS': '\n\n'.join(sections),
+                'SCHEMA': json.dumps(self.prompt_schema(), separators=(',', ':')),
+            },
+        )
+
+    def build_prompt(self, transcript: Transcript) -> str:
+        return f'{transcript.fenced()}\n\n{self.task_prompt()}'
+
+    def prompt_schema(self) -> dict[str, Any]:
+        return _fused_schema(tuple((m.name, type(m).issue_model) for m in self.members))
+
+    def grammar_schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = json.loads(json.dumps(self.prompt_schema()))
+        _limit(schema)
+        return schema
+
+    def criteria_hash(self) -> str:
+        return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{self.task_prompt()}'.encode()).hexdigest()
+
+    def member_criteria_hash(self, member: FailureModeJudge) -> str:
+        """A member's criteria hash in a fused verdict: its own, plus the fusion marker and the fused prompt."""
+        return f'{member.criteria_hash()}+{FUSION_MARKER}:{self.criteria_hash()[:12]}'
+
+    # -- which members run -----------------------------------------------------------------------------
+
+    def applies_to(self, record: QueryRecord) -> str | None:
+        reasons = [why for m in self.members if (why := m.applies_to(record)) is not None]
+        return None if len(reasons) < len(self.members) else '; '.join(dict.fromkeys(reasons))
+
+    def restricted_to(self, names: Collection[str]) -> Judge | None:
+        """This judge over only the members named: fused (two or more), the single judge (one) or None."""
+        kept = [m for m in self.members if m.name in names]
+        if len(kept) >= 2:
+            return FusedJudge(members=kept, model=self.model, output_retries=self.output_retries)
+        return kept[0] if kept else None
+
+    # -- running ---------------------------------------------------------------------------------------
+
+    def resolve_judge_model(self) -> JudgeModel:
+        return resolve_model(self.model) if self.model is not None else get_default_judge_model()
+
+    async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
+        raise NotImplementedError(f'{self.name} judges several failure modes: call judge_members()')
+
+    async def judge_members(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> list[JudgeResult]:
+        """One result per member, in order; errors are error results, never raised."""
+        start = time.perf_counter()
+        try:
+            model = model or self.resolve_judge_model()
+            return await self._judge_members(record, transcript, model, start)
+        except Exception as e:  # a bug here must not sink the run, nor pass as a verdict
+            name = model.name if isinstance(model, JudgeModel) else None
+            return self._errors(name, None, start, [], f'fused judge crashed: {describe_error(e)}')
+
+    async def _judge_members(self, record: QueryRecord, given: Transcript, model: JudgeModel, start: float) -> list[JudgeResult]:
+        fit = fit_transcript(record, given, model, system=JUDGE_SYSTEM_PROMPT, task=self.task_prompt())
+        transcript = fit.transcript
+        agent = self._agent(model)
+        prompt = self.build_prompt(transcript)
+        settings = model.settings_for(self.grammar_schema())
+        messages: list[ModelMessage] = []
+        watch = model.connection
+        for attempt in range(len(_TRANSIENT_BACKOFF_S) + 1):
+            if watch.stopped is not None:
+                return self._errors(model.name, transcript, start, messages, watch.stopped)
+            try:
+                with capture_run_messages() as messages:
+                    run = await agent.run(prompt, model_settings=settings)
+                watch.succeeded()
+                break
+            except _TRANSIENT as e:
+                if isinstance(e, ModelConnectionError):
+                    watch.failed(model.where, e)
+                    if watch.stopped is not None:
+                        return self._errors(model.name, transcript, start, messages, watch.stopped)
+                else:
+                    watch.succeeded()
+                if attempt == len(_TRANSIENT_BACKOFF_S):
+                    detail = f'model call to {model.where} failed {attempt + 1} times: {describe_error(e)}'
+                    return self._errors(model.name, transcript, start, messages, detail)
+                await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
+            except UnexpectedModelBehavior as e:
+                detail = f'invalid output after {self.output_retries + 1} attempts: {e.message}'
+                return self._errors(model.name, transcript, start, messages, detail)
+            except Exception as e:
+                return self._errors(model.name, transcript, start, messages, describe_error(e))
+        answer: dict[str, Any] = run.output
+        usage = run.usage
+        latency = time.perf_counter() - start
+        call = {
+            'judge': self.name,
+            'members': list(self.member_names),
+            'input_tokens': usage.input_tokens,
+            'output_tokens': usage.output_tokens,
+            'requests': usage.requests,
+            'latency_s': round(latency, 3),
+        }
+        sent = f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}'
+        results: list[JudgeResult] = []
+        n = len(self.members)
+        for k, member in enumerate(self.members):
+            issue_model = type(member).issue_model
+            verdict_model: type[Verdict[Any]] = Verdict[issue_model]  # type: ignore[valid-type]
+            part = answer.get(member.name)
+            try:
+                verdict = verdict_model.model_validate(part)
+            except ValidationError as e:
+                why = 'missing from the fused answer' if part is None else f'did not match its schema: {short_errors(e)}'
+                alone = await member.judge(record, given, model)
+                alone.details['fused_fallback'] = f'{member.name} judged alone: its part of the fused answer was {why}'
+                alone.details['fused'] = call
+                results.append(alone)
+                continue
+            inconclusive = why_inconclusive(verdict.reasoning, verdict.issues, len(transcript.steps), sent)
+            issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
+            results.append(
+                self._member_result(
+                    member,
+                    model=model.name,
+                    status='inconclusive' if inconclusive else 'ok',
+                    error=inconclusive,
+                    raw_output=json.dumps(part, ensure_ascii=False)[:4000] if inconclusive else None,
+                    reasoning=verdict.reasoning,
+                    issues=[i.model_dump(mode='json') for i in issues],
+                    score=None if inconclusive else member.score(issues),
+                    passed=None if inconclusive else not issues,
+                    input_tokens=_share(usage.input_tokens, k, n),
+                    output_tokens=_share(usage.output_tokens, k, n),
+                    requests=_share(usage.requests, k, n),
+                    latency_s=latency / n,
+                    truncation=transcript.truncation,
+                    warnings=warnings,
+                    details={'fused': call, **fit.details()},
+                )
+            )
+        return results
+
+    def _member_result(self, member: FailureModeJudge, **kwargs: Any) -> JudgeResult:
+        return JudgeResult(
+            judge=member.name,
+            failure_mode=member.failure_mode,
+            category=member.category,
+            criteria_hash=self.member_criteria_hash(member),
+            **kwargs,
+        )
+
+    def _errors(
+        self, model: str | None, transcript: Transcript | None, start: float, messages: list[ModelMessage], error: str
+    ) -> list[JudgeResult]:
+        responses = [m for m in messages if isinstance(m, ModelResponse)]
+        tokens_in = sum(r.usage.input_tokens for r in responses)
+        tokens_out = sum(r.usage.output_tokens for r in responses)
+        raw = _last_text(messages)
+        latency = time.perf_counter() - start
+        n = len(self.members)
+        return [
+            self._member_result(
+                member,
+                model=model,
+                status='error',
+                error=f'{self.name}: {error}',
+                input_tokens=_share(tokens_in, k, n),
+                output_tokens=_share(tokens_out, k, n),
+                requests=_share(len(responses), k, n),
+                latency_s=latency / n,
+                truncation=transcript.truncation if transcript else None,
+                raw_output=raw,
+            )
+            for k, member in enumerate(self.members)
+        ]
+
+    def _agent(self, model: JudgeModel) -> Agent[None, dict[str, Any]]:
+        key = (self.member_names, id(model.model), self.output_retries)
+        cached = _AGENTS.get(key)
+        if cached is not None and cached[0] is model.model:
+            return cached[1]
+        names = self.member_names
+
+        def parse(text: str) -> dict[str, Any]:
+            data = extract_json(text)
+            if not isinstance(data, dict) or not any(name in data for name in names):
+                raise ModelRetry(
+                    f'Reply with one JSON object whose fields are {", ".join(names)}, each with "reasoning" and "issues".'
+                )
+            return data
+
+        agent: Agent[None, dict[str, Any]] = Agent(
+            model.model,
+            output_type=TextOutput(parse),
+            instructions=JUDGE_SYSTEM_PROMPT,
+            retries={'output': self.output_retries},
+            name=f'judge:{self.name}',
+        )
+        _AGENTS[key] = (model.model, agent)
+        return agent
+
+    # -- pydantic-evals --------------------------------------------------------------------------------
+
+    async def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorOutput:
+        """Each member's score under its own name, as the single judges would give them."""
+        record = record_from_context(ctx)
+        judge = self.restricted_to([m.name for m in self.members if m.applies_to(record) is None])
+        if judge is None:
+            return {}
+        model = self.resolve_judge_model()
+        transcript = render_transcript(record, budget_tokens=model.transcript_budget)
+        if isinstance(judge, FusedJudge):
+            results = await judge.judge_members(record, transcript, model)
+        else:
+            results = [await judge.judge(record, transcript, model)]
+        out: dict[str, bool | int | float | str | EvaluationReason] = {}
+        for result in results:
+            if result.status != 'ok':
+                raise JudgeError(f'{result.judge}: {result.status}: {result.error}')
+            reason = (result.reasoning or '').strip()
+            if result.score is not None:
+                out[result.judge] = EvaluationReason(value=result.score, reason=reason)
+            if result.passed is not None:
+                out[f'{result.judge}_passed'] = EvaluationReason(value=result.passed, reason=reason)
+        return out
+
+
+def _share(total: int, k: int, n: int) -> int:
+    """Member k's even share of a total over n members (the first ones take the remainder)."""
+    return total // n + (1 if k < total % n else 0)
+
+
+@cache
+def _fused_schema(members: tuple[tuple[str, type[Issue]], ...]) -> dict[str, Any]:
+    fields: dict[str, Any] = {name: (Verdict[issue_model], ...) for name, issue_model in members}  # type: ignore[valid-type]
+    combined = create_model('FusedVerdict', **fields)
+    schema: dict[str, Any] = _strip(combined.model_json_schema())
+    schema['additionalProperties'] = False
+    return schema
+
+
+# ---------------------------------------------------------------------------------------------------
+# Choosing what to fuse
+
+
+def parse_fuse_spec(spec: Iterable[str]) -> list[list[str]]:
+    """`--fuse` values into groups of names: commas separate fused calls, `+` joins names into one.
+
+    `output,methodology` is two fused calls (one per category), `output+methodology` one call,
+    `hallucination+completeness` one call of two modes, `all` one call of every selected LLM judge."""
+    groups: list[list[str]] = []
+    for item in spec:
+        for group in item.split(','):
+            tokens = [t.strip() for t in group.split('+') if t.strip()]
+            if tokens:
+                groups.append(tokens)
+    return groups
+
+
+def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Judge]:
+    """`judges` with the LLM judges of each `spec` group replaced by one `FusedJudge`, where the first
+    member stood. Group tokens are judge names, groups or categories (`output`), or `all`; a judge goes
+    into the first group that names it; a group left with one selected judge stays that single judge.
+    Raises `FuseSpecError` for an unknown name or a group matching none of the selected LLM judges."""
+    from .registry import GROUPS, JUDGES
+
+    groups = parse_fuse_spec(spec or ())
+    if not groups:
+        return list(judges)
+    llm = [j for j in judges if isinstance(j, FailureModeJudge)]
+    taken: set[str] = set()
+    fused_at: dict[str, Judge] = {}  # first member's name -> the judge that replaces the group
+    dropped: set[str] = set()
+    for tokens in groups:
+        wanted: set[str] = set()
+        for token in tokens:
+            if token == 'all':
+                wanted.update(j.name for j in llm)
+            elif token in GROUPS:
+                wanted.update(GROUPS[token])
+            elif token in JUDGES:
+                wanted.add(token)
+            else:
+                known = ', '.join(['all', *GROUPS, *JUDGES])
+                raise FuseSpecError(f'--fuse: unknown judge or group {token!r}; known: {known}')
+        members = [j for j in llm if j.name in wanted and j.name not in taken]
+        if not members:
+            selected = ', '.join(j.name for j in llm) or 'none'
+            raise FuseSpecError(f'--fuse {"+".join(tokens)}: none of the selected LLM judges is in it (selected: {selected})')
+        taken.update(j.name for j in members)
+        if len(members) >= 2:
+            fused_at[members[0].name] = FusedJudge(members=members)
+            dropped.update(j.name for j in members[1:])
+    return [fused_at.get(j.name, j) for j in judges if j.name not in dropped]

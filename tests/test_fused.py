@@ -1,0 +1,233 @@
+"""Fused judging: one model call for several failure modes, with the same per-mode verdicts as single judges."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from sensei_eval.evaluators import base
+from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecError, fuse_judges, parse_fuse_spec
+from sensei_eval.evaluators.output import Completeness, Hallucination
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.evaluators.tool_usage import ToolSelection
+from sensei_eval.reports import build_report
+from sensei_eval.transcript import FENCE_END, render_transcript
+
+from .helpers import ScriptedJudge, about, openai_record
+
+MVP = ('tool_selection', 'hallucination', 'completeness')
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, '_TRANSIENT_BACKOFF_S', (0.0, 0.0))
+
+
+def _transcript_of(prompt: str) -> str:
+    return prompt[: prompt.index(FENCE_END)]
+
+
+def _verdict(mode: str, transcript: str) -> dict[str, Any]:
+    """What a scripted model finds for one mode on one transcript: the same whether asked alone or fused."""
+    tag = about(transcript)
+    if mode == 'hallucination':
+        issue = {'steps': [5], 'hallucinated_claim': f'claim {tag}', 'what_tools_actually_said': 'nothing', 'severity': 'major'}
+        return {'reasoning': f'The answer at [5] invents {tag}.', 'issues': [issue]}
+    if mode == 'completeness':
+        issue = {'steps': [2, 5], 'missed_aspects': [f'aspect {tag}'], 'reasoning': f'the answer skips {tag}'}
+        return {'reasoning': f'Step [5] leaves out {tag}.', 'issues': [issue]}
+    return {'reasoning': f'The tool at [3] fits the question ({tag}).', 'issues': []}
+
+
+def _modes_asked(prompt: str) -> list[str]:
+    fused = re.search(r'## Your task: judge \d+ kinds of failure: (.*)', prompt)
+    if fused:
+        return re.findall(r'`(\w+)`', fused.group(1))
+    single = re.search(r'## Your task: judge `(\w+)`', prompt)
+    assert single, prompt[-500:]
+    return [single.group(1)]
+
+
+def _answer(prompt: str, n: int) -> dict[str, Any]:
+    transcript = _transcript_of(prompt)
+    modes = _modes_asked(prompt)
+    if len(modes) == 1 and '## Your task: judge `' in prompt:
+        return _verdict(modes[0], transcript)
+    return {mode: _verdict(mode, transcript) for mode in modes}
+
+
+async def test_fused_verdicts_make_the_same_report_as_single_judges() -> None:
+    records = [openai_record('r1'), openai_record('r2', answer='Use `Depends()` with a yield.')]
+    single, fused = ScriptedJudge(_answer), ScriptedJudge(_answer)
+    judges = make_judges(['mvp'])
+    [fused_judge] = make_judges(['mvp'], fuse=['all'])
+    assert isinstance(fused_judge, FusedJudge) and fused_judge.member_names == MVP
+    for record in records:
+        transcript = render_transcript(record)
+        alone = [await j.judge(record, transcript, single.model()) for j in judges]
+        together = await fused_judge.judge_members(record, transcript, fused.model())
+        assert [r.judge for r in together] == list(MVP)
+        a = build_report(record, alone, run_id='a')
+        b = build_report(record, together, run_id='b')
+        for mode in MVP:
+            assert a.issues_of(mode) == b.issues_of(mode)
+            assert a.judges[mode].score == b.judges[mode].score
+            assert a.judges[mode].passed == b.judges[mode].passed
+            assert a.judges[mode].reasoning == b.judges[mode].reasoning
+            assert b.judges[mode].status == 'ok'
+        assert len(b.issues_of('hallucination')) == 1 and b.judges['hallucination'].score == 0.5
+        assert b.judges['tool_selection'].passed is True
+        assert a.overall_score == b.overall_score
+    # one call per record instead of three, and the transcript sent once per call
+    assert len(fused.calls) == 2 and len(single.calls) == 6
+
+
+async def test_member_criteria_hash_is_its_own_plus_the_fusion_marker() -> None:
+    record = openai_record()
+    fused = FusedJudge(members=[Hallucination(), Completeness()])
+    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(_answer).model())
+    suffix = f'+{FUSION_MARKER}:{fused.criteria_hash()[:12]}'
+    own = [Hallucination().criteria_hash(), Completeness().criteria_hash()]
+    assert [r.criteria_hash for r in results] == [h + suffix for h in own]
+    # a different combination of rubrics is a different fused prompt
+    other = FusedJudge(members=[Hallucination(), ToolSelection()])
+    assert other.member_criteria_hash(Hallucination()) != results[0].criteria_hash
+    # the call's usage is split over the members so run totals stay right, the call's own totals kept
+    call = results[0].details['fused']
+    assert sum(r.input_tokens for r in results) == call['input_tokens'] > 0
+    assert call['members'] == ['hallucination', 'completeness']
+
+
+async def test_an_invalid_member_part_is_retried_alone() -> None:
+    def answer(prompt: str, n: int) -> dict[str, Any]:
+        out = _answer(prompt, n)
+        if len(_modes_asked(prompt)) > 1:
+            out['hallucination']['issues'][0]['severity'] = 'enormous'  # not in the schema's enum
+        return out
+
+    scripted = ScriptedJudge(answer)
+    record = openai_record()
+    fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
+    results = await fused.judge_members(record, render_transcript(record), scripted.model())
+    assert len(scripted.calls) == 2  # the fused call, then hallucination alone
+    assert _modes_asked(_first_prompt(scripted.calls[1])) == ['hallucination']
+    by = {r.judge: r for r in results}
+    assert by['hallucination'].status == 'ok'
+    assert by['hallucination'].criteria_hash == Hallucination().criteria_hash()  # judged alone: its own hash
+    assert 'severity' in by['hallucination'].details['fused_fallback']
+    assert by['hallucination'].issues[0]['severity'] == 'major'
+    assert by['completeness'].criteria_hash.endswith(fused.criteria_hash()[:12])
+    assert 'fused_fallback' not in by['completeness'].details
+
+
+async def test_a_missing_member_part_is_retried_alone() -> None:
+    def answer(prompt: str, n: int) -> dict[str, Any]:
+        out = _answer(prompt, n)
+        if len(_modes_asked(prompt)) > 1:
+            del out['completeness']
+        return out
+
+    scripted = ScriptedJudge(answer)
+    record = openai_record()
+    results = await FusedJudge(members=[Hallucination(), Completeness()]).judge_members(
+        record, render_transcript(record), scripted.model()
+    )
+    assert [r.status for r in results] == ['ok', 'ok']
+    assert 'missing' in results[1].details['fused_fallback']
+    assert len(scripted.calls) == 2
+
+
+async def test_an_erroring_fused_call_gives_an_error_per_member() -> None:
+    def down(prompt: str, n: int) -> dict[str, Any]:
+        raise RuntimeError('the judge server fell over')
+
+    record = openai_record()
+    fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
+    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(down).model())
+    assert [r.judge for r in results] == list(MVP)
+    assert all(r.status == 'error' and 'fell over' in (r.error or '') for r in results)
+    assert all(r.score is None and r.passed is None for r in results)
+
+
+async def test_a_fused_answer_that_is_never_json_is_an_error_per_member() -> None:
+    scripted = ScriptedJudge(lambda p, n: 'I think it is fine.')
+    record = openai_record()
+    fused = FusedJudge(members=[Hallucination(), Completeness()], output_retries=1)
+    results = await fused.judge_members(record, render_transcript(record), scripted.model())
+    assert [r.status for r in results] == ['error', 'error']
+    assert all('invalid output after 2 attempts' in (r.error or '') for r in results)
+    assert results[0].raw_output == 'I think it is fine.'
+    assert len(scripted.calls) == 2
+
+
+async def test_inconclusive_detection_stays_per_member() -> None:
+    echo = 'Two to five sentences weighing the evidence, citing [step] numbers.'  # the schema's own text
+
+    def answer(prompt: str, n: int) -> dict[str, Any]:
+        out = _answer(prompt, n)
+        out['completeness'] = {'reasoning': echo, 'issues': []}
+        return out
+
+    record = openai_record()
+    results = await FusedJudge(members=[Hallucination(), Completeness()]).judge_members(
+        record, render_transcript(record), ScriptedJudge(answer).model()
+    )
+    assert [r.status for r in results] == ['ok', 'inconclusive']
+    assert results[1].score is None and results[1].passed is None
+    assert results[1].raw_output and echo in results[1].raw_output
+
+
+def test_the_fused_prompt_holds_every_rubric_and_the_transcript_once() -> None:
+    record = openai_record()
+    transcript = render_transcript(record)
+    fused = FusedJudge(members=[ToolSelection(), Hallucination()])
+    prompt = fused.build_prompt(transcript)
+    assert prompt.startswith(transcript.fenced())  # the same prefix as every single judge's prompt
+    assert prompt.count(transcript.text) == 1
+    for member in fused.members:
+        assert member.rubric.strip() in prompt and member.question in prompt
+    schema = fused.prompt_schema()
+    assert schema['required'] == ['tool_selection', 'hallucination']
+    assert schema['additionalProperties'] is False
+
+
+def test_fuse_spec_groups_by_category_name_or_all() -> None:
+    assert parse_fuse_spec(['output,methodology', 'hallucination+completeness']) == [
+        ['output'],
+        ['methodology'],
+        ['hallucination', 'completeness'],
+    ]
+    judges = make_judges(['mvp', 'checks'])
+    fused = fuse_judges(judges, ['output'])  # hallucination and completeness are output judges
+    names = [j.name for j in fused]
+    assert names[0] == 'tool_selection'
+    assert names[1] == 'fused:hallucination+completeness'
+    assert names[2:] == [j.name for j in judges[3:]]  # the checks are untouched
+    assert fuse_judges(judges, ['all'])[0].name == 'fused:tool_selection+hallucination+completeness'
+    # a group left with one selected judge stays that judge; a judge goes to the first group naming it
+    assert [j.name for j in fuse_judges(make_judges(['mvp']), ['tool_usage', 'output'])] == [
+        'tool_selection',
+        'fused:hallucination+completeness',
+    ]
+    with pytest.raises(FuseSpecError, match='unknown judge or group'):
+        fuse_judges(judges, ['outptu'])
+    with pytest.raises(FuseSpecError, match='none of the selected LLM judges'):
+        fuse_judges(judges, ['methodology'])
+
+
+def test_restricting_a_fused_judge_to_the_members_that_apply() -> None:
+    fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
+    narrower = fused.restricted_to({'hallucination', 'completeness'})
+    assert isinstance(narrower, FusedJudge) and narrower.member_names == ('hallucination', 'completeness')
+    assert isinstance(fused.restricted_to({'completeness'}), Completeness)
+    assert fused.restricted_to(set()) is None
+    with pytest.raises(ValueError, match='at least two'):
+        FusedJudge(members=[Hallucination()])
+
+
+def _first_prompt(messages: list[Any]) -> str:
+    from .helpers import user_prompt
+
+    return user_prompt(messages)
