@@ -27,7 +27,7 @@ from .cache import JudgeCache
 from .cli import BaseUrlOption, ModelOption, OutOption, make_app, quiet_third_party, setup_judge_model, split_names
 from .data import SAMPLE_DATASET
 from .evaluators.base import Judge
-from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, UnknownJudgeError, make_judges
+from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
 from .extras import exit_on_missing_extra
 from .models import JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
@@ -78,6 +78,15 @@ def judge(
             "A record's metadata.profile overrides it."
         ),
     ] = 'default',
+    fuse: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--fuse',
+            help='Judge several failure modes in one model call per group: categories or judge names joined '
+            'with +, groups separated by commas, or all (e.g. output,methodology). Opt-in: see docs/fused.md.',
+            show_default=False,
+        ),
+    ] = None,
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
     verbose: Annotated[
         bool, typer.Option('--verbose', '-v', help="Also print pydantic-evals' per-record table of every score.")
@@ -89,8 +98,8 @@ def judge(
         _print_judges()
         return
     try:
-        judges = make_judges(split_names(judge_names))
-    except UnknownJudgeError as e:
+        judges = make_judges(split_names(judge_names), fuse=fuse)
+    except (UnknownJudgeError, FuseSpecError) as e:
         err.print(f'[red]error:[/] {e}')
         raise typer.Exit(2) from None
     try:

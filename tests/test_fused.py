@@ -231,3 +231,28 @@ def _first_prompt(messages: list[Any]) -> str:
     from .helpers import user_prompt
 
     return user_prompt(messages)
+
+
+def test_judge_cli_fuse_option_makes_one_call_per_record(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from sensei_eval import judge as judge_cli
+
+    scripted = ScriptedJudge(_answer)
+    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model())
+    data = tmp_path / 'd.jsonl'
+    data.write_text(
+        openai_record('f1').model_dump_json() + '\n' + openai_record('f2', answer='Use a yield.').model_dump_json() + '\n'
+    )
+    args = ['--dataset', str(data), '--judges', 'mvp', '--out', str(tmp_path / 'o'), '--no-cache']
+    result = CliRunner().invoke(judge_cli.app, [*args, '--run-id', 'fused', '--fuse', 'all'])
+    assert result.exit_code == 0, result.output
+    assert len(scripted.calls) == 2  # one call per record for the three judges
+    report = json.loads((tmp_path / 'o' / 'fused' / 'records' / 'f1.json').read_text())
+    assert set(report['judges']) == set(MVP)
+    assert all(f'+{FUSION_MARKER}:' in r['criteria_hash'] for r in report['judges'].values())
+    assert report['judges']['hallucination']['score'] == 0.5
+    bad = CliRunner().invoke(judge_cli.app, [*args, '--run-id', 'bad', '--fuse', 'nonsense'])
+    assert bad.exit_code == 2 and 'nonsense' in bad.output
