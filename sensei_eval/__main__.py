@@ -20,6 +20,7 @@ from .calibrate import main as _calibrate
 from .cli import BaseUrlOption, ModelOption, make_app, quiet_third_party
 from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
 from .judge import judge as _judge
+from .sample_cli import sample as _sample
 from .validate.cli import validate as _validate
 
 try:
@@ -60,6 +61,7 @@ else:
         raise _optimize_missing
 app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
+app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
 
 
 @app.command(short_help='Run the scoring service (API, dashboard, WebSocket).')
