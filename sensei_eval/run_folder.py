@@ -121,7 +121,11 @@ class RunFolder:
         records = self.path / RECORDS_DIR
         if records.is_dir():
             return sorted(records.glob('*.json'))
-        return [p for p in sorted(self.path.glob('*.json')) if p.name not in RUN_FILES and not p.name.startswith('comparison')]
+        return [
+            p
+            for p in sorted(self.path.glob('*.json'))
+            if p.name not in RUN_FILES and p.name != 'batches.json' and not p.name.startswith('comparison')
+        ]
 
     def check(self) -> None:
         """Raise `RunFolderError` (or `FileNotFoundError` when missing) unless the folder exists."""

@@ -234,3 +234,11 @@ def test_cli_batch_interrupted_then_resumed(tmp_path: Path) -> None:
     loaded = RunFolder(out / 'cli-run').load_reports(require=True)
     assert sorted(r.query_id for r in loaded) == ['r1', 'r2', 'r3']
     assert all(r.judges[n].status == 'ok' for r in loaded for n in JUDGES)
+
+
+def test_interrupted_run_folder_has_no_reports_yet(tmp_path: Path) -> None:
+    """A run stopped before its first report holds only batches.json: loading it finds no reports, not a bad one."""
+    folder = RunFolder.create(tmp_path, 'early')
+    BatchState(base_url='http://127.0.0.1:9/v1', model='judge').save(folder.path / BATCHES_FILE)
+    loaded = folder.load()
+    assert loaded.reports == [] and loaded.problems == []
