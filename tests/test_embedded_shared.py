@@ -59,7 +59,8 @@ FAKE_SERVER = textwrap.dedent(
             self.wfile.write(data)
 
         def do_GET(self):
-            self._answer({'object': 'list', 'data': [{'id': 'SmolLM2-135M-Instruct', 'object': 'model', 'created': 0, 'owned_by': 'test'}]})
+            model = {'id': 'SmolLM2-135M-Instruct', 'object': 'model', 'created': 0, 'owned_by': 'test'}
+            self._answer({'object': 'list', 'data': [model]})
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
