@@ -2,12 +2,26 @@
 
 The optimizer and the validator both need to run the *user's* agent under a prompt of our choosing and
 keep the full message history. `AgentRunner` is that contract; `PydanticAIRunner` fulfils it for any
-pydantic-ai `Agent` by overriding its instructions for one run (`Agent.override(instructions=…)`, a
-context variable, so concurrent runs with different prompts don't see each other's) and capturing
-`all_messages()` as pydantic-ai message JSON.
+pydantic-ai `Agent` and captures `all_messages()` as pydantic-ai message JSON. The prompt under test
+must be the *only* prompt the agent sees, wherever the agent keeps its own:
 
-`load_runner("package.module:factory")` (or `path/to/file.py:factory`) imports a factory and calls it
-with no arguments; it may return an `Agent` (wrapped) or anything with the runner's `run` method.
+* built with `instructions=` text: replaced for one run with `Agent.override(instructions=…)` (a
+  context variable, so concurrent runs with different prompts don't see each other's);
+* built with `system_prompt=` text: `override()` cannot replace system prompts, but pydantic-ai adds an
+  agent's system prompts only to a run that starts without message history, so the run starts from a
+  history holding one `SystemPromptPart` with the prompt under test (the record shows one request with
+  that part and the query, as the model saw it);
+* system prompt or instruction *functions* (`@agent.system_prompt`, `@agent.instructions`, dynamic or
+  not), or both `instructions=` and `system_prompt=` text: refused when the runner is built
+  (`AgentPromptError`), because their text is computed per run and may be context rather than prompt —
+  silently dropping or keeping it would test another agent. `PydanticAIRunner(agent,
+  replace_whole_prompt=True)` opts in to replacing all of it; a factory taking the prompt lets the
+  user decide where it goes.
+
+`load_runner("package.module:factory")` (or `path/to/file.py:factory`) imports a factory. One taking no
+arguments may return an `Agent` (wrapped) or anything with the runner's `run` method; one taking a
+single required argument is called with each prompt under test and returns the `Agent` built with it
+(`PromptFactoryRunner`).
 
 A run that raises is not a record: `run_query` turns it into an `AgentRunError` the callers count as
 an error, so a crashing agent can never look like a clean (or a bad) run.
@@ -21,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +46,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.agent import AgentRunResult
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart
 from pydantic_ai.usage import UsageLimits
 
 from .cache import JudgeCache
@@ -45,13 +62,18 @@ from .runner import JudgeEvent, judge_records
 from .user_modules import import_spec
 
 __all__ = (
+    'AgentPromptError',
+    'AgentPromptParts',
     'AgentRunError',
     'AgentRunner',
     'FailedRun',
     'JudgedRuns',
+    'PromptFactoryRunner',
     'PydanticAIRunner',
     'Query',
     'RunEvent',
+    'agent_prompt_parts',
+    'check_agent_prompt',
     'load_queries',
     'load_runner',
     'prompt_text',
@@ -147,35 +169,157 @@ class AgentRunError(RuntimeError):
         self.message = message
 
 
+class AgentPromptError(ValueError):
+    """The agent keeps a prompt the prompt under test cannot replace cleanly; says how to fix it."""
+
+
+@dataclass(frozen=True)
+class AgentPromptParts:
+    """Where a pydantic-ai agent keeps its prompt: static texts and functions, per kind."""
+
+    instructions: int = 0
+    instruction_functions: tuple[str, ...] = ()
+    system_prompts: int = 0
+    system_prompt_functions: tuple[str, ...] = ()
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return self.instruction_functions + self.system_prompt_functions
+
+    @property
+    def uses_system_prompt(self) -> bool:
+        return bool(self.system_prompts or self.system_prompt_functions)
+
+
+def agent_prompt_parts(agent: Agent[Any, Any]) -> AgentPromptParts:
+    """What the agent was built with. pydantic-ai has no public accessor: this reads the attributes
+    `Agent.__init__`, `@agent.instructions` and `@agent.system_prompt` fill (read only)."""
+    instructions = [getattr(i, 'instruction', i) for i in getattr(agent, '_instructions', ())]
+    system_functions = getattr(agent, '_system_prompt_functions', ())
+    return AgentPromptParts(
+        instructions=sum(1 for i in instructions if not callable(i)),
+        instruction_functions=tuple(f'@agent.instructions {_function_name(i)}' for i in instructions if callable(i)),
+        system_prompts=len(getattr(agent, '_system_prompts', ())),
+        system_prompt_functions=tuple(
+            f'@agent.system_prompt{"(dynamic=True)" if getattr(r, "dynamic", False) else ""} {_function_name(r.function)}'
+            for r in system_functions
+        ),
+    )
+
+
+_PROMPT_FIX = (
+    'Build the agent with its prompt as plain `instructions=` (or `system_prompt=`) text and pass run-time context '
+    'in the query or deps; or give --agent a factory taking the prompt (`def make_agent(prompt: str) -> Agent`) so '
+    'you decide where it goes; or return `PydanticAIRunner(agent, replace_whole_prompt=True)` from the factory to '
+    'have the prompt under test replace all of it.'
+)
+
+
+def check_agent_prompt(agent: Agent[Any, Any], *, replace_whole_prompt: bool = False) -> AgentPromptParts:
+    """Refuse (`AgentPromptError`) an agent whose own prompt the prompt under test would not cleanly replace."""
+    parts = agent_prompt_parts(agent)
+    if replace_whole_prompt:
+        return parts
+    name = agent.name or 'the agent'
+    if parts.functions:
+        raise AgentPromptError(
+            f'{name} has prompt function(s) {", ".join(parts.functions)}: their text is computed on every run, so the '
+            f'prompt under test can neither replace them (it would drop what they add) nor run beside them (the '
+            f'agent would be told two prompts). {_PROMPT_FIX}'
+        )
+    if parts.instructions and parts.system_prompts:
+        raise AgentPromptError(
+            f'{name} has both instructions= and system_prompt= text: which of them does the prompt under test '
+            f'replace? Keep one of them. {_PROMPT_FIX}'
+        )
+    return parts
+
+
 @dataclass
 class PydanticAIRunner:
-    """Runs a pydantic-ai `Agent` with its instructions replaced by the system prompt under test."""
+    """Runs a pydantic-ai `Agent` with its own prompt replaced by the system prompt under test.
+
+    Where the prompt under test goes follows the agent (see the module docstring): `instructions=` agents
+    get `override(instructions=…)`, `system_prompt=` agents a first `SystemPromptPart`. Prompt functions, or
+    instructions and system prompt text together, are refused unless `replace_whole_prompt` is set: then
+    the prompt under test is everything the agent is told (a system prompt when the agent had any)."""
 
     agent: Agent[Any, Any]
     deps: Any = None
     usage_limits: UsageLimits | None = field(default_factory=lambda: UsageLimits(request_limit=25))
+    replace_whole_prompt: bool = False
+    parts: AgentPromptParts = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.parts = check_agent_prompt(self.agent, replace_whole_prompt=self.replace_whole_prompt)
 
     async def run(self, system_prompt: str, query: Query) -> QueryRecord:
         start = time.perf_counter()
-        with self.agent.override(instructions=system_prompt):
-            result = await self.agent.run(query.query, deps=self.deps, usage_limits=self.usage_limits)
-        messages = ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode='json')
-        usage = result.usage
-        return QueryRecord(
-            query_id=query.query_id,
-            query=query.query,
-            message_format='pydantic-ai',
-            messages=_with_system_prompt(messages, system_prompt),
-            prompt_version=prompt_version(system_prompt),
-            expected_tool_calls=query.expected_tool_calls,
-            metadata={
-                **query.metadata,
-                'agent_requests': usage.requests,
-                'agent_input_tokens': usage.input_tokens,
-                'agent_output_tokens': usage.output_tokens,
-                'agent_latency_s': round(time.perf_counter() - start, 4),
-            },
-        )
+        if self.parts.uses_system_prompt:
+            # system prompts are added only to a run without history: start it from our own
+            history = [ModelRequest(parts=[SystemPromptPart(system_prompt)])]
+            if self.parts.instructions or self.parts.instruction_functions:
+                with self.agent.override(instructions=None):
+                    result = await self._run(query, history)
+            else:
+                result = await self._run(query, history)
+        else:
+            with self.agent.override(instructions=system_prompt):
+                result = await self._run(query, None)
+        return _record(query, system_prompt, result, start)
+
+    async def _run(self, query: Query, history: list[Any] | None) -> AgentRunResult[Any]:
+        return await self.agent.run(query.query, message_history=history, deps=self.deps, usage_limits=self.usage_limits)
+
+
+@dataclass
+class PromptFactoryRunner:
+    """Runs the agent `factory(prompt)` builds for each prompt under test: for agents that take their prompt
+    when they are built, wherever they put it. The agents of the last few prompts are kept."""
+
+    factory: Callable[[str], Any]
+    deps: Any = None
+    usage_limits: UsageLimits | None = field(default_factory=lambda: UsageLimits(request_limit=25))
+    keep: int = 8
+    _agents: OrderedDict[str, Agent[Any, Any]] = field(default_factory=OrderedDict, init=False, repr=False)
+
+    def agent_for(self, system_prompt: str) -> Agent[Any, Any]:
+        agent = self._agents.get(system_prompt)
+        if agent is None:
+            agent = self.factory(system_prompt)
+            if not isinstance(agent, Agent):
+                raise TypeError(f'the agent factory returned {type(agent).__name__}, expected a pydantic-ai Agent')
+            self._agents[system_prompt] = agent
+            while len(self._agents) > self.keep:
+                self._agents.popitem(last=False)
+        self._agents.move_to_end(system_prompt)
+        return agent
+
+    async def run(self, system_prompt: str, query: Query) -> QueryRecord:
+        start = time.perf_counter()
+        agent = self.agent_for(system_prompt)
+        result = await agent.run(query.query, deps=self.deps, usage_limits=self.usage_limits)
+        return _record(query, system_prompt, result, start)
+
+
+def _record(query: Query, system_prompt: str, result: AgentRunResult[Any], start: float) -> QueryRecord:
+    messages = _merge_leading_requests(ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode='json'))
+    usage = result.usage
+    return QueryRecord(
+        query_id=query.query_id,
+        query=query.query,
+        message_format='pydantic-ai',
+        messages=_with_system_prompt(messages, system_prompt),
+        prompt_version=prompt_version(system_prompt),
+        expected_tool_calls=query.expected_tool_calls,
+        metadata={
+            **query.metadata,
+            'agent_requests': usage.requests,
+            'agent_input_tokens': usage.input_tokens,
+            'agent_output_tokens': usage.output_tokens,
+            'agent_latency_s': round(time.perf_counter() - start, 4),
+        },
+    )
 
 
 def prompt_version(system_prompt: str) -> str:
@@ -194,7 +338,11 @@ async def run_query(runner: AgentRunner, system_prompt: str, query: Query) -> Qu
 
 
 def load_runner(spec: str) -> AgentRunner:
-    """Import `module:factory` (a dotted module or a .py path) and build the runner it describes."""
+    """Import `module:factory` (a dotted module or a .py path) and build the runner it describes.
+
+    A factory with one required argument takes the prompt under test (`PromptFactoryRunner`); otherwise it
+    is called with no arguments. An `Agent` whose own prompt can't be replaced cleanly is refused here,
+    before anything runs (`AgentPromptError`, a `ValueError`)."""
     module_name, sep, attr = spec.rpartition(':')
     if not sep or not module_name or not attr:
         raise ValueError(f'--agent wants MODULE:FACTORY (e.g. examples.docs_agent.agent:make_agent), got {spec!r}')
@@ -205,12 +353,30 @@ def load_runner(spec: str) -> AgentRunner:
     factory = getattr(module, attr, None)
     if factory is None:
         raise ValueError(f'{module_name!r} has no attribute {attr!r}')
-    obj = factory() if callable(factory) and not isinstance(factory, Agent) else factory
+    if isinstance(factory, Agent):
+        return PydanticAIRunner(factory)
+    if callable(factory) and _required_arguments(factory) == 1:
+        return PromptFactoryRunner(factory)
+    if callable(factory) and _required_arguments(factory) > 1:
+        raise ValueError(f'{spec} needs {_required_arguments(factory)} arguments: a factory takes none, or only the prompt')
+    obj = factory() if callable(factory) else factory
     if isinstance(obj, Agent):
-        return PydanticAIRunner(obj)
+        try:
+            return PydanticAIRunner(obj)
+        except AgentPromptError as e:
+            raise AgentPromptError(f'{spec}: {e}') from None
     if isinstance(obj, AgentRunner):
         return obj
     raise ValueError(f'{spec} returned {type(obj).__name__}: expected a pydantic-ai Agent or an AgentRunner')
+
+
+def _required_arguments(factory: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a class without a readable signature: call it bare
+        return 0
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in positional and p.default is inspect.Parameter.empty)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -219,13 +385,30 @@ def load_runner(spec: str) -> AgentRunner:
 
 def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
     """Instructions are not a message part in pydantic-ai; put the prompt in the first request's
-    `instructions` when it is missing, so the stored record shows what the agent was told."""
+    `instructions` when it carries neither instructions nor a system prompt part, so the stored record
+    shows what the agent was told (once)."""
     for message in messages:
         if message.get('kind') == 'request':
-            if not message.get('instructions'):
+            has_system = any(p.get('part_kind') == 'system-prompt' for p in message.get('parts') or ())
+            if not message.get('instructions') and not has_system:
                 message['instructions'] = system_prompt
             break
     return messages
+
+
+def _merge_leading_requests(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history we start a `system_prompt=` agent's run from is a request of its own; the model gets
+    it merged with the query's request, and the record shows it so: one request."""
+    if len(messages) < 2 or messages[0].get('kind') != 'request' or messages[1].get('kind') != 'request':
+        return messages
+    first, second = messages[0], messages[1]
+    if not all(p.get('part_kind') == 'system-prompt' for p in first.get('parts') or ()):
+        return messages
+    return [{**second, 'parts': [*first['parts'], *second.get('parts', [])]}, *messages[2:]]
+
+
+def _function_name(fn: Any) -> str:
+    return str(getattr(fn, '__qualname__', None) or getattr(fn, '__name__', None) or type(fn).__name__)
 
 
 # ---------------------------------------------------------------------------------------------------

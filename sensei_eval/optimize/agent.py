@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..agents import (
+    AgentPromptError,
     AgentRunError,
     AgentRunner,
+    PromptFactoryRunner,
     PydanticAIRunner,
     Query,
     load_queries,
@@ -14,8 +16,10 @@ from ..agents import (
 )
 
 __all__ = (
+    'AgentPromptError',
     'AgentRunError',
     'AgentRunner',
+    'PromptFactoryRunner',
     'PydanticAIRunner',
     'Query',
     'load_queries',
