@@ -1,10 +1,16 @@
 """`python -m sensei_eval.optimize`: improve an agent's prompt components with the judges' help.
 
 A thin layer over `sensei_eval.optimize`: read the components (`--prompts`), import the agent
-(`--agent`), take the training queries (`--dataset`, `--num-examples`), pick judges and models, then
-run the sequential loop (or `--strategy gepa`) with progress per component and a before/after table.
-Nothing is applied to the agent: the run folder holds `suggestions.json`, `prompts.yaml` and
-`prompts.diff` for a human to review.
+(`--agent`), take the queries (`--dataset`, `--num-examples`), pick judges and models, then run the
+sequential loop (or `--strategy gepa`) with progress per component and a before/after table.
+Nothing is applied to the agent: the run folder holds `suggestions.json`, the optimized prompt in the
+input's own format (`prompts.py`, `prompts.yaml` or `prompts.txt`) and `prompts.diff` for a human to
+review.
+
+`--map MODE=COMPONENT[,COMPONENT…]` (repeatable) says which prompt components a failure mode's issues
+are about; `--config run.yaml|run.toml` holds any of the options under their own names (`num_examples`
+or `num-examples`) plus a `components:` section mapping failure modes to component names. Options given
+on the command line win over the file; `--map` replaces the file's `components:` as a whole.
 
 Exit codes: 0 the run finished or stopped at its budget; 1 bad dataset lines or agent/judge errors
 during the run (everything else still ran and was saved); 2 usage errors.
@@ -16,11 +22,14 @@ import asyncio
 import logging
 import os
 import secrets
+import tomllib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -29,22 +38,43 @@ from ..cli import BaseUrlOption, JudgesOption, ModelOption, OutOption, make_app,
 from ..evaluators.registry import UnknownJudgeError, make_judges
 from ..models import JudgeModel, preflight, resolve_model
 from .agent import load_queries, load_runner
-from .components import ComponentsError, load_components
+from .components import ComponentsError, PromptComponents, load_components, saved_prompt_path
 from .loop import OptimizeConfig, OptimizeState, SequentialOptimizer
 from .variants import VariantGenerator
 
-__all__ = ('app', 'main')
+__all__ = ('MapEntry', 'RunConfigError', 'app', 'check_component_map', 'load_run_config', 'main', 'parse_map')
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
 err = Console(stderr=True)
 out = Console()
 
+# options a run config may not set: the config itself, and resuming (a run folder, not a setting)
+_NOT_IN_CONFIG = ('config', 'resume')
+
 
 @app.command()
 def optimize(
-    prompts: Annotated[str, typer.Option(help='Prompt components: a prompts module (dotted or .py path) or YAML.')],
-    agent: Annotated[str, typer.Option(help='MODULE:FACTORY returning a pydantic-ai Agent (or an AgentRunner).')],
-    dataset: Annotated[Path, typer.Option(help='JSONL of training queries ({query_id, query}) or QueryRecords.')],
+    ctx: typer.Context,
+    prompts: Annotated[
+        str | None, typer.Option(help='Prompt components: a prompts module (dotted or .py path), YAML or a text file.')
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help='MODULE:FACTORY returning a pydantic-ai Agent or an AgentRunner, or taking the prompt.'),
+    ] = None,
+    dataset: Annotated[Path | None, typer.Option(help='JSONL of queries ({query_id, query}) or QueryRecords.')] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option('--config', help='Run config (YAML or TOML): the options by name, and a components: map.'),
+    ] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--map',
+            help="FAILURE_MODE=COMPONENT[,COMPONENT…]: route that mode's issues to these components (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     num_examples: Annotated[int, typer.Option(min=1, help='Use the first N queries of the dataset.')] = 20,
     variants: Annotated[int, typer.Option(min=1, help='Variants generated per component.')] = 3,
     judges: JudgesOption = None,
@@ -55,6 +85,22 @@ def optimize(
     max_components: Annotated[int | None, typer.Option(min=1, help='Visit at most this many components.')] = None,
     margin: Annotated[float, typer.Option(min=0.0, help='A variant is kept only if it beats the current text by this.')] = 0.01,
     all_components: Annotated[bool, typer.Option(help='Also visit components whose judges found nothing.')] = False,
+    validation_fraction: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Share of the queries held out to accept changes on [default: the loop's]."),
+    ] = None,
+    validation_queries: Annotated[
+        list[str] | None,
+        typer.Option(help='Query ids held out for acceptance (comma-separated, repeatable); overrides the fraction.'),
+    ] = None,
+    runs: Annotated[int | None, typer.Option(min=1, help="Agent runs per validation query [default: the loop's].")] = None,
+    alpha: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="Significance level of the validation test [default: the loop's].")
+    ] = None,
+    profile: Annotated[str | None, typer.Option(help='Agent profile whose component map applies when no map is given.')] = None,
+    generator_timeout: Annotated[
+        float | None, typer.Option(min=0.0, help="Seconds one variant-generator call may take [default: the loop's].")
+    ] = None,
     strategy: Annotated[
         Literal['sequential', 'gepa'], typer.Option(help='sequential (one component at a time) or the dspy.GEPA baseline.')
     ] = 'sequential',
@@ -75,11 +121,34 @@ def optimize(
     # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself
     for name in ('dspy', 'gepa'):
         logging.getLogger(name).setLevel(logging.WARNING)
+    opts = dict(ctx.params)
+    map_entries: list[MapEntry] = []
+    try:
+        if config is not None:
+            file_opts, map_entries = load_run_config(config, ctx)
+            for key, value in file_opts.items():
+                source = ctx.get_parameter_source(key)
+                if source is None or source.name in ('DEFAULT', 'DEFAULT_MAP'):  # not given on the command line
+                    opts[key] = value
+        if map_:
+            map_entries = parse_map(map_)
+        missing = [f'--{k}' for k in ('prompts', 'agent', 'dataset') if opts[k] is None]
+        if missing:
+            raise RunConfigError(f'missing {", ".join(missing)} (give it on the command line or in --config)')
+    except RunConfigError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    _optimize(opts, map_entries)
+
+
+def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
+    prompts, dataset, strategy = str(opts['prompts']), Path(opts['dataset']), opts['strategy']
     try:
         components = load_components(prompts)
-        judge_list = make_judges(split_names(judges))
-        runner = load_runner(agent)
-    except (ComponentsError, UnknownJudgeError, ValueError) as e:
+        component_map = check_component_map(map_entries, components) if map_entries else None
+        judge_list = make_judges(split_names(opts['judges']))
+        runner = load_runner(str(opts['agent']))
+    except (ComponentsError, RunConfigError, UnknownJudgeError, ValueError) as e:
         err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(2) from None
     if not dataset.is_file():
@@ -88,18 +157,25 @@ def optimize(
     queries, load_errors = load_queries(dataset)
     for bad in load_errors:
         err.print(f'[red]bad line:[/] {bad}', highlight=False)
-    queries = queries[:num_examples]
+    queries = queries[: opts['num_examples']]
     if not queries:
         err.print(f'[red]error:[/] no usable query in {dataset}')
         raise typer.Exit(2)
+    resume: Path | None = opts['resume']
     if resume is not None and not (resume / 'state.json').is_file():
         err.print(f'[red]error:[/] {resume} holds no optimizer run (no state.json)')
         raise typer.Exit(2)
-    run_dir = resume or out_dir / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+    try:
+        config = _loop_config(opts, component_map)
+    except ValueError as e:  # pydantic's own message names the field
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    run_dir = resume or Path(opts['out_dir']) / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
 
     # the judge model, then the generator's (the same one unless --generator-model); this module's
     # `resolve_model` and `preflight`, so tests can replace them here
     note = 'The embedded model also writes the variants, so expect few usable ones.'
+    model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judge_list):
         judge_model = setup_judge_model(model, base_url, err=err, note=note, resolve=resolve_model, check=preflight)
@@ -115,29 +191,27 @@ def optimize(
                 judge_model.close()
             raise
     lm = dspy_lm(gen_model)
-    cache = None if no_cache else JudgeCache()
+    cache = None if opts['no_cache'] else JudgeCache()
     err.print(
         f'optimizing {len(components.names)} component(s) of {prompts} on {len(queries)} queries -> {run_dir}/', highlight=False
     )
     try:
         if strategy == 'gepa':
-            calls = max_metric_calls or 10 * len(queries)
+            if component_map is not None:
+                err.print('note: the component map routes the sequential loop; GEPA reflects on every component', highlight=False)
+            calls = opts['max_metric_calls'] or 10 * len(queries)
             exit_code = _gepa(
-                components, runner, queries, judge_list, judge_model, lm, calls, run_dir, seed, cache, _adapter(gen_model)
+                components, runner, queries, judge_list, judge_model, lm, calls, run_dir, opts['seed'], cache, _adapter(gen_model)
             )
         else:
-            config = OptimizeConfig(
-                variants=variants, margin=margin, budget_calls=budget, max_metric_calls=max_metric_calls,
-                max_components=max_components, all_components=all_components, seed=seed, concurrency=concurrency,
-            )  # fmt: skip
-            optimizer = SequentialOptimizer(
-                components, runner, queries, judge_list, judge_model, VariantGenerator(lm, adapter=_adapter(gen_model)), run_dir,
-                config, cache,
-                on_event=lambda m: err.print(f'  {m}', highlight=False),
-            )  # fmt: skip
             try:
+                optimizer = SequentialOptimizer(
+                    components, runner, queries, judge_list, judge_model, VariantGenerator(lm, adapter=_adapter(gen_model)),
+                    run_dir, config, cache,
+                    on_event=lambda m: err.print(f'  {m}', highlight=False),
+                )  # fmt: skip
                 state = asyncio.run(optimizer.run())
-            except ValueError as e:  # a resumed folder that doesn't match
+            except ValueError as e:  # too few queries to split, a resumed folder that doesn't match, a map the loop refuses
                 err.print(f'[red]error:[/] {e}', highlight=False)
                 raise typer.Exit(2) from None
             except KeyboardInterrupt:
@@ -149,8 +223,166 @@ def optimize(
         for m in {id(x): x for x in (judge_model, gen_model) if x is not None}.values():
             m.close()
     first = f'result: {run_dir}/gepa_result.json' if strategy == 'gepa' else f'suggestions: {run_dir}/suggestions.json'
-    err.print(f'{first} · optimized components: {run_dir}/prompts.yaml (+ .diff)', highlight=False)
+    saved = saved_prompt_path(run_dir)
+    err.print(f'{first} · optimized prompt: {saved or run_dir / "prompts.*"} (+ prompts.diff)', highlight=False)
     raise typer.Exit(1 if load_errors else exit_code)
+
+
+def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | None) -> OptimizeConfig:
+    """The loop's config from the options; options the loop does not know (yet) are left out, and
+    options left unset keep the loop's own defaults."""
+    values: dict[str, Any] = {
+        'variants': opts['variants'], 'margin': opts['margin'], 'budget_calls': opts['budget'],
+        'max_metric_calls': opts['max_metric_calls'], 'max_components': opts['max_components'],
+        'all_components': opts['all_components'], 'seed': opts['seed'], 'concurrency': opts['concurrency'],
+        'component_map': component_map, 'validation_fraction': opts['validation_fraction'],
+        'validation_queries': split_names(opts['validation_queries']) if opts['validation_queries'] else None,
+        'runs': opts['runs'], 'alpha': opts['alpha'], 'profile': opts['profile'],
+        'generator_timeout_s': opts['generator_timeout'],
+    }  # fmt: skip
+    optional = {'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s'}
+    known = OptimizeConfig.model_fields
+    for key in optional:
+        if values[key] is None:
+            del values[key]
+        elif key not in known:
+            raise ValueError(f'this version of the optimizer has no {key!r} setting')
+    return OptimizeConfig(**values)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Component map and run config
+
+
+class RunConfigError(ValueError):
+    """A bad run config, --map entry or component map: names the file (and line), the key and the value."""
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    """One failure mode → components entry, and where it was written (for error messages)."""
+
+    mode: str
+    components: tuple[str, ...]
+    origin: str
+
+
+def parse_map(values: list[str]) -> list[MapEntry]:
+    """`--map MODE=A,B` entries (repeatable; one mode given twice gets the components of both)."""
+    entries = []
+    for value in values:
+        mode, sep, targets = value.partition('=')
+        names = tuple(n.strip() for n in targets.split(',') if n.strip())
+        if not sep or not mode.strip() or not names:
+            raise RunConfigError(f'--map {value!r}: expected FAILURE_MODE=COMPONENT[,COMPONENT...]')
+        entries.append(MapEntry(mode.strip(), names, f'--map {value}'))
+    return entries
+
+
+def check_component_map(entries: list[MapEntry], components: PromptComponents) -> dict[str, list[str]]:
+    """The map the loop takes (`OptimizeConfig.component_map`), every entry checked against the known failure
+    modes and the prompt's components; an error names where the bad entry was written and lists the choices."""
+    from ..modes import MODES
+
+    merged: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.mode not in MODES:
+            raise RunConfigError(
+                f'{entry.origin}: unknown failure mode {entry.mode!r}; known failure modes: {", ".join(sorted(MODES))}'
+            )
+        for name in entry.components:
+            if name not in components:
+                choices = ', '.join(components.names)
+                raise RunConfigError(f'{entry.origin}: {components.source} has no component {name!r}; its components: {choices}')
+        merged.setdefault(entry.mode, [])
+        merged[entry.mode] += [n for n in entry.components if n not in merged[entry.mode]]
+    return merged
+
+
+def load_run_config(path: Path, ctx: typer.Context) -> tuple[dict[str, Any], list[MapEntry]]:
+    """A run config's options (converted and checked as the command line would) and its component map.
+
+    Keys are the command's option names (`num_examples` or `num-examples`); `components` maps failure
+    modes to a component name or a list of them. Errors name the file, the line (YAML) and the key."""
+    data, lines = _read_config(path)
+    # a key is an option's name as typed (`out` for --out, `no_cache` or `no-cache`), without the dashes
+    params: dict[str, Any] = {}
+    for p in ctx.command.params:
+        if p.name is None or p.name in _NOT_IN_CONFIG or p.name == 'map_':
+            continue
+        for opt in getattr(p, 'opts', ()):
+            params[opt.lstrip('-').replace('-', '_')] = p
+    options: dict[str, Any] = {}
+    entries: list[MapEntry] = []
+    for raw_key, value in data.items():
+        key = str(raw_key).replace('-', '_')
+        where = f'{path}{_line(lines, (str(raw_key),))}: {raw_key}'
+        if key in ('components', 'map'):
+            entries += _config_map(path, lines, str(raw_key), value)
+            continue
+        param: Any = params.get(key)
+        if param is None:
+            raise RunConfigError(f'{where}: unknown key; keys: components, {", ".join(sorted(params))}')
+        if param.multiple and isinstance(value, str):
+            value = [value]
+        try:
+            options[param.name] = param.process_value(ctx, value)  # the command line's own conversion and range checks
+        except Exception as e:
+            message = e.format_message() if isinstance(e, typer.BadParameter) else str(e)
+            raise RunConfigError(f'{where}: bad value {value!r}: {message}') from None
+    return options, entries
+
+
+def _config_map(path: Path, lines: dict[tuple[str, ...], int], key: str, value: Any) -> list[MapEntry]:
+    if not isinstance(value, dict):
+        raise RunConfigError(f'{path}{_line(lines, (key,))}: {key}: expected a mapping of failure mode to component name(s)')
+    entries = []
+    for mode, targets in value.items():
+        where = f'{path}{_line(lines, (key, str(mode)))}: {key}.{mode}'
+        names = [targets] if isinstance(targets, str) else targets
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise RunConfigError(f'{where}: bad value {targets!r}: expected a component name or a list of them')
+        entries.append(MapEntry(str(mode), tuple(n.strip() for n in names), where))
+    return entries
+
+
+def _read_config(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    """The config's mapping and, for YAML, the line of each top-level key and `components` entry."""
+    try:
+        text = path.read_text(encoding='utf-8-sig')
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunConfigError(f'{path}: cannot read the run config: {e}') from None
+    if path.suffix == '.toml':
+        try:
+            data: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise RunConfigError(f'{path}: not valid TOML: {e}') from None
+        return data, {}
+    if path.suffix not in ('.yaml', '.yml'):
+        raise RunConfigError(f'{path}: a run config is .yaml, .yml or .toml')
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        where = f':{mark.line + 1}' if mark is not None else ''
+        raise RunConfigError(f'{path}{where}: not valid YAML: {getattr(e, "problem", e)}') from None
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise RunConfigError(f'{path}: expected a mapping of option names to values, got {type(data).__name__}')
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            lines[(key_node.value,)] = key_node.start_mark.line + 1
+            if isinstance(value_node, yaml.MappingNode):
+                for sub_key, _ in value_node.value:
+                    lines[(key_node.value, sub_key.value)] = sub_key.start_mark.line + 1
+    return data, lines
+
+
+def _line(lines: dict[tuple[str, ...], int], key: tuple[str, ...]) -> str:
+    return f':{lines[key]}' if key in lines else ''
 
 
 def dspy_lm(model: JudgeModel | None) -> Any:
@@ -200,6 +432,9 @@ def _gepa(
 
 
 def _print_table(state: OptimizeState) -> None:
+    routing = getattr(state, 'routing_detail', None) or getattr(state, 'routing', None)
+    if routing:
+        out.print(f'routing: {routing}', highlight=False)
     table = Table(title=f'sequential optimization: {state.stopped}')
     table.add_column('component', no_wrap=True)
     for col in ('issues', 'status', 'before', 'after', 'variants', 'kept'):
