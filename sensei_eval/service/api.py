@@ -12,7 +12,9 @@ Endpoints (OpenAPI docs at `/docs`), one router per resource in `routers/`:
   `GET …/scores` (history), and `POST /api/v1/sessions/{id}/score` for the same operation;
 * evaluation — `POST /api/v1/sessions/{id}/evaluate` and `GET /api/v1/sessions/{id}/evaluation`;
 * `GET /api/v1/health`, and the WebSocket `/api/v1/ws` (see `routers.events` and `events`);
-* the dashboard (`dashboard`): its read API under `/api/v1/dashboard` and the page at `/`.
+* the dashboard (`dashboard`): its read API under `/api/v1/dashboard` and the page at `/`;
+* traces — `POST /v1/traces` (OTLP/HTTP: agent traces become sessions, sampled ones are judged) and
+  `GET /api/v1/traces[/{trace_id}]` (see `routers.traces`, `trace_ingest`).
 
 Who is asking, from where, with what: `guard.Guard` (token, trusted proxy, `public_read`, the
 WebSocket's `Origin`, `Content-Type: application/json` on writes, text sanitising, the audit log; see
@@ -43,9 +45,11 @@ from .events import PgEventRelay
 from .guard import Guard
 from .migrate import upgrade
 from .routers import ROUTERS
+from .routers.traces import router as traces_router
 from .scoring import ScoringWorker
 from .state import ServiceState
 from .store import normalise_url
+from .trace_ingest import sweep_traces
 
 __all__ = ('ServiceState', 'create_app')
 
@@ -69,6 +73,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(traces_router)
     mount_dashboard(app)
     return app
 
@@ -90,9 +95,12 @@ def _lifespan(state: ServiceState, migrate: bool) -> Callable[[FastAPI], Abstrac
         orphans = await state.worker.start()
         if orphans:
             log.warning('marked %d orphaned job(s) of dead service processes as failed', len(orphans))
+        sweeper = asyncio.create_task(_sweep_traces(state), name='trace-sweeper')
         try:
             yield
         finally:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
             await state.worker.stop()
             if relay is not None:
                 await asyncio.to_thread(relay.stop)
@@ -101,6 +109,19 @@ def _lifespan(state: ServiceState, migrate: bool) -> Callable[[FastAPI], Abstrac
                 state.judge_model.close()
 
     return lifespan
+
+
+async def _sweep_traces(state: ServiceState) -> None:
+    """Finish traces whose root span is overdue (`trace_ingest.sweep_traces`), every `trace_sweep_s`."""
+    while True:
+        await asyncio.sleep(state.settings.trace_sweep_s)
+        try:
+            outcomes = await asyncio.to_thread(sweep_traces, state.store, state.settings)
+        except Exception as e:  # a store hiccup must not end the sweeps
+            log.error('sweeping overdue traces failed: %s', e)
+            continue
+        if any(o.evaluations for o in outcomes):
+            state.wake()
 
 
 def _libpq_url(url: str) -> str:

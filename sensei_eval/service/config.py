@@ -12,6 +12,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..sampler import SamplerConfig
+from ..traces import TraceConfig
+
 __all__ = ('DEFAULT_DB_URL', 'ServiceSettings')
 
 # The embedded default store: a SQLite file in the working directory.
@@ -64,6 +67,14 @@ class ServiceSettings:
     heartbeat_s: float = 5.0
     stale_after_s: float = 30.0
     poll_s: float = 1.0
+    # Agent traces on `POST /v1/traces`: which attributes carry query id, rating, feedback, agent and
+    # prompt version, and how long a trace waits for its root span (`traces.TraceConfig`).
+    traces: TraceConfig = field(default_factory=TraceConfig)
+    # Which finished traced runs are judged, with which judges per agent, within what budget of judge
+    # calls per hour (`sampler.SamplerConfig`); sampled runs are queued as evaluations.
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    # How often pending traces are checked against the root-span timeout.
+    trace_sweep_s: float = 5.0
     worker_id: str = field(default_factory=lambda: f'{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}')
 
     def __post_init__(self) -> None:

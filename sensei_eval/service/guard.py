@@ -22,7 +22,10 @@
    deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can carry)
    are 422, and every lone surrogate or NUL in its text (keys too) is
    replaced by U+FFFD (`sanitize.clean_value`). The paths replaced go to `request.state.sanitized`;
-   the ingest route stores them as the session's `warnings`.
+   the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` (the
+   OTLP/HTTP trace endpoint) also takes `Content-Type: application/x-protobuf`, as OpenTelemetry
+   exporters send it; a browser cannot send that type without a CORS preflight either, and the route
+   still needs authentication like any write.
 5. **Audit.** One log line (logger `sensei_eval.service.audit`, INFO) per write: method, path, user,
    client address and the status answered; refusals (401/403/415) are logged at WARNING.
 """
@@ -45,6 +48,7 @@ __all__ = (
     'ANONYMOUS',
     'HEALTH_PATH',
     'MAX_JSON_DEPTH',
+    'OTLP_TRACES_PATH',
     'Guard',
     'JsonRefusedError',
     'JsonTooDeepError',
@@ -62,6 +66,9 @@ HEALTH_PATH = '/api/v1/health'
 # Deepest JSON nesting a request body may have (a QueryRecord needs about 6; metadata a few more).
 MAX_JSON_DEPTH = 64
 _READS = frozenset({'GET', 'HEAD', 'OPTIONS'})
+# The OTLP/HTTP trace route, the one write that may carry a protobuf body.
+OTLP_TRACES_PATH = '/v1/traces'
+_PROTOBUF = 'application/x-protobuf'
 # WebSocket close code for a refused origin or missing credentials (RFC 6455 "policy violation").
 WS_POLICY_VIOLATION = 1008
 
@@ -223,7 +230,8 @@ class Guard:
             return
 
         media = headers.get('content-type', '').split(';', 1)[0].strip().lower()
-        if media != 'application/json':
+        protobuf = media == _PROTOBUF and method == 'POST' and path == OTLP_TRACES_PATH
+        if media != 'application/json' and not protobuf:
             audit.warning('%s %s refused from %s (%s): content type %r', method, path, client or '?', user, media)
             await _reply(send, 415, 'write requests need Content-Type: application/json (the body may be empty)')
             return
@@ -233,7 +241,7 @@ class Guard:
             await _reply(send, e.status_code, str(e.detail))
             return
         state['sanitized'] = []
-        if body.strip():
+        if body.strip() and not protobuf:
             try:
                 value = loads_bounded(body)
             except JsonRefusedError as e:

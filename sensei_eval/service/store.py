@@ -16,6 +16,10 @@ Tables (created only by the Alembic migrations in `sensei_eval/service/migration
   written from the scorer's typed result for both variants.
 * `session_evaluations` — runs of the failure-mode judges over a session; same lifecycle and the same
   partial unique index; the `EvaluationReport` is stored as JSON.
+* `traces`, `trace_spans`, `session_sampling` (migration 0004) — OTLP spans buffered per trace until
+  its root span arrives (or the wait times out), the trace's state (`pending`, `ingested`,
+  `rejected` with the reason), and the sampler's decision for each session made from a trace
+  (sampled or not, why, the judge calls it costs: the budget's sliding window is counted from here).
 * `service_workers` — one row per live service process (host, pid, heartbeat): how a starting process
   tells rows owned by a dead process (failed as orphans) from rows a live peer is still working on.
 
@@ -71,10 +75,13 @@ __all__ = (
     'JobMixin',
     'JobStatus',
     'MissingToolRow',
+    'SamplingRow',
     'ScoreRow',
     'SessionRow',
     'SessionStatus',
     'Store',
+    'TraceRow',
+    'TraceSpanRow',
     'WorkerRow',
     'breakdown_of',
     'check_transition',
@@ -304,6 +311,51 @@ class WorkerRow(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at_us: Mapped[int] = mapped_column(BigInteger)
     heartbeat_at_us: Mapped[int] = mapped_column(BigInteger)
+
+
+class TraceRow(Base):
+    """One trace seen on `POST /v1/traces`: pending until its root span arrives or the wait times out."""
+
+    __tablename__ = 'traces'
+
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # pending, ingested, rejected
+    span_count: Mapped[int] = mapped_column(Integer)
+    root_seen: Mapped[bool] = mapped_column(Boolean)  # its root span (no parent) has arrived
+    first_seen_us: Mapped[int] = mapped_column(BigInteger)
+    updated_at_us: Mapped[int] = mapped_column(BigInteger)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index('ix_traces_status_first_seen', 'status', 'first_seen_us'),)
+
+
+class TraceSpanRow(Base):
+    """A buffered span (`traces.Span.to_json()`), kept until its trace is built."""
+
+    __tablename__ = 'trace_spans'
+
+    trace_id: Mapped[str] = mapped_column(String(32), ForeignKey('traces.trace_id', ondelete='CASCADE'), primary_key=True)
+    span_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    span: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class SamplingRow(Base):
+    """The sampler's decision on a session made from a trace (sampled or not, and why)."""
+
+    __tablename__ = 'session_sampling'
+
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey('sessions.session_id', ondelete='CASCADE'), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), index=True)
+    agent: Mapped[str | None] = mapped_column(String(255))
+    sampled: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str] = mapped_column(String(16))  # negative, rate, not_sampled, budget
+    detail: Mapped[str] = mapped_column(Text)
+    judge_calls: Mapped[int] = mapped_column(Integer)
+    judges: Mapped[list[str]] = mapped_column(JSON)
+    evaluation_id: Mapped[str | None] = mapped_column(String(36))
+    decided_at_us: Mapped[int] = mapped_column(BigInteger)
+
+    __table_args__ = (Index('ix_session_sampling_sampled_decided', 'sampled', 'decided_at_us'),)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,161 @@
+"""Agent traces: `POST /v1/traces` (OTLP/HTTP, protobuf or JSON), and `GET /api/v1/traces[/{trace_id}]`.
+
+Point any OpenTelemetry OTLP/HTTP exporter (Logfire included) at the service's base URL: the exporter
+appends `/v1/traces` itself. The answer is the OTLP `ExportTraceServiceResponse`, in the request's
+encoding; spans refused (malformed, or late for a trace already built) are counted in
+`partial_success` with the reasons, and the rest are kept. A body that is not an OTLP request at all
+is a 400 (exporters do not retry it). The route needs the token like every write. How spans become
+sessions and which are judged: `trace_ingest`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
+from pydantic import BaseModel
+from sqlalchemy import func, select
+
+from ...traces import spans_from_otlp_json, spans_from_protobuf
+from ..guard import OTLP_TRACES_PATH
+from ..schemas import Limit, Offset
+from ..state import State, Writer
+from ..store import SamplingRow, Store, TraceRow
+from ..trace_ingest import ingest_spans
+
+__all__ = ('router',)
+
+router = APIRouter(tags=['traces'])
+
+_PROTOBUF = 'application/x-protobuf'
+_MAX_MESSAGES = 10
+
+
+class SamplingOut(BaseModel):
+    """The sampler's decision on one session made from a trace."""
+
+    session_id: str
+    agent: str | None
+    sampled: bool
+    reason: str
+    detail: str
+    judge_calls: int
+    judges: list[str]
+    evaluation_id: str | None
+    decided_at_us: int
+
+
+class TraceOut(BaseModel):
+    trace_id: str
+    status: str
+    span_count: int
+    root_seen: bool
+    first_seen_us: int
+    updated_at_us: int
+    error: str | None
+    runs: list[SamplingOut]
+
+
+class TracePage(BaseModel):
+    items: list[TraceOut]
+    total: int
+    limit: int
+    offset: int
+
+
+@router.post(OTLP_TRACES_PATH, summary='OTLP/HTTP trace export (protobuf or JSON)')
+async def export_traces(request: Request, user: Writer, state: State) -> Response:
+    body = await request.body()
+    media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
+    protobuf = media == _PROTOBUF
+    if protobuf:
+        spans, errors = spans_from_protobuf(body, source='POST /v1/traces')
+        if errors and errors[0].field is None and not spans:
+            raise HTTPException(400, errors[0].message)
+    else:
+        try:
+            data = json.loads(body or b'null')
+        except ValueError as e:
+            raise HTTPException(400, f'not JSON: {e}') from None
+        spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0)
+        if errors and errors[0].field in (None, 'resourceSpans') and not spans:
+            raise HTTPException(400, errors[0].message)
+    result = await asyncio.to_thread(ingest_spans, state.store, spans, state.settings, user=user)
+    if result.evaluations:
+        state.wake()
+    rejected = result.rejected + len(errors)
+    messages = [f'{e.field or "request"}: {e.message}' for e in errors] + result.messages
+    return _answer(protobuf, rejected, '; '.join(messages[:_MAX_MESSAGES]))
+
+
+def _answer(protobuf: bool, rejected: int, message: str) -> Response:
+    if protobuf:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        response = ExportTraceServiceResponse()
+        if rejected or message:
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = message
+        return Response(response.SerializeToString(), media_type=_PROTOBUF)
+    body: dict[str, Any] = {}
+    if rejected or message:
+        body['partialSuccess'] = {'rejectedSpans': rejected, 'errorMessage': message}
+    return Response(json.dumps(body), media_type='application/json')
+
+
+@router.get('/api/v1/traces', response_model=TracePage)
+def list_traces(
+    state: State,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    status: Annotated[str | None, Query(pattern='^(pending|ingested|rejected)$')] = None,
+) -> TracePage:
+    with state.store.read() as db:
+        query = select(TraceRow)
+        count = select(func.count()).select_from(TraceRow)
+        if status is not None:
+            query, count = query.where(TraceRow.status == status), count.where(TraceRow.status == status)
+        total = db.scalar(count) or 0
+        rows = list(db.scalars(query.order_by(TraceRow.first_seen_us.desc(), TraceRow.trace_id).limit(limit).offset(offset)))
+    return TracePage(items=[_trace_out(state.store, r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get('/api/v1/traces/{trace_id}', response_model=TraceOut)
+def get_trace(trace_id: Annotated[str, Path(min_length=1, max_length=64)], state: State) -> TraceOut:
+    with state.store.read() as db:
+        row = db.get(TraceRow, trace_id.lower())
+    if row is None:
+        raise HTTPException(404, f'trace {trace_id[:40]} not seen')
+    return _trace_out(state.store, row)
+
+
+def _trace_out(store: Store, row: TraceRow) -> TraceOut:
+    with store.read() as db:
+        runs = list(
+            db.scalars(select(SamplingRow).where(SamplingRow.trace_id == row.trace_id).order_by(SamplingRow.decided_at_us))
+        )
+    return TraceOut(
+        trace_id=row.trace_id,
+        status=row.status,
+        span_count=row.span_count,
+        root_seen=row.root_seen,
+        first_seen_us=row.first_seen_us,
+        updated_at_us=row.updated_at_us,
+        error=row.error,
+        runs=[
+            SamplingOut(
+                session_id=r.session_id,
+                agent=r.agent,
+                sampled=r.sampled,
+                reason=r.reason,
+                detail=r.detail,
+                judge_calls=r.judge_calls,
+                judges=list(r.judges),
+                evaluation_id=r.evaluation_id,
+                decided_at_us=r.decided_at_us,
+            )
+            for r in runs
+        ],
+    )
