@@ -61,11 +61,15 @@ class InputError(ValueError):
 def validate(
     old_prompt: Annotated[
         str | None,
-        typer.Option('--old-prompt', help='Old prompt: a prompts module (dotted or .py), YAML components, or a text file.'),
+        typer.Option(
+            '--old-prompt',
+            help='Old prompt: a prompts module (dotted or .py, also in a git worktree), YAML components, a text file, '
+            "or an optimizer run's prompts.py/.yaml/.txt.",
+        ),
     ] = None,
     new_prompt: Annotated[str | None, typer.Option('--new-prompt', help='New prompt, same forms as --old-prompt.')] = None,
     agent: Annotated[
-        str | None, typer.Option('--agent', help='MODULE:FACTORY returning a pydantic-ai Agent or an AgentRunner.')
+        str | None, typer.Option('--agent', help='MODULE:FACTORY: an Agent, an AgentRunner, or a factory taking the prompt.')
     ] = None,
     dataset: Annotated[
         Path | None, typer.Option('--dataset', help='JSONL of queries ({query_id, query} lines or full records).')
