@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from .evaluators.base import Judge
+from .evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
 
 __all__ = (
     'AGNOSTIC_CHECKS',
@@ -66,6 +67,9 @@ class Profile:
     description: str
     checks: tuple[str, ...]
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # failure mode -> prompt components a fix goes into, for the optimizer (`sensei_eval.routing`); None:
+    # this kind of agent has no known section names, so the optimizer routes failures lexically
+    component_map: Mapping[str, tuple[str, ...]] | None = None
 
     def skip_reason(self, judge: Judge) -> str | None:
         """Why this profile does not run `judge` (None: it runs). Only deterministic checks are filtered."""
@@ -93,6 +97,9 @@ BUILTIN_PROFILES: dict[str, Profile] = {
             name='docs-agent',
             description='A documentation-research agent: docs lookups, pinned versions, <source> citations, no chat filler.',
             checks=(*AGNOSTIC_CHECKS, *_DOCS_AGENT_CHECKS),
+            # the failure-mode table's components are this agent's prompt sections; the registry keeps the
+            # mapping current (a mode registered at runtime with components is in it)
+            component_map=_REGISTRY_COMPONENTS,
         ),
         Profile(
             name='tarsy',

@@ -22,15 +22,18 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.optimize.agent import PydanticAIRunner, Query, load_queries, load_runner
 from sensei_eval.optimize.components import ComponentsError, PromptComponents, load_components
-from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
+from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer, split_queries, validation_test
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.scripted import ScriptedLM
 from sensei_eval.optimize.variants import VariantGenerator
 from sensei_eval.profiles import BUILTIN_PROFILES
 from sensei_eval.records import QueryRecord
 
+ROOT = Path(__file__).resolve().parents[1]
+
 CITE_RULE = 'Cite every claim with <source ref="..."> tags that quote a snippet.'
 NO_GREETING_RULE = 'No greetings or filler: your reader is another agent.'
+NOOP = 'Be concise and precise.'
 
 COMPONENTS = PromptComponents.from_mapping(
     {
@@ -39,25 +42,33 @@ COMPONENTS = PromptComponents.from_mapping(
         'CITATIONS': 'Mention where facts come from.',
     }
 )
-# a documentation agent's queries: its conventions (citations, no greetings) are checked under its profile
-QUERIES = [Query(f'q{i}', f'How do I configure FastAPI feature {i}?', metadata={'profile': 'docs-agent'}) for i in range(1, 5)]
+# a documentation agent's queries: its conventions (citations, no greetings) are checked under its profile;
+# twelve, so that the six held out for validation can show a gain (the exact test's smallest p is 0.5^6)
+QUERIES = [Query(f'q{i}', f'How do I configure FastAPI feature {i}?', metadata={'profile': 'docs-agent'}) for i in range(1, 13)]
+N_TRAIN, N_VAL = 6, 6
 
 
 @dataclass
 class RuleAgent:
-    """An AgentRunner whose run follows the rules its system prompt states (and nothing else)."""
+    """An AgentRunner whose run follows the rules its system prompt states (and nothing else).
+
+    `only_for`: the rules are followed only on these query ids (an agent whose gain does not generalise)."""
 
     prompts: list[str] = field(default_factory=list)
     fail_on: set[str] = field(default_factory=set)
+    only_for: set[str] | None = None
+    query_ids: list[str] = field(default_factory=list)
 
     async def run(self, system_prompt: str, query: Query) -> QueryRecord:
         self.prompts.append(system_prompt)
+        self.query_ids.append(query.query_id)
         if query.query_id in self.fail_on:
             raise RuntimeError('tool server down')
+        follows = self.only_for is None or query.query_id in self.only_for
         answer = 'Set `app.state` in the lifespan handler.'
-        if '<source' in system_prompt:
+        if '<source' in system_prompt and follows:
             answer += ' <source ref="fastapi/lifespan.md">"use the lifespan parameter"</source>'
-        if 'greeting' not in system_prompt.lower():
+        if 'greeting' not in system_prompt.lower() or not follows:
             answer = "Hello! I'd be happy to help. " + answer
         return QueryRecord.model_validate(
             {
@@ -78,14 +89,19 @@ class RuleAgent:
         )  # fmt: skip
 
 
-def proposer(good: dict[str, str], bad: dict[str, str] | None = None) -> ScriptedLM:
-    """A generator LM that proposes, for each component, a worse and (when it has one) a better text."""
+def _section(messages: list[dict[str, Any]]) -> str:
+    return str(messages[-1]['content']).split('Section to rewrite: ')[1].split('\n')[0].strip()
 
-    def respond(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        prompt = messages[-1]['content']
-        name = prompt.split('[[ ## component_name ## ]]')[1].split('[[')[0].strip()
-        variants = [(bad or {}).get(name, f'{name}: be thorough.'), good.get(name, f'{name}: be careful.')]
-        return {'variants': json.dumps(variants)}
+
+def proposer(good: dict[str, str], bad: dict[str, str] | None = None) -> ScriptedLM:
+    """A generator LM that proposes, for each component, first a worse text and then (when it has one) a better
+    one: one variant per call, as the generator asks."""
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        name = _section(messages)
+        again = 'Already proposed' in messages[-1]['content']
+        text = good.get(name, f'{name}: be careful.') if again else (bad or {}).get(name, f'{name}: be thorough.')
+        return json.dumps({'variant': text})
 
     return ScriptedLM(respond)
 
@@ -101,6 +117,11 @@ def optimizer(tmp_path: Path, lm: ScriptedLM, agent: RuleAgent | None = None, **
         run_dir=tmp_path / 'run',
         config=OptimizeConfig(**{'variants': 2, **config}),
     )
+
+
+def generated_for(lm: ScriptedLM) -> list[str]:
+    """The components the generator was asked about, once per component (in order)."""
+    return list(dict.fromkeys(_section(c) for c in lm.calls))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -193,26 +214,34 @@ def test_load_runner_and_queries_errors(tmp_path: Path) -> None:
 # The sequential loop
 
 
-async def test_better_variant_frozen_worse_not_and_mapping_order(tmp_path: Path) -> None:
+async def test_better_variant_frozen_worse_not_and_routing_order(tmp_path: Path) -> None:
     lm = proposer(good={'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE + ' You research documentation.'})
     opt = optimizer(tmp_path, lm)
     state = await opt.run()
-    # both checks fail on every baseline run; citation_quality maps to CITATIONS, agent_format to IDENTITY;
-    # equal issue counts, so prompt order breaks the tie
+    # both checks fail on every baseline run; the docs-agent profile's map sends citation_quality to CITATIONS and
+    # agent_format to IDENTITY; equal issue counts, so prompt order breaks the tie
+    assert state.routing == 'profile map'
     assert state.order == ['IDENTITY', 'CITATIONS']
+    assert state.components['IDENTITY'].failures == N_TRAIN and state.components['CITATIONS'].failures == N_TRAIN
     assert state.components['CHOOSING_SOURCES'].status == 'skipped'
     assert state.current['IDENTITY'] == NO_GREETING_RULE + ' You research documentation.'
     assert state.current['CITATIONS'] == CITE_RULE
     assert state.components['IDENTITY'].frozen_index == 1  # the better of the two, not the first
     assert state.baseline_score == 0.5 and state.current_score == 1.0
+    assert state.baseline_validation_score == 0.5 and state.current_validation_score == 1.0
+    test = state.components['CITATIONS'].candidates[1].validation
+    assert test is not None and test.accepted and test.pairs == N_VAL and test.p_value < 0.05
     assert state.stopped == 'complete'
+    assert set(state.split.train).isdisjoint(state.split.validation) if state.split else False
     suggestions = json.loads((tmp_path / 'run' / 'suggestions.json').read_text())
     assert [s['current_prompt_section'] for s in suggestions] == ['IDENTITY', 'CITATIONS']
-    assert suggestions[1]['affected_queries'] == ['q1', 'q2', 'q3', 'q4']
+    assert suggestions[1]['affected_queries'] == sorted(state.split.train)
+    assert suggestions[1]['validation_before'] == 0.75 and suggestions[1]['validation_after'] == 1.0
+    assert 'held-out validation queries' in suggestions[1]['expected_improvement']
     assert '+' + CITE_RULE in suggestions[1]['diff']
     assert CITE_RULE in (tmp_path / 'run' / 'prompts.yaml').read_text()
-    # the generator saw the failures of the judges mapped to the component it rewrote
-    cit_prompt = next(c[-1]['content'] for c in lm.calls if 'CITATIONS\n' in c[-1]['content'].split('[[ ## current_text')[0])
+    # the generator saw the failures routed to the component it rewrote
+    cit_prompt = next(c[-1]['content'] for c in lm.calls if _section(c) == 'CITATIONS')
     assert 'citation_check' in cit_prompt and 'greeting_check' not in cit_prompt
 
 
@@ -221,8 +250,23 @@ async def test_worse_variants_are_not_frozen(tmp_path: Path) -> None:
     state = await optimizer(tmp_path, lm).run()
     assert state.current == COMPONENTS.as_dict()
     assert all(state.components[n].frozen_index is None for n in state.order)
-    assert 'kept the current text' in (state.components['CITATIONS'].reason or '')
+    assert 'no variant beat it on train' in (state.components['CITATIONS'].reason or '')
     assert json.loads((tmp_path / 'run' / 'suggestions.json').read_text()) == []
+
+
+async def test_a_train_only_gain_is_rejected_on_validation(tmp_path: Path) -> None:
+    agent = RuleAgent()
+    opt = optimizer(tmp_path, proposer(good={'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE}), agent)
+    agent.only_for = set(opt.split.train)  # the rules help on the training queries only
+    state = await opt.run()
+    assert state.current == COMPONENTS.as_dict()
+    for name in ('IDENTITY', 'CITATIONS'):
+        cs = state.components[name]
+        best = cs.candidates[1]
+        assert best.score is not None and cs.score_before is not None and best.score > cs.score_before  # better on train
+        assert best.validation is not None and not best.validation.accepted
+        assert 'failed validation' in (cs.reason or '') and 'not above margin' in (cs.reason or '')
+    assert state.current_validation_score == state.baseline_validation_score
 
 
 async def test_margin_blocks_a_gain_smaller_than_it(tmp_path: Path) -> None:
@@ -230,14 +274,58 @@ async def test_margin_blocks_a_gain_smaller_than_it(tmp_path: Path) -> None:
     state = await optimizer(tmp_path, lm, margin=0.3).run()
     # each component's fix raises the mean score by 0.25, below the 0.3 margin
     assert state.current == COMPONENTS.as_dict()
+    assert 'not above margin 0.3' in (state.components['IDENTITY'].reason or '')
+
+
+def test_split_is_deterministic_configurable_and_refuses_too_few_queries() -> None:
+    ids = [f'q{i}' for i in range(1, 21)]
+    first, again = split_queries(ids, OptimizeConfig(seed=3)), split_queries(ids, OptimizeConfig(seed=3))
+    assert first == again and len(first.validation) == 10 and set(first.train) | set(first.validation) == set(ids)
+    assert split_queries(ids, OptimizeConfig(seed=4)) != first
+    assert len(split_queries(ids, OptimizeConfig(validation_fraction=0.3)).validation) == 6
+    chosen = split_queries(ids, OptimizeConfig(validation_queries=ids[:7]))
+    assert chosen.validation == ids[:7] and chosen.train == ids[7:]
+    with pytest.raises(ValueError, match='no such query id'):
+        split_queries(ids, OptimizeConfig(validation_queries=['q1', 'nope']))
+    with pytest.raises(ValueError, match=r'too few validation queries: 4 of 8 held out.*at least 5'):
+        split_queries(ids[:8], OptimizeConfig())
+    assert len(split_queries(ids[:8], OptimizeConfig(alpha=0.1)).validation) == 4  # 0.5^4 < 0.1
+
+
+def test_validation_test_is_paired_and_one_sided() -> None:
+    from sensei_eval.optimize.evaluate import PromptEvaluation
+
+    def ev(scores: list[float], errors: int = 0) -> PromptEvaluation:
+        return PromptEvaluation(
+            prompt_version='x', score=sum(scores) / len(scores), per_query={f'v{i}': s for i, s in enumerate(scores)},
+            agent_errors=['e'] * errors,
+        )  # fmt: skip
+
+    before = ev([0.5] * 6)
+    assert validation_test(before, ev([0.5] * 6), alpha=0.05, margin=0.01).p_value == 1.0
+    gain = validation_test(before, ev([1.0] * 6), alpha=0.05, margin=0.01)
+    assert gain.accepted and gain.p_value == pytest.approx(1 / 64)
+    assert not validation_test(before, ev([0.0] * 6), alpha=0.05, margin=0.01).accepted  # worse: never accepted
+    assert not validation_test(before, ev([1.0, 1.0, 0.5, 0.5, 0.5, 0.5]), alpha=0.05, margin=0.01).accepted  # p = 1/4
+    crashes = validation_test(before, ev([1.0] * 6, errors=1), alpha=0.05, margin=0.01)
+    assert not crashes.accepted and 'more errors' in crashes.reason
+
+
+async def test_runs_repeat_the_validation_queries(tmp_path: Path) -> None:
+    agent = RuleAgent()
+    state = await optimizer(tmp_path, proposer(good={}), agent, runs=3, max_components=1).run()
+    baseline = json.loads((tmp_path / 'run' / 'candidates' / 'baseline.json').read_text())
+    assert set(baseline['validation']['per_query']) == set(state.split.validation if state.split else [])
+    assert len(agent.prompts) == N_TRAIN + 3 * N_VAL + 2 * N_TRAIN  # baseline (train once, validation 3x), 2 variants
+    assert state.metric_calls == len(agent.prompts)
 
 
 async def test_budget_stops_the_run(tmp_path: Path) -> None:
     lm = proposer(good={'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE})
-    # baseline costs 8 agent calls; each candidate 8 more; generation 1 call (max 3 reserved)
-    state = await optimizer(tmp_path, lm, budget_calls=20).run()
+    # baseline costs 24 agent calls (12 runs); a train evaluation 12; generation up to 3 calls (2 used)
+    state = await optimizer(tmp_path, lm, budget_calls=45).run()
     assert state.stopped is not None and state.stopped.startswith('budget reached')
-    assert state.model_calls <= 20
+    assert state.model_calls <= 45
     assert state.components['IDENTITY'].status == 'evaluating'
     assert len(state.components['IDENTITY'].candidates) == 1
 
@@ -245,7 +333,7 @@ async def test_budget_stops_the_run(tmp_path: Path) -> None:
 async def test_killed_run_resumes_without_repeating_candidates(tmp_path: Path) -> None:
     good = {'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE}
     agent = RuleAgent()
-    first = optimizer(tmp_path, proposer(good), agent, budget_calls=20)
+    first = optimizer(tmp_path, proposer(good), agent, budget_calls=45)
     await first.run()  # stops inside IDENTITY after one of its two candidates, like a kill after a checkpoint
     runs_before = len(agent.prompts)
     lm = proposer(good)
@@ -253,10 +341,9 @@ async def test_killed_run_resumes_without_repeating_candidates(tmp_path: Path) -
     state = await resumed.run()
     assert state.stopped == 'complete'
     # IDENTITY's variants were reused (no new generation for it); its first candidate was not re-run
-    generated_for = [c[-1]['content'].split('[[ ## component_name ## ]]')[1].split('[[')[0].strip() for c in lm.calls]
-    assert generated_for == ['CITATIONS']
-    # resumed: IDENTITY variant 2 (4 runs) + CITATIONS two variants (8 runs); no baseline again
-    assert len(agent.prompts) - runs_before == 12
+    assert generated_for(lm) == ['CITATIONS']
+    # resumed: IDENTITY variant 2 (train) and its validation, CITATIONS' two variants and a validation; no baseline
+    assert len(agent.prompts) - runs_before == N_TRAIN + N_VAL + 2 * N_TRAIN + N_VAL
     assert state.current == {**COMPONENTS.as_dict(), **good}
 
 
@@ -264,9 +351,10 @@ async def test_agent_errors_are_excluded_and_counted(tmp_path: Path) -> None:
     lm = proposer(good={'CITATIONS': CITE_RULE, 'IDENTITY': NO_GREETING_RULE})
     opt = optimizer(tmp_path, lm, RuleAgent(fail_on={'q4'}), max_components=1)
     state = await opt.run()
-    baseline = json.loads((tmp_path / 'run' / 'candidates' / 'baseline.json').read_text())['evaluation']
-    assert baseline['agent_errors'] == ['q4: agent run failed: RuntimeError: tool server down']
-    assert set(baseline['per_query']) == {'q1', 'q2', 'q3'}
+    baseline = json.loads((tmp_path / 'run' / 'candidates' / 'baseline.json').read_text())
+    side = 'evaluation' if 'q4' in opt.split.train else 'validation'
+    assert baseline[side]['agent_errors'] == ['q4: agent run failed: RuntimeError: tool server down']
+    assert 'q4' not in baseline[side]['per_query']
     assert state.stopped == 'max_components (1) reached'
     assert [n for n in state.order if state.components[n].status == 'done'] == ['IDENTITY']
 
@@ -307,7 +395,7 @@ def test_judge_metric_raises_when_no_judge_scored() -> None:
     assert metric.errors
 
 
-def test_gepa_baseline_runs_on_the_same_components(tmp_path: Path) -> None:
+def test_gepa_learns_on_train_keeps_its_front_on_validation_and_is_held_to_the_same_test(tmp_path: Path) -> None:
     from sensei_eval.optimize.gepa import run_gepa
 
     def reflect(messages: list[dict[str, Any]]) -> str:
@@ -323,6 +411,8 @@ def test_gepa_baseline_runs_on_the_same_components(tmp_path: Path) -> None:
 
     reflection = ScriptedLM(reflect)
     agent = RuleAgent()
+    config = OptimizeConfig(seed=0)
+    split = split_queries([q.query_id for q in QUERIES], config)
     result = run_gepa(
         COMPONENTS,
         agent,
@@ -330,13 +420,20 @@ def test_gepa_baseline_runs_on_the_same_components(tmp_path: Path) -> None:
         make_judges(['greeting_check', 'citation_check']),
         None,
         reflection_lm=reflection,
-        max_metric_calls=40,
+        max_metric_calls=60,
         run_dir=tmp_path / 'gepa',
         seed=0,
+        config=config,
     )
+    assert result.train == split.train and result.validation_queries == split.validation
+    # GEPA first scores the seed prompt on its valset: exactly the validation queries
+    assert sorted(agent.query_ids[:N_VAL]) == sorted(split.validation)
     assert result.baseline_score == 0.5
     assert result.best_score is not None and result.best_score > 0.5
-    assert result.metric_calls <= 40 + len(QUERIES)
+    assert result.validation is not None and result.validation.pairs == N_VAL
+    assert result.accepted == result.validation.accepted
+    assert (result.components != COMPONENTS.as_dict()) == result.accepted
+    assert result.metric_calls <= 60 + len(QUERIES)
     assert set(result.components) == set(COMPONENTS.names)
     assert reflection.calls, 'GEPA asked the reflection LM for new component texts'
 
@@ -347,7 +444,7 @@ def test_state_file_is_valid_after_run(tmp_path: Path) -> None:
     lm = proposer(good={'CITATIONS': CITE_RULE})
     asyncio.run(optimizer(tmp_path, lm, max_components=1).run())
     state = OptimizeState.model_validate_json((tmp_path / 'run' / 'state.json').read_text())
-    assert state.metric_calls == len(QUERIES) * 3  # baseline + two candidates
+    assert state.metric_calls == N_TRAIN + N_VAL + 2 * N_TRAIN  # baseline on both sides + two candidates on train
 
 
 class _Killed(BaseException):
@@ -366,8 +463,8 @@ async def test_run_killed_mid_candidate_resumes_from_its_last_checkpoint(tmp_pat
                 raise _Killed
             return await super().run(system_prompt, query)
 
-    # baseline (4 runs) + IDENTITY variant 1 (4 runs) + 2 runs into variant 2, then the process dies
-    agent = DiesAfter(limit=10)
+    # baseline (12 runs) + IDENTITY variant 1 (6 runs) + 2 runs into variant 2, then the process dies
+    agent = DiesAfter(limit=20)
     with pytest.raises(_Killed):
         await optimizer(tmp_path, proposer(good), agent).run()
     saved = OptimizeState.model_validate_json((tmp_path / 'run' / 'state.json').read_text())
@@ -379,10 +476,9 @@ async def test_run_killed_mid_candidate_resumes_from_its_last_checkpoint(tmp_pat
     state = await optimizer(tmp_path, lm, survivor).run()
     assert state.stopped == 'complete'
     assert state.current == {**COMPONENTS.as_dict(), **good}
-    # only IDENTITY's unfinished variant (4 runs) and CITATIONS' two (8 runs) ran again; no baseline
-    assert len(survivor.prompts) == 12
-    generated_for = [c[-1]['content'].split('[[ ## component_name ## ]]')[1].split('[[')[0].strip() for c in lm.calls]
-    assert generated_for == ['CITATIONS'], 'IDENTITY reused the variants saved before the kill'
+    # only IDENTITY's unfinished variant and its validation, CITATIONS' two and a validation ran; no baseline
+    assert len(survivor.prompts) == N_TRAIN + N_VAL + 2 * N_TRAIN + N_VAL
+    assert generated_for(lm) == ['CITATIONS'], 'IDENTITY reused the variants saved before the kill'
 
 
 def test_load_queries_reads_records_and_query_lines_in_one_file(tmp_path: Path) -> None:
@@ -393,3 +489,110 @@ def test_load_queries_reads_records_and_query_lines_in_one_file(tmp_path: Path) 
     assert [q.query_id for q in queries] == ['docs-001', 'docs-002', 'x1']
     assert queries[1].expected_tool_calls, 'a full record keeps its expected tool calls'
     assert [(e.line, e.field, e.message) for e in errors] == [(4, 'messages', 'the message history is empty')]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The example: a change found from judge feedback alone, validated and kept; a no-op never
+
+
+def _noop_then(lm: ScriptedLM) -> ScriptedLM:
+    """The example's proposer, but its first answer for each component is a variant that changes nothing."""
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        if 'Already proposed' not in messages[-1]['content']:
+            current = messages[-1]['content'].split('Current text:\n')[1].split('\n\nFailure examples:')[0]
+            return json.dumps({'variant': f'{current}\n{NOOP}'})
+        return str(lm.respond(messages))
+
+    return ScriptedLM(respond)
+
+
+@pytest.mark.parametrize('seed', range(5))
+async def test_example_keeps_a_fix_found_from_failures_and_never_a_no_op(tmp_path: Path, seed: int) -> None:
+    from examples.docs_agent.agent import make_agent
+    from examples.docs_agent.proposer import proposer_lm
+
+    queries, _ = load_queries(ROOT / 'examples' / 'docs_agent' / 'queries.jsonl')
+    lm = _noop_then(proposer_lm())
+    opt = SequentialOptimizer(
+        load_components('examples.docs_agent.prompts'), PydanticAIRunner(make_agent()), queries, make_judges(['checks']),
+        None, VariantGenerator(lm), tmp_path / 'run', OptimizeConfig(variants=2, seed=seed, max_components=1),
+    )  # fmt: skip
+    state = await opt.run()
+    identity = state.components['IDENTITY']
+    assert state.order[0] == 'IDENTITY'
+    noop = identity.candidates[0]
+    assert noop.text.endswith(NOOP) and noop.score == state.baseline_score  # the no-op changes no run
+    assert noop.validation is None  # it did not beat the current text on train, so it was never a contender
+    assert identity.frozen_index == 1, identity.reason
+    kept = state.current['IDENTITY']
+    assert NOOP not in kept and 'start with the answer' in kept  # written from greeting_check's suggested_fix
+    test = identity.candidates[1].validation
+    assert test is not None and test.accepted and test.p_value < 0.05
+    assert state.current_validation_score is not None and state.baseline_validation_score is not None
+    assert state.current_validation_score > state.baseline_validation_score
+
+
+async def test_only_no_op_variants_freeze_nothing(tmp_path: Path) -> None:
+    def respond(messages: list[dict[str, Any]]) -> str:
+        current = messages[-1]['content'].split('Current text:\n')[1].split('\n\nFailure examples:')[0]
+        n = messages[-1]['content'].count('\n- ', messages[-1]['content'].find('Already proposed'))
+        return json.dumps({'variant': f'{current}\n{NOOP}' + ' Really.' * n})
+
+    state = await optimizer(tmp_path, ScriptedLM(respond)).run()
+    assert state.accepted == [] and state.current == COMPONENTS.as_dict()
+    assert all('no variant beat it on train' in (state.components[n].reason or '') for n in state.order)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The variant generator
+
+
+class _LM:
+    """A bare LM callable (no DSPy): answers, or raises, per call; records the response formats asked for."""
+
+    def __init__(self, answers: list[Any], delay: float = 0.0) -> None:
+        self.answers, self.delay, self.formats = answers, delay, []  # type: list[Any]
+
+    def __call__(self, messages: list[dict[str, Any]], **kwargs: Any) -> list[str]:
+        import time
+
+        self.formats.append((kwargs.get('response_format') or {}).get('type'))
+        time.sleep(self.delay)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return [answer]
+
+
+def _generate(lm: Any, n: int = 2, **kwargs: Any) -> Any:
+    return VariantGenerator(lm, **kwargs)(
+        component_name='CITATIONS', current_text='Mention sources.', rest_of_prompt='', failure_examples=['x'], num_variants=n
+    )
+
+
+def test_generator_drops_unusable_answers_and_ends_after_two_in_a_row() -> None:
+    code = json.dumps({'variant': 'def cite(x):\n    return x\nprint(cite(1))'})
+    out = _generate(_LM([json.dumps({'variant': 'Mention sources.'}), code, 'x' * 5000]), n=2)
+    assert out.variants == []
+    assert 'same as the current text' in out.errors[0] and 'code' in out.errors[1]
+    assert out.errors[-1].startswith('two unusable answers in a row')
+    out = _generate(_LM(['{"variant": "Cite sources with <source> tags."}', '{"variant": "Quote a snippet per claim."}']))
+    assert out.variants == ['Cite sources with <source> tags.', 'Quote a snippet per claim.'] and out.errors == []
+
+
+def test_generator_steps_down_to_the_format_the_server_accepts() -> None:
+    lm = _LM([ValueError('422 Unprocessable Entity: response_format.type'), '{"variant": "Cite sources."}'])
+    generator = VariantGenerator(lm)
+    out = generator(component_name='C', current_text='Mention.', rest_of_prompt='', failure_examples=[], num_variants=1)
+    assert out.variants == ['Cite sources.'] and lm.formats == ['json_schema', 'json_object']
+    assert generator.format_in_use == 'json_object'
+
+
+def test_generator_call_time_limit_ends_the_component() -> None:
+    import time
+
+    start = time.perf_counter()
+    out = _generate(_LM(['{"variant": "late"}'] * 3, delay=2.0), n=3, timeout_s=0.2)
+    assert time.perf_counter() - start < 1.5
+    assert out.variants == [] and 'no answer within 0.2 s' in out.errors[0] and len(out.errors) == 1

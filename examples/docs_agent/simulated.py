@@ -9,8 +9,12 @@ its final answer from what they returned. The same prompt and query always give 
 
 Its purpose is to make the loop show *real, repeatable movement* with no key and no network: when the
 optimizer writes a component that states a rule, the runs change in the way the judges look for, and
-the scores move. Whether a real model would follow the same sentence is a separate, empirical question
-that only a run against a real model (`SENSEI_EVAL_AGENT_MODEL`) can answer.
+the scores move. A rule is a concept, not a sentence: each has a small set of phrasings (`RULE_PATTERNS`:
+"cite sources", "include links to the pages you used", "reference the documentation" all mean citing),
+and the whole system prompt is read, so a rule written in any component counts. `RULES` below is one
+phrasing per rule for tests that want a fixed prompt; the example's proposer (`proposer.py`) never sees
+it. Whether a real model would follow the same sentence is a separate, empirical question that only a
+run against a real model (`SENSEI_EVAL_AGENT_MODEL`) can answer.
 
 Rules (name → behaviour with the rule; without it):
 
@@ -69,13 +73,17 @@ __all__ = (
 # ---------------------------------------------------------------------------------------------------
 # Rules: what the script looks for in its instructions
 
-_NEG = r"(?:do not|don't|never|avoid|without|skip|omit|no)"
+_NEG = r"(?:do not|don't|never|avoid|without|skip|omit|no|drop|remove|leave out|cut)"
 
+# Each rule is a concept with several phrasings: what a sentence *means* triggers it, not one wording.
+# The whole system prompt is read, so a rule stated in any component counts.
 RULE_PATTERNS: dict[str, list[str]] = {
     'no_greeting': [
-        rf'{_NEG}\b[^.\n]{{0,40}}\b(?:greet\w*|pleasantries|filler|small talk|chit-?chat|preamble)',
+        rf'{_NEG}\b[^.\n]{{0,40}}\b(?:greet\w*|pleasantries|filler|small talk|chit-?chat|preamble|hello)',
         r'audience is (?:other )?(?:ai )?(?:agents|programs|tools)',
-        r'(?:start|begin|open|lead)\b[^.\n]{0,20}\b(?:directly )?with the answer',
+        r'(?:reader|caller|user) is (?:an(?:other)? )?(?:ai )?(?:agent|program|tool)\b',
+        r'(?:start|begin|open|lead)\b[^.\n]{0,30}\b(?:directly |straight )?with the (?:answer|facts)',
+        r'get (?:straight|right|directly) to the (?:point|answer)',
         r'(?:machine|agent)[- ](?:readable|consumption|consumable)',
     ],
     'pass_version': [
@@ -85,23 +93,30 @@ RULE_PATTERNS: dict[str, list[str]] = {
         r'(?:include|specify|set|provide|forward|supply|use)\b[^.\n]{0,20}`?version`?\s*(?:argument|parameter|param)',
         r'(?:names|mentions|specifies|asks about|gives)\b[^.\n]{0,15}\bversion\b'
         r'[^.\n]{0,60}\b(?:pass|include|set|specify|use|forward)',
+        r'(?:docs|documentation) (?:for|of) the (?:exact |specific |requested )?version',
     ],
     'official_first': [
         r'official (?:docs|documentation|sources?)\b[^.\n]{0,20}\b(?:first|before)',
         r'(?:prefer|start with|begin with|exhaust|consult|try|check)\b[^.\n]{0,30}\bofficial (?:docs|documentation|sources?)',
         r'trust (?:hierarchy|order|ranking)',
         r'(?:community|blog|web search|tavily)\w*\b[^.\n]{0,50}\b(?:last resort|fall ?back|only (?:if|when|after))',
+        r'(?:call|use|consult|start with|begin with|prefer)\b[^.\n]{0,20}\b'
+        r'(?:(?:the )?documentation (?:lookup|tool)|(?:the )?docs tool|context7)',
+        r'(?:look up|read|check)\b[^.\n]{0,20}\b(?:the )?(?:library|framework)\W?s? (?:own )?(?:docs|documentation)\b'
+        r'[^.\n]{0,30}\b(?:first|before)',
     ],
     'state_confidence': [
         r'confidence (?:line|level|rating|statement|score)s?\b',
         r'(?:state|give|communicate|report|include|indicate|express|add|end with)\b[^.\n]{0,40}\bconfidence',
         r'how (?:sure|confident|certain) you are',
+        r'(?:say|note|flag|mark)\b[^.\n]{0,30}\bhow reliable',
     ],
     'decompose': [
         r'(?:split|break|decompose|divide)\b[^.\n]{0,40}\b(?:parts?|sub-?questions?|topics?|pieces)',
         r'(?:answer|research|address|cover|search)\b[^.\n]{0,20}\b(?:each|every|all) (?:parts?|sub-?questions?)\b',
         r'multi-?part (?:questions?|quer(?:y|ies))\b[^.\n]{0,60}\b(?:separately|individually|each|every)',
         r'independent (?:topics|parts|questions|sub-?questions)',
+        r'(?:do not|don\'t|never) (?:skip|ignore|drop) (?:a|any) part',
     ],
     'verify': [
         r'(?:verify|confirm|cross-?check|double-?check|check)\b[^.\n]{0,60}'
@@ -111,6 +126,12 @@ RULE_PATTERNS: dict[str, list[str]] = {
     'cite_sources': [
         r'<source\b',
         r'source tags?\b',
+        r'\bcite\b[^.\n]{0,30}\b(?:sources?|pages?|docs|documentation|claims?|references?)',
+        r'(?:include|add|give|provide)\b[^.\n]{0,20}\b(?:links?|references?|urls?)\b[^.\n]{0,40}'
+        r'\b(?:pages?|sources?|docs|documentation)',
+        r'reference the (?:documentation|docs|sources?|pages?)',
+        r'(?:every|each) (?:claim|statement)\b[^.\n]{0,30}\b(?:cited|sourced|backed by a source)',
+        r'(?:every|each|all) citations?\b',
     ],
     'cite_snippets': [
         r'\b(?:snippets?|quot(?:e|es|ed|ing|ation)|excerpts?|verbatim)\b',
@@ -120,6 +141,7 @@ RULE_PATTERNS: dict[str, list[str]] = {
         r'\b(?:what|which)\b[^.\n]{0,20}\b(?:you )?(?:searched|search(?:es)?|looked|tools?|queries|tried)',
         r'(?:what was|what you) (?:searched|tried|looked)',
         r'searches you (?:made|ran|did)',
+        r'(?:list|report|show)\b[^.\n]{0,20}\b(?:the |your )?(?:tool calls|searches)\b',
     ],
 }
 

@@ -1,16 +1,18 @@
-"""Score one full system prompt: run the agent on the training queries, judge every run, average.
+"""Score one full system prompt: run the agent on a set of queries, judge every run, average.
 
 The metric is the mean judge score over every (query, judge) pair whose judge ran without error;
 errors — agent runs that failed, judges that errored — are excluded from the mean and counted, so a
 prompt that makes the agent crash can never score well by having fewer bad runs to judge. Each
 evaluation also keeps the issues the judges found (the failure examples the variant generator is
 fed) and what it cost in model calls (agent requests + judge requests that were not cache hits), which
-is what the optimizer's budget counts.
+is what the optimizer's budget counts. With `runs` > 1 every query is run that many times; `per_query`
+then averages a query's runs, because the query — not the run — is the unit a paired test compares.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +25,7 @@ from ..models import JudgeModel
 from ..records import QueryRecord
 from ..reports import EvaluationReport
 
-__all__ = ('FailureExample', 'PromptEvaluation', 'evaluate_prompt', 'issue_summary')
+__all__ = ('FailureExample', 'PromptEvaluation', 'base_query_id', 'evaluate_prompt', 'issue_summary')
 
 
 class FailureExample(BaseModel):
@@ -37,6 +39,10 @@ class FailureExample(BaseModel):
 
     def render(self) -> str:
         return f'[{self.judge}] query {self.query_id!r} ("{_clip(self.query, 120)}"): {self.summary}'
+
+    def routing_text(self) -> str:
+        """What lexical routing compares with each component: the judge, the failure mode and the issue."""
+        return f'{self.judge} {self.failure_mode or ""} {self.summary}'
 
 
 class PromptEvaluation(BaseModel):
@@ -73,27 +79,34 @@ async def evaluate_prompt(
     *,
     concurrency: int = 4,
     cache: JudgeCache | None = None,
+    runs: int = 1,
 ) -> tuple[PromptEvaluation, list[EvaluationReport]]:
-    """Run the agent with `system_prompt` on every query, judge the runs, and score the prompt."""
+    """Run the agent with `system_prompt` on every query (`runs` times), judge the runs, score the prompt."""
     done = await run_and_judge(
         system_prompt,
         queries,
         runner,
         judges,
         judge_model,
+        runs=runs,
         agent_concurrency=concurrency,
         judge_concurrency=concurrency,
         cache=cache,
     )
     agent_errors = [str(f.error) for f in done.failed]
-    evaluation = summarise(system_prompt, done.records, done.reports, agent_errors)
+    evaluation = summarise(system_prompt, done.records, done.reports, agent_errors, runs=runs)
     return evaluation, done.reports
 
 
 def summarise(
-    system_prompt: str, records: Sequence[QueryRecord], reports: Sequence[EvaluationReport], agent_errors: Sequence[str]
+    system_prompt: str,
+    records: Sequence[QueryRecord],
+    reports: Sequence[EvaluationReport],
+    agent_errors: Sequence[str],
+    *,
+    runs: int = 1,
 ) -> PromptEvaluation:
-    """The prompt's score and failure examples from its judged runs."""
+    """The prompt's score and failure examples from its judged runs (a query's runs averaged in `per_query`)."""
     scores: list[float] = []
     per_judge: dict[str, list[float]] = {}
     per_query: dict[str, list[float]] = {}
@@ -102,6 +115,7 @@ def summarise(
     judge_errors: list[str] = []
     examples: list[FailureExample] = []
     for report in reports:
+        query_id = base_query_id(report.query_id) if runs > 1 else report.query_id
         for name, result in report.judges.items():
             if result.status != 'ok':  # errored or inconclusive: no verdict to score
                 judge_errors.append(f'{report.query_id}: {name}: {result.status}: {result.error}')
@@ -110,7 +124,7 @@ def summarise(
                 continue
             scores.append(result.score)
             per_judge.setdefault(name, []).append(result.score)
-            per_query.setdefault(report.query_id, []).append(result.score)
+            per_query.setdefault(query_id, []).append(result.score)
             if result.issues:
                 failures[name] = failures.get(name, 0) + len(result.issues)
                 if result.failure_mode:
@@ -118,7 +132,7 @@ def summarise(
             for issue in result.issues:
                 examples.append(
                     FailureExample(
-                        query_id=report.query_id,
+                        query_id=query_id,
                         query=report.query,
                         judge=name,
                         failure_mode=result.failure_mode,
@@ -141,6 +155,11 @@ def summarise(
         agent_calls=agent_calls,
         judge_calls=judge_calls,
     )
+
+
+def base_query_id(record_id: str) -> str:
+    """The query a run's record id belongs to (`q#r2` → `q`; see `agents.run_record_id`)."""
+    return re.sub(r'#r\d+$', '', record_id)
 
 
 def issue_summary(issue: dict[str, Any]) -> str:

@@ -1,10 +1,18 @@
 """The GEPA baseline: `dspy.GEPA` over the same prompt components, judged by the same judges.
 
 `run_gepa` wraps the agent as an `AgentProgram` (one predictor per component), scores it with
-`JudgeMetric(feedback=True)` — issues of the judges mapped to the component GEPA is rewriting — and
-lets GEPA rewrite components round-robin under a budget of metric calls (judged agent runs). It is
-here to compare against the sequential loop at the same budget (`benchmarks/optimizer.py`,
-`--strategy gepa`), not to replace it.
+`JudgeMetric(feedback=True)` — the issues routed to the component GEPA is rewriting, by the same
+routing as the sequential loop — and lets GEPA rewrite components round-robin under a budget of
+metric calls (judged agent runs). It is here to compare against the sequential loop at the same budget
+(`benchmarks/optimizer.py`, `--strategy gepa`), not to replace it.
+
+Like with like: the queries are split exactly as the sequential loop splits them (`split_queries`, same
+config and seed); GEPA learns from the train queries (its reflective minibatches) and keeps its Pareto
+front on the validation queries (its `valset`). Its best candidate is then held to the loop's acceptance
+rule — the one-sided paired sign-flip test against the unchanged prompt over the validation queries
+(`validation_test`, `alpha`, `margin`) — and `GepaResult.components` is that candidate only when it
+passes, else the prompt as it was. Note that GEPA also *chose* its best candidate on those validation
+scores, so its test is the more optimistic of the two.
 
 One difference to know: GEPA scores a run whose agent or judges failed as `failure_score` (0.0), where
 the sequential loop excludes and counts it; `GepaResult.errors` lists every such failure so a low GEPA
@@ -25,18 +33,27 @@ from pydantic import BaseModel, Field
 from ..cache import JudgeCache
 from ..evaluators.base import Judge
 from ..models import JudgeModel
+from ..profiles import Profile
 from ..reports import write_json_atomic
+from ..routing import resolve_routing
 from .agent import AgentRunner, Query
 from .components import PromptComponents, save_components
+from .evaluate import PromptEvaluation
+from .loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
 from .metrics import AgentProgram, JudgeMetric
 
 __all__ = ('GepaResult', 'run_gepa')
 
 
 class GepaResult(BaseModel):
-    baseline_score: float | None
-    best_score: float | None
-    components: dict[str, str]
+    baseline_score: float | None = Field(description='Validation score of the prompt as it was (GEPA valset).')
+    best_score: float | None = Field(description="Validation score of GEPA's best candidate.")
+    components: dict[str, str] = Field(description='The best candidate if it passed the validation test, else the original.')
+    accepted: bool = False
+    validation: ValidationTest | None = None
+    train: list[str] = Field(default_factory=list)
+    validation_queries: list[str] = Field(default_factory=list)
+    routing: str | None = None
     candidates: int
     metric_calls: int
     agent_calls: int
@@ -63,13 +80,28 @@ def run_gepa(
     num_threads: int = 1,
     cache: JudgeCache | None = None,
     adapter: Any = None,
+    config: OptimizeConfig | None = None,
 ) -> GepaResult:
-    """Optimize `components` with dspy.GEPA (round-robin over components); results under `run_dir`."""
+    """Optimize `components` with dspy.GEPA (round-robin over components); results under `run_dir`.
+
+    `config` gives the split, the routing and the acceptance rule, as for the sequential loop (its `seed`
+    is replaced by `seed`)."""
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     run_dir.mkdir(parents=True, exist_ok=True)
+    config = (config or OptimizeConfig()).model_copy(update={'seed': seed})
+    split = split_queries([q.query_id for q in queries], config)
+    by_id = {q.query_id: q for q in queries}
+    profile: Profile = _run_profile(config.profile, queries)
+    routing = resolve_routing(
+        components.names, user_map=config.component_map, profile_map=profile.component_map, profile=profile.name
+    )
     program = AgentProgram(components, runner, queries)
-    trainset = [dspy.Example(query=q.query, query_id=q.query_id).with_inputs('query', 'query_id') for q in queries]
-    metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache)
+
+    def examples(ids: Sequence[str]) -> list[Any]:
+        return [dspy.Example(query=by_id[i].query, query_id=i).with_inputs('query', 'query_id') for i in ids]
+
+    trainset, valset = examples(split.train), examples(split.validation)
+    metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache, profile=profile, routing=routing)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
     # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar)
     proposer = InstructionProposer(adapter=adapter) if adapter is not None else None
@@ -87,14 +119,27 @@ def run_gepa(
         num_threads=num_threads,
     )
     with dspy.context(lm=reflection_lm):
-        optimized = optimizer.compile(program, trainset=trainset, valset=trainset)
+        optimized = optimizer.compile(program, trainset=trainset, valset=valset)
     details = optimized.detailed_results
     scores = list(details.val_aggregate_scores)
     best = optimized.current_components()
+    best_idx = int(getattr(details, 'best_idx', 0) or 0)
+    subscores = list(getattr(details, 'val_subscores', []) or [])
+    test: ValidationTest | None = None
+    if subscores and best_idx != 0:
+        before, after = (_as_evaluation(subscores[i], split.validation) for i in (0, best_idx))
+        test = validation_test(before, after, alpha=config.alpha, margin=config.margin)
+    accepted = test is not None and test.accepted
+    kept = best if accepted else components
     result = GepaResult(
         baseline_score=scores[0] if scores else None,
         best_score=max(scores) if scores else None,
-        components=best.as_dict(),
+        components=kept.as_dict(),
+        accepted=accepted,
+        validation=test,
+        train=split.train,
+        validation_queries=split.validation,
+        routing=routing.describe(),
         candidates=len(details.candidates),
         metric_calls=int(getattr(details, 'total_metric_calls', None) or metric.calls),
         agent_calls=program.agent_requests,
@@ -102,6 +147,15 @@ def run_gepa(
         reflection_calls=len(getattr(reflection_lm, 'history', []) or []) - calls_before,
         errors=list(metric.errors),
     )
-    save_components(best, components, run_dir)
+    save_components(kept, components, run_dir)
     write_json_atomic(run_dir / 'gepa_result.json', result.model_dump_json(indent=2))
     return result
+
+
+def _as_evaluation(subscores: Any, validation_ids: Sequence[str]) -> PromptEvaluation:
+    """GEPA's per-instance validation scores of one candidate as a `PromptEvaluation` (per query id), so the
+    loop's `validation_test` applies. GEPA scores failed runs 0.0, so there are no errors to count here."""
+    items = subscores.items() if isinstance(subscores, dict) else enumerate(subscores)
+    per_query = {validation_ids[int(i)]: float(v) for i, v in items if v is not None and int(i) < len(validation_ids)}
+    mean = sum(per_query.values()) / len(per_query) if per_query else None
+    return PromptEvaluation(prompt_version='gepa', score=mean, n_scores=len(per_query), per_query=per_query)

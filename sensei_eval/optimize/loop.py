@@ -1,23 +1,31 @@
-"""The sequential component optimizer (DSPy): one component at a time.
+"""The sequential component optimizer (DSPy): one component at a time, kept only when it generalises.
 
-    baseline: evaluate the prompt as it is
-    order the components by how many issues their mapped judges found (the failure-mode table's mapping)
-    for each component, in that order:
-        generate N variants (DSPy, fed with the failure examples of the judges mapped to it)
+    split the queries: train (failure examples, candidate search) and validation (acceptance)
+    baseline: evaluate the prompt as it is, on both
+    route every failure the judges found on train to a prompt component (`sensei_eval.routing`:
+        the user's map, else the agent profile's map, else lexical similarity)
+    for each component with failures, most first:
+        generate N variants (DSPy, fed with the failure examples routed to it)
         evaluate every full prompt = frozen components + one variant on the training queries
-        keep the best variant only if it beats the current text by `margin`; freeze; next
+        the best variant, if it beats the current text on train, is run on the validation queries
+        (`runs` times each) and frozen only if a paired one-sided sign-flip test over the validation
+        queries says it beats the current text there (p < `alpha`, mean gain > `margin`) with no
+        more errors; else the component stays as it is
 
-Components whose judges found nothing are not visited (there is nothing to learn from) unless
-`all_components` is set; the run folder says why each was skipped.
+The train score picks a candidate; only the validation test accepts one, so a variant that changes
+nothing, or helps only the queries it was written from, is not frozen. With too few validation queries
+no gain can reach `alpha` (the exact one-sided test's smallest p is 0.5^n): the run refuses to start
+and says so. Components with no routed failure are not visited unless `all_components` is set; the
+run folder says why each was skipped.
 
 Budget: `budget_calls` counts model calls (agent requests, judge requests that missed the cache, and
 variant-generator requests); before each step the loop checks the step's expected cost — the cost of
-the last evaluation — against what is left, so it stops *before* overspending. `max_metric_calls`
-counts judged agent runs (one per query per evaluated prompt), the unit DSPy's GEPA budgets in.
-`max_components` caps the components visited.
+the last evaluation of that kind — against what is left, so it stops *before* overspending.
+`max_metric_calls` counts judged agent runs (one per query and run per evaluated prompt), the unit
+DSPy's GEPA budgets in. `max_components` caps the components visited.
 
 Everything is saved under the run folder as it happens — `state.json` (rewritten atomically after
-every candidate), `candidates/<component>/<k>.json` (the variant, its full prompt, its evaluation and
+every candidate), `candidates/<component>/<k>.json` (the variant, its full prompt, its evaluations and
 cost), `candidates/baseline.json` — so a killed run resumed with the same folder continues where it
 stopped: generated variants are reused, evaluated candidates are not re-run. At the end it writes
 `suggestions.json` (`PromptSuggestion`s, for a human to review: nothing is applied to the
@@ -28,11 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
+import math
 import random
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -40,9 +50,10 @@ from pydantic import BaseModel, Field
 
 from ..cache import JudgeCache
 from ..evaluators.base import Judge
-from ..evaluators.registry import COMPONENTS
 from ..models import JudgeModel
+from ..profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
 from ..reports import write_json_atomic
+from ..routing import Routing, RoutingError, resolve_routing
 from .agent import AgentRunner, Query
 from .components import PromptComponents, save_components, section_diff
 from .evaluate import FailureExample, PromptEvaluation, evaluate_prompt
@@ -55,7 +66,12 @@ __all__ = (
     'OptimizeState',
     'PromptSuggestion',
     'SequentialOptimizer',
+    'Split',
+    'ValidationTest',
     'order_components',
+    'route_failures',
+    'split_queries',
+    'validation_test',
 )
 
 T = TypeVar('T')
@@ -63,7 +79,7 @@ T = TypeVar('T')
 # How many failure examples the generator sees per component: enough to show a pattern, few enough
 # to keep its prompt small for a local model.
 MAX_FAILURE_EXAMPLES = 8
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class PromptSuggestion(BaseModel):
@@ -77,11 +93,14 @@ class PromptSuggestion(BaseModel):
     diff: str = ''
     score_before: float | None = None
     score_after: float | None = None
+    validation_before: float | None = None
+    validation_after: float | None = None
+    p_value: float | None = None
 
 
 class OptimizeConfig(BaseModel):
     variants: int = Field(3, ge=1)
-    margin: float = Field(0.01, ge=0.0)
+    margin: float = Field(0.01, ge=0.0, description='A frozen variant must gain more than this on validation (mean).')
     budget_calls: int | None = Field(None, ge=1)
     max_metric_calls: int | None = Field(None, ge=1)
     max_components: int | None = Field(None, ge=1)
@@ -90,29 +109,71 @@ class OptimizeConfig(BaseModel):
     concurrency: int = Field(4, ge=1)
     judges: list[str] = Field(default_factory=list)
     query_ids: list[str] = Field(default_factory=list)
+    validation_fraction: float = Field(0.5, gt=0.0, lt=1.0, description='Share of the queries held out for acceptance.')
+    validation_queries: list[str] | None = Field(
+        None, description='Query ids held out for acceptance (overrides validation_fraction); the rest are train.'
+    )
+    runs: int = Field(1, ge=1, description='Agent runs per validation query (the paired test averages them).')
+    alpha: float = Field(0.05, gt=0.0, lt=1.0, description='Significance level of the one-sided paired validation test.')
+    component_map: dict[str, list[str]] | None = Field(
+        None, description='Failure mode -> component names; None: the profile map, else lexical routing.'
+    )
+    profile: str | None = Field(
+        None, description='Agent profile whose component map to use (default: the profile the queries name).'
+    )
+    generator_timeout_s: float = Field(60.0, gt=0.0, description='Time limit of one variant-generator call.')
+    generator_max_tokens: int = Field(400, ge=16, description='Output token limit of one variant-generator call.')
+
+
+class Split(BaseModel):
+    """Which queries the loop learns from and which it accepts changes on."""
+
+    train: list[str]
+    validation: list[str]
+
+
+class ValidationTest(BaseModel):
+    """The acceptance test of one candidate against the current text on the validation queries."""
+
+    pairs: int
+    mean_before: float | None
+    mean_after: float | None
+    delta: float | None
+    p_value: float
+    alpha: float
+    margin: float
+    errors_before: int
+    errors_after: int
+    accepted: bool
+    reason: str
 
 
 class CandidateResult(BaseModel):
     component: str
     index: int
     text: str
-    score: float | None
+    score: float | None = Field(description='Mean judge score on the training queries.')
     model_calls: int
     errors: int
     path: str
+    validation_score: float | None = None
+    validation: ValidationTest | None = None
 
 
 class ComponentState(BaseModel):
     name: str
     status: Literal['pending', 'evaluating', 'done', 'skipped'] = 'pending'
     reason: str | None = None
-    failures: int = 0
+    failures: int = Field(0, description='Failures (issues) found on train that the routing sent to this component.')
+    failure_queries: dict[str, list[str]] = Field(default_factory=dict, description='Judge -> train query ids, routed here.')
     variants: list[str] | None = None
     generator_calls: int = 0
     generator_errors: list[str] = Field(default_factory=list)
     candidates: list[CandidateResult] = Field(default_factory=list)
-    score_before: float | None = None
+    score_before: float | None = Field(None, description='Train score before this component was visited.')
     score_after: float | None = None
+    validation_before: float | None = None
+    validation_after: float | None = None
     frozen_index: int | None = None
 
 
@@ -122,19 +183,39 @@ class OptimizeState(BaseModel):
     source: str
     original: dict[str, str]
     current: dict[str, str]
+    split: Split | None = None
+    routing: str | None = Field(None, description="'user map', 'profile map' or 'lexical'.")
+    routing_detail: str | None = None
+    unrouted_failures: int = 0
     order: list[str] = Field(default_factory=list)
     components: dict[str, ComponentState] = Field(default_factory=dict)
-    baseline_score: float | None = None
-    current_score: float | None = None
+    baseline_score: float | None = Field(None, description='Train score of the prompt as it was.')
+    current_score: float | None = Field(None, description='Train score of the prompt with every frozen variant.')
+    baseline_validation_score: float | None = None
+    current_validation_score: float | None = None
     agent_calls: int = 0
     judge_calls: int = 0
     generator_calls: int = 0
     metric_calls: int = 0
+    notes: list[str] = Field(default_factory=list)
     stopped: str | None = None
 
     @property
     def model_calls(self) -> int:
         return self.agent_calls + self.judge_calls + self.generator_calls
+
+    @property
+    def train_score(self) -> float | None:
+        return self.current_score
+
+    @property
+    def validation_score(self) -> float | None:
+        return self.current_validation_score
+
+    @property
+    def accepted(self) -> list[str]:
+        """The components whose variant passed the validation test, in the order they were frozen."""
+        return [n for n in self.order if self.components[n].frozen_index is not None]
 
 
 @dataclass
@@ -151,24 +232,50 @@ class SequentialOptimizer:
     config: OptimizeConfig
     cache: JudgeCache | None = None
     on_event: Callable[[str], None] | None = None
+    routing: Routing = field(init=False)
+    split: Split = field(init=False)
 
     def __post_init__(self) -> None:
         self.config = self.config.model_copy(
             update={'query_ids': [q.query_id for q in self.queries], 'judges': [j.name for j in self.judges]}
         )
+        self.split = split_queries([q.query_id for q in self.queries], self.config)
+        profile = _run_profile(self.config.profile, self.queries)
+        try:
+            self.routing = resolve_routing(
+                self.components.names,
+                user_map=self.config.component_map,
+                profile_map=profile.component_map,
+                profile=profile.name,
+            )
+        except RoutingError as e:
+            raise RoutingError(f'{self.components.source}: {e}') from None
+        by_id = {q.query_id: q for q in self.queries}
+        self._train = [by_id[i] for i in self.split.train]
+        self._validation = [by_id[i] for i in self.split.validation]
 
     async def run(self) -> OptimizeState:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         state = self._load_or_start()
-        current_eval = await self._baseline(state)
+        current = await self._baseline(state)
         if state.stopped is None and not state.order:
-            state.order = order_components(self.components, current_eval)
+            texts = state.current
+            routed, unrouted = route_failures(current[0], self.routing, texts)
+            state.routing, state.routing_detail = self.routing.source, self.routing.describe()
+            state.unrouted_failures = len(unrouted)
+            state.order = _order(self.components.names, routed)
             for name in self.components.names:
                 cs = state.components.setdefault(name, ComponentState(name=name))
-                cs.failures = _component_failures(name, current_eval)
+                cs.failures = len(routed.get(name, []))
+                cs.failure_queries = _by_judge(routed.get(name, []))
                 if name not in state.order:
                     cs.status = 'skipped'
-                    cs.reason = 'the failure modes mapped to it had no issue in the baseline runs'
+                    cs.reason = 'no failure found on the training queries was routed to it'
+            self._event(
+                f'routing: {state.routing_detail}; failures per component: '
+                + (', '.join(f'{n} {state.components[n].failures}' for n in state.order) or 'none')
+                + (f'; {len(unrouted)} failure(s) of modes the map does not name were not routed' if unrouted else '')
+            )
             if self.config.all_components:
                 state.order += [n for n in self.components.names if n not in state.order]
                 for n in state.order:
@@ -181,12 +288,12 @@ class SequentialOptimizer:
                 break
             cs = state.components[name]
             if cs.status == 'done':
-                current_eval = self._best_eval(state, name) or current_eval
+                current = self._frozen_evals(state, name) or current
                 continue
             if self.config.max_components is not None and visited >= self.config.max_components:
                 state.stopped = f'max_components ({self.config.max_components}) reached'
                 break
-            current_eval = await self._component(state, cs, current_eval)
+            current = await self._component(state, cs, current)
             visited += 1
         if state.stopped is None:
             state.stopped = 'complete'
@@ -195,32 +302,47 @@ class SequentialOptimizer:
 
     # -- steps -----------------------------------------------------------------------------------------
 
-    async def _baseline(self, state: OptimizeState) -> PromptEvaluation:
+    async def _baseline(self, state: OptimizeState) -> tuple[PromptEvaluation, PromptEvaluation]:
         path = self.run_dir / 'candidates' / 'baseline.json'
         if path.is_file():
-            return PromptEvaluation.model_validate(json.loads(path.read_text())['evaluation'])
-        self._event('baseline: evaluating the prompt as it is')
+            data = json.loads(path.read_text())
+            return PromptEvaluation.model_validate(data['evaluation']), PromptEvaluation.model_validate(data['validation'])
+        self._event(
+            f'baseline: evaluating the prompt as it is on {len(self._train)} train and {len(self._validation)} '
+            f'validation queries ({self.config.runs} run(s) each on validation)'
+        )
         prompt = self._current_components(state).build()
-        evaluation = await self._evaluate(prompt)
-        self._spend(state, evaluation)
-        state.baseline_score = state.current_score = evaluation.score
-        write_json_atomic(path, _dump({'prompt': prompt, 'evaluation': evaluation.model_dump()}))
+        train = await self._evaluate(prompt, self._train, 1)
+        self._spend(state, train, len(self._train))
+        validation = await self._evaluate(prompt, self._validation, self.config.runs)
+        self._spend(state, validation, len(self._validation) * self.config.runs)
+        state.baseline_score = state.current_score = train.score
+        state.baseline_validation_score = state.current_validation_score = validation.score
+        write_json_atomic(
+            path, _dump({'prompt': prompt, 'evaluation': train.model_dump(), 'validation': validation.model_dump()})
+        )
         self._save(state)
         self._event(
-            f'baseline: score {_fmt(evaluation.score)} ({evaluation.errors} error(s), {evaluation.model_calls} model calls)'
+            f'baseline: train {_fmt(train.score)}, validation {_fmt(validation.score)} '
+            f'({train.errors + validation.errors} error(s), {train.model_calls + validation.model_calls} model calls)'
         )
-        return evaluation
+        return train, validation
 
-    async def _component(self, state: OptimizeState, cs: ComponentState, current_eval: PromptEvaluation) -> PromptEvaluation:
+    async def _component(
+        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
+    ) -> tuple[PromptEvaluation, PromptEvaluation]:
         name = cs.name
         cs.status = 'evaluating'
         cs.score_before = state.current_score
+        cs.validation_before = state.current_validation_score
         if cs.variants is None:
-            if self._over_budget(state, self.generator.max_rounds, 0):
+            calls = self.generator.max_calls(self.config.variants)
+            if self._over_budget(state, calls, 0):
                 state.stopped = f'budget reached before generating variants for {name}'
                 self._save(state)
-                return current_eval
-            examples = _failure_examples(name, current_eval, self.config.seed)
+                return current
+            routed, _ = route_failures(current[0], self.routing, state.current)
+            examples = _sample(routed.get(name, []), f'{self.config.seed}:{name}')
             components = self._current_components(state)
             rest = '\n\n'.join(f'## {n}\n{t}' for n, t in components.sections if n != name)
             self._event(f'{name}: generating {self.config.variants} variant(s) from {len(examples)} failure example(s)')
@@ -233,6 +355,11 @@ class SequentialOptimizer:
                 failure_examples=[e.render() for e in examples],
                 num_variants=self.config.variants,
                 seed=self.config.seed,
+                **_supported(
+                    type(self.generator).forward,
+                    timeout_s=self.config.generator_timeout_s,
+                    max_tokens=self.config.generator_max_tokens,
+                ),
             )
             cs.generator_calls = self.generator.lm_calls - before
             state.generator_calls += cs.generator_calls
@@ -241,22 +368,24 @@ class SequentialOptimizer:
             self._save(state)
             if not cs.variants:
                 cs.status = 'done'
-                cs.reason = f'the generator produced no usable variant in {cs.generator_calls} round(s) (its errors: state.json)'
-                cs.score_after = state.current_score
+                why = '; '.join(cs.generator_errors[-2:]) or 'no answer'
+                cs.reason = f'the generator produced no usable variant in {cs.generator_calls} call(s): {why}'
+                cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
+                self._event(f'{name}: {cs.reason}')
                 self._save(state)
-                return current_eval
+                return current
         done = {c.index for c in cs.candidates}
-        est = current_eval.model_calls
+        est = current[0].model_calls
         for k, text in enumerate(cs.variants):
             if k in done:
                 continue
-            if self._over_budget(state, est, len(self.queries)):
+            if self._over_budget(state, est, len(self._train)):
                 state.stopped = f'budget reached while evaluating {name} (variant {k + 1} of {len(cs.variants)})'
                 break
             prompt = self._current_components(state).with_text(name, text).build()
-            self._event(f'{name}: evaluating variant {k + 1}/{len(cs.variants)}')
-            evaluation = await self._evaluate(prompt)
-            self._spend(state, evaluation)
+            self._event(f'{name}: evaluating variant {k + 1}/{len(cs.variants)} on train')
+            evaluation = await self._evaluate(prompt, self._train, 1)
+            self._spend(state, evaluation, len(self._train))
             path = self.run_dir / 'candidates' / _safe(name) / f'{k}.json'
             write_json_atomic(
                 path,
@@ -269,36 +398,70 @@ class SequentialOptimizer:
                 )
             )  # fmt: skip
             self._save(state)
-            self._event(f'{name}: variant {k + 1} scored {_fmt(evaluation.score)} (current {_fmt(state.current_score)})')
+            self._event(f'{name}: variant {k + 1} train {_fmt(evaluation.score)} (current {_fmt(state.current_score)})')
         if state.stopped is not None and len(cs.candidates) < len(cs.variants):
             self._save(state)
-            return current_eval  # unfinished: resumed later, nothing frozen from half a comparison
-        best = max((c for c in cs.candidates if c.score is not None), key=lambda c: (c.score or 0.0, -c.index), default=None)
-        threshold = (state.current_score or 0.0) + self.config.margin
-        if best is not None and best.score is not None and (state.current_score is None or best.score >= threshold):
-            state.current[name] = best.text
-            state.current_score = best.score
-            cs.frozen_index = best.index
-            self._event(f'{name}: froze variant {best.index + 1} ({_fmt(cs.score_before)} -> {_fmt(best.score)})')
-            current_eval = self._best_eval(state, name) or current_eval
-        else:
-            why = 'no variant scored' if best is None else f'best variant {_fmt(best.score)} < {_fmt(threshold)} needed'
-            cs.reason = f'kept the current text: {why}'
-            self._event(f'{name}: {cs.reason}')
+            return current  # unfinished: resumed later, nothing frozen from half a comparison
+        scored = [c for c in cs.candidates if c.score is not None]
+        best = max(scored, key=lambda c: (c.score or 0.0, -c.index), default=None)
+        if best is None or best.score is None or (state.current_score is not None and best.score <= state.current_score):
+            why = 'no variant scored' if best is None else f'no variant beat it on train (best {_fmt(best.score)})'
+            return self._keep(state, cs, current, why)
+        if best.validation is None:
+            if self._over_budget(state, current[1].model_calls, len(self._validation) * self.config.runs):
+                state.stopped = f'budget reached before validating {name} variant {best.index + 1}'
+                self._save(state)
+                return current
+            self._event(f'{name}: validating variant {best.index + 1} on {len(self._validation)} held-out queries')
+            prompt = self._current_components(state).with_text(name, best.text).build()
+            validation = await self._evaluate(prompt, self._validation, self.config.runs)
+            self._spend(state, validation, len(self._validation) * self.config.runs)
+            path = self.run_dir / best.path
+            data = json.loads(path.read_text())
+            data['validation'] = validation.model_dump()
+            best.validation_score = validation.score
+            best.validation = validation_test(current[1], validation, alpha=self.config.alpha, margin=self.config.margin)
+            data['validation_test'] = best.validation.model_dump()
+            write_json_atomic(path, _dump(data))
+            self._save(state)
+        test = best.validation
+        if not test.accepted:
+            return self._keep(state, cs, current, f'variant {best.index + 1} failed validation: {test.reason}')
+        state.current[name] = best.text
+        state.current_score = best.score
+        state.current_validation_score = best.validation_score
+        cs.frozen_index = best.index
+        cs.reason = f'variant {best.index + 1} accepted: {test.reason}'
+        self._event(
+            f'{name}: froze variant {best.index + 1} (train {_fmt(cs.score_before)} -> {_fmt(best.score)}, '
+            f'validation {_fmt(cs.validation_before)} -> {_fmt(best.validation_score)}, p={test.p_value:.4f})'
+        )
+        current = self._frozen_evals(state, name) or current
         cs.status = 'done'
-        cs.score_after = state.current_score
+        cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
         self._save(state)
-        return current_eval
+        return current
 
-    async def _evaluate(self, prompt: str) -> PromptEvaluation:
+    def _keep(
+        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation], why: str
+    ) -> tuple[PromptEvaluation, PromptEvaluation]:
+        cs.reason = f'kept the current text: {why}'
+        cs.status = 'done'
+        cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
+        self._event(f'{cs.name}: {cs.reason}')
+        self._save(state)
+        return current
+
+    async def _evaluate(self, prompt: str, queries: Sequence[Query], runs: int) -> PromptEvaluation:
         evaluation, _ = await evaluate_prompt(
             prompt,
-            self.queries,
+            queries,
             self.runner,
             self.judges,
             self.judge_model,
             concurrency=self.config.concurrency,
             cache=self.cache,
+            runs=runs,
         )
         return evaluation
 
@@ -312,6 +475,8 @@ class SequentialOptimizer:
                 raise ValueError(f'{path}: this run folder optimizes other prompt components; use a new --out')
             if state.config.query_ids != self.config.query_ids or state.config.judges != self.config.judges:
                 raise ValueError(f'{path}: this run folder used other queries or judges; use a new --out')
+            if state.split is not None and state.split != self.split:
+                raise ValueError(f'{path}: this run folder split the queries differently; use a new --out')
             # budgets and limits may be raised on resume; the rest of the config stays as it was
             state.config = state.config.model_copy(
                 update={k: getattr(self.config, k) for k in ('budget_calls', 'max_metric_calls', 'max_components', 'concurrency')}
@@ -325,6 +490,7 @@ class SequentialOptimizer:
             source=self.components.source,
             original=self.components.as_dict(),
             current=self.components.as_dict(),
+            split=self.split,
         )
         self._save(state)
         return state
@@ -335,17 +501,17 @@ class SequentialOptimizer:
             components = components.with_text(name, text)
         return components
 
-    def _best_eval(self, state: OptimizeState, name: str) -> PromptEvaluation | None:
+    def _frozen_evals(self, state: OptimizeState, name: str) -> tuple[PromptEvaluation, PromptEvaluation] | None:
         cs = state.components[name]
         if cs.frozen_index is None:
             return None
-        path = self.run_dir / 'candidates' / _safe(name) / f'{cs.frozen_index}.json'
-        return PromptEvaluation.model_validate(json.loads(path.read_text())['evaluation'])
+        data = json.loads((self.run_dir / 'candidates' / _safe(name) / f'{cs.frozen_index}.json').read_text())
+        return PromptEvaluation.model_validate(data['evaluation']), PromptEvaluation.model_validate(data['validation'])
 
-    def _spend(self, state: OptimizeState, evaluation: PromptEvaluation) -> None:
+    def _spend(self, state: OptimizeState, evaluation: PromptEvaluation, metric_calls: int) -> None:
         state.agent_calls += evaluation.agent_calls
         state.judge_calls += evaluation.judge_calls
-        state.metric_calls += len(self.queries)
+        state.metric_calls += metric_calls
 
     def _over_budget(self, state: OptimizeState, model_calls: int, metric_calls: int) -> bool:
         cfg = self.config
@@ -362,50 +528,127 @@ class SequentialOptimizer:
         save_components(optimized, self.components, self.run_dir)
         suggestions = build_suggestions(state, self.run_dir, [j.name for j in self.judges])
         write_json_atomic(self.run_dir / 'suggestions.json', _dump([s.model_dump() for s in suggestions]))
-        self._event(f'done ({state.stopped}): {len(suggestions)} suggestion(s) in {self.run_dir}/suggestions.json')
+        self._event(
+            f'done ({state.stopped}): train {_fmt(state.baseline_score)} -> {_fmt(state.current_score)}, validation '
+            f'{_fmt(state.baseline_validation_score)} -> {_fmt(state.current_validation_score)}; '
+            f'{len(suggestions)} suggestion(s) in {self.run_dir}/suggestions.json'
+        )
 
     def _event(self, message: str) -> None:
         if self.on_event is not None:
             self.on_event(message)
 
 
-def order_components(components: PromptComponents, evaluation: PromptEvaluation) -> list[str]:
-    """Components whose mapped failure modes had issues, most issues first (ties in prompt order)."""
-    counts = {name: _component_failures(name, evaluation) for name in components.names}
-    failing = [n for n in components.names if counts[n] > 0]
-    return sorted(failing, key=lambda n: (-counts[n], components.names.index(n)))
+def split_queries(query_ids: Sequence[str], config: OptimizeConfig) -> Split:
+    """Train and validation query ids, deterministic by seed; refuses a split whose test cannot accept anything."""
+    ids = list(query_ids)
+    if config.validation_queries is not None:
+        unknown = [i for i in config.validation_queries if i not in ids]
+        if unknown:
+            raise ValueError(f'validation_queries: no such query id(s) in the dataset: {", ".join(unknown)}')
+        held = set(config.validation_queries)
+        split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
+    else:
+        if len(ids) < 2:
+            raise ValueError(f'{len(ids)} query: the optimizer needs queries to learn from and others to validate on')
+        n_val = min(len(ids) - 1, max(1, math.ceil(len(ids) * config.validation_fraction)))
+        shuffled = ids[:]
+        random.Random(f'split:{config.seed}').shuffle(shuffled)
+        held = set(shuffled[:n_val])
+        split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
+    if not split.train:
+        raise ValueError('every query is held out for validation: none is left to learn from')
+    floor = 0.5 ** len(split.validation)
+    if floor >= config.alpha:
+        need = math.floor(math.log(config.alpha) / math.log(0.5)) + 1
+        raise ValueError(
+            f'too few validation queries: {len(split.validation)} of {len(ids)} held out, and with that few the paired '
+            f'test cannot reach alpha={config.alpha} (its smallest p is {floor:.3g}), so no change could ever be accepted; '
+            f'use at least {need} validation queries (more queries, a larger validation_fraction) or a larger alpha'
+        )
+    return split
+
+
+def validation_test(before: PromptEvaluation, after: PromptEvaluation, *, alpha: float, margin: float) -> ValidationTest:
+    """One-sided paired sign-flip test over the validation queries scored on both sides (query = unit)."""
+    pairs = sorted(set(before.per_query) & set(after.per_query))
+    old = [before.per_query[q] for q in pairs]
+    new = [after.per_query[q] for q in pairs]
+    mean_old = sum(old) / len(old) if old else None
+    mean_new = sum(new) / len(new) if new else None
+    delta = None if mean_old is None or mean_new is None else mean_new - mean_old
+    p = _p_better(old, new) if pairs else 1.0
+    if not pairs:
+        accepted, reason = False, 'no validation query was scored on both sides'
+    elif after.errors > before.errors:
+        accepted, reason = False, f'more errors on validation ({after.errors} vs {before.errors})'
+    elif delta is None or delta <= margin:
+        accepted, reason = False, f'mean gain {delta:+.3f} on {len(pairs)} validation queries is not above margin {margin}'
+    elif p >= alpha:
+        accepted, reason = False, f'gain {delta:+.3f} on {len(pairs)} validation queries is within noise (p={p:.4f} >= {alpha})'
+    else:
+        accepted, reason = True, f'gain {delta:+.3f} on {len(pairs)} validation queries, one-sided paired p={p:.4f} < {alpha}'
+    return ValidationTest(
+        pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
+        errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason,
+    )  # fmt: skip
+
+
+def route_failures(
+    evaluation: PromptEvaluation, routing: Routing, components: Mapping[str, str]
+) -> tuple[dict[str, list[FailureExample]], list[FailureExample]]:
+    """The evaluation's failure examples by the component the routing sends them to, and those it sends nowhere."""
+    routed: dict[str, list[FailureExample]] = {}
+    unrouted: list[FailureExample] = []
+    for example in evaluation.failure_examples:
+        targets = routing.route(example.failure_mode, example.routing_text(), components)
+        if not targets:
+            unrouted.append(example)
+        for name in targets:
+            routed.setdefault(name, []).append(example)
+    return routed, unrouted
+
+
+def order_components(components: PromptComponents, evaluation: PromptEvaluation, routing: Routing | None = None) -> list[str]:
+    """Components that failures were routed to, most failures first (ties in prompt order). Lexical routing
+    unless `routing` is given."""
+    routing = routing or resolve_routing(components.names)
+    routed, _ = route_failures(evaluation, routing, components.as_dict())
+    return _order(components.names, routed)
 
 
 def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence[str]) -> list[PromptSuggestion]:
-    """One suggestion per frozen component, with the pattern its judges found and the measured gain."""
+    """One suggestion per frozen component, with the pattern routed to it and the measured train and validation gain."""
     out = []
-    baseline = PromptEvaluation.model_validate(json.loads((run_dir / 'candidates' / 'baseline.json').read_text())['evaluation'])
+    split = state.split or Split(train=state.config.query_ids, validation=[])
     for name in state.order:
         cs = state.components[name]
         if cs.frozen_index is None:
             continue
-        examples = [e for e in baseline.failure_examples if name in COMPONENTS.get(e.failure_mode or '', ())]
-        by_judge: dict[str, set[str]] = {}
-        for e in examples:
-            by_judge.setdefault(e.judge, set()).add(e.query_id)
-        pattern = '; '.join(
-            f'{j} found issues in {len(q)} of {len(baseline.per_query)} runs' for j, q in sorted(by_judge.items())
-        )
-        diff = section_diff(name, state.original[name], state.current[name])
+        by_judge = cs.failure_queries
+        n_train = len(split.train)
+        pattern = '; '.join(f'{j} found issues in {len(q)} of {n_train} training runs' for j, q in sorted(by_judge.items()))
+        test = next((c.validation for c in cs.candidates if c.index == cs.frozen_index), None)
+        p_text = f', one-sided paired sign-flip p={test.p_value:.4f}' if test is not None else ''
         out.append(
             PromptSuggestion(
-                failure_pattern=pattern or 'no mapped judge failures (visited with --all-components)',
+                failure_pattern=pattern or 'no routed failure (visited with --all-components)',
                 affected_queries=sorted({q for qs in by_judge.values() for q in qs}),
                 current_prompt_section=name,
                 suggested_change=state.current[name],
                 expected_improvement=(
-                    f'mean judge score {_fmt(cs.score_before)} -> {_fmt(cs.score_after)} on {len(state.config.query_ids)} '
-                    f'training queries with judges {", ".join(judge_names)} (measured, same queries; validate on held-out '
-                    'queries with `python -m sensei_eval.validate` before applying)'
+                    f'mean judge score on {len(split.train)} training queries {_fmt(cs.score_before)} -> '
+                    f'{_fmt(cs.score_after)}; on {len(split.validation)} held-out validation queries '
+                    f'({state.config.runs} run(s) each) {_fmt(cs.validation_before)} -> {_fmt(cs.validation_after)}'
+                    f'{p_text}; judges {", ".join(judge_names)}. Routing: {state.routing_detail or state.routing}. '
+                    'Check it on your own held-out queries with `sensei-eval validate` before applying.'
                 ),
-                diff=diff,
+                diff=section_diff(name, state.original[name], state.current[name]),
                 score_before=cs.score_before,
                 score_after=cs.score_after,
+                validation_before=cs.validation_before,
+                validation_after=cs.validation_after,
+                p_value=None if test is None else test.p_value,
             )
         )
     return out
@@ -415,16 +658,54 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
 # Helpers
 
 
-def _component_failures(name: str, evaluation: PromptEvaluation) -> int:
-    """Issues found in the failure modes the failure-mode table maps to this component."""
-    return sum(n for mode, n in evaluation.failures_by_mode.items() if name in COMPONENTS.get(mode, ()))
+def _order(names: Sequence[str], routed: Mapping[str, Sequence[FailureExample]]) -> list[str]:
+    failing = [n for n in names if routed.get(n)]
+    return sorted(failing, key=lambda n: (-len(routed[n]), list(names).index(n)))
 
 
-def _failure_examples(name: str, evaluation: PromptEvaluation, seed: int) -> list[FailureExample]:
-    relevant = [e for e in evaluation.failure_examples if name in COMPONENTS.get(e.failure_mode or '', ())]
-    if len(relevant) <= MAX_FAILURE_EXAMPLES:
-        return relevant
-    return random.Random(f'{seed}:{name}').sample(relevant, MAX_FAILURE_EXAMPLES)
+def _by_judge(examples: Sequence[FailureExample]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for e in examples:
+        if e.query_id not in out.setdefault(e.judge, []):
+            out[e.judge].append(e.query_id)
+    return out
+
+
+def _sample(examples: list[FailureExample], key: str) -> list[FailureExample]:
+    if len(examples) <= MAX_FAILURE_EXAMPLES:
+        return examples
+    return random.Random(key).sample(examples, MAX_FAILURE_EXAMPLES)
+
+
+def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:
+    """The profile named in the config, else the one most of the queries name, else the default."""
+    if name is None:
+        named: list[str] = [str(q.metadata['profile']) for q in queries if isinstance(q.metadata.get('profile'), str)]
+        if not named:
+            return DEFAULT_PROFILE
+        name = max(dict.fromkeys(named), key=named.count)
+    try:
+        return resolve_profile(name, BUILTIN_PROFILES)
+    except ProfileError as e:
+        raise ValueError(f'profile: {e}') from None
+
+
+def _p_better(old: Sequence[float], new: Sequence[float]) -> float:
+    """One-sided p of the paired sign-flip test for new > old (the two-sided p halved on an older stats module)."""
+    from ..validate.stats import sign_flip_test
+
+    if 'alternative' in inspect.signature(sign_flip_test).parameters:
+        return float(sign_flip_test(old, new, alternative='better'))  # type: ignore[call-arg,unused-ignore]
+    p = sign_flip_test(old, new)
+    return p / 2 if sum(new) > sum(old) else 1.0
+
+
+def _supported(fn: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments `fn` accepts (a user's own generator may not take the time and token limits)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
 
 
 async def _in_daemon_thread(fn: Callable[..., T], /, **kwargs: Any) -> T:

@@ -4,8 +4,9 @@
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
   optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
-  feedback lists the issues of the judges mapped to component `pred_name` (the failure-mode table's evaluator →
-  component mapping), or every issue when no component is named. A run whose judges all errored has no
+  feedback lists the issues routed to component `pred_name` (`sensei_eval.routing`: the user's map, else the
+  profile's, else lexical similarity to the component texts the run used), or every issue when no
+  component is named. A run whose judges all errored has no
   score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
   memoised per run, so GEPA asking for feedback per component doesn't judge the same run again.
 * `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
@@ -27,18 +28,18 @@ import asyncio
 import hashlib
 import json
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import dspy
 
 from ..cache import JudgeCache
 from ..evaluators.base import Judge, JudgeError
-from ..evaluators.registry import COMPONENTS
 from ..models import JudgeModel
 from ..profiles import DEFAULT_PROFILE, Profile
 from ..records import QueryRecord
 from ..reports import EvaluationReport
+from ..routing import Routing, resolve_routing
 from ..runner import judge_records
 from .agent import AgentRunner, Query, run_query
 from .components import PromptComponents
@@ -72,9 +73,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return _LOOP.run(coro)
 
 
-def judges_for_component(component: str, judges: Sequence[Judge]) -> list[str]:
-    """The judges whose failure mode the failure-mode table maps to `component`."""
-    return [j.name for j in judges if component in COMPONENTS.get(j.failure_mode or '', ())]
+def judges_for_component(component: str, judges: Sequence[Judge], routing: Routing) -> list[str]:
+    """The judges whose failures `routing` can send to `component`: by failure mode with a map, every judge
+    with lexical routing (there, each issue is routed by its own text)."""
+    modes = routing.modes_for(component)
+    return [j.name for j in judges if modes is None or (j.failure_mode or '') in modes]
 
 
 class JudgeMetric:
@@ -88,9 +91,12 @@ class JudgeMetric:
         feedback: bool = False,
         cache: JudgeCache | None = None,
         profile: Profile = DEFAULT_PROFILE,
+        routing: Routing | None = None,
     ) -> None:
         self.judges = list(judges)
         self.profile = profile  # for runs whose query names no profile of its own (metadata.profile)
+        # how issues reach components for feedback; None: the profile's map, else lexical (resolved per run)
+        self.routing = routing
         self.judge_model = judge_model
         self.feedback = feedback
         self.cache = cache
@@ -121,7 +127,8 @@ class JudgeMetric:
         score = sum(scores) / len(scores)
         if not self.feedback:
             return score
-        return dspy.Prediction(score=score, feedback=self.feedback_text(report, pred_name))
+        texts = getattr(pred, 'components', None)
+        return dspy.Prediction(score=score, feedback=self.feedback_text(report, pred_name, texts))
 
     def report(self, record: QueryRecord) -> EvaluationReport:
         """The judges' report on one run, judged once however often it is asked for."""
@@ -130,9 +137,9 @@ class JudgeMetric:
             hit = self._memo.get(key)
         if hit is not None:
             return hit
-        report = run_sync(judge_records(
-            [record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache, profile=self.profile
-        ))[0]
+        report = run_sync(
+            judge_records([record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache, profile=self.profile)
+        )[0]
         with self._lock:
             self.calls += 1
             self.judge_requests += sum(r.requests for r in report.judges.values() if not r.cached)
@@ -141,23 +148,39 @@ class JudgeMetric:
             self._memo[key] = report
         return report
 
-    def feedback_text(self, report: EvaluationReport, component: str | None) -> str:
+    def feedback_text(self, report: EvaluationReport, component: str | None, components: Mapping[str, str] | None = None) -> str:
+        """The judges' findings on one run for the component being rewritten (`components`: the texts the run
+        used, which lexical routing compares each issue with)."""
+        texts = dict(components or {})
+        if component and component not in texts:
+            texts[component] = ''
+        routing = self.routing or resolve_routing(list(texts), profile_map=self.profile.component_map, profile=self.profile.name)
         names = [j.name for j in self.judges]
-        relevant = judges_for_component(component, self.judges) if component else names
-        if component and not relevant:
-            relevant = names  # no judge maps to this component: every finding is context for it
+        modes = {j.name: j.failure_mode for j in self.judges}
         lines = []
-        for name in relevant:
+        for name in names:
             result = report.judges.get(name)
             if result is None:
                 continue
             if result.status != 'ok':
                 lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
-            elif result.issues:
-                lines.extend(f'- {name}: {issue_summary(issue)}' for issue in result.issues)
-            else:
+                continue
+            mode = result.failure_mode or modes.get(name)
+            issues = [
+                issue
+                for issue in result.issues
+                if not component or component in routing.route(mode, f'{name} {mode or ""} {issue_summary(issue)}', texts)
+            ]
+            lines.extend(f'- {name}: {issue_summary(issue)}' for issue in issues)
+            mapped = not component or name in judges_for_component(component, self.judges, routing)
+            if not result.issues and mapped:
                 lines.append(f'- {name}: no issue')
-        head = f'Judged by {", ".join(relevant)}' + (f' (the judges mapped to {component})' if component else '')
+        shown = [n for n in names if any(line.startswith(f'- {n}:') for line in lines)]
+        if not lines:
+            lines.append('- no issue routed to this component')
+        head = f'Judged by {", ".join(shown or names)}' + (
+            f' (the issues routed to {component}: {routing.source})' if component else ''
+        )
         return head + ':\n' + '\n'.join(lines)
 
 
@@ -213,8 +236,10 @@ class AgentProgram(dspy.Module):  # type: ignore[misc]
     def forward(self, query: str, query_id: str | None = None) -> dspy.Prediction:
         components = self.current_components()
         known = self._queries.value.get(query_id) if query_id else None
-        q = known if known is not None and known.query == query else Query(
-            query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query
+        q = (
+            known
+            if known is not None and known.query == query
+            else Query(query_id or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10], query)
         )
         record = run_sync(run_query(self._runner.value, components.build(), q))
         self._usage.add(int(record.metadata.get('agent_requests', 0) or 0))
@@ -223,4 +248,5 @@ class AgentProgram(dspy.Module):  # type: ignore[misc]
         if trace is not None:
             for name in components.names:
                 trace.append((getattr(self, name), {'query': query}, dspy.Prediction(answer=answer)))
-        return dspy.Prediction(answer=answer, record=record)
+        # the component texts this run used: lexical routing of the feedback compares issues with them
+        return dspy.Prediction(answer=answer, record=record, components=components.as_dict())

@@ -1,51 +1,85 @@
-"""The variant generator: a DSPy module that rewrites one prompt component from failure examples.
+"""The variant generator: rewrites one prompt component from the failure examples routed to it.
 
 Input: the component's name and current text, the rest of the prompt (so a variant doesn't repeat or
-contradict the frozen sections), and failure examples — issues that the judges mapped to this
-component found in the current prompt's runs. Output: N distinct rewrites. Duplicates, empty texts
-and copies of the current text are dropped; when fewer than N remain the module asks again (up to
-`max_rounds`), each round with a different `rollout_id` so DSPy's cache doesn't hand back the same
-answer. It never pads with made-up variants: fewer than N distinct answers means fewer candidates.
+contradict the frozen sections), and failure examples — issues the judges found in the current
+prompt's runs that the routing sent to this component. Output: up to N distinct rewrites.
 
-It runs on whatever `dspy.LM` is configured — a hosted model, an OpenAI-compatible server, the
-embedded model — or a scripted LM in tests. `lm_calls` counts the requests it made, for the budget.
+It asks for **one variant per call**, as JSON constrained by a schema (`{"variant": "<text>"}`), with a
+small output limit and a per-call time limit. That is a task a 135M local model can follow: asked for a
+list of rewrites in DSPy's chat format it answered with Python code, round after round, each round
+taking minutes. The schema goes out as OpenAI's `response_format` `json_schema`; a server that rejects
+it (llama-cpp-python's wants `{"type": "json_object", "schema": …}`) is asked that way next, and one
+that rejects both gets a plain request whose answer is parsed leniently. An answer is used only if it
+is a usable variant: not empty, not the current text or an earlier variant, not code, not far longer
+than the component. After a timeout, or two unusable answers in a row, the component ends at once with
+the reasons recorded: a model that cannot do the task is not asked again and again.
+
+It calls whatever DSPy LM it is given (`dspy.LM` for a hosted model or an OpenAI-compatible server, the
+embedded model, or a scripted LM in tests) directly, with chat messages; `lm_calls` counts its requests.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 
-__all__ = ('ProposeVariants', 'VariantGenerator', 'make_dspy_lm')
+__all__ = ('VARIANT_SCHEMA', 'VariantGenerator', 'make_dspy_lm', 'unusable_reason')
 
+ResponseFormat = Literal['auto', 'json_schema', 'json_object', 'none']
 
-class ProposeVariants(dspy.Signature):  # type: ignore[misc]
-    """You improve one section of an AI agent's system prompt. The failure examples are problems that
-    judges found in the agent's runs and that this section is responsible for. Write improved versions
-    of the section that would prevent those failures: keep the section's purpose, keep it concise and
-    concrete (instructions the agent can follow), do not repeat what the rest of the prompt already says,
-    and make each variant a genuinely different approach."""
+VARIANT_SCHEMA: dict[str, Any] = {
+    'type': 'object',
+    'properties': {'variant': {'type': 'string', 'minLength': 1, 'maxLength': 2000}},
+    'required': ['variant'],
+    'additionalProperties': False,
+}
 
-    component_name: str = dspy.InputField(desc='Name of the prompt section to rewrite.')
-    current_text: str = dspy.InputField(desc='The section as it is now.')
-    rest_of_prompt: str = dspy.InputField(desc='The other sections, frozen; for context only.')
-    failure_examples: list[str] = dspy.InputField(desc='Problems the judges found that this section should prevent.')
-    num_variants: int = dspy.InputField(desc='How many distinct rewrites to return.')
-    variants: list[str] = dspy.OutputField(desc='The rewritten section texts, each complete and distinct.')
+INSTRUCTIONS = """You improve one section of an AI agent's system prompt.
+The failure examples are problems judges found in the agent's runs, routed to this section.
+Rewrite the section so the agent avoids those problems: keep its purpose, write plain instructions
+(no code, no markdown headers), stay short, and do not repeat the other sections.
+Answer with JSON only: {"variant": "<the complete rewritten section>"}"""
+
+# What the generator is shown, clipped: a local model has a small context and reads slowly.
+MAX_EXAMPLES = 5
+MAX_EXAMPLE_CHARS = 600
+MAX_REST_CHARS = 1200
 
 
 class VariantGenerator(dspy.Module):  # type: ignore[misc]
-    """N distinct rewrites of one component; see the module docstring."""
+    """Up to N distinct rewrites of one component, one schema-constrained call each; see the module docstring."""
 
-    def __init__(self, lm: Any = None, max_rounds: int = 3, adapter: Any = None) -> None:
+    def __init__(
+        self,
+        lm: Any = None,
+        retries: int = 1,
+        adapter: Any = None,
+        *,
+        timeout_s: float = 60.0,
+        max_tokens: int = 400,
+        response_format: ResponseFormat = 'auto',
+    ) -> None:
         super().__init__()
         self.lm = lm  # None: whatever dspy.configure / dspy.context set
-        self.adapter = adapter  # None: DSPy's default (chat, with a JSON fallback)
-        self.propose = dspy.Predict(ProposeVariants)
-        self.max_rounds = max_rounds
+        # Not used for the calls (they are plain chat messages with a JSON schema); kept so callers that pass
+        # DSPy's adapter for a model still work.
+        self.adapter = adapter
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+        self.response_format: ResponseFormat = response_format
+        # the format the calls use now: auto starts with json_schema and steps down when the server rejects one
+        self.format_in_use: ResponseFormat = 'json_schema' if response_format == 'auto' else response_format
         self.lm_calls = 0
+
+    def max_calls(self, num_variants: int) -> int:
+        """The most calls one component can cost: one per variant plus the retries."""
+        return num_variants + self.retries
 
     def forward(
         self,
@@ -55,33 +89,94 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         failure_examples: Sequence[str],
         num_variants: int,
         seed: int = 0,
+        timeout_s: float | None = None,
+        max_tokens: int | None = None,
     ) -> dspy.Prediction:
+        lm = self.lm or dspy.settings.lm
+        if lm is None:
+            raise ValueError('the variant generator has no LM: pass one or dspy.configure(lm=...)')
+        if hasattr(lm, 'num_retries'):
+            lm = lm.copy(num_retries=0)  # the time limit is per call: no silent retries inside it
+        limit = timeout_s or self.timeout_s
         found: list[str] = []
-        seen = {_norm(current_text)}
         errors: list[str] = []
-        for round_ in range(self.max_rounds):
+        failed_in_a_row = 0
+        for call in range(self.max_calls(num_variants)):
             if len(found) >= num_variants:
                 break
+            messages = _messages(component_name, current_text, rest_of_prompt, failure_examples, found)
             self.lm_calls += 1
             try:
-                with dspy.context(lm=self.lm or dspy.settings.lm, adapter=self.adapter or dspy.settings.adapter):
-                    out = self.propose(
-                        component_name=component_name,
-                        current_text=current_text,
-                        rest_of_prompt=rest_of_prompt,
-                        failure_examples=list(failure_examples),
-                        num_variants=num_variants - len(found),
-                        config={'rollout_id': seed * 1000 + round_, 'temperature': 1.0},
-                    )
-            except Exception as e:  # a malformed answer costs a round, not the run
-                errors.append(f'round {round_ + 1}: {type(e).__name__}: {str(e)[:300]}')
+                text = self._ask(lm, messages, limit, max_tokens or self.max_tokens, rollout=seed * 1000 + call)
+            except TimeoutError:
+                errors.append(f'call {call + 1}: no answer within {limit:g} s; the component ends here')
+                break
+            except Exception as e:  # a failed call costs a call, not the run
+                text = None
+                errors.append(f'call {call + 1}: {type(e).__name__}: {str(e)[:300]}')
+            reason = unusable_reason(text, current_text, found) if text is not None else 'the call failed'
+            if reason is None and text is not None:
+                found.append(text.strip())
+                failed_in_a_row = 0
                 continue
-            for text in _as_texts(out.variants):
-                key = _norm(text)
-                if key and key not in seen:
-                    seen.add(key)
-                    found.append(text.strip())
+            if text is not None:
+                errors.append(f'call {call + 1}: unusable answer ({reason}): {text[:160]!r}')
+            failed_in_a_row += 1
+            if failed_in_a_row >= 2:
+                errors.append('two unusable answers in a row; the component ends here')
+                break
         return dspy.Prediction(variants=found[:num_variants], errors=errors)
+
+    def _ask(self, lm: Any, messages: list[dict[str, str]], timeout_s: float, max_tokens: int, rollout: int) -> str | None:
+        """One call under the time limit; in auto mode a server that rejects the format is asked the next way."""
+        while True:
+            fmt = self.format_in_use
+            kwargs: dict[str, Any] = {'max_tokens': max_tokens, 'temperature': 1.0, 'rollout_id': rollout}
+            if self._pass_timeout:
+                kwargs['timeout'] = timeout_s  # the HTTP client gives up too, so a slow server is not left waiting
+            if fmt == 'json_schema':
+                kwargs['response_format'] = {
+                    'type': 'json_schema',
+                    'json_schema': {'name': 'variant', 'schema': VARIANT_SCHEMA, 'strict': True},
+                }
+            elif fmt == 'json_object':
+                kwargs['response_format'] = {'type': 'json_object', 'schema': VARIANT_SCHEMA}
+            try:
+                outputs = _with_time_limit(lambda kw=kwargs: lm(messages=messages, **kw), timeout_s)
+            except TimeoutError:
+                raise
+            except Exception as e:
+                if self._pass_timeout and isinstance(e, ValueError) and 'custom engine' in str(e):
+                    self._pass_timeout = False  # a DSPy LM with its own engine (scripted): no client settings
+                    continue
+                following = _NEXT_FORMAT.get(fmt) if self.response_format == 'auto' else None
+                if following is not None and _rejects_format(e):
+                    self.format_in_use = following
+                    continue
+                raise
+            return _parse(_first_text(outputs))
+
+    _pass_timeout = True
+
+
+_NEXT_FORMAT: dict[str, ResponseFormat] = {'json_schema': 'json_object', 'json_object': 'none'}
+
+
+def unusable_reason(text: str | None, current_text: str, earlier: Sequence[str]) -> str | None:
+    """Why an answer is not a usable variant (None: it is)."""
+    if text is None or not text.strip():
+        return 'empty'
+    key = _norm(text)
+    if key == _norm(current_text):
+        return 'the same as the current text'
+    if key in {_norm(e) for e in earlier}:
+        return 'the same as an earlier variant'
+    if _looks_like_code(text):
+        return 'code, not prompt text'
+    limit = 3 * len(current_text) + 600
+    if len(text) > limit:
+        return f'too long ({len(text)} characters; at most {limit} for this section)'
+    return None
 
 
 def make_dspy_lm(model: str | None, base_url: str | None = None, api_key: str | None = None) -> Any:
@@ -103,12 +198,99 @@ _LITELLM_PROVIDERS = {'google-gla': 'gemini', 'google-vertex': 'vertex_ai', 'bed
 # Helpers
 
 
-def _as_texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [v if isinstance(v, str) else str(v) for v in value]
-    return []
+def _messages(name: str, current: str, rest: str, examples: Sequence[str], earlier: Sequence[str]) -> list[dict[str, str]]:
+    shown = [_clip(e, MAX_EXAMPLE_CHARS) for e in list(examples)[:MAX_EXAMPLES]]
+    parts = [
+        f'Section to rewrite: {name}',
+        f'Current text:\n{current}',
+        'Failure examples:\n' + ('\n'.join(f'- {e}' for e in shown) or '- (none)'),
+    ]
+    if rest.strip():
+        parts.append(f'Other sections (context only, do not repeat):\n{_clip(rest, MAX_REST_CHARS)}')
+    if earlier:
+        parts.append('Already proposed (write a different one):\n' + '\n'.join(f'- {_tail(e, 400)}' for e in earlier))
+    parts.append('Answer with JSON only: {"variant": "..."}')
+    return [{'role': 'system', 'content': INSTRUCTIONS}, {'role': 'user', 'content': '\n\n'.join(parts)}]
+
+
+def _with_time_limit(fn: Any, timeout_s: float) -> Any:
+    """`fn()` on a daemon thread, waited for at most `timeout_s` (a stuck HTTP call is abandoned, not joined)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box['value'] = fn()
+        except BaseException as e:
+            box['error'] = e
+
+    thread = threading.Thread(target=work, name='sensei-eval-variant', daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f'no answer within {timeout_s:g} s')
+    if 'error' in box:
+        raise box['error']
+    return box.get('value')
+
+
+def _rejects_format(error: BaseException) -> bool:
+    """A server error that says the request's response_format (or its schema) is not supported."""
+    text = f'{type(error).__name__} {error}'.lower()
+    return any(s in text for s in ('response_format', 'json_schema', 'badrequest', '400', '422', 'unprocessable'))
+
+
+def _first_text(outputs: Any) -> str:
+    if isinstance(outputs, list) and outputs:
+        first = outputs[0]
+        if isinstance(first, dict):
+            return str(first.get('text') or '')
+        return str(first)
+    return '' if outputs is None else str(outputs)
+
+
+def _parse(text: str) -> str | None:
+    """The variant from a JSON answer; a non-JSON answer is taken as the text itself (checked for use later)."""
+    stripped = text.strip()
+    if stripped.startswith('```'):
+        stripped = re.sub(r'^```\w*\n?|```$', '', stripped).strip()
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        m = re.search(r'"variant"\s*:\s*"((?:[^"\\]|\\.)*)"', stripped, re.DOTALL)
+        if m:
+            return str(json.loads(f'"{m.group(1)}"'))
+        return text
+    if isinstance(data, dict):
+        value = data.get('variant')
+        return value if isinstance(value, str) else None
+    return data if isinstance(data, str) else None
+
+
+_CODE_LINE = re.compile(
+    r'^\s*(def |class |import |from \S+ import |return\b|print\(|for \w+ in |while |if .*:\s*$'
+    r'|\w+\s*=\s*[\w\[({"\']|#include|\}|function )'
+)
+
+
+def _looks_like_code(text: str) -> bool:
+    if '```' in text:
+        return True
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    code_lines = sum(1 for ln in lines if _CODE_LINE.match(ln))
+    if code_lines >= 2 or (lines and code_lines / len(lines) > 0.5):
+        return True
+    symbols = sum(text.count(c) for c in '{}();=[]')
+    return len(text) > 40 and symbols / len(text) > 0.08
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + '…'
+
+
+def _tail(text: str, n: int) -> str:
+    """One line, and its end when long: a rewrite differs from the current text mostly at the end."""
+    line = ' '.join(text.split())
+    return line if len(line) <= n else '…' + line[-(n - 1) :]
 
 
 def _norm(text: str) -> str:
