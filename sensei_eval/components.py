@@ -180,8 +180,11 @@ class PromptComponents:
         build_prompt = self._build_prompt()
         if build_prompt is None:
             return self.assembly
-        assembly = _infer_assembly(self.names, lambda texts: _build_with_module(self.module, build_prompt, texts))  # type: ignore[arg-type]
-        if assembly is None or assembly.build(self.sections) != self.build():
+        try:
+            assembly = _infer_assembly(self.names, lambda texts: _build_with_module(self.module, build_prompt, texts))  # type: ignore[arg-type]
+            if assembly is None or assembly.build(self.sections) != self.build():
+                return None
+        except Exception:  # a build_prompt() that refuses marker texts has no assembly YAML could record
             return None
         return assembly
 
