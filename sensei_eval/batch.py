@@ -491,8 +491,8 @@ def _answer_for(finished: _Finished, custom_id: str) -> _Answer:
         return answer
     record = finished.record
     notes = '; '.join(finished.errors + finished.problems[:3])
-    if finished.errors:
-        return _Answer.error(503, notes)
+    if finished.errors:  # not a transient status: a judge retry would submit the request again and pay twice
+        return _Answer.error(424, f'{notes}; the batch may still be running: resume with the same run id to collect it')
     if record.status == 'failed':
         return _Answer.error(400, f'batch {record.id} failed validation{": " + notes if notes else ""}')
     if record.status == 'expired':

@@ -188,7 +188,8 @@ class BatchServer:
         for line in (json.loads(x) for x in self.files[batch['input_file_id']][1].splitlines() if x.strip()):
             answer = self.answer(line['url'], line['body'])
             if isinstance(answer, str):
-                response = {'status_code': 200, 'request_id': f'req-{next(self._ids)}', 'body': _completion(line['body'], answer)}
+                build = _response if line['url'] == '/v1/responses' else _completion
+                response = {'status_code': 200, 'request_id': f'req-{next(self._ids)}', 'body': build(line['body'], answer)}
                 outputs.append(
                     json.dumps(
                         {'id': f'resp-{next(self._ids)}', 'custom_id': line['custom_id'], 'response': response, 'error': None}
@@ -229,6 +230,31 @@ def _completion(body: dict[str, Any], content: str) -> dict[str, Any]:
     }
 
 
+def _response(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """A Responses API response answering `body` with `text`, as `/v1/responses` would."""
+    input_tokens = len(json.dumps(body.get('input', ''))) // 4
+    message = {'type': 'message', 'id': 'msg-batch', 'role': 'assistant', 'status': 'completed',
+               'content': [{'type': 'output_text', 'text': text, 'annotations': []}]}  # fmt: skip
+    return {
+        'id': 'resp-batch',
+        'object': 'response',
+        'created_at': int(time.time()),
+        'model': body.get('model', 'judge'),
+        'status': 'completed',
+        'output': [message],
+        'parallel_tool_calls': True,
+        'tool_choice': 'auto',
+        'tools': [],
+        'usage': {
+            'input_tokens': input_tokens,
+            'output_tokens': len(text) // 4,
+            'total_tokens': input_tokens + len(text) // 4,
+            'input_tokens_details': {'cached_tokens': 0},
+            'output_tokens_details': {'reasoning_tokens': 0},
+        },
+    }
+
+
 def _file_object(file_id: str, filename: str, purpose: str, size: int) -> dict[str, Any]:
     return {'id': file_id, 'object': 'file', 'bytes': size, 'created_at': int(time.time()), 'filename': filename,
             'purpose': purpose, 'status': 'processed'}  # fmt: skip
@@ -239,11 +265,11 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    """The judge's prompt in a chat completions body: its last user message."""
-    for message in reversed(body.get('messages', [])):
+    """The judge's prompt in a chat completions (`messages`) or responses (`input`) body: its last user message."""
+    for message in reversed(body.get('messages') or body.get('input') or []):
         if message.get('role') == 'user':
             content = message.get('content')
             if isinstance(content, str):
                 return content
-            return ''.join(part.get('text', '') for part in content or [] if isinstance(part, dict))
+            return ''.join(str(part.get('text', '')) for part in content or [] if isinstance(part, dict))
     return ''

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import models
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from typer.testing import CliRunner
 
@@ -48,7 +48,6 @@ def _local_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def verdicts(url: str, body: dict[str, Any]) -> str | tuple[int, dict[str, Any]]:
     """The scripted judge: a verdict whose reasoning differs per transcript; record `r2` fails."""
-    assert url == '/v1/chat/completions'
     prompt = last_user_text(body)
     if 'BROKEN' in prompt and 'judge `completeness`' in prompt:
         issue = {'steps': [2], 'missed_aspects': ['the docs'], 'reasoning': f'the tool result was ignored ({about(prompt)})'}
@@ -242,3 +241,95 @@ def test_interrupted_run_folder_has_no_reports_yet(tmp_path: Path) -> None:
     BatchState(base_url='http://127.0.0.1:9/v1', model='judge').save(folder.path / BATCHES_FILE)
     loaded = folder.load()
     assert loaded.reports == [] and loaded.problems == []
+
+
+def test_responses_model_batches_on_the_responses_endpoint(tmp_path: Path) -> None:
+    """`openai:` model strings give pydantic-ai's Responses model: its requests go to /v1/responses batches."""
+    folder = RunFolder.create(tmp_path, 'run-responses')
+    with BatchServer(verdicts, polls_to_complete=1) as server:
+        model = OpenAIResponsesModel('judge', provider=OpenAIProvider(base_url=server.base_url, api_key='sk-test'))
+        batched = batch_judge_model(JudgeModel(model, 'openai:judge'), folder.path, **FAST)
+
+        async def run() -> list[Any]:
+            try:
+                return await judge_records(records(), make_judges(JUDGES), batched, run_id='run-responses')
+            finally:
+                assert isinstance(batched.model, BatchModel)
+                await batched.model.aclose()
+
+        reports = asyncio.run(run())
+        lines = server.input_lines(server.created[0])
+    assert len(server.created) == 1 and len(lines) == 6
+    assert all(line['url'] == '/v1/responses' and 'input' in line['body'] for line in lines)
+    assert [r.judges['completeness'].passed for r in reports] == [True, False, True]
+    assert all(r.judges['hallucination'].status == 'ok' for r in reports)
+
+
+def test_rerun_after_completion_reads_the_finished_batch(tmp_path: Path) -> None:
+    """A run started again after its batch completed (e.g. stopped while writing reports) downloads that
+    batch's results: no new batch, not even a status check."""
+    folder = RunFolder.create(tmp_path, 'run-again')
+    with BatchServer(verdicts, polls_to_complete=2) as server:
+        first = asyncio.run(judge_batched(server, folder))
+        retrieves = server.retrieves
+        again = asyncio.run(judge_batched(server, folder))
+    assert len(server.created) == 1 and server.retrieves == retrieves
+    assert [r.judges['completeness'].reasoning for r in again] == [r.judges['completeness'].reasoning for r in first]
+    assert [r.judges['completeness'].passed for r in again] == [True, False, True]
+
+
+def test_expired_batch_is_submitted_again(tmp_path: Path) -> None:
+    """A batch that expired before running its requests answers them with a transient error: the judges
+    retry, and the retries go out in a new batch."""
+    folder = RunFolder.create(tmp_path, 'run-expired')
+    with BatchServer(verdicts, polls_to_complete=1, hold=True) as server:
+
+        async def run() -> list[Any]:
+            task = asyncio.create_task(judge_batched(server, folder))
+            while not server.created:
+                await asyncio.sleep(0.02)
+            server.batches[server.created[0]]['status'] = 'expired'
+            while len(server.created) < 2:
+                await asyncio.sleep(0.02)
+            server.hold = False
+            return await task
+
+        reports = asyncio.run(run())
+    assert len(server.created) == 2
+    assert all(r.judges[n].status == 'ok' for r in reports for n in JUDGES)
+    state = BatchState.model_validate_json((folder.path / BATCHES_FILE).read_text())
+    assert sorted(b.status for b in state.batches.values()) == ['completed', 'expired']
+    assert len(state.requests) == 12  # each request under its first and its retried custom_id
+
+
+def test_unreachable_batch_check_is_an_error_without_resubmission(tmp_path: Path) -> None:
+    """When the batch cannot be checked any more (the server lost it), each waiting call is an error
+    naming the batch; nothing is submitted again."""
+    folder = RunFolder.create(tmp_path, 'run-lost')
+    with BatchServer(verdicts, polls_to_complete=1, hold=True) as server:
+
+        async def run() -> list[Any]:
+            task = asyncio.create_task(judge_batched(server, folder))
+            while not server.created:
+                await asyncio.sleep(0.02)
+            server.batches.clear()  # retrieves now answer 404
+            return await task
+
+        reports = asyncio.run(run())
+    assert len(server.created) == 1
+    results = [r.judges[n] for r in reports for n in JUDGES]
+    assert all(x.status == 'error' and x.passed is None for x in results)
+    assert all(server.created[0] in (x.error or '') and 'resume' in (x.error or '') for x in results)
+
+
+def test_cli_refuses_batch_for_a_model_without_batch_api(tmp_path: Path) -> None:
+    from sensei_eval import judge as judge_cli
+
+    dataset = tmp_path / 'data.jsonl'
+    dataset.write_text(openai_record('r1').model_dump_json() + '\n')
+    result = CliRunner().invoke(
+        judge_cli.app,
+        ['--dataset', str(dataset), '--judges', 'hallucination', '--model', 'test', '--batch', '--out', str(tmp_path)],
+    )
+    assert result.exit_code == 2, result.output
+    assert 'OpenAI model' in result.output
