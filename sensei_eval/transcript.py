@@ -308,11 +308,34 @@ _FAKE_LINE_START = re.compile(
 
 
 def _cut(header: str, steps: list[Step], budget: int, count: Callable[[str], int]) -> tuple[list[Step], set[int]]:
+    """Cut steps until the transcript fits `budget`.
+
+    Each step is counted once and again only when it is cut, and the total is the sum of the parts (one
+    token per line break on top, an upper bound), so a real tokenizer costs about one pass over the
+    transcript instead of one per step. The whole text is then counted once to confirm; if it is still
+    over (a tokenizer that merges across a seam), the cut runs again aiming lower by the difference."""
     steps = list(steps)
     cut: set[int] = set()
+    sizes = [count(s.render()) for s in steps]
+    head = count(header)
+    target = budget
+    for _ in range(3):
+        _cut_to(header, steps, cut, sizes, head, target, count)
+        over = count(_join(header, steps)) - budget
+        if over <= 0:
+            break
+        target -= over + 8
+    return steps, cut
+
+
+def _cut_to(
+    header: str, steps: list[Step], cut: set[int], sizes: list[int], head: int, budget: int, count: Callable[[str], int]
+) -> None:
+    def excess() -> int:
+        return head + sum(sizes) + len(steps) - budget
 
     def over() -> bool:
-        return count(_join(header, steps)) > budget
+        return excess() > 0
 
     def shorten(i: int, keep_head: int, keep_tail: int = 0) -> None:
         step = steps[i]
@@ -322,12 +345,13 @@ def _cut(header: str, steps: list[Step], budget: int, count: Callable[[str], int
         dropped = count(text[keep_head : len(text) - keep_tail])
         tail = text[len(text) - keep_tail :] if keep_tail else ''
         steps[i] = replace(step, text=f'{text[:keep_head]} [... cut: ~{dropped} tokens dropped to fit the budget ...]{tail}')
+        sizes[i] = count(steps[i].render())
         cut.add(step.number)
 
     # 1. the oldest tool results first
     for i, step in enumerate(steps):
         if not over():
-            return steps, cut
+            return
         if step.kind == 'tool_result':
             shorten(i, _PREVIEW_CHARS)
     # 2. then long turns other than the first user turn and the final answer, oldest first
@@ -335,23 +359,22 @@ def _cut(header: str, steps: list[Step], budget: int, count: Callable[[str], int
     first_user = min((i for i, s in enumerate(steps) if s.kind == 'user'), default=-1)
     for i, step in enumerate(steps):
         if not over():
-            return steps, cut
+            return
         if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
             shorten(i, _PREVIEW_CHARS)
     # 3. then the agent's instructions, which judges need to hold the run to its rules: their head stays
     for i, step in enumerate(steps):
         if not over():
-            return steps, cut
+            return
         if step.kind == 'system':
-            excess_chars = int((count(_join(header, steps)) - budget) * _CHARS_PER_TOKEN) + 200
+            excess_chars = int(excess() * _CHARS_PER_TOKEN) + 200
             shorten(i, max(_PREVIEW_CHARS, len(step.text) - excess_chars))
     # 4. last resort: the middle of whatever is still longest, until it fits
     while over():
         i = max(range(len(steps)), key=lambda k: len(steps[k].text))
         text = steps[i].text
-        excess_chars = int((count(_join(header, steps)) - budget) * _CHARS_PER_TOKEN) + 200
+        excess_chars = int(excess() * _CHARS_PER_TOKEN) + 200
         keep = max(0, len(text) - excess_chars)
         if keep + 80 >= len(text):
             break
         shorten(i, keep // 2, keep // 2)
-    return steps, cut

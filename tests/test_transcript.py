@@ -328,6 +328,41 @@ def test_custom_token_counter() -> None:
     assert t.tokens == words(t.text) <= full.tokens - 100
 
 
+def many_results_record(n: int) -> QueryRecord:
+    messages: list[dict[str, Any]] = [{'role': 'user', 'content': 'Check every server.'}]
+    for i in range(n):
+        messages.append({'role': 'assistant', 'content': None, 'tool_calls': [_call(f'c{i}', 'ping', f'{{"host": {i}}}')]})
+        messages.append({'role': 'tool', 'tool_call_id': f'c{i}', 'content': f'host {i}: ' + 'ok ' * 300})
+    messages.append({'role': 'assistant', 'content': 'All hosts answer.'})
+    return QueryRecord.model_validate({'query_id': 'many', 'messages': messages})
+
+
+def test_cutting_counts_each_step_about_once() -> None:
+    """With a real tokenizer a count costs a pass over its text: cutting must not recount the whole
+    transcript after every step it shortens (that took tens of seconds on a long run)."""
+    record = many_results_record(120)
+    counted: list[int] = []
+
+    def counting(text: str) -> int:
+        counted.append(len(text))
+        return estimate_tokens(text)
+
+    full = render_transcript(record)
+    t = render_transcript(record, budget_tokens=full.tokens // 4, count_tokens=counting)
+    assert t.truncation is not None and len(t.truncation.steps_cut) > 50
+    assert t.tokens == estimate_tokens(t.text) <= full.tokens // 4
+    # characters counted: a few times the transcript, not once per step (120+ times)
+    assert sum(counted) < 6 * len(full.text)
+
+
+def test_the_estimate_counts_utf8_bytes() -> None:
+    """Non-ASCII text costs more tokens per character in every tokenizer: the estimate counts bytes."""
+    assert estimate_tokens('a' * 25) == 10
+    assert estimate_tokens('é' * 25) == 20  # two bytes each
+    assert estimate_tokens('日本' * 5) == 12  # three bytes each
+    assert estimate_tokens('\ud800') == 1  # a lone surrogate counts as one replaced byte, never raises
+
+
 @pytest.mark.parametrize('where', ['query', 'alert'])
 def test_huge_query_or_alert_is_cut_to_fit(where: str) -> None:
     big = 'kubelet log line\n' * 12_000  # ~200 kB
