@@ -38,6 +38,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from ..models import JudgeModel, resolve_model
+from .alerting import AlertWatcher
 from .config import ServiceSettings
 from .dashboard import mount_dashboard
 from .errors import BodyLimit, install_error_handlers
@@ -96,9 +97,12 @@ def _lifespan(state: ServiceState, migrate: bool) -> Callable[[FastAPI], Abstrac
         if orphans:
             log.warning('marked %d orphaned job(s) of dead service processes as failed', len(orphans))
         sweeper = asyncio.create_task(_sweep_traces(state), name='trace-sweeper')
+        state.alerts = AlertWatcher(state.store, state.hub, settings)
+        await state.alerts.start()
         try:
             yield
         finally:
+            await state.alerts.stop()
             sweeper.cancel()
             await asyncio.gather(sweeper, return_exceptions=True)
             await state.worker.stop()

@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..alerts import AlertRule
 from ..sampler import SamplerConfig
 from ..traces import TraceConfig
 
@@ -75,6 +76,16 @@ class ServiceSettings:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     # How often pending traces are checked against the root-span timeout.
     trace_sweep_s: float = 5.0
+    # Degradation alerts (`alerts.AlertRule`: windows, minimum counts, alpha, hysteresis); how often the watcher
+    # reads finished evaluations and how old one must be (a row committed late is not skipped); the webhook
+    # alerts are POSTed to, with its attempts, first backoff (doubling) and per-attempt timeout.
+    alert_rule: AlertRule = field(default_factory=AlertRule)
+    alert_poll_s: float = 2.0
+    alert_lag_s: float = 2.0
+    alert_webhook_url: str | None = None
+    alert_webhook_attempts: int = 5
+    alert_webhook_backoff_s: float = 1.0
+    alert_webhook_timeout_s: float = 10.0
     worker_id: str = field(default_factory=lambda: f'{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}')
 
     def __post_init__(self) -> None:

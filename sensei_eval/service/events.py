@@ -1,7 +1,8 @@
 """Live events: an in-process hub of WebSocket channels, and the event payloads the scorer publishes.
 
 Channels are named as in TARSy: `sessions` (every session's scoring lifecycle, for list views) and
-`session:{session_id}` (one session's detail view). The scoring worker publishes each event to both.
+`session:{session_id}` (one session's detail view); `alerts` carries degradation alerts
+(`service.alerting`). The scoring worker publishes each event to both.
 Every event carries `type`, `score_id` (or `evaluation_id`), `session_id` and `timestamp_us`;
 `scoring.completed` adds `total_score`, `scoring.failed` adds `error_message` and the final `status`
 (failed, timed_out or cancelled), `scoring.progress` adds `phase`.
@@ -37,6 +38,7 @@ from typing import Any
 from .store import now_us
 
 __all__ = (
+    'ALERTS_CHANNEL',
     'GLOBAL_CHANNEL',
     'EventHub',
     'PgEventRelay',
@@ -49,6 +51,8 @@ __all__ = (
 log = logging.getLogger(__name__)
 
 GLOBAL_CHANNEL = 'sessions'
+# Degradation alerts (`alerts.fired`, `alerts.updated`, `alerts.resolved`, each with the whole `alert`).
+ALERTS_CHANNEL = 'alerts'
 
 # Events queued per subscriber before it counts as too slow and is dropped (with a close frame).
 _QUEUE_SIZE = 1000
@@ -121,7 +125,16 @@ class EventHub:
         self.deliver_session(event)
 
     def deliver_session(self, event: dict[str, Any]) -> None:
+        if str(event.get('type', '')).startswith('alerts.'):  # an alert relayed from another process
+            self.publish(event, [ALERTS_CHANNEL])
+            return
         self.publish(event, [GLOBAL_CHANNEL, session_channel(str(event['session_id']))])
+
+    def publish_alert(self, event: dict[str, Any]) -> None:
+        """Publish an `alerts.*` event on the alerts channel of every process (through the relay, if any)."""
+        if self.relay is not None and self.relay.send(event):
+            return
+        self.publish(event, [ALERTS_CHANNEL])
 
     def subscriber_count(self) -> int:
         return len({s for subs in self._by_channel.values() for s in subs})

@@ -15,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from ..models import JudgeModel
 from . import repository
+from .alerting import AlertWatcher
 from .config import ServiceSettings
 from .events import EventHub
 from .guard import ANONYMOUS
@@ -39,6 +40,7 @@ class ServiceState:
         self.hub = EventHub()
         self.judge_model = judge_model
         self.worker: ScoringWorker | None = None
+        self.alerts: AlertWatcher | None = None
 
     def wake(self) -> None:
         if self.worker is not None:

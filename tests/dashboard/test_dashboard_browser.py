@@ -311,3 +311,21 @@ def test_screenshot_script_writes_the_three_pages(tmp_path: Path) -> None:
     for name in ('sessions.png', 'session.png', 'patterns.png'):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b'\x89PNG') and len(data) > 10_000, name
+
+
+def test_alerts_page_shows_a_degradation_as_it_fires(page: Page, tmp_path: Path) -> None:
+    """The Alerts page is empty, then the watcher raises an alert from finished evaluations and the page shows it
+    without a reload (pushed on the `alerts` channel)."""
+    from tests.service.test_alerts_service import RULE, seed_evaluations
+
+    settings = {'alert_rule': RULE, 'alert_lag_s': 0.0, 'alert_poll_s': 0.1}
+    with dashboard_server(tmp_path / 'alerts.db', ScriptedScorer().model(), **settings) as s:
+        page.goto(f'{s.url}/#/alerts')
+        expect(page.locator('[data-testid=no-alerts]')).to_be_visible()
+        expect(page.locator('#live')).to_have_attribute('data-state', 'live')
+        seed_evaluations(s.store, 60, 60)
+        alert = page.locator('[data-testid=degradation-alert]')
+        expect(alert).to_have_attribute('data-status', 'firing')
+        expect(alert).to_contain_text('docs · v2')
+        expect(alert).to_contain_text('citation failure rate')
+        expect(alert).to_contain_text('Baseline: version v1.')

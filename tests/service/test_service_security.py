@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from sensei_eval.models import JudgeModel
 from sensei_eval.sanitize import MAX_ID_LENGTH, REPLACEMENT
 from sensei_eval.service import ServiceSettings
-from sensei_eval.service.migrate import current_revision, downgrade, upgrade
+from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgrade
 from sensei_eval.service.store import Store
 
 from .conftest import ScriptedScorer, alert_record, fast_settings, live_server, wait_for
@@ -436,7 +436,7 @@ def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_
         )  # fmt: skip
         conn.execute(sa.text("INSERT INTO score_missing_tools (score_id, tool_name, rationale) VALUES ('typed', 'netstat', 'y')"))
     upgrade(url)
-    assert current_revision(url) == '0003'
+    assert current_revision(url) == HEAD
     assert set(columns) <= names() and 'score_breakdown' not in names()
     with engine.connect() as conn:
         points = {r[0]: tuple(r[1:]) for r in conn.execute(sa.text(f'SELECT score_id, {", ".join(columns)} FROM session_scores'))}
@@ -450,7 +450,7 @@ def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_
     assert json.loads(back['typed']) == {'logical_flow': 20, 'consistency': 5, 'tool_relevance': 6, 'synthesis_quality': 7}
     assert json.loads(back['free'])['logical_flow'] == 12
     upgrade(url)
-    assert set(columns) <= names() and current_revision(url) == '0003'
+    assert set(columns) <= names() and current_revision(url) == HEAD
     engine.dispose()
 
 

@@ -386,7 +386,10 @@ def _tables(url: str) -> set[str]:
 @pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
 def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = f'sqlite:///{tmp_path / "m.db"}' if backend == 'sqlite' else request.getfixturevalue('pg_url')
-    expected = {'sessions', 'session_scores', 'score_missing_tools', 'session_evaluations', 'service_workers'}
+    expected = {
+        'sessions', 'session_scores', 'score_missing_tools', 'session_evaluations', 'service_workers',
+        'traces', 'trace_spans', 'session_sampling', 'alerts', 'judge_jobs',
+    }  # fmt: skip
     upgrade(url)
     assert current_revision(url) == HEAD and _tables(url) == expected
     store = Store(url)

@@ -1,4 +1,4 @@
-"""The WebSocket `/api/v1/ws`: subscribe to `sessions` (every scoring's events) or `session:<id>`.
+"""The WebSocket `/api/v1/ws`: subscribe to `sessions` (every scoring's events), `session:<id>` or `alerts`.
 
 Channels come from the `channels` query parameter (comma-separated) or from messages
 `{"action": "subscribe" | "unsubscribe", "channel": "..."}`. A message is one small JSON object:
@@ -14,7 +14,7 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from ..events import GLOBAL_CHANNEL, Subscriber
+from ..events import ALERTS_CHANNEL, GLOBAL_CHANNEL, Subscriber
 from ..guard import JsonRefusedError, JsonTooDeepError, loads_bounded
 from ..state import ServiceState, State
 
@@ -76,7 +76,8 @@ async def events(websocket: WebSocket, state: State, channels: str | None = None
 
 async def _confirm(websocket: WebSocket, state: ServiceState, sub: Subscriber, action: str, channel: str) -> None:
     if not _valid_channel(channel):
-        await websocket.send_json({'type': 'error', 'message': f'unknown channel {channel!r}: use sessions or session:<id>'})
+        message = f'unknown channel {channel!r}: use sessions, alerts or session:<id>'
+        await websocket.send_json({'type': 'error', 'message': message})
         return
     if action == 'subscribe':
         state.hub.subscribe(sub, channel)
@@ -96,4 +97,4 @@ async def _pump(websocket: WebSocket, sub: Subscriber) -> None:
 
 
 def _valid_channel(channel: str) -> bool:
-    return channel == GLOBAL_CHANNEL or (channel.startswith('session:') and len(channel) > len('session:'))
+    return channel in (GLOBAL_CHANNEL, ALERTS_CHANNEL) or (channel.startswith('session:') and len(channel) > len('session:'))

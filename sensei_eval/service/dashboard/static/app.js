@@ -87,6 +87,7 @@ function parseRoute() {
     return route;
   }
   if (parts[0] === 'patterns') return { kind: 'patterns' };
+  if (parts[0] === 'alerts') return { kind: 'alerts' };
   return { kind: 'sessions', params };
 }
 
@@ -101,6 +102,7 @@ function route() {
   markNav(r.kind === 'session' ? 'sessions' : r.kind);
   if (r.kind === 'session') view = sessionView(r);
   else if (r.kind === 'patterns') view = patternsView();
+  else if (r.kind === 'alerts') view = alertsView();
   else view = sessionsView(r.params);
 }
 
@@ -644,6 +646,69 @@ function patternsView() {
   load();
   return {
     kind: 'patterns',
+    accepts: () => false,
+    dispose() {
+      live.close();
+      window.clearTimeout(pending);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Alerts
+
+function metricText(m) {
+  const name = m.metric === 'mean_score' ? 'mean score' : `${m.metric.replace(/^failure_rate:/, '').replaceAll('_', ' ')} failure rate`;
+  return `${name}: ${m.baseline_value.toFixed(2)} → ${m.current_value.toFixed(2)} (${m.current_n} vs ${m.baseline_n} runs, p=${m.p_value.toPrecision(2)})`;
+}
+
+function alertsView() {
+  const root = h('section', { class: 'alerts' });
+  app.append(root);
+  let pending = null;
+
+  async function load() {
+    let alerts;
+    try {
+      alerts = await getJSON('/api/v1/alerts?limit=200');
+    } catch (e) {
+      clear(root).append(h('h1', {}, 'Alerts'), errorBox(e.message));
+      return;
+    }
+    clear(root);
+    append(
+      root,
+      h('h1', {}, 'Alerts'),
+      h('p', { class: 'muted' }, 'An alert fires when an agent version\'s recent runs are significantly worse than its baseline (or its predecessor\'s).'),
+    );
+    if (!alerts.length) root.append(h('p', { class: 'muted', dataset: { testid: 'no-alerts' } }, 'No degradation alerts.'));
+    const list = h('ul', { class: 'alert-list' });
+    for (const a of alerts) {
+      list.append(
+        h(
+          'li',
+          { class: `card alert ${a.status}`, dataset: { testid: 'degradation-alert', status: a.status } },
+          h('strong', {}, `${a.agent} · ${a.prompt_version}`),
+          h('span', { class: `badge ${a.status === 'firing' ? 'bad' : 'muted'}` }, a.status),
+          h('span', { class: 'muted small' }, ` fired ${fmtTime(a.fired_at_us)}` + (a.resolved_at_us ? ` · resolved ${fmtTime(a.resolved_at_us)}` : '')),
+          h('ul', {}, ...a.metrics.map((m) => h('li', {}, metricText(m)))),
+          h('p', { class: 'muted small' }, a.baseline_version === a.prompt_version ? 'Baseline: this version\'s first runs.' : `Baseline: version ${a.baseline_version}.`),
+        ),
+      );
+    }
+    root.append(list);
+    root.dataset.loaded = 'true';
+  }
+
+  const live = new Live(['alerts'], (event) => {
+    if (event.type.startsWith('alerts.') || event.type === 'reconnected') {
+      window.clearTimeout(pending);
+      pending = window.setTimeout(load, 200);
+    }
+  });
+  load();
+  return {
+    kind: 'alerts',
     accepts: () => false,
     dispose() {
       live.close();
