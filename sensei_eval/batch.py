@@ -76,6 +76,7 @@ DEFAULT_MAX_POLL_S = 300.0
 # requests fail; the batch itself keeps running at the provider and a resumed run finds it again.
 MAX_CHECK_FAILURES = 5
 TERMINAL_STATES = frozenset({'completed', 'failed', 'expired', 'cancelled'})
+_STATE_ORDER = ('validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled')
 _ENDPOINTS = ('/v1/chat/completions', '/v1/responses')
 _Endpoint = Literal['/v1/chat/completions', '/v1/responses']
 # A line the provider did not run: expired lines may succeed in a new batch (5xx: the judge retries),
@@ -148,17 +149,18 @@ class BatchProgress:
     failed: int
     collecting: int  # requests waiting for the settle time before their batch is submitted
 
+    problem: str | None = None  # the state file could not be written: an interruption now would resubmit
+
     def describe(self) -> str:
-        order = ['validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled']
-        states = ', '.join(
-            f'{self.states[s]} {s}'
-            for s in sorted(self.states, key=lambda s: (s not in order, order.index(s) if s in order else 0, s))
-        )
+        order = {s: k for k, s in enumerate(_STATE_ORDER)}
+        states = ', '.join(f'{self.states[s]} {s}' for s in sorted(self.states, key=lambda s: (order.get(s, len(order)), s)))
         text = f'batches: {states or "none yet"} · {self.completed + self.failed}/{self.requests} requests answered'
         if self.failed:
             text += f' ({self.failed} failed)'
         if self.collecting:
             text += f' · {self.collecting} collecting'
+        if self.problem:
+            text += f' · warning: {self.problem}'
         return text
 
 
@@ -237,6 +239,7 @@ class _Collector:
         self._finished: dict[str, _Finished] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_progress: BatchProgress | None = None
+        self._problem: str | None = None
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -308,6 +311,14 @@ class _Collector:
         lines = {cid: line for cid, line in pending.lines.items() if not line.future.done()}  # interrupted callers drop out
         if not lines:
             return
+        try:
+            await self._submit_lines(endpoint, lines)
+        except Exception as e:  # a bug here must end the waiting calls, never leave them waiting forever
+            for line in lines.values():
+                if not line.future.done():
+                    line.future.set_exception(e)
+
+    async def _submit_lines(self, endpoint: str, lines: dict[str, _Line]) -> None:
         data = b'\n'.join(line.data for line in lines.values()) + b'\n'
         try:
             check_allow_model_requests()
@@ -351,6 +362,15 @@ class _Collector:
             self._pollers[batch_id] = self._spawn(self._poll(batch_id))
 
     async def _poll(self, batch_id: str) -> None:
+        try:
+            await self._poll_batch(batch_id)
+        except Exception as e:  # a bug here must end the waiting calls, never leave them waiting forever
+            self._pollers.pop(batch_id, None)
+            for future in self._waiters.pop(batch_id, {}).values():
+                if not future.done():
+                    future.set_exception(e)
+
+    async def _poll_batch(self, batch_id: str) -> None:
         record = self.state.batches[batch_id]
         delay = self.poll_s
         failures = 0
@@ -411,8 +431,15 @@ class _Collector:
     # -- state and progress ----------------------------------------------------------------------------
 
     def _save(self) -> None:
-        if self.state_path is not None:
+        """Write the state file; a failure is reported (a resumed run would submit again), the run goes on."""
+        if self.state_path is None:
+            return
+        try:
             self.state.save(self.state_path)
+            self._problem = None
+        except OSError as e:
+            self._problem = f'cannot write {self.state_path}: {e}'
+            self._report()
 
     def progress(self) -> BatchProgress:
         records = list(self.state.batches.values())
@@ -422,6 +449,7 @@ class _Collector:
             completed=sum(r.completed for r in records),
             failed=sum(r.failed for r in records),
             collecting=sum(len(p.lines) for p in self._pending.values()),
+            problem=self._problem,
         )
 
     def _report(self) -> None:

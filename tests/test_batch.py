@@ -333,3 +333,25 @@ def test_cli_refuses_batch_for_a_model_without_batch_api(tmp_path: Path) -> None
     )
     assert result.exit_code == 2, result.output
     assert 'OpenAI model' in result.output
+
+
+def test_state_file_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
+    """The run still completes; progress warns that an interruption now would submit again."""
+    blocker = tmp_path / 'not-a-folder'
+    blocker.write_text('')
+    progress: list[BatchProgress] = []
+    with BatchServer(verdicts, polls_to_complete=1) as server:
+        model = judge_model(server).model
+        assert isinstance(model, OpenAIChatModel)
+        batched = BatchModel(model, state_path=blocker / BATCHES_FILE, on_progress=progress.append, **FAST)
+
+        async def run() -> list[Any]:
+            try:
+                return await judge_records(records(), make_judges(JUDGES), JudgeModel(batched, 'b'), run_id='w')
+            finally:
+                await batched.aclose()
+
+        reports = asyncio.run(run())
+    assert all(r.judges[n].status == 'ok' for r in reports for n in JUDGES)
+    warned = [p.describe() for p in progress if p.problem]
+    assert warned and 'cannot write' in warned[0] and 'not-a-folder' in warned[0]
