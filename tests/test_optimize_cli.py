@@ -1,9 +1,9 @@
 """`python -m sensei_eval.optimize` end to end on the example agent, offline.
 
 The judges are the deterministic checks; the models the CLI would resolve (judge and generator) are
-replaced by a scripted JudgeModel and a ScriptedLM that adds, to the component it is asked to rewrite,
-the rule `prompts_v2.py` (the example's proposed prompt change) adds to it. The saved optimized prompt
-is loaded back and validated: it is the prompt the optimizer evaluated, and scores the same.
+replaced by a scripted JudgeModel and the example's scripted proposer (it writes variants from the
+judges' feedback). The saved optimized prompt is loaded back and validated: it is the prompt the
+optimizer evaluated, and scores the same.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import sensei_eval.optimize.__main__ as cli
+from examples.docs_agent.proposer import proposer_lm
 from sensei_eval.agents import load_queries, load_runner
 from sensei_eval.components import load_components
 from sensei_eval.evaluators.registry import make_judges
@@ -35,37 +36,9 @@ BASE = [
 ]  # fmt: skip
 
 
-def _fixes() -> dict[str, str]:
-    """Per component, the sentence prompts_v2.py adds to prompts.py."""
-    old = load_components(ROOT / 'examples/docs_agent/prompts.py').as_dict()
-    new = load_components(ROOT / 'examples/docs_agent/prompts_v2.py').as_dict()
-    return {name: new[name][len(old[name]) :].strip() for name in old if new[name] != old[name]}
-
-
-FIX = _fixes()
-
-
-def _between(text: str, start: str, end: str) -> str:
-    return text.split(start, 1)[1].split(end, 1)[0].strip()
-
-
-def _propose(messages: list[dict[str, Any]]) -> dict[str, Any] | str:
-    text = messages[-1]['content']
-    if '[[ ## component_name ## ]]' in text:  # the generator's DSPy signature
-        name = _between(text, '[[ ## component_name ## ]]\n', '\n\n[[ ## ')
-        current = _between(text, '[[ ## current_text ## ]]\n', '\n\n[[ ## ')
-        return {'variants': json.dumps([f'{current}\nBe thorough.', f'{current}\n{FIX.get(name, "Be brief.")}'])}
-    if 'Section to rewrite:' in text:  # the generator's one-variant-per-call JSON prompt
-        name = _between(text, 'Section to rewrite:', '\n')
-        current = _between(text, 'Current text:\n', '\n\nFailure examples')
-        return json.dumps({'variant': f'{current}\n{FIX.get(name, "Be brief.")}'})
-    body = json.loads(text[text.index('{') :]) if text.lstrip().startswith('{') else {}
-    return json.dumps({'new_instruction': f'{body.get("current_instruction", "")}\n{FIX["CITATIONS"]}'})
-
-
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedLM:
-    lm = ScriptedLM(_propose)
+    lm = proposer_lm()
     monkeypatch.setattr(cli, 'resolve_model', lambda *a, **k: ScriptedJudge(no_issues).model())
     monkeypatch.setattr(cli, 'dspy_lm', lambda model: lm)
     monkeypatch.chdir(ROOT)
@@ -87,9 +60,9 @@ def test_sequential_run_saves_the_evaluated_prompt_and_resumes(tmp_path: Path, s
     run_dir = next(tmp_path.glob('optimize-*'))
     state = json.loads((run_dir / 'state.json').read_text())
     frozen = [name for name, cs in state['components'].items() if cs['frozen_index'] is not None]
-    assert frozen, 'the rule sentences of prompts_v2.py improve the example agent'
+    assert frozen, "the proposer turns the checks' feedback into rules the example agent follows"
     assert f'optimizedprompt:{run_dir}/prompts.py' in result.flat
-    assert '+' + FIX[frozen[0]] in (run_dir / 'prompts.diff').read_text()
+    assert f'+++ b/{frozen[0]}' in (run_dir / 'prompts.diff').read_text()
 
     # the saved prompt is the prompt the optimizer evaluated when it froze the last change
     saved = load_components(run_dir / 'prompts.py')
@@ -117,7 +90,8 @@ def test_sequential_run_saves_the_evaluated_prompt_and_resumes(tmp_path: Path, s
 
 def test_map_routes_failures_to_the_named_components(tmp_path: Path, scripted: ScriptedLM) -> None:
     args = [*BASE, '--variants', '1', '--out', str(tmp_path), '--max-components', '1']
-    result = _invoke([*args, '--map', 'citation_quality=CITATIONS', '--map', 'agent_format=IDENTITY,REPORTING_RESULTS'])
+    held = ['--validation-queries', 'ex-001,ex-002,ex-003', '--validation-queries', 'ex-004,ex-005']
+    result = _invoke([*args, *held, '--map', 'citation_quality=CITATIONS', '--map', 'agent_format=IDENTITY,REPORTING_RESULTS'])
     assert result.exit_code == 0, result.output
     assert 'routing: user map' in result.text
     state = json.loads((next(tmp_path.glob('optimize-*')) / 'state.json').read_text())
@@ -126,6 +100,7 @@ def test_map_routes_failures_to_the_named_components(tmp_path: Path, scripted: S
         'agent_format': ['IDENTITY', 'REPORTING_RESULTS'],
     }
     assert state['routing'] == 'user map'
+    assert state['split']['validation'] == ['ex-001', 'ex-002', 'ex-003', 'ex-004', 'ex-005']
 
 
 def test_run_config_fills_options_and_the_map(tmp_path: Path, scripted: ScriptedLM) -> None:
@@ -140,7 +115,9 @@ def test_run_config_fills_options_and_the_map(tmp_path: Path, scripted: Scripted
             num-examples: 12
             variants: 1
             max_components: 1
-            validation_fraction: 0.5
+            validation_fraction: 0.6
+            alpha: 0.1
+            generator-max-tokens: 200
             out: {tmp_path / 'runs'}
             components:
               citation_quality: CITATIONS
@@ -148,11 +125,14 @@ def test_run_config_fills_options_and_the_map(tmp_path: Path, scripted: Scripted
             """
         )
     )
-    result = _invoke(['--config', str(config), '--num-examples', '19'])  # the command line wins
+    result = _invoke(['--config', str(config), '--num-examples', '19', '--generator-timeout', '30'])  # the command line wins
     assert result.exit_code == 0, result.output
     state = json.loads((next((tmp_path / 'runs').glob('optimize-*')) / 'state.json').read_text())
     assert len(state['config']['query_ids']) == 19
-    assert state['config']['variants'] == 1 and state['config']['validation_fraction'] == 0.5
+    assert state['config']['variants'] == 1 and state['config']['validation_fraction'] == 0.6
+    assert state['config']['alpha'] == 0.1 and state['config']['generator_max_tokens'] == 200
+    assert state['config']['generator_timeout_s'] == 30
+    assert len(state['split']['validation']) == 12  # ceil(0.6 * 19)
     assert state['config']['component_map'] == {'citation_quality': ['CITATIONS'], 'agent_format': ['IDENTITY']}
 
     toml = tmp_path / 'run.toml'

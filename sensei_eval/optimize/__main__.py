@@ -101,6 +101,9 @@ def optimize(
     generator_timeout: Annotated[
         float | None, typer.Option(min=0.0, help="Seconds one variant-generator call may take [default: the loop's].")
     ] = None,
+    generator_max_tokens: Annotated[
+        int | None, typer.Option(min=16, help="Output token limit of one variant-generator call [default: the loop's].")
+    ] = None,
     strategy: Annotated[
         Literal['sequential', 'gepa'], typer.Option(help='sequential (one component at a time) or the dspy.GEPA baseline.')
     ] = 'sequential',
@@ -236,11 +239,14 @@ def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | Non
         'max_metric_calls': opts['max_metric_calls'], 'max_components': opts['max_components'],
         'all_components': opts['all_components'], 'seed': opts['seed'], 'concurrency': opts['concurrency'],
         'component_map': component_map, 'validation_fraction': opts['validation_fraction'],
-        'validation_queries': split_names(opts['validation_queries']) if opts['validation_queries'] else None,
+        'validation_queries': _ids(opts['validation_queries']),
         'runs': opts['runs'], 'alpha': opts['alpha'], 'profile': opts['profile'],
-        'generator_timeout_s': opts['generator_timeout'],
+        'generator_timeout_s': opts['generator_timeout'], 'generator_max_tokens': opts['generator_max_tokens'],
     }  # fmt: skip
-    optional = {'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s'}
+    optional = {
+        'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s',
+        'generator_max_tokens',
+    }  # fmt: skip
     known = OptimizeConfig.model_fields
     for key in optional:
         if values[key] is None:
@@ -248,6 +254,12 @@ def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | Non
         elif key not in known:
             raise ValueError(f'this version of the optimizer has no {key!r} setting')
     return OptimizeConfig(**values)
+
+
+def _ids(values: list[str] | None) -> list[str] | None:
+    """`--validation-queries a,b --validation-queries c` → `['a', 'b', 'c']`; None when not given."""
+    ids = [i.strip() for v in values or () for i in v.split(',') if i.strip()]
+    return ids or None
 
 
 # ---------------------------------------------------------------------------------------------------
