@@ -351,6 +351,8 @@ class RunTally:
     with the run besides those lists is one query id per record (`records_judged` counts distinct ids)."""
 
     def __init__(self, judges: Iterable[_NamedJudge]) -> None:
+        # a fused judge (several failure modes in one call) reports, and is counted, as its members
+        judges = [m for j in judges for m in (getattr(j, 'members', None) or [j])]
         self.judges = {j.name: j.criteria_hash() for j in judges}
         self._per_judge = {name: _JudgeTally() for name in self.judges}
         self._ids: set[str] = set()
@@ -652,15 +654,19 @@ def report_path(run_dir: Path, query_id: str, repeat: int = 1) -> Path:
     return run_dir / RECORDS_DIR / report_filename(query_id, repeat)
 
 
-def write_json_atomic(path: Path, data: str) -> None:
-    """Write via a temp file and rename, so a reader never sees half a report."""
+def write_json_atomic(path: Path, data: str, *, durable: bool = True) -> None:
+    """Write via a temp file and rename, so a reader never sees half a report.
+
+    `durable` also flushes the file to disk before the rename (it then survives a power cut, not just
+    a crash of the process); that costs milliseconds a file, which a run's per-record reports skip."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'w', encoding='utf-8') as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

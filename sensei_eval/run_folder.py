@@ -7,8 +7,9 @@
 ```
 
 `RunFolder.create(out)` makes a new folder (run id: a UTC timestamp and a random suffix, unless given);
-`write_report` / `write_summary` write atomically, so a reader never sees half a file and a crash loses
-at most the reports in flight. `load()` reads every report back and keeps going past a bad file: each
+`write_report` / `write_summary` write atomically, so a reader never sees half a file and a crash of the
+process loses at most the reports in flight (the summary is also flushed to disk; reports, thousands
+a run, are left to the OS). `load()` reads every report back and keeps going past a bad file: each
 problem is a `ReportProblem` naming the file and what failed, the good reports still load. Folders
 written before `records/` existed (reports at the top, beside `summary.json`) still load.
 """
@@ -103,9 +104,10 @@ class RunFolder:
     # -- writing ---------------------------------------------------------------------------------------
 
     def write_report(self, report: EvaluationReport) -> Path:
-        """Write one record's report atomically; returns its path."""
+        """Write one record's report atomically; returns its path. Not flushed to disk one by one (a
+        run writes thousands: the flush would be most of its time); a crash of the process loses none."""
         path = self.report_path(report.query_id, report.repeat)
-        write_json_atomic(path, report.model_dump_json(indent=2))
+        write_json_atomic(path, report.model_dump_json(indent=2), durable=False)
         return path
 
     def write_summary(self, summary: RunSummary) -> Path:

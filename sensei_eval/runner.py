@@ -56,7 +56,16 @@ from .reports import EvaluationReport, JudgeResult, RunTally, build_report, rebu
 from .run_folder import RunFolder
 from .transcript import Transcript, render_transcript
 
-__all__ = ('JudgeEvent', 'StreamedRun', 'count_judge_calls', 'judge_records', 'judge_stream', 'members_of', 'report_judges')
+__all__ = (
+    'JudgeEvent',
+    'ReportCollector',
+    'StreamedRun',
+    'count_judge_calls',
+    'judge_records',
+    'judge_stream',
+    'members_of',
+    'report_judges',
+)
 
 Records = Iterable[QueryRecord] | AsyncIterable[QueryRecord]
 
@@ -140,19 +149,21 @@ async def judge_records(
     profiles: Mapping[str, Profile] | None = None,
     window: int | None = None,
     tracer_provider: TracerProvider | None = None,
+    first_repeat: int = 1,
 ) -> list[EvaluationReport]:
     """Judge every record with every judge; returns the reports in record order (all in memory: for
     small inputs; a large run is `judge_stream`).
 
     `profile` is the run's agent profile; `profiles` the ones a record may name besides the built-ins.
     With `run_dir` (a `RunFolder` or its path), each report is written there as soon as it is done.
+    `first_repeat`: judge only repeats `first_repeat`..`repeat` (a worker judging one repeat of a record).
     """
     folder = run_dir if isinstance(run_dir, RunFolder) or run_dir is None else RunFolder(run_dir)
     store = _MemoryStore(folder)
     await _judge_run(
         records, judges, model, run_id=run_id, store=store, concurrency=concurrency, repeat=repeat, cache=cache,
         on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles, window=window,
-        tracer_provider=tracer_provider,
+        tracer_provider=tracer_provider, first_repeat=first_repeat,
     )  # fmt: skip
     return [store.reports[seq] for seq in sorted(store.reports)]
 
@@ -251,6 +262,7 @@ async def _judge_run(
     profiles: Mapping[str, Profile] | None,
     window: int | None,
     tracer_provider: TracerProvider | None,
+    first_repeat: int = 1,
 ) -> StreamedRun:
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
@@ -329,7 +341,7 @@ async def _judge_run(
     seq = 0
     try:
         async for record in _aiter(records):
-            for rep in range(1, repeat + 1):
+            for rep in range(first_repeat, repeat + 1):
                 pending.append(asyncio.create_task(one_record(record, rep, seq)))
                 seq += 1
                 while len(pending) >= in_flight:
@@ -344,6 +356,53 @@ async def _judge_run(
 
     _apply_same_text(run, same_text, store, on_report)
     return run
+
+
+class ReportCollector:
+    """Reports judged elsewhere (worker processes: `sensei_eval.work_queue`) made into a run as
+    `judge_stream` makes one: each written to the run folder, counted for the summary, and the run-wide
+    "same reasoning everywhere" rule applied by `finish()`.
+
+    `add(report, seq)` takes a report in any order (`seq`: its place in the run); `written=True` counts a
+    report already in the folder (a resumed collection) without writing it again. `speakers(query_id,
+    repeat)` gives who spoke at which step, for the few reports the rule rewrites (multi-agent runs)."""
+
+    def __init__(
+        self,
+        folder: RunFolder,
+        judges: Sequence[Judge],
+        *,
+        on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
+        speakers: Callable[[str, int], dict[int, str] | None] | None = None,
+    ) -> None:
+        self.store = _FolderStore(folder)
+        self.run = StreamedRun(RunTally(report_judges(judges)))
+        self.on_report = on_report
+        self.speakers = speakers
+        self._same_text = {j.name: _SameText() for j in report_judges(judges) if j.needs_model}
+
+    def add(self, report: EvaluationReport, seq: int, *, written: bool = False) -> Path | None:
+        path = None if written else self.store.write(report, seq)
+        self.run.tally.add(report, seq)
+        self.run.reports += 1
+        key = _Key(report.query_id, report.repeat, seq, None)
+        for name, rule in self._same_text.items():
+            result = report.judges.get(name)
+            if result is not None and result.status == 'ok':
+                rule.add(report.transcript_sha256 or '', result.reasoning or '', key)
+        if self.on_report is not None:
+            self.on_report(report, path)
+        return path
+
+    def finish(self) -> StreamedRun:
+        """Apply the run-wide rule (rewriting only the reports it changes); the run's counts."""
+        if self.speakers is not None:
+            for rule in self._same_text.values():
+                if rule.fired:
+                    speakers = self.speakers
+                    rule.entries = [_Key(k.query_id, k.repeat, k.seq, speakers(k.query_id, k.repeat)) for k in rule.entries]
+        _apply_same_text(self.run, self._same_text, self.store, self.on_report)
+        return self.run
 
 
 async def _aiter(records: Records) -> AsyncIterator[QueryRecord]:
@@ -399,7 +458,7 @@ def _same_text_verdict(result: JudgeResult, count: int) -> JudgeResult:
 class _Caller:
     """Calls one judge (or one fused judge) on one transcript: cache, semaphore, span, crash guard."""
 
-    def __init__(self, model: JudgeModel | None, semaphore: asyncio.Semaphore, cache: JudgeCache | None, tracer: Tracer):
+    def __init__(self, model: JudgeModel | None, semaphore: asyncio.Semaphore, cache: JudgeCache | None, tracer: Tracer | None):
         self.model = model
         self.semaphore = semaphore
         self.cache = cache
@@ -449,9 +508,17 @@ class _Caller:
                 message = f'fused judge {judge.name} returned {len(out)} result(s) for {len(everyone)} members'
                 return [_crashed(m, model, message) for m in members]
             wanted = {m.name for m in members}
-            return [r for m, r in zip(everyone, out, strict=True) if m.name in wanted]
+            kept = [r for m, r in zip(everyone, out, strict=True) if m.name in wanted]
+            dropped = [r for m, r in zip(everyone, out, strict=True) if m.name not in wanted]
+            if dropped:  # the call's cost stays counted: a skipped member's usage goes to the first one kept
+                usage = {k: sum(getattr(r, k) for r in [kept[0], *dropped]) for k in _USAGE}
+                kept[0] = kept[0].model_copy(update=usage)
+            return kept
         except Exception as e:  # a judge bug must not sink the run
             return [_crashed(t, model, f'judge crashed: {type(e).__name__}: {e}') for t in members or [judge]]
+
+
+_USAGE = ('input_tokens', 'output_tokens', 'requests')
 
 
 def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResult:

@@ -2,8 +2,9 @@
 
 Spans go through the OpenTelemetry API (`opentelemetry.trace`) only, so nothing is exported unless the
 application configured a tracer provider (Logfire, or the OpenTelemetry SDK with an exporter). Without
-one the API hands out a no-op tracer: no span is recorded, and attributes are not even computed
-(`span.is_recording()` is checked first).
+one, `get_tracer` returns None and no span is even started (the API's no-op spans still cost a context
+switch each, a few percent of a checks-only run); with a provider that does not sample, attributes
+are not computed (`span.is_recording()` is checked first).
 
 * `sensei_eval.record` — one record (× repeat): query id, repeat, profile, run id, and how many of its
   judges were ok, errored, inconclusive or skipped;
@@ -19,11 +20,20 @@ one the API hands out a no-op tracer: no span is recorded, and attributes are no
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    Status,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+)
 
 if TYPE_CHECKING:
     from .evaluators.base import Judge
@@ -37,20 +47,35 @@ RECORD_SPAN = 'sensei_eval.record'
 JUDGE_SPAN = 'sensei_eval.judge'
 
 
-def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer:
-    """The tracer judge runs use: from `tracer_provider`, else the global one (a no-op until configured)."""
+# What a span helper returns when spans are off: reusable, enters to the API's invalid (non-recording) span.
+_NO_SPAN: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
+
+
+def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer | None:
+    """The tracer judge runs use: from `tracer_provider`, else the global one; None when neither is
+    configured (the global provider is still the API's placeholder), so spans cost nothing."""
     from importlib.metadata import PackageNotFoundError, version
+
+    provider = tracer_provider or trace.get_tracer_provider()
+    if isinstance(provider, ProxyTracerProvider | NoOpTracerProvider):
+        return None
 
     try:
         own = version('sensei-eval')
     except PackageNotFoundError:  # a source checkout that was never installed
         own = None
-    return trace.get_tracer(TRACER_NAME, own, tracer_provider=tracer_provider)
+    return trace.get_tracer(TRACER_NAME, own, tracer_provider=provider)
+
+
+def record_span(tracer: Tracer | None, *, query_id: str, repeat: int, profile: str, run_id: str) -> AbstractContextManager[Span]:
+    """The span of one record's judging; the judge spans started inside it are its children."""
+    if tracer is None:
+        return _NO_SPAN
+    return _record_span(tracer, query_id=query_id, repeat=repeat, profile=profile, run_id=run_id)
 
 
 @contextmanager
-def record_span(tracer: Tracer, *, query_id: str, repeat: int, profile: str, run_id: str) -> Iterator[Span]:
-    """The span of one record's judging; the judge spans started inside it are its children."""
+def _record_span(tracer: Tracer, *, query_id: str, repeat: int, profile: str, run_id: str) -> Iterator[Span]:
     attributes: dict[str, str | int] = {
         'sensei_eval.query_id': query_id,
         'sensei_eval.repeat': repeat,
@@ -72,11 +97,19 @@ def end_record_span(span: Span, results: Sequence[JudgeResult], skipped: int, pr
         span.set_status(Status(StatusCode.ERROR, problems[0][:200]))
 
 
-@contextmanager
 def judge_span(
-    tracer: Tracer, judge: Judge, *, query_id: str, repeat: int, model: JudgeModel | None, members: Sequence[Judge] = ()
-) -> Iterator[Span]:
+    tracer: Tracer | None, judge: Judge, *, query_id: str, repeat: int, model: JudgeModel | None, members: Sequence[Judge] = ()
+) -> AbstractContextManager[Span]:
     """The span of one judge call (current while it runs, so the model client's spans nest under it)."""
+    if tracer is None:
+        return _NO_SPAN
+    return _judge_span(tracer, judge, query_id=query_id, repeat=repeat, model=model, members=members)
+
+
+@contextmanager
+def _judge_span(
+    tracer: Tracer, judge: Judge, *, query_id: str, repeat: int, model: JudgeModel | None, members: Sequence[Judge]
+) -> Iterator[Span]:
     attributes: dict[str, str | int | Sequence[str]] = {
         'sensei_eval.query_id': query_id,
         'sensei_eval.repeat': repeat,

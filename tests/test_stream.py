@@ -1,0 +1,266 @@
+"""Streamed judge runs: flat memory, the run-wide same-reasoning rule, summaries equal to a run held in
+memory, and the runner's contract with fused judges."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import tracemalloc
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from sensei_eval.cache import JudgeCache
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.output import Completeness, Hallucination
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.models import JudgeModel
+from sensei_eval.records import QueryRecord, iter_dataset, iter_datasets, load_dataset
+from sensei_eval.reports import EvaluationReport, JudgeResult, RunSummary
+from sensei_eval.run_folder import RunFolder
+from sensei_eval.runner import JudgeEvent, StreamedRun, count_judge_calls, judge_records, judge_stream
+from sensei_eval.transcript import Transcript
+
+from .helpers import ScriptedJudge, no_issues, openai_record
+
+SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
+# Records of the memory test's big run (override to try another size).
+BIG = int(os.environ.get('SENSEI_EVAL_STREAM_RECORDS', '20000'))
+
+
+def _write_records(path: Path, n: int) -> Path:
+    """`n` small distinct records, written one a line (never all in memory)."""
+    with path.open('w', encoding='utf-8') as f:
+        for i in range(n):
+            messages = [{'role': 'user', 'content': f'question {i}?'}, {'role': 'assistant', 'content': f'answer {i}.'}]
+            f.write(json.dumps({'query_id': f'rec-{i:06d}', 'messages': messages}) + '\n')
+    return path
+
+
+def _records(path: Path) -> Any:
+    return (item for item in iter_datasets([path]) if isinstance(item, QueryRecord))
+
+
+def _peak_mib(path: Path, out: Path) -> tuple[float, StreamedRun]:
+    tracemalloc.start()
+    try:
+        run = asyncio.run(judge_stream(_records(path), make_judges(['checks']), None, run_dir=out))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 2**20, run
+
+
+def test_peak_memory_does_not_grow_with_the_number_of_records(tmp_path: Path) -> None:
+    _peak_mib(_write_records(tmp_path / 'warm.jsonl', 50), tmp_path / 'warm')  # imports, caches, compiled patterns
+    small, small_run = _peak_mib(_write_records(tmp_path / 'small.jsonl', BIG // 10), tmp_path / 'small')
+    big, big_run = _peak_mib(_write_records(tmp_path / 'big.jsonl', BIG), tmp_path / 'big')
+    assert small_run.reports == BIG // 10 and big_run.reports == BIG
+    assert len(RunFolder(tmp_path / 'big').report_paths()) == BIG
+    assert big_run.tally.records_judged == BIG
+    # What may grow: one query id per record (duplicate checks, records_judged), about 200 bytes each.
+    assert big - small < 0.0003 * BIG + 1, (small, big)
+
+
+def test_the_loader_streams_and_skips_an_oversized_line_without_reading_it(tmp_path: Path) -> None:
+    data = tmp_path / 'd.jsonl'
+    good = openai_record('after').model_dump_json()
+    data.write_bytes(
+        b'\xef\xbb\xbf' + openai_record('first').model_dump_json().encode() + b'\n' + b'x' * 5000 + b'\n\n' + good.encode()
+    )
+    items = list(iter_dataset(data, max_record_bytes=2000))
+    assert [getattr(i, 'query_id', None) for i in items] == ['first', None, 'after']
+    assert str(items[1]) == f'{data}:2: record is 5,000 bytes, over the 2,000-byte limit'
+    assert load_dataset(data, max_record_bytes=2000).lines == {'first': 1, 'after': 4}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The run-wide same-reasoning rule, streamed
+
+
+def _same_for_hallucination(prompt: str, n: int) -> dict[str, Any]:
+    if 'judge `hallucination`' in prompt:
+        return {'reasoning': 'The agent answered the question using the tool output well.', 'issues': []}
+    return no_issues(prompt, n)
+
+
+def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: Path) -> None:
+    records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(4)]
+    seen: list[tuple[str, str]] = []
+    run = asyncio.run(
+        judge_stream(
+            iter(records), [Hallucination(), Completeness()], ScriptedJudge(_same_for_hallucination).model(),
+            run_dir=tmp_path / 'run', on_report=lambda r, p: seen.append((r.query_id, r.judges['hallucination'].status)),
+        )
+    )  # fmt: skip
+    assert run.same_text == {'hallucination': 4}
+    written = RunFolder(tmp_path / 'run').load_reports()
+    assert len(written) == 4
+    for report in written:
+        assert report.judges['hallucination'].status == 'inconclusive' and report.inconclusive == ['hallucination']
+        assert 'same reasoning on all 4 records' in (report.judges['hallucination'].error or '')
+        assert report.judges['completeness'].status == 'ok'  # a judge with varied reasoning is untouched
+        assert 'hallucination' not in report.category_scores or report.category_scores['output'] == 1.0
+    # reports are seen in record order, then again once rewritten
+    assert seen == [(f'r{i}', 'ok') for i in range(4)] + [(f'r{i}', 'inconclusive') for i in range(4)]
+    summary = run.tally.summary('run', started_at=datetime.now(UTC))
+    assert summary.per_judge['hallucination'].inconclusive == 4 and summary.per_judge['hallucination'].ok == 0
+    assert summary.per_judge['completeness'].ok == 4 and len(summary.inconclusive) == 4
+    # the streamed summary is the one built from the rewritten reports on disk
+    rebuilt = RunSummary.build(
+        'run',
+        sorted(written, key=lambda r: r.query_id),
+        [Hallucination(), Completeness()],
+        started_at=summary.started_at,
+        finished_at=summary.finished_at,
+    )
+    assert rebuilt == summary
+
+
+def test_one_different_reasoning_keeps_every_verdict(tmp_path: Path) -> None:
+    def answer(prompt: str, n: int) -> dict[str, Any]:
+        text = 'Fine.' if 'number 2' not in prompt else 'The answer at [5] follows the tool result at [4].'
+        return {'reasoning': f'{text} The agent answered well.', 'issues': []}
+
+    records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(5)]
+    run = asyncio.run(judge_stream(records, [Hallucination()], ScriptedJudge(answer).model(), run_dir=tmp_path))
+    assert run.same_text == {}
+    assert all(r.judges['hallucination'].status == 'ok' for r in RunFolder(tmp_path).load_reports())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Streamed and in-memory runs agree
+
+
+def test_the_streamed_summary_equals_the_in_memory_one_on_the_sample(tmp_path: Path) -> None:
+    judges = make_judges(['mvp', 'checks'])
+    scripted = ScriptedJudge(no_issues)
+    loaded = load_dataset(SAMPLE)
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    kwargs: dict[str, Any] = {'started_at': started, 'finished_at': started, 'datasets': [SAMPLE], 'repeat': 2}
+    reports = asyncio.run(judge_records(loaded.records, judges, scripted.model(), run_id='mem', repeat=2))
+    in_memory = RunSummary.build('s', reports, judges, **kwargs)
+
+    run = asyncio.run(judge_stream(_records(SAMPLE), judges, scripted.model(), run_dir=tmp_path / 's', repeat=2, window=3))
+    streamed = run.tally.summary('s', **kwargs)
+    assert streamed == in_memory
+    assert streamed.records_judged == len(loaded.records) and streamed.per_judge['version_check'].ok > 0
+    # the reports on disk are the in-memory ones (their time and run id aside)
+    on_disk = {(r.query_id, r.repeat): r for r in RunFolder(tmp_path / 's').load_reports()}
+    assert len(on_disk) == 2 * len(loaded.records)
+    for report in reports:
+        assert _timeless(on_disk[(report.query_id, report.repeat)]) == _timeless(report)
+
+
+def _timeless(report: EvaluationReport) -> dict[str, Any]:
+    """A report without what differs between two runs of the same judging: its times and run id."""
+    data = report.model_dump(exclude={'evaluated_at', 'run_id', 'latency_s'})
+    for result in data['judges'].values():
+        result.pop('latency_s')
+    return data
+
+
+def test_judge_records_keeps_record_order_and_takes_a_generator() -> None:
+    records = (openai_record(f'r{i}') for i in range(12))
+    reports = asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='g', window=2))
+    assert [r.query_id for r in reports] == [f'r{i}' for i in range(12)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fused judges: one model call, one result per member
+
+
+class _SkipsRecordB(Hallucination):
+    def applies_to(self, record: QueryRecord) -> str | None:
+        return 'not for b' if record.query_id == 'b' else None
+
+
+@dataclass(repr=False)
+class FakeFused(Judge):
+    """Two failure modes in one (scripted) call: what the runner needs of a fused judge, and nothing more."""
+
+    name: ClassVar[str] = 'fake_fused'
+    members: tuple[Judge, ...] = (_SkipsRecordB(), Completeness())
+    calls: list[str] = field(default_factory=list)
+    crash: bool = False
+
+    def criteria_hash(self) -> str:
+        return hashlib.sha256(''.join(m.criteria_hash() for m in self.members).encode()).hexdigest()
+
+    async def judge_members(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> list[JudgeResult]:
+        self.calls.append(record.query_id)
+        if self.crash:
+            raise RuntimeError('fused judge broke')
+        assert model is not None
+        return [
+            m._result(
+                model=model.name, status='ok', reasoning=f'{m.name} on {transcript.sha256[:12]}', score=1.0, passed=True,
+                requests=int(k == 0), input_tokens=100 * (k == 0), output_tokens=10,
+            )
+            for k, m in enumerate(self.members)
+        ]  # fmt: skip
+
+
+def test_a_fused_judge_is_one_call_per_record_and_one_result_per_member(tmp_path: Path) -> None:
+    fused = FakeFused()
+    model = ScriptedJudge(no_issues).model()
+    records = [openai_record('a'), openai_record('b', answer='Other.'), openai_record('c', answer='Third.')]
+    events: list[JudgeEvent] = []
+    cache = JudgeCache(tmp_path / 'cache')
+    reports = asyncio.run(judge_records(records, [fused], model, run_id='f', cache=cache, on_judge=events.append))
+    assert fused.calls == ['a', 'b', 'c']  # one call per record
+    assert set(reports[0].judges) == {'hallucination', 'completeness'}
+    assert reports[1].skipped == {'hallucination': 'not for b'} and set(reports[1].judges) == {'completeness'}
+    assert len(events) == 5 and count_judge_calls(records, [fused]) == 5  # results, not calls
+    summary = RunSummary.build('f', reports, [fused], started_at=datetime.now(UTC))
+    assert summary.model_requests == 3 and set(summary.per_judge) == {'hallucination', 'completeness'}
+    # every member is cached under its own criteria hash ...
+    key = JudgeCache.key(Completeness().criteria_hash(), model.name, dict(model.settings), '', 1)
+    assert key  # (the transcript hash is in the report)
+    sha = reports[0].transcript_sha256 or ''
+    for member in (Hallucination(), Completeness()):
+        assert JudgeCache(tmp_path / 'cache').get(
+            JudgeCache.key(member.criteria_hash(), model.name, dict(model.settings), sha, 1)
+        )
+    # ... so a second run makes no call at all
+    again = asyncio.run(judge_records(records, [fused], model, run_id='f2', cache=JudgeCache(tmp_path / 'cache')))
+    assert fused.calls == ['a', 'b', 'c'] and all(r.cached for rep in again for r in rep.judges.values())
+
+
+def test_a_partly_cached_fused_judge_is_called_and_not_counted_as_a_hit(tmp_path: Path) -> None:
+    model = ScriptedJudge(no_issues).model()
+    record = openai_record('a')
+    asyncio.run(judge_records([record], [Completeness()], model, run_id='c', cache=JudgeCache(tmp_path)))  # one member cached
+    fused = FakeFused()
+    cache = JudgeCache(tmp_path)
+    [report] = asyncio.run(judge_records([record], [fused], model, run_id='f', cache=cache))
+    assert fused.calls == ['a'] and cache.hits == 0
+    assert not any(r.cached for r in report.judges.values())
+
+
+def test_a_crashing_fused_judge_errors_each_member_and_the_run_goes_on(tmp_path: Path) -> None:
+    fused = FakeFused(crash=True)
+    reports = asyncio.run(
+        judge_records([openai_record('a'), openai_record('b')], [fused, *make_judges(['repeated_call_check'])],
+                      ScriptedJudge(no_issues).model(), run_id='x')
+    )  # fmt: skip
+    assert reports[0].judges['hallucination'].status == 'error' and reports[0].judges['completeness'].status == 'error'
+    assert 'fused judge broke' in (reports[0].judges['completeness'].error or '')
+    assert reports[1].judges['repeated_call_check'].status == 'ok' and len(reports[0].errors) == 2
+
+
+@pytest.mark.parametrize('returned', [0, 1, 3])
+def test_a_fused_judge_returning_the_wrong_number_of_results_is_an_error(returned: int) -> None:
+    class Short(FakeFused):
+        async def judge_members(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> list[JudgeResult]:
+            full = await super().judge_members(record, transcript, model)
+            return (full * 2)[:returned]
+
+    [report] = asyncio.run(judge_records([openai_record('a')], [Short()], ScriptedJudge(no_issues).model(), run_id='s'))
+    assert {r.status for r in report.judges.values()} == {'error'}
+    assert f'returned {returned} result(s) for 2 members' in (report.judges['completeness'].error or '')
