@@ -7,7 +7,7 @@ Nothing is applied to the agent: the run folder holds `suggestions.json`, the op
 input's own format (`prompts.py`, `prompts.yaml` or `prompts.txt`) and `prompts.diff` for a human to
 review.
 
-`--map MODE=COMPONENT[,COMPONENT…]` (repeatable) says which prompt components a failure mode's issues
+`--map MODE=COMPONENT[,COMPONENT...]` (repeatable) says which prompt components a failure mode's issues
 are about; `--config run.yaml|run.toml` holds any of the options under their own names (`num_examples`
 or `num-examples`) plus a `components:` section mapping failure modes to component names. Options given
 on the command line win over the file; `--map` replaces the file's `components:` as a whole.
@@ -71,7 +71,7 @@ def optimize(
         list[str] | None,
         typer.Option(
             '--map',
-            help="FAILURE_MODE=COMPONENT[,COMPONENT…]: route that mode's issues to these components (repeatable).",
+            help="FAILURE_MODE=COMPONENT[,COMPONENT...]: route that mode's issues to these components (repeatable).",
             show_default=False,
         ),
     ] = None,
