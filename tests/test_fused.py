@@ -256,3 +256,32 @@ def test_judge_cli_fuse_option_makes_one_call_per_record(tmp_path: Any, monkeypa
     assert report['judges']['hallucination']['score'] == 0.5
     bad = CliRunner().invoke(judge_cli.app, [*args, '--run-id', 'bad', '--fuse', 'nonsense'])
     assert bad.exit_code == 2 and 'nonsense' in bad.output
+
+
+async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judges() -> None:
+    """Fifteen rubrics take more than the embedded model's 8k context: each mode is judged alone instead."""
+    pytest.importorskip('llama_cpp')
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.settings import ModelSettings
+
+    from sensei_eval.models import JudgeModel
+    from sensei_eval.tokens import default_transcript_budget
+
+    scripted = ScriptedJudge(_answer)
+    model = JudgeModel(
+        FunctionModel(scripted, model_name='scripted'),
+        'embedded:SmolLM2-135M-Instruct',
+        settings=ModelSettings(temperature=0.0, max_tokens=700),
+        embedded=True,
+    )
+    model.transcript_budget = default_transcript_budget(model) or 0
+    [fused] = make_judges(['all'], fuse=['all'])[:1]
+    assert isinstance(fused, FusedJudge) and len(fused.members) >= 15
+    record = openai_record()
+    results = await fused.judge_members(record, render_transcript(record), model)
+    assert [r.judge for r in results] == list(fused.member_names)
+    assert len(scripted.calls) == len(fused.members)  # no fused call was sent
+    assert all(_modes_asked(_first_prompt(c)) == [r.judge] for c, r in zip(scripted.calls, results, strict=True))
+    assert all('does not fit the context' in r.details['fused_fallback'] for r in results)
+    assert all(FUSION_MARKER not in r.criteria_hash for r in results)
+    assert {r.status for r in results} == {'ok'}, [r.error for r in results if r.status != 'ok']

@@ -14,7 +14,8 @@ What stays per failure mode:
   which combination of rubrics it shared the call with;
 * a member whose part of the answer is missing or does not match its schema is judged again alone, by
   its normal single judge (that result carries the member's plain criteria hash and says why in
-  `details.fused_fallback`);
+  `details.fused_fallback`); so is every member when the fused prompt cannot fit the model's context
+  (fifteen rubrics take more than the embedded model's 8k tokens);
 * a fused call that fails (the model unreachable, no JSON object after the retries, a crash) gives each
   member an error result; it never raises.
 
@@ -195,6 +196,10 @@ class FusedJudge(Judge):
 
     async def _judge_members(self, record: QueryRecord, given: Transcript, model: JudgeModel, start: float) -> list[JudgeResult]:
         fit = fit_transcript(record, given, model, system=JUDGE_SYSTEM_PROMPT, task=self.task_prompt())
+        if fit.limit is not None and fit.prompt_tokens > fit.limit:
+            # the rubrics alone leave no room for the transcript (a small context): each mode alone
+            why = f'the fused prompt ({fit.prompt_tokens:,} tokens) does not fit the context (limit {fit.limit:,})'
+            return [await self._alone(member, record, given, model, why, None) for member in self.members]
         transcript = fit.transcript
         agent = self._agent(model)
         prompt = self.build_prompt(transcript)
@@ -247,10 +252,7 @@ class FusedJudge(Judge):
                 verdict = verdict_model.model_validate(part)
             except ValidationError as e:
                 why = 'missing from the fused answer' if part is None else f'did not match its schema: {short_errors(e)}'
-                alone = await member.judge(record, given, model)
-                alone.details['fused_fallback'] = f'{member.name} judged alone: its part of the fused answer was {why}'
-                alone.details['fused'] = call
-                results.append(alone)
+                results.append(await self._alone(member, record, given, model, f'its part of the fused answer was {why}', call))
                 continue
             inconclusive = why_inconclusive(verdict.reasoning, verdict.issues, len(transcript.steps), sent)
             issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
@@ -275,6 +277,17 @@ class FusedJudge(Judge):
                 )
             )
         return results
+
+    async def _alone(
+        self, member: FailureModeJudge, record: QueryRecord, transcript: Transcript, model: JudgeModel, why: str,
+        call: dict[str, Any] | None,
+    ) -> JudgeResult:  # fmt: skip
+        """The member judged by its own single judge (its plain criteria hash), saying why."""
+        result = await member.judge(record, transcript, model)
+        result.details['fused_fallback'] = f'{member.name} judged alone: {why}'
+        if call is not None:
+            result.details['fused'] = call
+        return result
 
     def _member_result(self, member: FailureModeJudge, **kwargs: Any) -> JudgeResult:
         return JudgeResult(
