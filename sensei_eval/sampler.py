@@ -48,6 +48,7 @@ from .runner import count_judge_calls
 __all__ = (
     'AgentJudging',
     'CallBudget',
+    'JudgeSets',
     'SampleDecision',
     'Sampler',
     'SamplerConfig',
@@ -58,6 +59,8 @@ __all__ = (
 )
 
 Reason = Literal['negative', 'rate', 'not_sampled', 'budget']
+# The model judges made for each judge list (names and groups), as the sampler counts their calls.
+JudgeSets = dict[tuple[str, ...], list[Judge]]
 
 
 class AgentJudging(BaseModel):
@@ -163,19 +166,22 @@ class CallBudget(Protocol):
 
 @dataclass
 class SlidingWindowBudget:
-    """The budget in memory: (time, calls) of each sampled run, dropped once out of every window."""
+    """The budget in memory: (time, calls) of each sampled run in the window, and their running sum.
+
+    Runs are expected in time order (the `sample` command sorts them by end time); an entry leaves the
+    sum once it is `window_s` old."""
 
     spent: deque[tuple[float, int]] = field(default_factory=deque)
-    longest_window_s: float = 3600.0
+    total: int = 0
 
     def used(self, at: float, window_s: float) -> int:
-        self.longest_window_s = max(self.longest_window_s, window_s)
-        while self.spent and self.spent[0][0] <= at - self.longest_window_s:
-            self.spent.popleft()
-        return sum(calls for t, calls in self.spent if at - window_s < t <= at)
+        while self.spent and self.spent[0][0] <= at - window_s:
+            self.total -= self.spent.popleft()[1]
+        return self.total
 
     def spend(self, at: float, calls: int) -> None:
         self.spent.append((at, calls))
+        self.total += calls
 
 
 @dataclass(frozen=True)
@@ -200,10 +206,13 @@ class SampleDecision:
 class Sampler:
     """Applies a `SamplerConfig` run by run (see the module docstring)."""
 
-    def __init__(self, config: SamplerConfig | None = None, budget: CallBudget | None = None) -> None:
+    def __init__(
+        self, config: SamplerConfig | None = None, budget: CallBudget | None = None, *, judges: JudgeSets | None = None
+    ) -> None:
         self.config = config or SamplerConfig()
         self.budget = budget if budget is not None else SlidingWindowBudget()
-        self._judges: dict[tuple[str, ...], list[Judge]] = {}
+        # the model judges of each judge list, made on first use; pass a shared dict to make them once
+        self._judges: JudgeSets = judges if judges is not None else {}
 
     @cached_property
     def _profiles(self) -> dict[str, Profile]:

@@ -22,13 +22,14 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..records import LoadError
-from ..sampler import Sampler
+from ..sampler import JudgeSets, Sampler
 from ..traces import Span, build_trace
 from .config import ServiceSettings
 from .store import (
@@ -53,6 +54,8 @@ SAMPLER_USER = 'sampler'
 # The PostgreSQL advisory lock key that serialises budget decisions across processes.
 _BUDGET_LOCK = 0x5E45E1
 _RETRIES = 5
+# The judges each sampler counts with, made once per process (`Sampler` would make them per request).
+_JUDGES: JudgeSets = {}
 
 
 @dataclass
@@ -81,116 +84,168 @@ class IngestResult:
 
 
 def ingest_spans(store: Store, spans: Sequence[Span], settings: ServiceSettings, *, user: str) -> IngestResult:
-    """Buffer `spans` and finish the traces whose root is now in (see the module docstring)."""
-    result = IngestResult()
-    by_trace: dict[str, list[Span]] = {}
+    """Buffer `spans` and finish the traces whose root is now in, in one transaction (see the module
+    docstring). A trace complete within the request is built from the request's spans directly: its
+    spans are never written to the buffer."""
+    by_trace: dict[str, dict[str, Span]] = {}
     for span in spans:
-        by_trace.setdefault(span.trace_id, []).append(span)
-    complete: list[str] = []
-    for trace_id, trace_spans in by_trace.items():
-        accepted, message, rooted = _buffer(store, trace_id, trace_spans)
-        result.accepted += accepted
-        result.rejected += len(trace_spans) - accepted
-        if message:
-            result.messages.append(message)
-        if rooted:
-            complete.append(trace_id)
-    for trace_id in complete:
-        outcome = finish_trace(store, trace_id, settings, user=user, timed_out=False)
-        if outcome is not None:
-            result.finished.append(outcome)
+        by_trace.setdefault(span.trace_id, {}).setdefault(span.span_id, span)  # a span sent twice counts once
+    for _ in range(_RETRIES):
+        try:
+            return _ingest(store, by_trace, settings, user, len(spans))
+        except IntegrityError:
+            continue  # a concurrent request created one of these traces or spans first: read again
+    return IngestResult(
+        rejected=len(spans), messages=['the store kept refusing these spans (concurrent writers); send them again']
+    )
+
+
+def _ingest(store: Store, by_trace: dict[str, dict[str, Span]], settings: ServiceSettings, user: str, sent: int) -> IngestResult:
+    result = IngestResult(accepted=sent)
+    with store.write() as db:
+        now = now_us()
+        ids = list(by_trace)
+        known = {t.trace_id: t for t in db.scalars(select(TraceRow).where(TraceRow.trace_id.in_(ids)).with_for_update())}
+        buffered: dict[str, set[str]] = {}
+        if known:
+            pending = [t for t, row in known.items() if row.status == 'pending']
+            for trace_id, span_id in db.execute(
+                select(TraceSpanRow.trace_id, TraceSpanRow.span_id).where(TraceSpanRow.trace_id.in_(pending))
+            ):
+                buffered.setdefault(trace_id, set()).add(span_id)
+        new_spans: list[dict[str, Any]] = []
+        complete: list[tuple[TraceRow, list[Span]]] = []
+        for trace_id, trace_spans in by_trace.items():
+            row = known.get(trace_id)
+            if row is not None and row.status != 'pending':
+                late = len(trace_spans)
+                result.accepted -= late
+                result.rejected += late
+                result.messages.append(f'trace {trace_id} was already {row.status}: {late} late span(s) dropped')
+                continue
+            have = buffered.get(trace_id, set())
+            fresh = [s for s in trace_spans.values() if s.span_id not in have]
+            rooted = any(s.parent_span_id is None for s in fresh)
+            if row is None:
+                row = TraceRow(
+                    trace_id=trace_id, status='pending', span_count=0, root_seen=False, first_seen_us=now, updated_at_us=now
+                )
+                db.add(row)
+            row.span_count += len(fresh)
+            row.root_seen = row.root_seen or rooted
+            row.updated_at_us = now
+            if row.root_seen:
+                complete.append((row, fresh))
+            else:
+                new_spans.extend({'trace_id': trace_id, 'span_id': s.span_id, 'span': s.to_json()} for s in fresh)
+        db.flush()
+        if new_spans:
+            db.execute(insert(TraceSpanRow), new_spans)
+        if complete:
+            sampler = _store_sampler(db, store, settings)
+            rows = _Rows()
+            for row, fresh in complete:
+                earlier = buffered.get(row.trace_id)
+                spans = fresh + (_buffered_spans(db, row.trace_id) if earlier else [])
+                result.finished.append(
+                    _finish(db, row, spans, settings, sampler, user, rows, timed_out=False, had_buffer=bool(earlier))
+                )
+            rows.insert(db)
+    for outcome in result.finished:
+        _log_errors(outcome)
     return result
 
 
-def _buffer(store: Store, trace_id: str, spans: Sequence[Span]) -> tuple[int, str | None, bool]:
-    """Store one trace's new spans; (spans accepted, why some were refused, whether its root is in)."""
-    for _ in range(_RETRIES):
-        try:
-            with store.write() as db:
-                now = now_us()
-                trace = db.get(TraceRow, trace_id, with_for_update=True)
-                if trace is None:
-                    trace = TraceRow(
-                        trace_id=trace_id, status='pending', span_count=0, root_seen=False, first_seen_us=now, updated_at_us=now
-                    )
-                    db.add(trace)
-                    db.flush()
-                elif trace.status != 'pending':
-                    return 0, f'trace {trace_id} was already {trace.status}: {len(spans)} late span(s) dropped', False
-                known = set(db.scalars(select(TraceSpanRow.span_id).where(TraceSpanRow.trace_id == trace_id)))
-                fresh: dict[str, Span] = {}
-                for span in spans:
-                    if span.span_id not in known:
-                        fresh.setdefault(span.span_id, span)
-                db.add_all(TraceSpanRow(trace_id=trace_id, span_id=s.span_id, span=s.to_json()) for s in fresh.values())
-                trace.span_count += len(fresh)
-                trace.root_seen = trace.root_seen or any(s.parent_span_id is None for s in fresh.values())
-                trace.updated_at_us = now
-                # a span already buffered (an exporter's retry) is accepted: it is stored, once
-                return len(spans), None, trace.root_seen
-        except IntegrityError:
-            continue  # a concurrent request created the trace or a span first: read again
-    return 0, f'trace {trace_id}: the store kept refusing its spans', False
-
-
 def finish_trace(store: Store, trace_id: str, settings: ServiceSettings, *, user: str, timed_out: bool) -> TraceOutcome | None:
-    """Build a pending trace into sessions, sample them, and close the trace; None if another request
-    or process finished it first."""
+    """Build a pending trace from its buffered spans into sessions, sample them, and close the trace;
+    None if another request or process finished it first."""
     with store.write() as db:
-        trace = db.get(TraceRow, trace_id, with_for_update=True)
-        if trace is None or trace.status != 'pending':
+        row = db.get(TraceRow, trace_id, with_for_update=True)
+        if row is None or row.status != 'pending':
             return None
-        spans = [Span.from_json(row.span) for row in db.scalars(select(TraceSpanRow).where(TraceSpanRow.trace_id == trace_id))]
-        build = build_trace(spans, settings.traces, timed_out=timed_out) if spans else None
-        outcome = TraceOutcome(trace_id, 'rejected')
-        if build is not None:
-            outcome.errors = build.errors
-            if build.records:
-                _lock_budget(db, store)
-                sampler = Sampler(settings.sampler, _StoreBudget(db))
-            for record in build.records:
-                now = now_us()
-                agent = record.metadata.get('agent') if isinstance(record.metadata.get('agent'), str) else None
-                decision = sampler.decide(record, agent=agent, at=now / 1e6)
-                record.metadata.setdefault('profile', decision.profile)
-                status = SessionStatus.FAILED if record.metadata.get('status') == 'error' else SessionStatus.COMPLETED
-                session_id = new_id()
-                db.add(
-                    SessionRow(
-                        session_id=session_id, query_id=record.query_id[:255], agent=agent, status=status.value,
-                        record=record.model_dump(mode='json'), created_by=user,
-                        warnings=list(record.input_warnings) or None, created_at_us=now, updated_at_us=now,
-                    )
-                )  # fmt: skip
-                db.flush()  # the session first: the rows below reference it
-                evaluation_id = None
-                if decision.sampled:
-                    evaluation_id = new_id()
-                    db.add(
-                        EvaluationRow(
-                            evaluation_id=evaluation_id, session_id=session_id, evaluators=list(decision.judges),
-                            status=JobStatus.PENDING.value, triggered_by=SAMPLER_USER, started_at_us=now,
-                            owner=settings.worker_id,
-                        )
-                    )  # fmt: skip
-                    outcome.evaluations.append(evaluation_id)
-                db.add(
-                    SamplingRow(
-                        session_id=session_id, trace_id=trace_id, agent=agent, sampled=decision.sampled,
-                        reason=decision.reason, detail=decision.detail, judge_calls=decision.judge_calls,
-                        judges=list(decision.judges), evaluation_id=evaluation_id, decided_at_us=now,
-                    )
-                )  # fmt: skip
-                db.flush()  # the next decision's budget counts this one
-                outcome.sessions.append(session_id)
-        outcome.status = 'ingested' if outcome.sessions else 'rejected'
-        trace.status = outcome.status
-        trace.error = '; '.join(str(e) for e in outcome.errors)[:4000] or None
-        trace.updated_at_us = now_us()
-        db.execute(delete(TraceSpanRow).where(TraceSpanRow.trace_id == trace_id))
-    for error in outcome.errors:
-        log.warning('trace %s: %s', trace_id, error)
+        spans = _buffered_spans(db, trace_id)
+        rows = _Rows()
+        sampler = _store_sampler(db, store, settings)
+        outcome = _finish(db, row, spans, settings, sampler, user, rows, timed_out=timed_out, had_buffer=True)
+        rows.insert(db)
+    _log_errors(outcome)
     return outcome
+
+
+def _buffered_spans(db: Session, trace_id: str) -> list[Span]:
+    return [Span.from_json(span) for span in db.scalars(select(TraceSpanRow.span).where(TraceSpanRow.trace_id == trace_id))]
+
+
+@dataclass
+class _Rows:
+    """The rows a transaction's traces give, inserted together (one statement per table)."""
+
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    def insert(self, db: Session) -> None:
+        for table, rows in ((SessionRow, self.sessions), (EvaluationRow, self.evaluations), (SamplingRow, self.decisions)):
+            if rows:
+                db.execute(insert(table), rows)  # sessions first: the other two reference them
+
+
+def _finish(
+    db: Session, row: TraceRow, spans: list[Span], settings: ServiceSettings, sampler: Sampler, user: str, rows: _Rows,
+    *, timed_out: bool, had_buffer: bool,
+) -> TraceOutcome:  # fmt: skip
+    """Sessions, sampling decisions and evaluations for one trace's records (added to `rows`, which the
+    caller inserts); the trace closed."""
+    outcome = TraceOutcome(row.trace_id, 'rejected')
+    build = build_trace(spans, settings.traces, timed_out=timed_out) if spans else None
+    sessions, evaluations, decisions = rows.sessions, rows.evaluations, rows.decisions
+    if build is not None:
+        outcome.errors = build.errors
+        for record in build.records:
+            now = now_us()
+            agent = record.metadata.get('agent') if isinstance(record.metadata.get('agent'), str) else None
+            decision = sampler.decide(record, agent=agent, at=now / 1e6)
+            record.metadata.setdefault('profile', decision.profile)
+            status = SessionStatus.FAILED if record.metadata.get('status') == 'error' else SessionStatus.COMPLETED
+            session_id = new_id()
+            sessions.append(
+                {
+                    'session_id': session_id, 'query_id': record.query_id[:255], 'agent': agent, 'status': status.value,
+                    'record': record.model_dump(mode='json'), 'created_by': user,
+                    'warnings': list(record.input_warnings) or None, 'created_at_us': now, 'updated_at_us': now,
+                }
+            )  # fmt: skip
+            evaluation_id = None
+            if decision.sampled:
+                evaluation_id = new_id()
+                evaluations.append(
+                    {
+                        'evaluation_id': evaluation_id, 'session_id': session_id, 'evaluators': list(decision.judges),
+                        'status': JobStatus.PENDING.value, 'triggered_by': SAMPLER_USER, 'started_at_us': now,
+                        'owner': settings.worker_id, 'smoke': False,
+                    }
+                )  # fmt: skip
+                outcome.evaluations.append(evaluation_id)
+            decisions.append(
+                {
+                    'session_id': session_id, 'trace_id': row.trace_id, 'agent': agent, 'sampled': decision.sampled,
+                    'reason': decision.reason, 'detail': decision.detail, 'judge_calls': decision.judge_calls,
+                    'judges': list(decision.judges), 'evaluation_id': evaluation_id, 'decided_at_us': now,
+                }
+            )  # fmt: skip
+            outcome.sessions.append(session_id)
+    outcome.status = 'ingested' if outcome.sessions else 'rejected'
+    row.status = outcome.status
+    row.error = '; '.join(str(e) for e in outcome.errors)[:4000] or None
+    row.updated_at_us = now_us()
+    if had_buffer:
+        db.execute(delete(TraceSpanRow).where(TraceSpanRow.trace_id == row.trace_id))
+    return outcome
+
+
+def _log_errors(outcome: TraceOutcome) -> None:
+    for error in outcome.errors:
+        log.warning('trace %s: %s', outcome.trace_id, error)
 
 
 def sweep_traces(store: Store, settings: ServiceSettings, *, now: float | None = None) -> list[TraceOutcome]:
@@ -208,24 +263,32 @@ def sweep_traces(store: Store, settings: ServiceSettings, *, now: float | None =
     return outcomes
 
 
-def _lock_budget(db: Session, store: Store) -> None:
-    """Serialise budget decisions: SQLite's write transaction already is; PostgreSQL takes a lock."""
-    if store.is_postgres:
+def _store_sampler(db: Session, store: Store, settings: ServiceSettings) -> Sampler:
+    """A sampler whose budget is counted from the store, under the budget lock (see the module docstring)."""
+    if settings.sampler.budget_per_hour is not None and store.is_postgres:
+        # serialise budget decisions across processes; SQLite's write transaction already is
         db.execute(text('SELECT pg_advisory_xact_lock(:key)'), {'key': _BUDGET_LOCK})
+    return Sampler(settings.sampler, _StoreBudget(db), judges=_JUDGES)
 
 
 class _StoreBudget:
-    """The sampler's budget counted from `session_sampling` (restarts and peers share it)."""
+    """The sampler's budget counted from `session_sampling` (restarts and peers share it): read once per
+    transaction, plus what this transaction spent."""
 
     def __init__(self, db: Session) -> None:
         self.db = db
+        self.read: tuple[float, float, int] | None = None  # (at, window, calls then)
+        self.spent: list[tuple[float, int]] = []
 
     def used(self, at: float, window_s: float) -> int:
-        since = int((at - window_s) * 1_000_000)
-        query = select(func.coalesce(func.sum(SamplingRow.judge_calls), 0)).where(
-            SamplingRow.sampled.is_(True), SamplingRow.decided_at_us > since
-        )
-        return int(self.db.scalar(query) or 0)
+        if self.read is None or self.read[1] != window_s:
+            since = int((at - window_s) * 1_000_000)
+            query = select(func.coalesce(func.sum(SamplingRow.judge_calls), 0)).where(
+                SamplingRow.sampled.is_(True), SamplingRow.decided_at_us > since
+            )
+            self.read = (at, window_s, int(self.db.scalar(query) or 0))
+            self.spent = []
+        return self.read[2] + sum(calls for _, calls in self.spent)
 
     def spend(self, at: float, calls: int) -> None:
-        """Nothing to do: the decision's own `session_sampling` row is the spending."""
+        self.spent.append((at, calls))

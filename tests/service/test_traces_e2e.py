@@ -182,3 +182,32 @@ def test_otlp_endpoint_answers_partial_success_and_holds_rootless_traces(tmp_pat
         assert 'over budget: 4 of 4 judge calls' in runs[1]['detail']
         listed = c.get('/api/v1/traces', params={'status': 'rejected'}, headers=AUTH).json()
         assert [t['trace_id'] for t in listed['items']] == ['3df7651916cd43dd8448eb211c80319f']
+
+
+def test_buffered_spans_survive_a_restart(tmp_path: Path) -> None:
+    url = f'sqlite:///{tmp_path / "restart.db"}'
+    from sensei_eval.service.migrate import upgrade
+
+    upgrade(url)
+    settings = fast_settings(url, sampler=SamplerConfig(rate=0.0, judges=('checks',)), traces=TraceConfig(root_timeout_s=300))
+    judge = ScriptedScorer(answer=_judge_answer)
+    lines = [json.loads(line) for line in (DATA / 'bad_spans.otlp.jsonl').read_text().splitlines() if line.startswith('{')]
+    with live_server(settings, judge.model()) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.post('/v1/traces', json=lines[0]).json() == {}  # the tool call's span; its run's root comes later
+        assert c.get('/api/v1/traces/0af7651916cd43dd8448eb211c80319c').json()['status'] == 'pending'
+    with live_server(settings, judge.model()) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.post('/v1/traces', json=lines[5]).json() == {}
+        [session] = c.get('/api/v1/sessions').json()['items']
+        detail = c.get(f'/api/v1/sessions/{session["session_id"]}').json()
+        record = QueryRecord.model_validate(detail['record'])
+        assert record.metadata['span_count'] == 2  # the span buffered before the restart is part of the run
+        trace = c.get('/api/v1/traces/0af7651916cd43dd8448eb211c80319c').json()
+        # rated 2: sampled; the checks cost no model call, so they are judged whatever the budget
+        assert trace['runs'][0]['reason'] == 'negative' and trace['runs'][0]['judge_calls'] == 0
+        done = wait_for(
+            lambda: (
+                (e := c.get(f'/api/v1/sessions/{session["session_id"]}/evaluation').json()).get('status') == 'completed' and e
+            ),
+            what='the checks',
+        )
+        assert 'error_recovery_check' in done['report']['judges'] and judge.calls == 0
