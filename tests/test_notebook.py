@@ -1,4 +1,4 @@
-"""`notebooks/optimize.ipynb` runs top to bottom (offline: simulated agent, checks, scripted generator)."""
+"""`notebooks/optimize.ipynb` runs top to bottom (offline: simulated agent, checks, the example's blind proposer)."""
 
 from __future__ import annotations
 
@@ -17,3 +17,5 @@ def test_optimize_notebook_executes() -> None:
     assert not [o for o in outputs if o.get('output_type') == 'error']
     text = ''.join(o.get('text', '') for o in outputs if o.get('output_type') == 'stream')
     assert 'froze variant' in text and '## ' in text  # something was frozen and a suggestion printed
+    assert 'held-out validation queries' in text  # the suggestion reports its validation gain
+    assert 'routing: profile map' in text

@@ -596,3 +596,16 @@ def test_generator_call_time_limit_ends_the_component() -> None:
     out = _generate(_LM(['{"variant": "late"}'] * 3, delay=2.0), n=3, timeout_s=0.2)
     assert time.perf_counter() - start < 1.5
     assert out.variants == [] and 'no answer within 0.2 s' in out.errors[0] and len(out.errors) == 1
+
+
+def test_the_example_proposer_does_not_read_the_answer_key() -> None:
+    import ast
+
+    import examples.docs_agent.proposer as proposer_module
+
+    tree = ast.parse(Path(proposer_module.__file__).read_text())
+    imported = {n.module or '' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any('simulated' in m or 'prompts' in m for m in imported), imported
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert not names & {'RULES', 'RULE_PATTERNS', 'RULE_COMPONENTS'}

@@ -49,7 +49,7 @@ def respond(messages: list[dict[str, Any]]) -> str:
         earlier = _bullets(_between(user, 'Already proposed (write a different one):\n', '\n\nAnswer with JSON'))
         return json.dumps({'variant': propose(current, issues_in(_between(user, 'Failure examples:\n', '\n\n')), earlier)})
     current = _gepa_current(user)  # GEPA's reflection: the component's text and the feedback on its runs
-    return json.dumps({'new_instruction': propose(current, issues_in(text), [])})
+    return json.dumps({'new_instruction': propose(current, issues_in(_gepa_feedback(user) or text), [])})
 
 
 def propose(current: str, issues: list[dict[str, Any]], earlier: list[str]) -> str:
@@ -143,6 +143,21 @@ def _between(text: str, start: str, end: str) -> str:
 
 def _bullets(text: str) -> list[str]:
     return [line[2:].strip() for line in text.splitlines() if line.startswith('- ')]
+
+
+def _gepa_feedback(text: str) -> str:
+    """The feedback texts of GEPA's reflective examples (a JSON list after `[[ ## examples_with_feedback ## ]]`)."""
+    marker = '[[ ## examples_with_feedback ## ]]'
+    if marker not in text:
+        return ''
+    body = text.split(marker, 1)[1].split('\n\n[[ ## ', 1)[0].strip()
+    try:
+        examples, _ = json.JSONDecoder().raw_decode(body)  # the request goes on after the list
+    except json.JSONDecodeError:
+        return ''
+    if not isinstance(examples, list):
+        return ''
+    return '\n'.join(str(e.get('Feedback', '')) for e in examples if isinstance(e, dict))
 
 
 def _gepa_current(text: str) -> str:
