@@ -15,8 +15,9 @@ one bad judge never takes the run down.
 
 A fused judge (a judge with non-empty `members`: several failure modes judged in one model call) is
 called once through `judge_members`, which returns one result per member; each member is cached under
-its own criteria hash (the call is skipped when every member is cached), skipped by its own profile
-and `applies_to` rules, and reported as its own judge.
+its own criteria hash (`member_criteria_hash` when the fused judge has one; the call is skipped when
+every member is cached), skipped by its own profile and `applies_to` rules (the fused judge is narrowed
+to the members that apply when it offers `restricted_to`), and reported as its own judge.
 
 Each record runs under an agent profile (`sensei_eval.profiles`): its own `metadata.profile`, else the
 run's. Checks outside the profile are listed as skipped in the report; an unknown profile name is an
@@ -295,8 +296,17 @@ async def _judge_run(
                     active.append(target)
                 else:
                     skipped[target.name] = why
-            if active:
-                calls.append((judge, active if members else []))
+            if not members:
+                if active:
+                    calls.append((judge, []))
+                continue
+            if len(active) < len(members) and hasattr(judge, 'restricted_to'):
+                # a fused judge narrowed to the members that apply: no rubric paid for and thrown away
+                narrowed = judge.restricted_to({m.name for m in active}) if active else None
+                if narrowed is not None:
+                    calls.append((narrowed, members_of(narrowed)))
+            elif active:
+                calls.append((judge, active))
 
         async def tracked(judge: Judge, members: list[Judge]) -> list[JudgeResult]:
             results = await caller.call(judge, members, record, transcript, rep)
@@ -470,11 +480,11 @@ class _Caller:
         self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, rep: int
     ) -> list[JudgeResult]:
         """The results of `judge` (one), or of a fused judge's active `members` (one each, in member order)."""
-        targets = members or [judge]
         model = self.model if judge.needs_model else None
         keys: list[str] = []
         if self.cache is not None and judge.needs_model:
-            keys = [JudgeCache.key(t.criteria_hash(), self.model_name, self.settings, transcript.sha256, rep) for t in targets]
+            hashes = [_member_hash(judge, t) for t in members] if members else [judge.criteria_hash()]
+            keys = [JudgeCache.key(h, self.model_name, self.settings, transcript.sha256, rep) for h in hashes]
             hits = [self.cache.get(k) for k in keys]
             cached = [h for h in hits if h is not None]
             if len(cached) == len(keys):
@@ -519,6 +529,13 @@ class _Caller:
 
 
 _USAGE = ('input_tokens', 'output_tokens', 'requests')
+
+
+def _member_hash(fused: Judge, member: Judge) -> str:
+    """The criteria hash a fused judge's member is cached under: the fused judge's name for it (its own
+    hash marked as judged in that fused call) when it has one, so fused and single verdicts never mix."""
+    of = getattr(fused, 'member_criteria_hash', None)
+    return str(of(member)) if callable(of) else member.criteria_hash()
 
 
 def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResult:

@@ -264,3 +264,33 @@ def test_a_fused_judge_returning_the_wrong_number_of_results_is_an_error(returne
     [report] = asyncio.run(judge_records([openai_record('a')], [Short()], ScriptedJudge(no_issues).model(), run_id='s'))
     assert {r.status for r in report.judges.values()} == {'error'}
     assert f'returned {returned} result(s) for 2 members' in (report.judges['completeness'].error or '')
+
+
+@dataclass(repr=False)
+class NarrowingFused(FakeFused):
+    """A fused judge that can be narrowed to some of its members, as `evaluators.fused.FusedJudge` can."""
+
+    def restricted_to(self, names: set[str]) -> Judge | None:
+        kept = [m for m in self.members if m.name in names]
+        if len(kept) >= 2:
+            return NarrowingFused(members=tuple(kept), calls=self.calls)
+        return kept[0] if kept else None
+
+    def member_criteria_hash(self, member: Judge) -> str:
+        return f'{member.criteria_hash()}+fused:{self.criteria_hash()[:12]}'
+
+
+def test_a_fused_judge_is_narrowed_to_the_members_that_apply(tmp_path: Path) -> None:
+    fused = NarrowingFused()
+    scripted = ScriptedJudge(no_issues)
+    model = scripted.model()
+    cache = JudgeCache(tmp_path)
+    reports = asyncio.run(judge_records([openai_record('a'), openai_record('b')], [fused], model, run_id='n', cache=cache))
+    assert fused.calls == ['a']  # on b only completeness applies: judged alone by its single judge, not the fused call
+    assert len(scripted.calls) == 1 and 'judge `completeness`' in str(scripted.calls[0])
+    assert reports[1].skipped == {'hallucination': 'not for b'} and reports[1].judges['completeness'].status == 'ok'
+    # fused verdicts are cached under the fused judge's name for each member, apart from single verdicts
+    sha = reports[0].transcript_sha256 or ''
+    fused_key = JudgeCache.key(fused.member_criteria_hash(Completeness()), model.name, dict(model.settings), sha, 1)
+    single_key = JudgeCache.key(Completeness().criteria_hash(), model.name, dict(model.settings), sha, 1)
+    assert JudgeCache(tmp_path).get(fused_key) is not None and JudgeCache(tmp_path).get(single_key) is None
