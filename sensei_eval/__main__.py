@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
@@ -96,6 +97,9 @@ def serve(
     timeout: Annotated[float, typer.Option(help='Seconds one scoring may take before it is timed_out.')] = 300.0,
     grace: Annotated[float, typer.Option(help='Seconds in-flight scorings get to finish on shutdown.')] = 30.0,
     max_body: Annotated[int, typer.Option(help='Largest request body in bytes (larger gets 413).')] = 5 * 1024 * 1024,
+    sampling: Annotated[
+        Path | None, typer.Option(help='Sampler configuration for traced runs on /v1/traces (YAML, TOML or JSON).')
+    ] = None,
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
@@ -110,6 +114,12 @@ def serve(
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
+    from .sampler import SamplerConfig, SamplerConfigError, load_sampler_config
+
+    try:
+        sampler = load_sampler_config(sampling) if sampling is not None else SamplerConfig()
+    except SamplerConfigError as e:
+        raise typer.BadParameter(str(e), param_hint='--sampling') from None
     logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     try:
         settings = ServiceSettings(
@@ -125,6 +135,7 @@ def serve(
             scoring_timeout_s=timeout,
             shutdown_grace_s=grace,
             max_body_bytes=max_body,
+            sampler=sampler,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
