@@ -7,7 +7,8 @@ order, one second apart (only the order matters to the evaluators). A call whose
 error gets status `error`, which those evaluators, like pydantic-ai's own instrumentation, treat as a
 failed attempt (not counted unless `include_failed=True`).
 
-The same mapping, reversed, is where OTel/Logfire ingestion will come in.
+The same mapping, reversed, is how real agent traces come in: `sensei_eval.traces` reads the
+`invoke_agent` and `execute_tool` spans pydantic-ai and Logfire export back into records.
 """
 
 from __future__ import annotations

@@ -413,9 +413,11 @@ def build_trace(spans: Sequence[Span], config: TraceConfig | None = None, *, tim
     build = TraceBuild(trace_id)
     by_id: dict[str, Span] = {}
     for span in spans:
+        if span.attributes.get('logfire.span_type') == 'pending_span':
+            continue  # Logfire's placeholder for a span still open: the real span follows
         by_id.setdefault(span.span_id, span)  # a span sent twice (an exporter retry) counts once
     ordered = sorted(by_id.values(), key=lambda s: (s.start_ns, s.end_ns))
-    first = min(ordered, key=lambda s: (s.file, s.line))
+    first = min(spans, key=lambda s: (s.file, s.line))
     runs = [s for s in ordered if s.operation == 'invoke_agent' and not _has_agent_ancestor(s, by_id)]
     root_missing = not has_root(ordered)
     if not runs:

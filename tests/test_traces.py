@@ -212,3 +212,18 @@ def test_rating_from_a_span_event_and_several_runs_in_one_trace(tmp_path: Path) 
     assert all(r.query_id.startswith(trace_id + ':') for r in result.records)
     assert {r.query for r in result.records} == {'first turn', 'second turn'}
     assert all(r.rating is not None and r.rating.correctness == 1 and r.rating.reasoning == 'wrong' for r in result.records)
+
+
+def test_logfire_pending_spans_are_not_runs() -> None:
+    """Logfire may export a placeholder for a span still open; it is not a second agent run."""
+    data = otlp_json_from_protobuf(encode_spans(run_traced([('pending question', {})])))
+    raw_spans = data['resourceSpans'][0]['scopeSpans'][0]['spans']
+    run_span = next(s for s in raw_spans if s['name'].startswith('invoke_agent'))
+    pending = json.loads(json.dumps(run_span))
+    pending.update(spanId='00000000000000ab', parentSpanId=run_span['spanId'])
+    pending['attributes'].append({'key': 'logfire.span_type', 'value': {'stringValue': 'pending_span'}})
+    raw_spans.append(pending)
+    spans, errors = spans_from_otlp_json(data, file='x', line=1)
+    build = build_trace(spans)
+    assert errors == [] and build.errors == [] and len(build.records) == 1
+    assert build.records[0].metadata['span_count'] == 4
