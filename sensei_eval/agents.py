@@ -266,7 +266,9 @@ class PydanticAIRunner:
         else:
             with self.agent.override(instructions=system_prompt):
                 result = await self._run(query, None)
-        return _record(query, system_prompt, result, start)
+        messages = _messages(result)
+        _check_told(messages, system_prompt, self.parts.uses_system_prompt)
+        return _record(query, system_prompt, result, messages, start)
 
     async def _run(self, query: Query, history: list[Any] | None) -> AgentRunResult[Any]:
         return await self.agent.run(query.query, message_history=history, deps=self.deps, usage_limits=self.usage_limits)
@@ -299,11 +301,36 @@ class PromptFactoryRunner:
         start = time.perf_counter()
         agent = self.agent_for(system_prompt)
         result = await agent.run(query.query, deps=self.deps, usage_limits=self.usage_limits)
-        return _record(query, system_prompt, result, start)
+        return _record(query, system_prompt, result, _messages(result), start)
 
 
-def _record(query: Query, system_prompt: str, result: AgentRunResult[Any], start: float) -> QueryRecord:
-    messages = _merge_leading_requests(ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode='json'))
+def _check_told(messages: list[dict[str, Any]], system_prompt: str, as_system_prompt: bool) -> None:
+    """The model must have been told the prompt under test, and as the only system prompt: a capability
+    or history processor of the agent (e.g. `ReinjectSystemPrompt(replace_existing=True)`) can put the
+    agent's own prompt back, and a run under the wrong prompt must not pass for a run under ours."""
+    first = next((m for m in messages if m.get('kind') == 'request'), {})
+    system = [p.get('content') for p in first.get('parts') or () if p.get('part_kind') == 'system-prompt']
+    if as_system_prompt and system != [system_prompt]:
+        told = '; '.join(repr(str(t)[:80]) for t in system) or 'none'
+        raise AgentPromptError(
+            f'the model was not told the prompt under test as the system prompt (system prompts it got: {told}); '
+            'something in the agent (a capability such as ReinjectSystemPrompt, a history processor) replaces it'
+        )
+    if not as_system_prompt and (system or system_prompt not in str(first.get('instructions') or '')):
+        raise AgentPromptError(
+            'the model was not told the prompt under test as its instructions'
+            + (f' (it also got system prompt(s): {"; ".join(repr(str(t)[:80]) for t in system)})' if system else '')
+            + '; something in the agent (a capability, a history processor) changes them'
+        )
+
+
+def _messages(result: AgentRunResult[Any]) -> list[dict[str, Any]]:
+    return _merge_leading_requests(ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode='json'))
+
+
+def _record(
+    query: Query, system_prompt: str, result: AgentRunResult[Any], messages: list[dict[str, Any]], start: float
+) -> QueryRecord:
     usage = result.usage
     return QueryRecord(
         query_id=query.query_id,

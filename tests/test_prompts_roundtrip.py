@@ -127,6 +127,18 @@ def test_instructions_and_system_prompt_text_together_are_refused() -> None:
         PydanticAIRunner(Agent(FunctionModel(Told()), system_prompt='A', instructions='B'))
 
 
+def test_a_capability_that_restores_the_agents_own_prompt_is_an_error_not_a_run() -> None:
+    from pydantic_ai.capabilities import ReinjectSystemPrompt
+
+    from sensei_eval.agents import AgentRunError, run_query
+
+    told = Told()
+    agent = Agent(FunctionModel(told), system_prompt='OWN', capabilities=[ReinjectSystemPrompt(replace_existing=True)])
+    with pytest.raises(AgentRunError, match=r"not told the prompt under test .*system prompts it got: 'OWN'"):
+        asyncio.run(run_query(PydanticAIRunner(agent), 'CANDIDATE', Query('q1', 'What is x?')))
+    assert told.seen == [(['OWN'], None)], 'the agent really ran under its own prompt: that run must not count'
+
+
 def test_load_runner_factories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = tmp_path / 'my_agents.py'
     module.write_text(
