@@ -122,7 +122,9 @@ class OptimizeConfig(BaseModel):
         None, description='Agent profile whose component map to use (default: the profile the queries name).'
     )
     generator_timeout_s: float = Field(60.0, gt=0.0, description='Time limit of one variant-generator call.')
-    generator_max_tokens: int = Field(400, ge=16, description='Output token limit of one variant-generator call.')
+    generator_max_tokens: int = Field(
+        1024, ge=16, description='Most output tokens of one variant-generator call (less for a short section).'
+    )
 
 
 class Split(BaseModel):

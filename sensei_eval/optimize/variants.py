@@ -5,7 +5,7 @@ contradict the frozen sections), and failure examples — issues the judges foun
 prompt's runs that the routing sent to this component. Output: up to N distinct rewrites.
 
 It asks for **one variant per call**, as JSON constrained by a schema (`{"variant": "<text>"}`), with a
-small output limit and a per-call time limit. That is a task a 135M local model can follow: asked for a
+small output limit and a per-call time limit: a task shaped for a 135M local model, which, asked for a
 list of rewrites in DSPy's chat format it answered with Python code, round after round, each round
 taking minutes. The schema goes out as OpenAI's `response_format` `json_schema`; a server that rejects
 it (llama-cpp-python's wants `{"type": "json_object", "schema": …}`) is asked that way next, and one
@@ -28,13 +28,14 @@ from typing import Any, Literal
 
 import dspy
 
-__all__ = ('VARIANT_SCHEMA', 'VariantGenerator', 'make_dspy_lm', 'unusable_reason')
+__all__ = ('VARIANT_SCHEMA', 'VariantGenerator', 'answer_tokens', 'make_dspy_lm', 'unusable_reason')
 
 ResponseFormat = Literal['auto', 'json_schema', 'json_object', 'none']
 
 VARIANT_SCHEMA: dict[str, Any] = {
     'type': 'object',
-    'properties': {'variant': {'type': 'string', 'minLength': 1, 'maxLength': 2000}},
+    # no length bounds: a local server compiles them into the grammar (slow); `max_tokens` bounds the answer
+    'properties': {'variant': {'type': 'string'}},
     'required': ['variant'],
     'additionalProperties': False,
 }
@@ -61,7 +62,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         adapter: Any = None,
         *,
         timeout_s: float = 60.0,
-        max_tokens: int = 400,
+        max_tokens: int = 1024,
         response_format: ResponseFormat = 'auto',
     ) -> None:
         super().__init__()
@@ -107,7 +108,8 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
             messages = _messages(component_name, current_text, rest_of_prompt, failure_examples, found)
             self.lm_calls += 1
             try:
-                text = self._ask(lm, messages, limit, max_tokens or self.max_tokens, rollout=seed * 1000 + call)
+                budget = answer_tokens(current_text, max_tokens or self.max_tokens)
+                text = self._ask(lm, messages, limit, budget, rollout=seed * 1000 + call)
             except TimeoutError:
                 errors.append(f'call {call + 1}: no answer within {limit:g} s; the component ends here')
                 break
@@ -160,6 +162,12 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
 
 
 _NEXT_FORMAT: dict[str, ResponseFormat] = {'json_schema': 'json_object', 'json_object': 'none'}
+
+
+def answer_tokens(current_text: str, cap: int) -> int:
+    """The output limit of one call: room for the section plus a few sentences (about 4 characters a token), at
+    most `cap` — a small model that rambles is cut off early instead of filling a large limit."""
+    return max(64, min(cap, len(current_text) // 3 + 160))
 
 
 def unusable_reason(text: str | None, current_text: str, earlier: Sequence[str]) -> str | None:
