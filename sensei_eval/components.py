@@ -245,9 +245,10 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
     """Write the optimized `components` in `original`'s format into `out_dir` (`<stem>.py`, `.yaml` or
     `.txt`, see the module docstring), plus `<stem>.diff` against `original`; returns the primary file.
 
-    What is written is loaded back and built: if that does not give `components.build()` exactly (a
-    `build_prompt()` reading something the patch can't reach), the exact prompt goes to `<stem>.txt`
-    instead, with a warning, and that is returned."""
+    What is written is loaded back and built: if the patched module does not give `components.build()`
+    exactly (it cannot be imported from `out_dir`, or its `build_prompt()` reads something the patch can't
+    reach), it is not kept and a warning says so; the YAML copy, when the assembly allows one, else the
+    exact prompt as `<stem>.txt`, is returned instead."""
     from .reports import write_json_atomic  # atomic text write; same helper as reports
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -264,12 +265,15 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
                 problem = 'building the patched copy gives another prompt'
         except Exception as e:  # the copy failed to parse or import: say so, keep the exact text
             problem = f'{type(e).__name__}: {e}'
+        yaml_path = out_dir / f'{stem}.yaml'
+        if (assembly := components.yaml_assembly()) is not None:
+            write_json_atomic(yaml_path, _yaml_of(components, assembly))
         if primary is None:
             path.unlink(missing_ok=True)
-            warnings.warn(f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {stem}.txt',
+            primary = yaml_path if assembly is not None else None
+            exact = primary.name if primary is not None else f'{stem}.txt'
+            warnings.warn(f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {exact}',
                           stacklevel=2)  # fmt: skip
-        if (assembly := components.yaml_assembly()) is not None:
-            write_json_atomic(out_dir / f'{stem}.yaml', _yaml_of(components, assembly))
     elif original.source_format == 'text' and components.names == [PLAIN_TEXT_COMPONENT]:
         primary = out_dir / f'{stem}.txt'
         write_json_atomic(primary, components[PLAIN_TEXT_COMPONENT] + '\n')
@@ -297,7 +301,8 @@ def patched_module_source(components: PromptComponents, original: PromptComponen
 
     Each changed component's last module-level assignment (`NAME = …`, `NAME: str = …`, or its entry in a
     literal `COMPONENTS = {...}` mapping) gets a string literal in place of its value expression; a
-    component assigned no such way is appended at the end. Relative imports become absolute, so the copy
+    component assigned no such way is appended at the end (`NAME = …`, or `COMPONENTS['NAME'] = …` when the
+    module's COMPONENTS is a mapping). Relative imports become absolute, so the copy
     imports from wherever it is saved. Everything else — comments, `build_prompt()`, other constants — is
     kept byte for byte."""
     module = original.module
@@ -344,7 +349,11 @@ def patched_module_source(components: PromptComponents, original: PromptComponen
     missing = [n for n in changed if n not in targets]
     if missing:
         patched = patched.rstrip('\n') + '\n\n# components optimized by sensei-eval that are not assigned above\n'
-        patched += ''.join(f'{n} = {_py_literal(changed[n])}\n' for n in missing)
+        in_mapping = isinstance(getattr(module, 'COMPONENTS', None), Mapping)  # the texts live in COMPONENTS itself
+        patched += ''.join(
+            f'COMPONENTS[{n!r}] = {_py_literal(changed[n])}\n' if in_mapping else f'{n} = {_py_literal(changed[n])}\n'
+            for n in missing
+        )
     header = f'# Optimized copy of {original.source} written by sensei-eval: only changed component constants differ.\n'
     return header + patched
 

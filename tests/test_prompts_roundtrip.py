@@ -242,6 +242,50 @@ def test_component_not_assigned_plainly_is_appended(tmp_path: Path) -> None:
     assert primary.read_text().rstrip().endswith("B = 'new B'")
 
 
+def test_components_mapping_built_by_a_call_is_patched_in_place(tmp_path: Path) -> None:
+    module = tmp_path / 'src' / 'mapped.py'
+    module.parent.mkdir()
+    module.write_text(
+        'COMPONENTS = dict(ROLE="You help.", RULES="Be brief.")\n\n'
+        'def build_prompt():\n    return "\\n---\\n".join(COMPONENTS.values())\n'
+    )
+    original = load_components(module)
+    optimized = original.with_text('RULES', TRICKY)
+    primary = save_components(optimized, original, tmp_path / 'out')
+    assert primary.name == 'prompts.py'
+    assert load_components(primary).build() == optimized.build() == 'You help.\n---\n' + TRICKY
+    assert "COMPONENTS['RULES'] = " in primary.read_text()
+
+
+def test_a_copy_that_cannot_rebuild_the_prompt_falls_back_to_the_exact_text(tmp_path: Path) -> None:
+    package = tmp_path / 'elsewhere' / 'mypkg'
+    package.mkdir(parents=True)
+    (package / '__init__.py').write_text('')
+    (package / 'helpers.py').write_text('HEADER = "# Rules"\n')
+    (package / 'prompts.py').write_text(
+        'from .helpers import HEADER\n\nRULES = "Be brief."\n\ndef build_prompt():\n    return HEADER + "\\n" + RULES\n'
+    )
+    original = load_components(package / 'prompts.py')  # imported as part of mypkg, which is not on sys.path
+    optimized = original.with_text('RULES', TRICKY)
+    with pytest.warns(UserWarning, match=r'could not write a patched copy .*ModuleNotFoundError.*in prompts.yaml'):
+        primary = save_components(optimized, original, tmp_path / 'out')
+    assert primary.name == 'prompts.yaml' and not (tmp_path / 'out' / 'prompts.py').exists()
+    assert saved_prompt_path(tmp_path / 'out') == primary
+    assert load_components(primary).build() == optimized.build() == '# Rules\n' + TRICKY
+    # a build_prompt() YAML can't record either: the exact text
+    (package / 'prompts.py').write_text(
+        'from .helpers import HEADER\n\nRULES = "Be brief."\nTONE = "Terse."\nSTYLE = "Plain."\n\n'
+        'def build_prompt():\n    return HEADER + "\\n" + RULES.upper() + "|" + TONE + "/" + STYLE\n'
+    )
+    (package / 'other.py').write_text((package / 'prompts.py').read_text())
+    original = load_components(package / 'other.py')
+    optimized = original.with_text('TONE', 'Warm.')
+    with pytest.warns(UserWarning, match=r'could not write a patched copy .*in prompts.txt'):
+        primary = save_components(optimized, original, tmp_path / 'out2')
+    assert primary.name == 'prompts.txt' and saved_prompt_path(tmp_path / 'out2') == primary
+    assert load_components(primary).build() == optimized.build() == '# Rules\nBE BRIEF.|Warm./Plain.'
+
+
 def test_yaml_round_trip_keeps_the_assembly(tmp_path: Path) -> None:
     source = tmp_path / 'p.yaml'
     source.write_text(
