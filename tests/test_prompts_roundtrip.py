@@ -337,3 +337,26 @@ def test_prompts_module_with_relative_imports_loads_from_another_tree(tmp_path: 
     old_v2 = load_components(tree / 'docs_agent' / 'prompts_v2.py')
     assert old_v2['IDENTITY'].startswith('OLD IDENTITY (context7_get_docs)\nYour audience is other AI agents')
     assert old_v2.build().startswith('## IDENTITY\nOLD IDENTITY')
+
+
+def test_validate_compares_a_worktree_prompt_with_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from sensei_eval.validate.cli import app
+
+    tree = tmp_path / 'wt' / 'examples'
+    shutil.copytree(ROOT / 'examples', tree, ignore=shutil.ignore_patterns('__pycache__', 'corpus'))
+    old = tree / 'docs_agent' / 'prompts.py'
+    extra = '\nfrom .tools import tavily_search as _web  # noqa: E402\n\nIDENTITY = "OLD " + _web.__name__\n'
+    old.write_text(old.read_text() + extra)
+    dataset = tmp_path / 'queries.jsonl'
+    dataset.write_text(''.join((DOCS_AGENT / 'queries.jsonl').read_text().splitlines(keepends=True)[:4]))
+    monkeypatch.chdir(ROOT)
+    args = ['--old-prompt', str(old), '--new-prompt', 'examples/docs_agent/prompts_v2.py',
+            '--agent', 'examples.docs_agent.agent:make_agent', '--dataset', str(dataset),
+            '--judges', 'checks', '--out', str(tmp_path / 'v')]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 1), result.output  # ran and gated: no input error
+    assert (tmp_path / 'v' / 'old.prompt.txt').read_text().startswith('## IDENTITY\nOLD tavily_search\n\n## AVAILABLE_TOOLS')
+    new_prompt = load_components(DOCS_AGENT / 'prompts_v2.py').build()
+    assert (tmp_path / 'v' / 'new.prompt.txt').read_text() == new_prompt
