@@ -609,3 +609,19 @@ def test_the_example_proposer_does_not_read_the_answer_key() -> None:
     assert not any('simulated' in m or 'prompts' in m for m in imported), imported
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not names & {'RULES', 'RULE_PATTERNS', 'RULE_COMPONENTS'}
+
+
+def test_generator_is_not_asked_again_after_missing_the_time_limit_twice() -> None:
+    generator = VariantGenerator(_LM(['{"variant": "late"}'] * 2, delay=0.5), timeout_s=0.1)
+    for _ in range(2):
+        generator(component_name='C', current_text='x', rest_of_prompt='', failure_examples=[], num_variants=1)
+    calls = generator.lm_calls
+    out = generator(component_name='C', current_text='x', rest_of_prompt='', failure_examples=[], num_variants=1)
+    assert generator.lm_calls == calls and out.variants == [] and 'missed the 0.1 s limit 2 times' in out.errors[0]
+
+
+async def test_a_run_folder_of_an_older_optimizer_is_refused(tmp_path: Path) -> None:
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'state.json').write_text(json.dumps({'version': 1}))
+    with pytest.raises(ValueError, match='older optimizer'):
+        await optimizer(tmp_path, proposer(good={})).run()

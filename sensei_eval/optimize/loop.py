@@ -472,7 +472,12 @@ class SequentialOptimizer:
     def _load_or_start(self) -> OptimizeState:
         path = self.run_dir / 'state.json'
         if path.is_file():
-            state = OptimizeState.model_validate_json(path.read_text())
+            raw = json.loads(path.read_text())
+            if raw.get('version', 1) < STATE_VERSION:
+                raise ValueError(
+                    f'{path}: written by an older optimizer (no train/validation split); it cannot be resumed, use a new --out'
+                )
+            state = OptimizeState.model_validate(raw)
             if state.original != self.components.as_dict():
                 raise ValueError(f'{path}: this run folder optimizes other prompt components; use a new --out')
             if state.config.query_ids != self.config.query_ids or state.config.judges != self.config.judges:

@@ -12,7 +12,9 @@ it (llama-cpp-python's wants `{"type": "json_object", "schema": …}`) is asked 
 that rejects both gets a plain request whose answer is parsed leniently. An answer is used only if it
 is a usable variant: not empty, not the current text or an earlier variant, not code, not far longer
 than the component. After a timeout, or two unusable answers in a row, the component ends at once with
-the reasons recorded: a model that cannot do the task is not asked again and again.
+the reasons recorded: a model that cannot do the task is not asked again and again. After
+`max_timeouts` calls over the run missed the limit, it is not asked at all (a local server still busy with
+an abandoned request would make every later call miss it too).
 
 It calls whatever DSPy LM it is given (`dspy.LM` for a hosted model or an OpenAI-compatible server, the
 embedded model, or a scripted LM in tests) directly, with chat messages; `lm_calls` counts its requests.
@@ -64,6 +66,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         timeout_s: float = 60.0,
         max_tokens: int = 1024,
         response_format: ResponseFormat = 'auto',
+        max_timeouts: int = 2,
     ) -> None:
         super().__init__()
         self.lm = lm  # None: whatever dspy.configure / dspy.context set
@@ -77,6 +80,9 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         # the format the calls use now: auto starts with json_schema and steps down when the server rejects one
         self.format_in_use: ResponseFormat = 'json_schema' if response_format == 'auto' else response_format
         self.lm_calls = 0
+        # calls that missed the time limit, over the run; at `max_timeouts` the generator is not asked again
+        self.timeouts = 0
+        self.max_timeouts = max_timeouts
 
     def max_calls(self, num_variants: int) -> int:
         """The most calls one component can cost: one per variant plus the retries."""
@@ -93,6 +99,11 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         timeout_s: float | None = None,
         max_tokens: int | None = None,
     ) -> dspy.Prediction:
+        if self.timeouts >= self.max_timeouts:
+            # a model that missed the time limit this often in the run is too slow for it: don't wait again
+            return dspy.Prediction(
+                variants=[], errors=[f'not asked: the generator missed the {self.timeout_s:g} s limit {self.timeouts} times']
+            )
         lm = self.lm or dspy.settings.lm
         if lm is None:
             raise ValueError('the variant generator has no LM: pass one or dspy.configure(lm=...)')
@@ -111,6 +122,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
                 budget = answer_tokens(current_text, max_tokens or self.max_tokens)
                 text = self._ask(lm, messages, limit, budget, rollout=seed * 1000 + call)
             except TimeoutError:
+                self.timeouts += 1
                 errors.append(f'call {call + 1}: no answer within {limit:g} s; the component ends here')
                 break
             except Exception as e:  # a failed call costs a call, not the run
