@@ -5,6 +5,7 @@ to an OTLP/JSON file give the same records through the CLI's loader."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,9 @@ def test_otlp_endpoint_answers_partial_success_and_holds_rootless_traces(tmp_pat
 
     upgrade(url)
     sampler = SamplerConfig(rate=1.0, judges=('tool_selection', 'completeness'), budget_per_hour=4, negative_reserve=0)
-    settings = fast_settings(url, token=TOKEN, sampler=sampler, traces=TraceConfig(root_timeout_s=0.5), trace_sweep_s=0.1)
+    settings = fast_settings(
+        url, token=TOKEN, sampler=sampler, traces=TraceConfig(root_timeout_s=0.5), trace_sweep_s=0.1, max_body_bytes=100_000
+    )
     judge = ScriptedScorer(answer=_judge_answer)
     lines = [json.loads(line) for line in (DATA / 'bad_spans.otlp.jsonl').read_text().splitlines() if line.startswith('{')]
     with live_server(settings, judge.model()) as srv, httpx.Client(base_url=srv.url) as c:
@@ -137,7 +140,11 @@ def test_otlp_endpoint_answers_partial_success_and_holds_rootless_traces(tmp_pat
         assert r.status_code == 200
         partial = r.json()['partialSuccess']
         assert partial['rejectedSpans'] == 1 and 'spans[0].attributes[0].value: unknown AnyValue kind' in partial['errorMessage']
-        assert c.post('/v1/traces', json=lines[0], headers=AUTH).json() == {}  # a child: held, no session yet
+        child = gzip.compress(json.dumps(lines[0]).encode())  # as OTEL_EXPORTER_OTLP_COMPRESSION=gzip sends it
+        gz = {**AUTH, 'Content-Type': 'application/json', 'Content-Encoding': 'gzip'}
+        assert c.post('/v1/traces', content=child, headers=gz).json() == {}  # a child: held, no session yet
+        bomb = gzip.compress(b' ' * 3_000_000)  # 3 KB that inflate past 20 times the 100 KB body limit
+        assert c.post('/v1/traces', content=bomb, headers=gz).status_code == 413
         assert c.get('/api/v1/sessions', headers=AUTH).json()['total'] == 0
         assert c.post('/v1/traces', json=lines[5], headers=AUTH).json() == {}  # its root, last: the trace is built
         trace = c.get('/api/v1/traces/0af7651916cd43dd8448eb211c80319c', headers=AUTH).json()

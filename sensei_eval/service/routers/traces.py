@@ -2,16 +2,17 @@
 
 Point any OpenTelemetry OTLP/HTTP exporter (Logfire included) at the service's base URL: the exporter
 appends `/v1/traces` itself. The answer is the OTLP `ExportTraceServiceResponse`, in the request's
-encoding; spans refused (malformed, or late for a trace already built) are counted in
-`partial_success` with the reasons, and the rest are kept. A body that is not an OTLP request at all
-is a 400 (exporters do not retry it). The route needs the token like every write. How spans become
-sessions and which are judged: `trace_ingest`.
+encoding; gzip bodies are inflated, up to 20 times the body limit. Spans refused (malformed, or late
+for a trace already built) are counted in `partial_success` with the reasons, and the rest are kept.
+A body that is not an OTLP request at all is a 400 (exporters do not retry it). The route needs the
+token like every write. How spans become sessions and which are judged: `trace_ingest`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
@@ -31,6 +32,8 @@ router = APIRouter(tags=['traces'])
 
 _PROTOBUF = 'application/x-protobuf'
 _MAX_MESSAGES = 10
+# How much larger than the body limit a gzip request may inflate (span JSON compresses about 10:1).
+_INFLATE_FACTOR = 20
 
 
 class SamplingOut(BaseModel):
@@ -68,6 +71,11 @@ class TracePage(BaseModel):
 @router.post(OTLP_TRACES_PATH, summary='OTLP/HTTP trace export (protobuf or JSON)')
 async def export_traces(request: Request, user: Writer, state: State) -> Response:
     body = await request.body()
+    encoding = request.headers.get('content-encoding', '').strip().lower()
+    if encoding == 'gzip':  # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
+        body = _gunzip(body, _INFLATE_FACTOR * state.settings.max_body_bytes)
+    elif encoding not in ('', 'identity'):
+        raise HTTPException(415, f'content encoding {encoding[:40]!r} is not supported (use gzip or none)')
     media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
     protobuf = media == _PROTOBUF
     if protobuf:
@@ -88,6 +96,18 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
     rejected = result.rejected + len(errors)
     messages = [f'{e.field or "request"}: {e.message}' for e in errors] + result.messages
     return _answer(protobuf, rejected, '; '.join(messages[:_MAX_MESSAGES]))
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """A gzip body, inflated up to `limit` bytes (more is refused: a small body must not inflate without end)."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit)
+    except zlib.error as e:
+        raise HTTPException(400, f'not valid gzip: {e}') from None
+    if inflater.unconsumed_tail:
+        raise HTTPException(413, f'the request inflates to more than {limit:,} bytes')
+    return out
 
 
 def _answer(protobuf: bool, rejected: int, message: str) -> Response:
