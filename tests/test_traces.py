@@ -227,3 +227,19 @@ def test_logfire_pending_spans_are_not_runs() -> None:
     build = build_trace(spans)
     assert errors == [] and build.errors == [] and len(build.records) == 1
     assert build.records[0].metadata['span_count'] == 4
+
+
+def test_judge_command_reads_a_trace_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sensei_eval.__main__ import app
+
+    spans = run_traced([('a question for the judge command', {})])
+    path = write_otlp(tmp_path / 'runs.otlp.jsonl', [spans])
+    out = tmp_path / 'reports'
+    result = CliRunner().invoke(app, ['judge', '--dataset', str(path), '--judges', 'checks', '--out', str(out)])
+    assert result.exit_code == 0, result.output
+    trace_id = format(spans[0].context.trace_id, '032x')
+    [report] = list(out.glob(f'*/records/{trace_id}*'))
+    data = json.loads(report.read_text())
+    assert data['query_id'] == trace_id and 'error_recovery_check' in data['judges']
