@@ -26,7 +26,7 @@ from typing import Literal, ParamSpec, TypeVar
 
 __all__ = ('EXTRAS', 'Extra', 'MissingExtraError', 'exit_on_missing_extra', 'require_extra', 'requires_extra')
 
-Extra = Literal['embedded', 'service', 'stats', 'optimize']
+Extra = Literal['embedded', 'service', 'stats', 'optimize', 'otel']
 
 # extra -> what it enables (the README's table says the same)
 EXTRAS: dict[str, str] = {
@@ -34,6 +34,7 @@ EXTRAS: dict[str, str] = {
     'service': 'the scoring service (sensei-eval serve)',
     'stats': 'calibration (sensei_eval.calibrate) and the before/after gate (sensei_eval.validate)',
     'optimize': 'the prompt optimizer (sensei_eval.optimize, DSPy)',
+    'otel': "exporting the judge spans (the OpenTelemetry SDK; the API comes with pydantic-ai)",
 }
 
 P = ParamSpec('P')
