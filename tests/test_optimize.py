@@ -625,3 +625,42 @@ async def test_a_run_folder_of_an_older_optimizer_is_refused(tmp_path: Path) -> 
     (tmp_path / 'run' / 'state.json').write_text(json.dumps({'version': 1}))
     with pytest.raises(ValueError, match='older optimizer'):
         await optimizer(tmp_path, proposer(good={})).run()
+
+
+def test_generator_talks_to_an_openai_compatible_server_with_max_tokens_and_a_schema() -> None:
+    """A loopback stand-in for llama-cpp-python's server: it refuses OpenAI's json_schema format (422) and
+    reads `max_tokens` (DSPy would send `max_completion_tokens`, which such a server ignores)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    bodies: list[dict[str, Any]] = []
+
+    class Server(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+            bodies.append(body)
+            if (body.get('response_format') or {}).get('type') == 'json_schema':
+                reply, status = {'detail': [{'loc': ['body', 'response_format', 'type'], 'msg': 'unexpected'}]}, 422
+            else:
+                content = json.dumps({'variant': f'Cite your sources ({len(bodies)}).'})
+                choice = {'index': 0, 'message': {'role': 'assistant', 'content': content}, 'finish_reason': 'stop'}
+                reply, status = {'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'm', 'choices': [choice]}, 200
+            self.send_response(status)
+            self.send_header('Content-Type', 'application/json')
+            self.end_headers()
+            self.wfile.write(json.dumps(reply).encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(('127.0.0.1', 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lm = dspy.LM('openai/default', api_base=f'http://127.0.0.1:{server.server_port}/v1', api_key='sk-x', cache=False)
+        out = _generate(lm, n=2)
+    finally:
+        server.shutdown()
+    assert out.variants == ['Cite your sources (2).', 'Cite your sources (3).'], out.errors
+    assert [b['response_format']['type'] for b in bodies] == ['json_schema', 'json_object', 'json_object']
+    assert bodies[1]['response_format']['schema']['required'] == ['variant']
+    assert all(b['max_tokens'] <= 200 and 'max_completion_tokens' not in b for b in bodies)

@@ -155,8 +155,12 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
                 }
             elif fmt == 'json_object':
                 kwargs['response_format'] = {'type': 'json_object', 'schema': VARIANT_SCHEMA}
+            endpoint = _openai_endpoint(lm)
             try:
-                outputs = _with_time_limit(lambda kw=kwargs: lm(messages=messages, **kw), timeout_s)
+                if endpoint is not None:
+                    outputs = _with_time_limit(lambda kw=kwargs, ep=endpoint: _call_endpoint(ep, messages, kw), timeout_s)
+                else:
+                    outputs = _with_time_limit(lambda kw=kwargs: lm(messages=messages, **kw), timeout_s)
             except TimeoutError:
                 raise
             except Exception as e:
@@ -253,10 +257,46 @@ def _with_time_limit(fn: Any, timeout_s: float) -> Any:
     return box.get('value')
 
 
+def _openai_endpoint(lm: Any) -> tuple[str, str, str] | None:
+    """(model, base URL, key) of a `dspy.LM` for an OpenAI-compatible server (`openai/<model>` with an
+    `api_base`): called directly, because DSPy sends OpenAI's `max_completion_tokens`, which such servers
+    (llama-cpp-python's) ignore — the answer then runs to the end of the context."""
+    model, kwargs = getattr(lm, 'model', None), getattr(lm, 'kwargs', None)
+    if not isinstance(model, str) or not model.startswith('openai/') or not isinstance(kwargs, dict):
+        return None
+    base = kwargs.get('api_base') or kwargs.get('base_url')
+    if not base:
+        return None
+    return model.split('/', 1)[1], str(base), str(kwargs.get('api_key') or 'sk-no-key')
+
+
+def _call_endpoint(endpoint: tuple[str, str, str], messages: list[dict[str, str]], kwargs: dict[str, Any]) -> list[str]:
+    """One chat completion from an OpenAI-compatible server, with `max_tokens` and the response format as given."""
+    from openai import OpenAI
+
+    model, base_url, api_key = endpoint
+    client = OpenAI(base_url=base_url, api_key=api_key, timeout=kwargs.get('timeout'), max_retries=0)
+    try:
+        extra = {'response_format': kwargs['response_format']} if 'response_format' in kwargs else {}
+        response = client.chat.completions.create(
+            model=model,
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=kwargs['max_tokens'],
+            temperature=kwargs['temperature'],
+            **extra,
+        )
+    finally:
+        client.close()
+    return [choice.message.content or '' for choice in response.choices]
+
+
 def _rejects_format(error: BaseException) -> bool:
-    """A server error that says the request's response_format (or its schema) is not supported."""
+    """A server error that says the request (its response_format, most likely) is not acceptable: 400/422."""
+    if getattr(error, 'status_code', None) in (400, 422):
+        return True
     text = f'{type(error).__name__} {error}'.lower()
-    return any(s in text for s in ('response_format', 'json_schema', 'badrequest', '400', '422', 'unprocessable'))
+    keys = ('response_format', 'json_schema', 'badrequest', 'invalidrequest', 'unprocessable', ' 400', ' 422')
+    return any(s in text for s in keys)
 
 
 def _first_text(outputs: Any) -> str:
