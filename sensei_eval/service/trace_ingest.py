@@ -104,8 +104,11 @@ def _ingest(store: Store, by_trace: dict[str, dict[str, Span]], settings: Servic
     result = IngestResult(accepted=sent)
     with store.write() as db:
         now = now_us()
-        ids = list(by_trace)
-        known = {t.trace_id: t for t in db.scalars(select(TraceRow).where(TraceRow.trace_id.in_(ids)).with_for_update())}
+        ids = sorted(by_trace)  # rows are locked in trace-id order: overlapping requests cannot deadlock
+        known = {
+            t.trace_id: t
+            for t in db.scalars(select(TraceRow).where(TraceRow.trace_id.in_(ids)).order_by(TraceRow.trace_id).with_for_update())
+        }
         buffered: dict[str, set[str]] = {}
         if known:
             pending = [t for t, row in known.items() if row.status == 'pending']
@@ -115,7 +118,8 @@ def _ingest(store: Store, by_trace: dict[str, dict[str, Span]], settings: Servic
                 buffered.setdefault(trace_id, set()).add(span_id)
         new_spans: list[dict[str, Any]] = []
         complete: list[tuple[TraceRow, list[Span]]] = []
-        for trace_id, trace_spans in by_trace.items():
+        for trace_id in ids:
+            trace_spans = by_trace[trace_id]
             row = known.get(trace_id)
             if row is not None and row.status != 'pending':
                 late = len(trace_spans)
