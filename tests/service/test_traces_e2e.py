@@ -218,3 +218,30 @@ def test_buffered_spans_survive_a_restart(tmp_path: Path) -> None:
             what='the checks',
         )
         assert 'error_recovery_check' in done['report']['judges'] and judge.calls == 0
+
+
+def test_concurrent_requests_never_overspend_the_budget(db_url: str) -> None:
+    """Traces posted from several clients at once: the budget is decided under a lock, so the sampled runs
+    spend exactly the budget and no more (API only: nothing is judged here)."""
+    import concurrent.futures
+
+    sampler = SamplerConfig(rate=1.0, judges=('tool_selection', 'completeness'), budget_per_hour=10, negative_reserve=0)
+    settings = fast_settings(db_url, sampler=sampler, concurrency=0)
+    template = (DATA / 'bad_spans.otlp.jsonl').read_text().splitlines()[6]  # a complete one-span trace
+    bodies = [
+        template.replace('0af7651916cd43dd8448eb211c80319c', f'{n:032x}').replace('"intValue": "2"', '"intValue": "4"')
+        for n in range(1, 31)
+    ]
+    with live_server(settings, ScriptedScorer().model()) as srv:
+
+        def post(body: str) -> dict[str, Any]:
+            with httpx.Client(base_url=srv.url) as c:
+                answer: dict[str, Any] = c.post('/v1/traces', content=body, headers={'Content-Type': 'application/json'}).json()
+                return answer
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            assert list(pool.map(post, bodies)) == [{}] * 30
+        with httpx.Client(base_url=srv.url) as c:
+            runs = [c.get(f'/api/v1/traces/{n:032x}').json()['runs'][0] for n in range(1, 31)]
+    assert sum(r['judge_calls'] for r in runs if r['sampled']) == 10
+    assert sum(r['sampled'] for r in runs) == 5 and sum(r['reason'] == 'budget' for r in runs) == 25
