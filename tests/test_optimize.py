@@ -664,3 +664,21 @@ def test_generator_talks_to_an_openai_compatible_server_with_max_tokens_and_a_sc
     assert [b['response_format']['type'] for b in bodies] == ['json_schema', 'json_object', 'json_object']
     assert bodies[1]['response_format']['schema']['required'] == ['variant']
     assert all(b['max_tokens'] <= 200 and 'max_completion_tokens' not in b for b in bodies)
+
+
+@pytest.mark.parametrize(
+    'sentence',
+    ['Cite sources.', 'Include links to the pages you used.', 'Reference the documentation URLs you relied on.'],
+)
+async def test_example_agent_follows_a_rule_by_meaning_from_any_component(sentence: str) -> None:
+    from examples.docs_agent.agent import make_agent
+    from examples.docs_agent.simulated import detect_rules
+
+    components = load_components('examples.docs_agent.prompts')
+    assert 'cite_sources' not in detect_rules(components.build())
+    moved = components.with_text('IDENTITY', f'{components["IDENTITY"]}\n{sentence}')  # not the CITATIONS section
+    query = Query('q', 'How do I run blocking code from an async tokio task?')
+    runner = PydanticAIRunner(make_agent())
+    before = (await runner.run(components.build(), query)).final_answer() or ''
+    after = (await runner.run(moved.build(), query)).final_answer() or ''
+    assert '<source ref=' not in before and '<source ref=' in after
