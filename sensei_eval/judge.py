@@ -95,6 +95,17 @@ def judge(
             show_default=False,
         ),
     ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            '--queue',
+            help='Enqueue the run in this database (postgresql://user@host/db) for `sensei-eval worker` processes, then '
+            'collect their reports here; see docs/workers.md.',
+        ),
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option('--no-wait', help='With --queue: only enqueue; collect later with the same command and --run-id.')
+    ] = False,
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
     verbose: Annotated[
         bool, typer.Option('--verbose', '-v', help="Also print pydantic-evals' per-record table of every score.")
@@ -128,6 +139,17 @@ def judge(
         err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
         raise typer.Exit(1)
 
+    if queue is not None:  # worker processes judge the run: enqueue it, collect their reports (docs/workers.md)
+        from .worker_cli import judge_queued
+
+        if batch:
+            err.print('[red]error:[/] --batch and --queue do not go together (workers call the model live)')
+            raise typer.Exit(2)
+        judge_queued(
+            queue, source, judges, fuse=fuse, profile=run_profile, model=model, base_url=base_url,
+            max_transcript_tokens=max_transcript_tokens, cache=not no_cache, folder=RunFolder.create(out_dir, run_id),
+            repeat=repeat, wait=not no_wait, datasets=datasets, started=started, verbose=verbose,
+        )  # fmt: skip
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens)
