@@ -197,6 +197,8 @@ class WorkQueue:
             _migrate(self.url)
         self.store = Store(self.url, pool_size=4)
         self.max_attempts = max_attempts
+        self.reclaim_every_s = 1.0  # how often `claim` looks for expired leases (a write transaction)
+        self._next_reclaim = 0.0
 
     def close(self) -> None:
         self.store.dispose()
@@ -412,12 +414,15 @@ class WorkQueue:
         return len(back), len(failed)
 
     def claim(self, owner: str, limit: int, lease_s: float) -> list[Job]:
-        """Take up to `limit` pending jobs under a lease of `lease_s` seconds (after reclaiming expired ones)."""
+        """Take up to `limit` pending jobs under a lease of `lease_s` seconds (reclaiming expired ones first,
+        at most every `reclaim_every_s`)."""
         from .service.store import JudgeJobRow, now_us
 
         if limit <= 0:
             return []
-        self.reclaim()
+        if time.monotonic() >= self._next_reclaim:
+            self._next_reclaim = time.monotonic() + self.reclaim_every_s
+            self.reclaim()
         jobs: list[Job] = []
         with self.store.write() as db:
             rows = db.scalars(

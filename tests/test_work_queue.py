@@ -27,7 +27,7 @@ from sensei_eval.profiles import DEFAULT_PROFILE
 from sensei_eval.records import QueryRecord
 from sensei_eval.reports import EvaluationReport, RunSummary
 from sensei_eval.run_folder import RunFolder
-from sensei_eval.work_queue import QueueError, QueueRun, WorkQueue, collect_run, profile_data, run_worker
+from sensei_eval.work_queue import QueueError, QueueRun, WorkerStopped, WorkQueue, collect_run, profile_data, run_worker
 
 from .helpers import about, openai_record, user_prompt
 from .service.conftest import pg_server, pg_url  # noqa: F401  (the throwaway PostgreSQL server)
@@ -245,6 +245,7 @@ def test_enqueue_is_idempotent_and_refuses_another_configuration(pg_url: str) ->
 
 def test_an_expired_lease_is_reclaimed_then_failed_after_max_attempts(tmp_path: Path) -> None:
     queue = WorkQueue(f'sqlite:///{tmp_path / "q.db"}', max_attempts=2)
+    queue.reclaim_every_s = 0.0  # look for expired leases on every claim
     try:
         queue.enqueue('run-f', _records(1), _run_config())
         first = queue.claim('dead-1', 5, lease_s=0.05)
@@ -287,6 +288,38 @@ def test_the_same_reasoning_everywhere_is_inconclusive_across_workers(tmp_path: 
     for report in folder.load_reports():
         assert report.judges['hallucination'].status == 'inconclusive'
         assert report.judges['repeated_call_check'].status == 'ok'  # deterministic checks are not touched
+
+
+def test_a_worker_that_cannot_judge_gives_its_jobs_back(tmp_path: Path) -> None:
+    queue = WorkQueue(f'sqlite:///{tmp_path / "q.db"}')
+    try:
+        # a model spec no worker can resolve: the worker stops (a usage error), the job is untouched
+        queue.enqueue('run-bad', _records(2), _run_config(model='gpt-without-provider'))
+        with pytest.raises(WorkerStopped, match='no provider prefix') as stopped:
+            asyncio.run(run_worker(queue, poll_s=0.02, exit_when_idle=True, concurrency=1))
+        assert stopped.value.exit_code == 2
+        assert queue.counts('run-bad') == {'pending': 2}
+        assert {attempts for _, attempts in _held(queue.url, 'run-bad', status='pending').values()} == {0}
+
+        # a model that stopped answering (the "first failure" rule): its jobs go back, none is written as errors
+        queue.enqueue('run-down', _records(3), _run_config())
+        down = scripted_model(0.0)
+        down.connection.stopped = 'stopped calling the judge model: http://127.0.0.1:9 could not be reached 3 times in a row'
+        outcomes: list[str] = []
+        with pytest.raises(WorkerStopped, match='could not be reached'):
+            asyncio.run(
+                run_worker(
+                    queue, model=down, poll_s=0.02, exit_when_idle=True, concurrency=2,
+                    on_job=lambda job, report, outcome: outcomes.append(outcome),
+                )
+            )  # fmt: skip
+        assert outcomes and set(outcomes) == {'released'}
+        assert queue.counts('run-down') == {'pending': 3}
+        # a working worker then judges all of them
+        stats = asyncio.run(run_worker(queue, model=scripted_model(0.0), poll_s=0.02, concurrency=2, exit_when_idle=True))
+        assert stats.completed == 5 and queue.counts('run-down') == {'completed': 3}
+    finally:
+        queue.close()
 
 
 # ---------------------------------------------------------------------------------------------------
