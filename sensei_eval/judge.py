@@ -108,7 +108,8 @@ def judge(
     ] = False,
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
     verbose: Annotated[
-        bool, typer.Option('--verbose', '-v', help="Also print pydantic-evals' per-record table of every score.")
+        bool,
+        typer.Option('--verbose', '-v', help="Also list every failed verdict and print pydantic-evals' per-record table."),
     ] = False,
 ) -> None:
     """Judge rated query histories and write one JSON issue report per record."""
