@@ -294,3 +294,28 @@ def test_a_fused_judge_is_narrowed_to_the_members_that_apply(tmp_path: Path) -> 
     fused_key = JudgeCache.key(fused.member_criteria_hash(Completeness()), model.name, dict(model.settings), sha, 1)
     single_key = JudgeCache.key(Completeness().criteria_hash(), model.name, dict(model.settings), sha, 1)
     assert JudgeCache(tmp_path).get(fused_key) is not None and JudgeCache(tmp_path).get(single_key) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CLI on a stream
+
+
+def test_cli_lists_the_first_failed_verdicts_and_counts_the_rest(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sensei_eval import judge as judge_cli
+
+    data = tmp_path / 'd.jsonl'
+    lines = [openai_record(f'g{i:02d}', answer=f'Great question! Happy to help. Use Depends() ({i}).') for i in range(25)]
+    data.write_text('\n'.join(r.model_dump_json() for r in lines) + '\n{"query_id": "bad"}\n')
+    args = ['--dataset', str(data), '--judges', 'greeting_check', '--profile', 'docs-agent', '--out', str(tmp_path / 'o')]
+    result = CliRunner().invoke(judge_cli.app, [*args, '--run-id', 'r'])
+    assert result.exit_code == 1, result.output  # the bad line
+    listed = [line for line in result.stdout.splitlines() if ' · greeting_check · ' in line]
+    assert len(listed) == 20 and listed[0].startswith('  g00 ')
+    assert 'failed verdicts (25)' in result.stdout and '… and 5 more' in result.stdout
+    summary = json.loads((tmp_path / 'o' / 'r' / 'summary.json').read_text())
+    assert summary['records_loaded'] == 25 and summary['per_judge']['greeting_check']['ok'] == 25
+    assert len(summary['load_errors']) == 1 and f'{data}:26' in summary['load_errors'][0]
+    verbose = CliRunner().invoke(judge_cli.app, [*args, '--run-id', 'v', '--verbose'])
+    assert len([line for line in verbose.stdout.splitlines() if ' · greeting_check · ' in line]) == 25
