@@ -494,7 +494,10 @@ def _log_tail(info: ServerInfo) -> str:
 def _watchdog_source() -> str:
     """`_watch` as a `python -c` program: it needs only the standard library, so it costs ~20 MB and
     0.1 s instead of importing sensei_eval (pydantic-ai) for a loop that reads a directory."""
-    return f'{inspect.getsource(_watch)}\nimport sys\n_watch(sys.argv[1:])\n'
+    try:
+        return f'{inspect.getsource(_watch)}\nimport sys\n_watch(sys.argv[1:])\n'
+    except (OSError, TypeError):  # no source installed (bytecode only): import it, at the import's cost
+        return 'import sys\nfrom sensei_eval.embedded import _watch\n_watch(sys.argv[1:])\n'
 
 
 def _watch(args: list[str]) -> None:  # pragma: no cover - runs in the watchdog process
