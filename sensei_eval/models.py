@@ -39,10 +39,13 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from .tokens import TokenCounter
 
 __all__ = (
     'CONNECTION_FAILURES_TO_STOP',
@@ -62,8 +65,9 @@ EMBEDDED_NOTICE = (
     'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
 )
 
-# Transcript budgets, in estimated tokens. SmolLM2 has an 8k context; the judge's own instructions,
-# rubric and schema take ~1.5k and the answer up to ~1k, leaving ~4.5k for the transcript. Hosted
+# Transcript budgets, in tokens. SmolLM2 has an 8k context: its budget is computed from it when it
+# starts (`tokens.default_transcript_budget`: context - answer - the largest judge prompt, counted with
+# its own tokenizer); 4.5k is the fallback. Hosted
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
@@ -153,6 +157,13 @@ class JudgeModel:
             base_url = self._server.acquire().base_url
         return self.model.model_name, base_url, key if isinstance(key, str) else None
 
+    @property
+    def token_counter(self) -> TokenCounter:
+        """How this model's prompts are counted: its own tokenizer when we have it (`sensei_eval.tokens`)."""
+        from .tokens import counter_for
+
+        return counter_for(self)
+
     def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
         settings = ModelSettings(**self.settings)
@@ -197,7 +208,12 @@ def resolve_model(
         return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
     from .embedded import SharedServer
 
-    return embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
+    judge_model = embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
+    if transcript_budget is None:  # what the context leaves beside the largest judge prompt, counted exactly
+        from .tokens import default_transcript_budget
+
+        judge_model.transcript_budget = default_transcript_budget(judge_model) or EMBEDDED_TRANSCRIPT_BUDGET
+    return judge_model
 
 
 def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeModel:
