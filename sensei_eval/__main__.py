@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 import typer
 
 from .calibrate import main as _calibrate
-from .cli import BaseUrlOption, ModelOption, make_app, quiet_third_party
+from .cli import BaseUrlOption, EmbeddedThreadsOption, ModelOption, make_app, quiet_third_party
 from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
 from .judge import judge as _judge
 from .sample_cli import sample as _sample
@@ -102,6 +102,10 @@ def serve(
     sampling: Annotated[
         Path | None, typer.Option(help='Sampler configuration for traced runs on /v1/traces (YAML, TOML or JSON).')
     ] = None,
+    alert_webhook: Annotated[
+        str | None, typer.Option(help='URL degradation alerts are POSTed to (retried) [env: SENSEI_EVAL_ALERT_WEBHOOK]')
+    ] = None,
+    embedded_threads: EmbeddedThreadsOption = None,
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
@@ -138,10 +142,11 @@ def serve(
             shutdown_grace_s=grace,
             max_body_bytes=max_body,
             sampler=sampler,
+            alert_webhook_url=alert_webhook or os.environ.get('SENSEI_EVAL_ALERT_WEBHOOK') or None,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    judge_model = resolve_model(model, base_url=base_url)
+    judge_model = resolve_model(model, base_url=base_url, embedded_threads=embedded_threads)
     if judge_model.embedded:
         typer.echo(EMBEDDED_NOTICE, err=True)
     try:

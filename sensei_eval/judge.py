@@ -24,7 +24,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .cache import JudgeCache
-from .cli import BaseUrlOption, ModelOption, OutOption, make_app, quiet_third_party, setup_judge_model, split_names
+from .cli import (
+    BaseUrlOption,
+    EmbeddedThreadsOption,
+    ModelOption,
+    OutOption,
+    make_app,
+    quiet_third_party,
+    setup_judge_model,
+    split_names,
+)
 from .data import SAMPLE_DATASET
 from .evaluators.base import Judge
 from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
@@ -111,6 +120,7 @@ def judge(
         bool,
         typer.Option('--verbose', '-v', help="Also list every failed verdict and print pydantic-evals' per-record table."),
     ] = False,
+    embedded_threads: EmbeddedThreadsOption = None,
 ) -> None:
     """Judge rated query histories and write one JSON issue report per record."""
     quiet_third_party()
@@ -153,7 +163,7 @@ def judge(
         )  # fmt: skip
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judges):
-        judge_model = _judge_model(model, base_url, max_transcript_tokens)
+        judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads)
 
     folder = RunFolder.create(out_dir, run_id)
     run_id, run_dir = folder.run_id, folder.path
@@ -307,12 +317,15 @@ def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[st
     return f'{names} has no records (the file is empty or blank)' if len(datasets) == 1 else f'{names} have no records'
 
 
-def _judge_model(model: str | None, base_url: str | None, max_transcript_tokens: int | None) -> JudgeModel:
+def _judge_model(
+    model: str | None, base_url: str | None, max_transcript_tokens: int | None, embedded_threads: int | None = None
+) -> JudgeModel:
     """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
     # this module's names, so tests can replace them here
     return setup_judge_model(
-        model, base_url, err=err, transcript_budget=max_transcript_tokens, resolve=resolve_model, check=preflight
-    )
+        model, base_url, err=err, transcript_budget=max_transcript_tokens, embedded_threads=embedded_threads,
+        resolve=resolve_model, check=preflight,
+    )  # fmt: skip
 
 
 def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
