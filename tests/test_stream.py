@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 import os
-import tracemalloc
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from sensei_eval.models import JudgeModel
 from sensei_eval.records import QueryRecord, iter_dataset, iter_datasets, load_dataset
 from sensei_eval.reports import EvaluationReport, JudgeResult, RunSummary
 from sensei_eval.run_folder import RunFolder
-from sensei_eval.runner import JudgeEvent, StreamedRun, count_judge_calls, judge_records, judge_stream
+from sensei_eval.runner import JudgeEvent, count_judge_calls, judge_records, judge_stream
 from sensei_eval.transcript import Transcript
 
 from .helpers import ScriptedJudge, no_issues, openai_record
@@ -46,23 +45,46 @@ def _records(path: Path) -> Any:
     return (item for item in iter_datasets([path]) if isinstance(item, QueryRecord))
 
 
-def _peak_mib(path: Path, out: Path) -> tuple[float, StreamedRun]:
+_MEASURE = """
+import asyncio, json, sys, tracemalloc
+from pathlib import Path
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.records import QueryRecord, iter_datasets
+from sensei_eval.runner import judge_stream
+
+def peak(path, out):
+    records = (r for r in iter_datasets([Path(path)]) if isinstance(r, QueryRecord))
     tracemalloc.start()
     try:
-        run = asyncio.run(judge_stream(_records(path), make_judges(['checks']), None, run_dir=out))
-        _, peak = tracemalloc.get_traced_memory()
+        run = asyncio.run(judge_stream(records, make_judges(['checks']), None, run_dir=Path(out)))
+        return tracemalloc.get_traced_memory()[1] / 2**20, run.reports, run.tally.records_judged
     finally:
         tracemalloc.stop()
-    return peak / 2**20, run
+
+print(json.dumps([peak(path, out) for path, out in zip(sys.argv[1::2], sys.argv[2::2])]))
+"""
+
+
+def _peak_mib(*runs: tuple[Path, Path]) -> list[tuple[float, int, int]]:
+    """Peak traced memory of each streamed run, measured in a fresh interpreter: threads and global state
+    left by other tests (servers, span processors) must not count in this process's peak."""
+    import subprocess
+    import sys
+
+    args = [str(x) for pair in runs for x in pair]
+    done = subprocess.run([sys.executable, '-c', _MEASURE, *args], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]  # type: ignore[misc]
 
 
 def test_peak_memory_does_not_grow_with_the_number_of_records(tmp_path: Path) -> None:
-    _peak_mib(_write_records(tmp_path / 'warm.jsonl', 50), tmp_path / 'warm')  # imports, caches, compiled patterns
-    small, small_run = _peak_mib(_write_records(tmp_path / 'small.jsonl', BIG // 10), tmp_path / 'small')
-    big, big_run = _peak_mib(_write_records(tmp_path / 'big.jsonl', BIG), tmp_path / 'big')
-    assert small_run.reports == BIG // 10 and big_run.reports == BIG
+    (_, _, _), (small, small_n, _), (big, big_n, judged) = _peak_mib(
+        (_write_records(tmp_path / 'warm.jsonl', 50), tmp_path / 'warm'),  # imports, caches, compiled patterns
+        (_write_records(tmp_path / 'small.jsonl', BIG // 10), tmp_path / 'small'),
+        (_write_records(tmp_path / 'big.jsonl', BIG), tmp_path / 'big'),
+    )
+    assert small_n == BIG // 10 and big_n == BIG and judged == BIG
     assert len(RunFolder(tmp_path / 'big').report_paths()) == BIG
-    assert big_run.tally.records_judged == BIG
     # What may grow: one query id per record (duplicate checks, records_judged), about 200 bytes each.
     assert big - small < 0.0003 * BIG + 1, (small, big)
 
