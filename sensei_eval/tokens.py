@@ -24,6 +24,7 @@ largest single judge's task), so they still send byte-identical prefixes.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import threading
@@ -105,6 +106,9 @@ def llama_counter(gguf: str) -> TokenCounter:
 
     with suppress_stdout_stderr(disable=False):  # llama.cpp writes its loader log to fd 2 even when not verbose
         llm = Llama(model_path=gguf, vocab_only=True, verbose=False)
+    # freed while the interpreter still runs: left to the garbage collector at exit, llama.cpp's finaliser
+    # finds its C library already unloaded and prints a traceback after every command
+    atexit.register(llm.close)
     lock = threading.Lock()  # the llama.cpp vocabulary is not documented as thread-safe
 
     def tokens(text: str, special: bool = False) -> int:

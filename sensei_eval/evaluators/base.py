@@ -95,6 +95,46 @@ Rules:
 _TRANSIENT_BACKOFF_S = (0.5, 2.0)
 _TRANSIENT = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
 
+
+@dataclass
+class ModelCall:
+    """One judge request as it ended: the agent run, or why there is none, and the messages exchanged."""
+
+    run: Any | None
+    error: str | None
+    messages: list[ModelMessage]
+
+
+async def call_model(agent: Agent[None, Any], prompt: str, settings: Any, model: JudgeModel, output_retries: int) -> ModelCall:
+    """Run the judge agent once, retrying transient model errors with backoff; every judge (fused or not)
+    shares the run's connection watch, so the third connection failure in a row stops them all."""
+    messages: list[ModelMessage] = []
+    watch = model.connection
+    for attempt in range(len(_TRANSIENT_BACKOFF_S) + 1):
+        if watch.stopped is not None:
+            return ModelCall(None, watch.stopped, messages)
+        try:
+            with capture_run_messages() as messages:
+                run = await agent.run(prompt, model_settings=settings)
+            watch.succeeded()
+            return ModelCall(run, None, messages)
+        except _TRANSIENT as e:
+            if isinstance(e, ModelConnectionError):
+                watch.failed(model.where, e)
+                if watch.stopped is not None:
+                    return ModelCall(None, watch.stopped, messages)
+            else:
+                watch.succeeded()  # the server answered
+            if attempt == len(_TRANSIENT_BACKOFF_S):
+                return ModelCall(None, f'model call to {model.where} failed {attempt + 1} times: {describe_error(e)}', messages)
+            await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
+        except UnexpectedModelBehavior as e:
+            return ModelCall(None, f'invalid output after {output_retries + 1} attempts: {e.message}', messages)
+        except Exception as e:
+            return ModelCall(None, describe_error(e), messages)
+    raise AssertionError('unreachable: the last attempt returns')
+
+
 # Limits written only into the schema sent to a schema-constrained decoder (the embedded model): a tiny
 # model under a grammar can otherwise loop on one string or list until it runs out of tokens.
 _GRAMMAR_MAX_ISSUES = 5
@@ -303,32 +343,10 @@ class FailureModeJudge(Judge):
         prompt = self.build_prompt(transcript)
         settings = model.settings_for(self.grammar_schema())
         start = time.perf_counter()
-        messages: list[ModelMessage] = []
-        watch = model.connection  # shared by every judge of the run: the "first failure" rule
-        for attempt in range(len(_TRANSIENT_BACKOFF_S) + 1):
-            if watch.stopped is not None:
-                return self._error(model, transcript, start, messages, watch.stopped)
-            try:
-                with capture_run_messages() as messages:
-                    run = await agent.run(prompt, model_settings=settings)
-                watch.succeeded()
-                break
-            except _TRANSIENT as e:
-                if isinstance(e, ModelConnectionError):
-                    watch.failed(model.where, e)
-                    if watch.stopped is not None:
-                        return self._error(model, transcript, start, messages, watch.stopped)
-                else:
-                    watch.succeeded()  # the server answered
-                if attempt == len(_TRANSIENT_BACKOFF_S):
-                    detail = f'model call to {model.where} failed {attempt + 1} times: {describe_error(e)}'
-                    return self._error(model, transcript, start, messages, detail)
-                await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
-            except UnexpectedModelBehavior as e:
-                detail = f'invalid output after {self.output_retries + 1} attempts: {e.message}'
-                return self._error(model, transcript, start, messages, detail)
-            except Exception as e:
-                return self._error(model, transcript, start, messages, describe_error(e))
+        call = await call_model(agent, prompt, settings, model, self.output_retries)
+        if call.run is None:
+            return self._error(model, transcript, start, call.messages, call.error or 'no answer')
+        run = call.run
         verdict: Verdict[Any] = run.output
         usage = run.usage
         inconclusive = why_inconclusive(

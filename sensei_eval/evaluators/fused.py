@@ -30,7 +30,6 @@ Runner contract: a fused judge has `members` (non-empty) and
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -40,8 +39,7 @@ from functools import cache
 from typing import Any
 
 from pydantic import ValidationError, create_model
-from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
-from pydantic_ai.exceptions import ModelConnectionError, UnexpectedModelBehavior
+from pydantic_ai import Agent, ModelRetry, TextOutput
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
@@ -53,8 +51,6 @@ from ..reports import JudgeResult
 from ..tokens import fit_transcript
 from ..transcript import Transcript, render_transcript
 from .base import (
-    _TRANSIENT,
-    _TRANSIENT_BACKOFF_S,
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
     Judge,
@@ -63,6 +59,7 @@ from .base import (
     _last_text,
     _limit,
     _strip,
+    call_model,
     describe_error,
     extract_json,
     fill_template,
@@ -204,32 +201,10 @@ class FusedJudge(Judge):
         agent = self._agent(model)
         prompt = self.build_prompt(transcript)
         settings = model.settings_for(self.grammar_schema())
-        messages: list[ModelMessage] = []
-        watch = model.connection
-        for attempt in range(len(_TRANSIENT_BACKOFF_S) + 1):
-            if watch.stopped is not None:
-                return self._errors(model.name, transcript, start, messages, watch.stopped)
-            try:
-                with capture_run_messages() as messages:
-                    run = await agent.run(prompt, model_settings=settings)
-                watch.succeeded()
-                break
-            except _TRANSIENT as e:
-                if isinstance(e, ModelConnectionError):
-                    watch.failed(model.where, e)
-                    if watch.stopped is not None:
-                        return self._errors(model.name, transcript, start, messages, watch.stopped)
-                else:
-                    watch.succeeded()
-                if attempt == len(_TRANSIENT_BACKOFF_S):
-                    detail = f'model call to {model.where} failed {attempt + 1} times: {describe_error(e)}'
-                    return self._errors(model.name, transcript, start, messages, detail)
-                await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
-            except UnexpectedModelBehavior as e:
-                detail = f'invalid output after {self.output_retries + 1} attempts: {e.message}'
-                return self._errors(model.name, transcript, start, messages, detail)
-            except Exception as e:
-                return self._errors(model.name, transcript, start, messages, describe_error(e))
+        done = await call_model(agent, prompt, settings, model, self.output_retries)
+        if done.run is None:
+            return self._errors(model.name, transcript, start, done.messages, done.error or 'no answer')
+        run = done.run
         answer: dict[str, Any] = run.output
         usage = run.usage
         latency = time.perf_counter() - start
