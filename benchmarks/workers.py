@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import hashlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from service import _throwaway_postgres  # noqa: E402  (benchmarks/service.py: the same throwaway server)
 
 from sensei_eval.models import JudgeModel  # noqa: E402
 from sensei_eval.records import QueryRecord  # noqa: E402
@@ -77,45 +76,6 @@ def _records(n: int) -> list[QueryRecord]:
         )
         for i in range(n)
     ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _throwaway_postgres() -> Iterator[str | None]:
-    bins = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'))
-    if not bins:
-        yield None
-        return
-    bindir = os.path.dirname(bins[-1])
-    tmp = tempfile.mkdtemp(prefix='sensei-bench-pg-')
-    as_pg = ['runuser', '-u', 'postgres', '--'] if os.geteuid() == 0 else []
-    if os.geteuid() == 0:
-        shutil.chown(tmp, 'postgres', 'postgres')
-    port = _free_port()
-    data = os.path.join(tmp, 'data')
-    pg_ctl = os.path.join(bindir, 'pg_ctl')
-    try:
-        initdb = [*as_pg, bins[-1], '-D', data, '-U', 'postgres', '--auth=trust', '--no-sync']
-        subprocess.run(initdb, check=True, capture_output=True)
-        opts = f'-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off'
-        start = [*as_pg, pg_ctl, '-D', data, '-o', opts, '-l', f'{tmp}/log', '-w', 'start']
-        subprocess.run(start, check=True, capture_output=True)
-    except (subprocess.SubprocessError, OSError) as e:
-        print(f'PostgreSQL could not start ({e}); using SQLite', file=sys.stderr)
-        shutil.rmtree(tmp, ignore_errors=True)
-        yield None
-        return
-    try:
-        yield f'postgresql+psycopg://postgres@127.0.0.1:{port}/postgres'
-    finally:
-        subprocess.run([*as_pg, pg_ctl, '-D', data, '-m', 'fast', 'stop'], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _start_workers(url: str, n: int, args: argparse.Namespace, logs: Path) -> list[subprocess.Popen[bytes]]:
