@@ -449,23 +449,26 @@ def _print_table(state: OptimizeState) -> None:
         out.print(f'routing: {routing}', highlight=False)
     table = Table(title=f'sequential optimization: {state.stopped}')
     table.add_column('component', no_wrap=True)
-    for col in ('issues', 'status', 'before', 'after', 'variants', 'kept'):
+    for col in ('issues', 'status', 'train', 'validation', 'variants', 'kept'):
         table.add_column(col, no_wrap=True)
     notes = []
     for name, cs in state.components.items():
         kept = '-' if cs.frozen_index is None else f'variant {cs.frozen_index + 1}'
         n_var = '-' if cs.variants is None else f'{len(cs.candidates)}/{len(cs.variants)}'
-        table.add_row(name, str(cs.failures), cs.status, _f(cs.score_before), _f(cs.score_after), n_var, kept)
+        train, val = f'{_f(cs.score_before)}→{_f(cs.score_after)}', f'{_f(cs.validation_before)}→{_f(cs.validation_after)}'
+        table.add_row(name, str(cs.failures), cs.status, train, val, n_var, kept)
         if cs.reason and cs.status != 'skipped':
             notes.append(f'{name}: {cs.reason}')
     out.print(table)
     skipped = [n for n, cs in state.components.items() if cs.status == 'skipped']
     if skipped:
-        notes.append(f'skipped (no issue in the failure modes mapped to them): {", ".join(skipped)}')
+        notes.append(f'skipped (no failure routed to them): {", ".join(skipped)}')
     for note in notes:
         out.print(f'  {note}', highlight=False)
     out.print(
-        f'score {_f(state.baseline_score)} -> {_f(state.current_score)} · {state.model_calls} model calls '
+        f'train {_f(state.baseline_score)} -> {_f(state.current_score)} on {len(state.split.train) if state.split else "?"} '
+        f'queries · validation {_f(state.baseline_validation_score)} -> {_f(state.current_validation_score)} on '
+        f'{len(state.split.validation) if state.split else "?"} held-out queries · {state.model_calls} model calls '
         f'(agent {state.agent_calls}, judges {state.judge_calls}, generator {state.generator_calls}) · '
         f'{state.metric_calls} judged runs',
         highlight=False,
