@@ -204,11 +204,17 @@ def test_agent_with_prompt_functions_is_refused(tmp_path: Path, scripted: Script
 
 
 def test_gepa_strategy(tmp_path: Path, scripted: ScriptedLM) -> None:
-    result = _invoke([*BASE, '--strategy', 'gepa', '--max-metric-calls', '40', '--out', str(tmp_path)])
+    held_out = ['ex-002', 'ex-004', 'ex-006', 'ex-008', 'ex-010', 'ex-012']
+    args = [*BASE, '--strategy', 'gepa', '--max-metric-calls', '40', '--validation-queries', ','.join(held_out)]
+    args += ['--out', str(tmp_path)]
+    result = _invoke(args)
     assert result.exit_code == 0, result.output
     assert 'GEPA (round-robin over components)' in result.text
     run_dir = next(tmp_path.glob('optimize-*'))
-    assert json.loads((run_dir / 'gepa_result.json').read_text())['metric_calls'] > 0
+    done = json.loads((run_dir / 'gepa_result.json').read_text())
+    assert done['metric_calls'] > 0
+    # the CLI's split reaches GEPA: its valset is the validation queries asked for, apart from train
+    assert sorted(done['validation_queries']) == held_out and not set(held_out) & set(done['train'])
 
 
 @pytest.mark.parametrize(

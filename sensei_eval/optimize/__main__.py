@@ -200,16 +200,19 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     )
     try:
         if strategy == 'gepa':
-            if component_map is not None:
-                err.print('note: the component map routes the sequential loop; GEPA reflects on every component', highlight=False)
             calls = opts['max_metric_calls'] or 10 * len(queries)
-            exit_code = _gepa(
-                components, runner, queries, judge_list, judge_model, lm, calls, run_dir, opts['seed'], cache, _adapter(gen_model)
-            )
+            try:
+                exit_code = _gepa(
+                    components, runner, queries, judge_list, judge_model, lm, calls, run_dir, config, cache,
+                    _adapter(gen_model),
+                )  # fmt: skip
+            except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
+                err.print(f'[red]error:[/] {e}', highlight=False)
+                raise typer.Exit(2) from None
         else:
             try:
                 optimizer = SequentialOptimizer(
-                    components, runner, queries, judge_list, judge_model, VariantGenerator(lm, adapter=_adapter(gen_model)),
+                    components, runner, queries, judge_list, judge_model, VariantGenerator(lm),
                     run_dir, config, cache,
                     on_event=lambda m: err.print(f'  {m}', highlight=False),
                 )  # fmt: skip
@@ -417,8 +420,8 @@ def dspy_lm(model: JudgeModel | None) -> Any:
 
 
 def _adapter(model: JudgeModel | None) -> Any:
-    """The embedded model gets DSPy's chat format only: its JSON fallback asks llama.cpp for grammar-constrained
-    decoding, which takes minutes per call on a 135M model for no better answer."""
+    """GEPA's instruction proposer on the embedded model gets DSPy's chat format only: its JSON fallback asks
+    llama.cpp for grammar-constrained decoding, which takes minutes per call on a 135M model for no better answer."""
     import dspy
 
     return dspy.ChatAdapter(use_json_adapter_fallback=False) if model is not None and model.embedded else None
@@ -426,20 +429,25 @@ def _adapter(model: JudgeModel | None) -> Any:
 
 def _gepa(
     components: Any, runner: Any, queries: Any, judges: Any, judge_model: Any, lm: Any, metric_calls: int,
-    run_dir: Path, seed: int, cache: JudgeCache | None, adapter: Any,
+    run_dir: Path, config: OptimizeConfig, cache: JudgeCache | None, adapter: Any,
 ) -> int:  # fmt: skip
+    """dspy.GEPA with the sequential loop's split, routing and acceptance test (`config`)."""
     from .gepa import run_gepa
 
     result = run_gepa(
         components, runner, queries, judges, judge_model, reflection_lm=lm, max_metric_calls=metric_calls, run_dir=run_dir,
-        seed=seed, cache=cache, adapter=adapter,
+        seed=config.seed, cache=cache, adapter=adapter, config=config,
     )  # fmt: skip
-    table = Table(title='GEPA (round-robin over components)')
-    for col in ('baseline', 'best', 'candidates', 'metric calls', 'model calls', 'errors'):
+    if result.routing:
+        out.print(f'routing: {result.routing}', highlight=False)
+    table = Table(title='GEPA (round-robin over components), scores on the validation queries')
+    for col in ('baseline', 'best', 'accepted', 'candidates', 'metric calls', 'model calls', 'errors'):
         table.add_column(col)
-    table.add_row(_f(result.baseline_score), _f(result.best_score), str(result.candidates), str(result.metric_calls),
-                  str(result.model_calls), str(len(result.errors)))  # fmt: skip
+    table.add_row(_f(result.baseline_score), _f(result.best_score), 'yes' if result.accepted else 'no', str(result.candidates),
+                  str(result.metric_calls), str(result.model_calls), str(len(result.errors)))  # fmt: skip
     out.print(table)
+    if result.validation is not None and not result.accepted:
+        out.print(f'best candidate not accepted: {result.validation.reason}', highlight=False)
     return 1 if result.errors else 0
 
 
