@@ -25,7 +25,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [ROOT / 'datasets' / 'sample.jsonl']
-TAU2 = Path('/work/shared/datasets/tau2-airline/records.jsonl')
 
 
 def _shapes() -> list[dict[str, Any]]:

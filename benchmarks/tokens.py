@@ -48,7 +48,9 @@ from sensei_eval.tokens import TokenCounter, llama_counter
 from sensei_eval.transcript import Transcript, render_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = (ROOT / 'sensei_eval' / 'data' / 'sample.jsonl', Path('/work/shared/datasets/tau2-airline/records.jsonl'))
+# the shared tau2-airline runs sit beside the project checkout (../shared), as for benchmarks/verdicts.py
+TAU2 = ROOT.parent / 'shared' / 'datasets' / 'tau2-airline' / 'records.jsonl'
+DATASETS = (ROOT / 'sensei_eval' / 'data' / 'sample.jsonl', TAU2)
 
 LIMIT = 'limit: transcript once + rubrics & schemas'
 

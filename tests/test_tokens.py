@@ -21,12 +21,14 @@ from sensei_eval.transcript import estimate_tokens, render_transcript
 
 from .helpers import ScriptedJudge, about
 
-TAU = Path('/work/shared/datasets/tau2-airline/records.jsonl')
+# all 50 shared tau2-airline runs, beside the checkout when this machine has them (../shared)
+TAU = Path(__file__).resolve().parents[2] / 'shared' / 'datasets' / 'tau2-airline' / 'records.jsonl'
+# the longest of them (tau2-airline-18, 84 steps), committed so the context tests always run
+LONGEST = Path(__file__).resolve().parent / 'data' / 'tau2_airline' / 'longest.jsonl'
 SAMPLE = Path(__file__).resolve().parents[1] / 'sensei_eval' / 'data' / 'sample.jsonl'
 EMBEDDED_MAX_TOKENS = 700  # what resolve_model gives the embedded model
 
 llama_cpp = pytest.importorskip('llama_cpp')
-needs_tau = pytest.mark.skipif(not TAU.is_file(), reason='the shared tau2-airline runs are not on this machine')
 
 
 @cache
@@ -72,12 +74,11 @@ def test_the_embedded_model_counts_with_smollm2s_own_tokenizer() -> None:
     assert 0 <= counter.chat('sys', text) - _chatml_tokens('sys', text) <= 1  # a BOS token counted in case
 
 
-@needs_tau
 def test_prompt_fits_the_embedded_context_on_the_longest_tau_run() -> None:
     model = _embedded()
     limit = tokens.prompt_limit(model)
     assert limit == 8192 - EMBEDDED_MAX_TOKENS - tokens.SAFETY_MARGIN
-    record = max(_records(TAU), key=lambda r: len(render_transcript(r).text))
+    record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     transcript = render_transcript(record, budget_tokens=model.transcript_budget)  # as the runner renders it
     assert transcript.truncation is not None  # the run is far longer than the context
     judges = [j for j in make_judges(['all']) if isinstance(j, FailureModeJudge)]
@@ -92,10 +93,9 @@ def test_prompt_fits_the_embedded_context_on_the_longest_tau_run() -> None:
     assert len(shas) == 1  # every judge sends the same transcript: the prefix stays shared
 
 
-@needs_tau
 def test_a_transcript_over_the_context_is_recut_with_the_real_tokenizer() -> None:
     model = _embedded()
-    record = max(_records(TAU), key=lambda r: len(render_transcript(r).text))
+    record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     uncut = render_transcript(record)  # ~15k tokens: what a wrong budget would have let through
     judges = [j for j in make_judges(['mvp']) if isinstance(j, FailureModeJudge)]
     fits = [j.fit(record, uncut, model) for j in judges]
@@ -107,9 +107,8 @@ def test_a_transcript_over_the_context_is_recut_with_the_real_tokenizer() -> Non
         assert fit.transcript.truncation is not None and fit.transcript.truncation.steps_cut
 
 
-@needs_tau
 async def test_the_judge_sends_what_it_counted_and_reports_it() -> None:
-    record = max(_records(TAU), key=lambda r: len(render_transcript(r).text))
+    record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     sent: list[int] = []
 
     def answer(prompt: str, n: int) -> dict[str, Any]:
@@ -127,10 +126,9 @@ async def test_the_judge_sends_what_it_counted_and_reports_it() -> None:
     assert result.truncation is not None  # the cut the judge really read is in its result
 
 
-@needs_tau
 def test_a_fused_prompt_fits_too() -> None:
     model = _embedded()
-    record = max(_records(TAU), key=lambda r: len(render_transcript(r).text))
+    record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     [fused] = make_judges(['output'], fuse=['output'])
     assert isinstance(fused, FusedJudge)
     from sensei_eval.tokens import fit_transcript
