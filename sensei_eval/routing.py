@@ -52,7 +52,7 @@ class Routing:
         if self.source == 'user map':
             return f'user map ({len(self.component_map)} failure mode(s))'
         if self.source == 'profile map':
-            extra = f'; {len(self.dropped)} entr(ies) for absent components dropped' if self.dropped else ''
+            extra = f'; map entries for absent components dropped: {len(self.dropped)}' if self.dropped else ''
             return f'profile map of {self.profile!r} ({len(self.component_map)} failure mode(s){extra})'
         return 'lexical (TF-IDF cosine between each issue and each component; ties and no overlap: the longest component)'
 

@@ -455,13 +455,14 @@ def _print_table(state: OptimizeState) -> None:
     routing = getattr(state, 'routing_detail', None) or getattr(state, 'routing', None)
     if routing:
         out.print(f'routing: {routing}', highlight=False)
-    table = Table(title=f'sequential optimization: {state.stopped}')
+    # no box and short headings: eight components' rows fit an 80-column terminal
+    table = Table(title=f'sequential optimization: {state.stopped}', box=None, pad_edge=False, title_justify='left')
     table.add_column('component', no_wrap=True)
-    for col in ('issues', 'status', 'train', 'validation', 'variants', 'kept'):
+    for col in ('issues', 'status', 'train', 'validation', 'tried', 'kept'):
         table.add_column(col, no_wrap=True)
     notes = []
     for name, cs in state.components.items():
-        kept = '-' if cs.frozen_index is None else f'variant {cs.frozen_index + 1}'
+        kept = '-' if cs.frozen_index is None else f'#{cs.frozen_index + 1}'
         n_var = '-' if cs.variants is None else f'{len(cs.candidates)}/{len(cs.variants)}'
         train, val = f'{_f(cs.score_before)}→{_f(cs.score_after)}', f'{_f(cs.validation_before)}→{_f(cs.validation_after)}'
         table.add_row(name, str(cs.failures), cs.status, train, val, n_var, kept)
