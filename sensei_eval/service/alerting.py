@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
+from sqlalchemy.exc import IntegrityError
 
 from ..alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
 from ..reports import EvaluationReport
@@ -125,8 +126,14 @@ class AlertWatcher:
         return out
 
     def _store(self, event: AlertEvent) -> bool:
-        """Write the alert's row; True when this call changed it (the caller then publishes)."""
-        alert = event.alert
+        """Write the alert's row; True when this call changed it (the caller then publishes). A peer process
+        that inserted the same alert first wins: this one then has nothing to announce."""
+        try:
+            return self._write_row(event.alert)
+        except IntegrityError:
+            return False
+
+    def _write_row(self, alert: Alert) -> bool:
         with self.store.write() as db:
             row = db.get(AlertRow, alert.id, with_for_update=True)
             if row is None:
@@ -144,8 +151,8 @@ class AlertWatcher:
         self.hub.publish_alert(payload)
         if self.settings.alert_webhook_url:
             task = asyncio.create_task(self._webhook(payload, event.alert.id))
-        self._webhooks.add(task)
-        task.add_done_callback(self._webhooks.discard)
+            self._webhooks.add(task)
+            task.add_done_callback(self._webhooks.discard)
 
     async def _webhook(self, payload: dict[str, Any], alert_id: str) -> None:
         url = self.settings.alert_webhook_url

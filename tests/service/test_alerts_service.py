@@ -137,3 +137,19 @@ def test_the_running_service_lists_alerts(db_url: str) -> None:
             alerts = wait_for(lambda: client.get('/api/v1/alerts').json(), what='an alert')
             assert [(a['agent'], a['prompt_version'], a['status']) for a in alerts] == [('docs', 'v2', 'firing')]
             assert client.get('/api/v1/alerts', params={'status': 'resolved'}).json() == []
+
+
+async def test_two_processes_watching_one_store_announce_an_alert_once(db_url: str) -> None:
+    """Every process runs a watcher over the same evaluations; the alert row is written once and only the
+    process that wrote it announces it."""
+    store = Store(db_url)
+    seed_evaluations(store, 60, 60)
+    settings = fast_settings(db_url, alert_rule=RULE, alert_lag_s=0.0)
+    first, second = AlertWatcher(store, EventHub(), settings), AlertWatcher(Store(db_url), EventHub(), settings)
+    announced = [e.kind for w in (first, second) for e in await w.poll()]
+    assert announced == ['fired']
+    assert [a.prompt_version for a in second.monitor.firing] == ['v2']  # both know it; one said it
+    with store.read() as db:
+        assert db.query(AlertRow).count() == 1
+    store.dispose()
+    second.store.dispose()
