@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -198,21 +198,27 @@ def judge(
         cache_hits=cache.hits if cache else 0,
         profile=run_profile.name,
     )
-    folder.write_summary(summary)
-    exit_code = summary.exit_code
-
     stopped = judge_model.connection.stopped if judge_model else None
-    if run.reports and verbose:
-        reports = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
-        shown = reports if stopped is None else [_shorten_stopped(r, stopped) for r in reports]
-        to_pydantic_evals_report(shown, name=run_id).print(include_durations=False, console=out)
+    finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
+
+
+def finish_run(
+    folder: RunFolder, summary: RunSummary, reports: int, failures: _Failures, *, verbose: bool, stopped: str | None = None
+) -> NoReturn:
+    """Write `summary.json`, show the run (the compact table, or with `verbose` every record) and exit with
+    the summary's code: the end of a local run and of a queued one alike."""
+    folder.write_summary(summary)
+    if reports and verbose:
+        loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
+        shown = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
+        to_pydantic_evals_report(shown, name=summary.run_id).print(include_durations=False, console=out)
         failures = _Failures(limit=None)
-        for report in reports:
+        for report in loaded:
             failures.add(report)
-    if run.reports:
+    if reports:
         _print_compact(summary, failures, stopped)
-    _print_footer(summary, run_dir, stopped)
-    raise typer.Exit(exit_code)
+    _print_footer(summary, folder.path, stopped)
+    raise typer.Exit(summary.exit_code)
 
 
 class _RecordSource:

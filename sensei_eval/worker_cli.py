@@ -31,7 +31,7 @@ from .evaluators.base import Judge
 from .extras import requires_extra
 from .models import JudgeModel, ModelSetupError, resolve_model
 from .profiles import Profile
-from .reports import EvaluationReport, to_pydantic_evals_report
+from .reports import EvaluationReport
 from .run_folder import RunFolder
 from .runner import report_judges
 
@@ -276,17 +276,7 @@ def judge_queued(
         cache_hits=cached[0],
         profile=profile.name,
     )
-    folder.write_summary(summary)
-    if run.reports and verbose:
-        reports = folder.load_reports()
-        to_pydantic_evals_report(reports, name=run_id).print(include_durations=False, console=judge_cli.out)
-        failures = judge_cli._Failures(limit=None)
-        for report in reports:
-            failures.add(report)
-    if run.reports:
-        judge_cli._print_compact(summary, failures, None)
-    judge_cli._print_footer(summary, folder.path)
-    raise typer.Exit(summary.exit_code)
+    judge_cli.finish_run(folder, summary, run.reports, failures, verbose=verbose)
 
 
 def _collect(work: WorkQueue, run_id: str, folder: RunFolder, judges: Sequence[Judge], total: int, count: Any) -> Any:
