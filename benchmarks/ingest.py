@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import _free_port, _throwaway_postgres
+from service import _throwaway_postgres, serve_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,25 +55,8 @@ def _serve(db_url: str, port: int) -> None:
 
 @contextmanager
 def _server(db_url: str) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, __file__, '_serve', db_url, str(port)], cwd=ROOT, stderr=subprocess.PIPE)
-    url = f'http://127.0.0.1:{port}'
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f'{url}/api/v1/health', timeout=1).status_code == 200:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f'server did not start: {proc.stderr.read().decode() if proc.stderr else ""}')
-            time.sleep(0.1)
+    with serve_script(__file__, db_url) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _agent_spans() -> list[Any]:

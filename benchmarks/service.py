@@ -92,10 +92,17 @@ def _serve(db_url: str, port: int, latency: float) -> None:
 
 @contextmanager
 def _server(db_url: str, latency: float) -> Iterator[str]:
+    with serve_script(__file__, db_url, str(latency)) as url:
+        yield url
+
+
+@contextmanager
+def serve_script(script: str, *args: str) -> Iterator[str]:
+    """Run `python SCRIPT _serve DB PORT ARGS...` (a benchmark's own service) on a free port in a child process,
+    wait for its health check, stop it on exit."""
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, '_serve', db_url, str(port), str(latency)], cwd=ROOT, stderr=subprocess.PIPE
-    )
+    command = [sys.executable, script, '_serve', args[0], str(port), *args[1:]]
+    proc = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE)
     url = f'http://127.0.0.1:{port}'
     try:
         deadline = time.monotonic() + 60
