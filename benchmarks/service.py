@@ -177,7 +177,7 @@ async def _seed(url: str, n: int) -> list[str]:
             async with sem:
                 r = await c.post('/api/v1/sessions', json={**_ALERT_RECORD, 'query_id': f'bench-{i}'})
                 session_id: str = r.json()['session_id']
-                await c.post(f'/api/v1/scoring/sessions/{session_id}/score')
+                (await c.post(f'/api/v1/scoring/sessions/{session_id}/score', json={})).raise_for_status()
                 return session_id
 
         ids = await asyncio.gather(*(one(i) for i in range(n)))
@@ -239,7 +239,7 @@ async def _scorings(url: str, n: int) -> float:
             ids.append(r.json()['session_id'])
         wanted = set(ids)
         start = time.perf_counter()
-        await asyncio.gather(*(c.post(f'/api/v1/scoring/sessions/{s}/score') for s in ids))
+        await asyncio.gather(*(c.post(f'/api/v1/scoring/sessions/{s}/score', json={}) for s in ids))
         while wanted:
             event = json.loads(await asyncio.wait_for(ws.recv(), timeout=120))
             if event.get('type') in ('scoring.completed', 'scoring.failed') and event['session_id'] in wanted:
