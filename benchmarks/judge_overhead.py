@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import time
@@ -22,8 +23,6 @@ from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.models import JudgeModel
 from sensei_eval.records import QueryRecord
 from sensei_eval.runner import judge_records
-
-_VERDICT = json.dumps({'reasoning': 'Nothing wrong at [3].', 'issues': []})
 
 
 def _record(i: int) -> QueryRecord:
@@ -53,7 +52,9 @@ def _record(i: int) -> QueryRecord:
 def _fake(latency: float) -> JudgeModel:
     async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         await asyncio.sleep(latency)
-        return ModelResponse(parts=[TextPart(_VERDICT)])
+        # one reasoning per transcript: the same text on every record would be marked inconclusive
+        seen = hashlib.sha256(str(messages[-1]).encode()).hexdigest()[:8]
+        return ModelResponse(parts=[TextPart(json.dumps({'reasoning': f'Nothing wrong at [3] ({seen}).', 'issues': []}))])
 
     return JudgeModel(FunctionModel(answer, model_name='fake'), 'fake', 60_000)
 

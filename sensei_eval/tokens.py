@@ -236,7 +236,7 @@ def default_transcript_budget(model: JudgeModel) -> int | None:
     limit = prompt_limit(model)
     if limit is None:
         return None
-    return max(MIN_TRANSCRIPT_TOKENS, limit - _largest_single_task(counter_for(model)))
+    return max(MIN_TRANSCRIPT_TOKENS, limit - largest_single_task(model))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -312,14 +312,20 @@ def shared_task_tokens(model: JudgeModel, tasks: Iterable[tuple[str, str]]) -> i
 
 def largest_single_task(model: JudgeModel) -> int:
     """Tokens of the largest single failure-mode judge's prompt without its transcript, for `model`."""
-    return _largest_single_task(counter_for(model))
-
-
-def _largest_single_task(counter: TokenCounter) -> int:
-    from .evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
+    from .evaluators.base import FailureModeJudge
     from .evaluators.registry import JUDGES
 
-    tasks = tuple(sorted(cls().task_prompt() for cls in JUDGES.values() if issubclass(cls, FailureModeJudge)))
+    # keyed on the registered judge classes: a mode registered later gets counted, and a judge call on the
+    # hot path does not rebuild every judge's prompt to find the same number again
+    classes = tuple(cls for cls in JUDGES.values() if issubclass(cls, FailureModeJudge))
+    return _largest_single_task(counter_for(model), classes)
+
+
+@cache
+def _largest_single_task(counter: TokenCounter, classes: tuple[type[Any], ...]) -> int:
+    from .evaluators.base import JUDGE_SYSTEM_PROMPT
+
+    tasks = tuple(sorted(cls().task_prompt() for cls in classes))
     return _largest_cached(counter, JUDGE_SYSTEM_PROMPT, tasks)
 
 
