@@ -114,6 +114,9 @@ def test_same_prompt_twice_passes_and_agent_errors_are_counted() -> None:
     c = asyncio.run(
         validate_prompts(
             OLD, OLD, PydanticAIRunner(agent.agent()), QUERIES, make_judges(['mvp']), noisy_judge(0.1).model(), runs=2,
+            # one call at a time: the two sides send the same prompts, and which side a seeded flip lands on
+            # must not depend on how concurrent calls happen to interleave
+            agent_concurrency=1, judge_concurrency=1,
         )
     )  # fmt: skip
     assert all(m.verdict == 'no_change' for m in c.metrics)
