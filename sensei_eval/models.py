@@ -26,9 +26,16 @@ Failing fast on a wrong or unreachable model:
   what is cheap (the extra, the GGUF file); a server that then fails to start is the first request's
   connection error, logged once with the server's output, and the "first failure" rule below stops the
   run on it;
+* the preflight's request goes through a client of its own, opened and closed in the preflight's
+  event loop: the judging loop's connection pool never holds a connection of a loop that has ended
+  (which fails a keep-alive server's first judge call with "Event loop is closed");
 * one retry layer: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
-  build, and on the SDK client of a model we infer from a string) and the judges' loop retries a
-  transient failure with backoff (`evaluators.base`, three attempts in all);
+  build, and on the SDK client of a model we infer from a string); every request a judge makes goes
+  through `JudgeModel.request_model`, which retries under the one policy of `sensei_eval.retry`
+  (Retry-After honoured up to a cap, backoff with jitter, three attempts);
+* one deadline per judge call, all attempts included: `JudgeModel.call_timeout_s` (`--timeout`,
+  `$SENSEI_EVAL_TIMEOUT`), by default `DEFAULT_CALL_TIMEOUT_S` for a remote model and
+  `EMBEDDED_CALL_TIMEOUT_S` for the embedded one;
 * the "first failure" rule: `JudgeModel.connection` counts connection failures in a row across all
   judges; at `CONNECTION_FAILURES_TO_STOP` it stops new calls, and every judge not yet run reports the
   one shared reason instead of failing on its own.
@@ -49,6 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = (
     'CONNECTION_FAILURES_TO_STOP',
+    'DEFAULT_CALL_TIMEOUT_S',
+    'EMBEDDED_CALL_TIMEOUT_S',
     'EMBEDDED_NOTICE',
     'ConnectionWatch',
     'JudgeModel',
@@ -71,6 +80,12 @@ EMBEDDED_NOTICE = (
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
+# One judge call's deadline, every attempt and wait included: a slow remote model answers in well
+# under two minutes; a server that holds the connection longer is treated as dead for that call.
+DEFAULT_CALL_TIMEOUT_S = 120.0
+# The embedded model on two busy cores takes minutes for a long prompt (and waits its turn at the
+# machine's one shared server), so it gets longer.
+EMBEDDED_CALL_TIMEOUT_S = 600.0
 # Connection failures in a row (across all judges) after which a run stops calling the model.
 CONNECTION_FAILURES_TO_STOP = 3
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
@@ -131,6 +146,8 @@ class JudgeModel:
     default_concurrency: int = 4
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
     connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
+    call_timeout_s: float | None = None  # None: the default for the kind of model (`timeout_s`)
+    _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
     _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
     _owns_server: bool = field(default=True, repr=False)
 
@@ -142,6 +159,26 @@ class JudgeModel:
             url = self._server.base_url or 'the embedded model server (not started)'
         model_name = getattr(self.model, 'model_name', None) or self.name
         return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
+
+    @property
+    def timeout_s(self) -> float:
+        """One judge call's deadline, all attempts included."""
+        if self.call_timeout_s is not None:
+            return self.call_timeout_s
+        return EMBEDDED_CALL_TIMEOUT_S if self.embedded else DEFAULT_CALL_TIMEOUT_S
+
+    @property
+    def request_model(self) -> Model | str:
+        """What judges' agents call: `model` behind the one retry policy (`sensei_eval.retry`), counting
+        connection failures in `connection`. A model string (resolved by pydantic-ai later) is left as is."""
+        if not isinstance(self.model, Model):
+            return self.model
+        cached = self._request_model
+        if cached is None or cached.wrapped is not self.model:
+            from .retry import RetryingModel
+
+            cached = self._request_model = RetryingModel(self.model, self.connection, self.where)
+        return cached  # type: ignore[no-any-return]
 
     @property
     def openai_endpoint(self) -> tuple[str, str, str | None] | None:
@@ -176,7 +213,7 @@ class JudgeModel:
         does not own the embedded server: closing it leaves the server to this one."""
         from dataclasses import replace
 
-        return replace(self, model=model, _owns_server=False)
+        return replace(self, model=model, _owns_server=False, _request_model=None)
 
     def close(self) -> None:
         """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""
@@ -305,11 +342,18 @@ async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIM
 
 
 async def _preflight_openai(judge_model: JudgeModel, client: Any, timeout_s: float) -> None:
+    import httpx2
+
+    # a client of its own, closed in this loop: the model's pool is left to the judging loop
+    async with httpx2.AsyncClient(timeout=timeout_s) as http_client:
+        quick = client.with_options(max_retries=0, timeout=timeout_s, http_client=http_client)
+        await _ask_openai(judge_model, quick, 'api.openai.com' in str(client.base_url))
+
+
+async def _ask_openai(judge_model: JudgeModel, quick: Any, hosted: bool) -> None:
     import openai
 
-    quick = client.with_options(max_retries=0, timeout=timeout_s)
     model_name = str(getattr(judge_model.model, 'model_name', ''))
-    hosted = 'api.openai.com' in str(client.base_url)
     try:
         if hosted:
             await quick.models.retrieve(model_name)

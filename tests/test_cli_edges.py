@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from sensei_eval import judge as judge_cli
-from sensei_eval.evaluators import base
+from sensei_eval import retry
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.models import CONNECTION_FAILURES_TO_STOP, JudgeModel, ModelUsageError, resolve_model
 from sensei_eval.reports import (
@@ -224,7 +224,7 @@ def _refusing_model(calls: list[int]) -> JudgeModel:
 
 
 def test_repeated_connection_failures_stop_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base, '_TRANSIENT_BACKOFF_S', (0.0, 0.0))
+    monkeypatch.setattr(retry, 'BASE_BACKOFF_S', 0.0)
     calls: list[int] = []
     model = _refusing_model(calls)
     records = [openai_record(f'r{i}') for i in range(5)]
@@ -236,7 +236,7 @@ def test_repeated_connection_failures_stop_the_run(monkeypatch: pytest.MonkeyPat
 
 
 def test_cli_prints_the_shared_reason_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base, '_TRANSIENT_BACKOFF_S', (0.0, 0.0))
+    monkeypatch.setattr(retry, 'BASE_BACKOFF_S', 0.0)
     calls: list[int] = []
     monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: _refusing_model(calls))
     result = _invoke('--dataset', str(_record_file(tmp_path, 4)), '--out', str(tmp_path / 'o'), '--run-id', 'r', '--no-cache')

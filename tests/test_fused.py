@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.evaluators import base
+from sensei_eval import retry
 from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecError, fuse_judges, parse_fuse_spec
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import make_judges
@@ -22,7 +22,7 @@ MVP = ('tool_selection', 'hallucination', 'completeness')
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base, '_TRANSIENT_BACKOFF_S', (0.0, 0.0))
+    monkeypatch.setattr(retry, 'BASE_BACKOFF_S', 0.0)
 
 
 def _transcript_of(prompt: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 from pydantic_ai.exceptions import ModelServerError
 from pydantic_evals import Case, Dataset
 
+from sensei_eval import retry
 from sensei_eval.evaluators import base
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
 from sensei_eval.evaluators.output import Completeness, Hallucination
@@ -22,7 +23,7 @@ from .helpers import ScriptedJudge, no_issues, openai_record
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base, '_TRANSIENT_BACKOFF_S', (0.0, 0.0))
+    monkeypatch.setattr(retry, 'BASE_BACKOFF_S', 0.0)
 
 
 async def test_prompt_puts_shared_transcript_first_and_rubric_after() -> None:
@@ -136,7 +137,7 @@ async def test_transient_model_errors_are_retried_then_reported() -> None:
 
     failed = await ToolSelection().judge(record, render_transcript(record), ScriptedJudge(down).model())
     assert failed.status == 'error'
-    assert 'failed 3 times' in (failed.error or '') and 'upstream 502' in (failed.error or '')
+    assert 'after 3 attempts' in (failed.error or '') and 'upstream 502' in (failed.error or '')
 
 
 def test_issue_models_round_trip() -> None:

@@ -34,14 +34,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
-from pydantic_ai.exceptions import (
-    ModelConnectionError,
-    ModelRateLimitError,
-    ModelRequestTimeout,
-    ModelServerError,
-    ModelUnavailableError,
-    UnexpectedModelBehavior,
-)
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
@@ -51,6 +44,7 @@ from ..models import JudgeModel, resolve_model
 from ..modes import ModeCategory
 from ..records import QueryRecord
 from ..reports import JudgeResult
+from ..retry import RunStoppedError
 from ..tokens import PromptFit, fit_transcript, largest_single_task
 from ..transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from .inconclusive import why_inconclusive
@@ -68,6 +62,7 @@ __all__ = (
     'record_from_context',
     'set_default_judge_model',
     'short_errors',
+    'timed_out',
 )
 
 # The rule every judge's system prompt states (the failure-mode judges and the investigation scorer).
@@ -89,12 +84,6 @@ Rules:
 "issues" list; do not invent problems to seem thorough, and do not excuse real ones.
 - Answer with exactly one JSON object matching the schema, and nothing else."""
 
-# Backoff between attempts at a model call that failed for a reason that may pass (rate limit, server
-# error, dropped connection). Three attempts in all. This is the only
-# retry layer: the SDK clients `models.resolve_model` builds have their own retries off (`max_retries=0`).
-_TRANSIENT_BACKOFF_S = (0.5, 2.0)
-_TRANSIENT = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
-
 
 @dataclass
 class ModelCall:
@@ -106,33 +95,36 @@ class ModelCall:
 
 
 async def call_model(agent: Agent[None, Any], prompt: str, settings: Any, model: JudgeModel, output_retries: int) -> ModelCall:
-    """Run the judge agent once, retrying transient model errors with backoff; every judge (fused or not)
-    shares the run's connection watch, so the third connection failure in a row stops them all."""
+    """Run the judge agent once, under the call's deadline (`model.timeout_s`, every attempt included).
+
+    The agent is built on `model.request_model`, so each of its requests is retried under the one policy
+    (`sensei_eval.retry`) and counted by the run's connection watch; this only turns the outcome into a
+    `ModelCall`: the run, or an error naming the timeout, the stopped run or the last failure."""
     messages: list[ModelMessage] = []
     watch = model.connection
-    for attempt in range(len(_TRANSIENT_BACKOFF_S) + 1):
-        if watch.stopped is not None:
-            return ModelCall(None, watch.stopped, messages)
-        try:
+    if watch.stopped is not None:
+        return ModelCall(None, watch.stopped, messages)
+    try:
+        async with asyncio.timeout(model.timeout_s):
             with capture_run_messages() as messages:
                 run = await agent.run(prompt, model_settings=settings)
-            watch.succeeded()
-            return ModelCall(run, None, messages)
-        except _TRANSIENT as e:
-            if isinstance(e, ModelConnectionError):
-                watch.failed(model.where, e)
-                if watch.stopped is not None:
-                    return ModelCall(None, watch.stopped, messages)
-            else:
-                watch.succeeded()  # the server answered
-            if attempt == len(_TRANSIENT_BACKOFF_S):
-                return ModelCall(None, f'model call to {model.where} failed {attempt + 1} times: {describe_error(e)}', messages)
-            await asyncio.sleep(_TRANSIENT_BACKOFF_S[attempt])
-        except UnexpectedModelBehavior as e:
-            return ModelCall(None, f'invalid output after {output_retries + 1} attempts: {e.message}', messages)
-        except Exception as e:
-            return ModelCall(None, describe_error(e), messages)
-    raise AssertionError('unreachable: the last attempt returns')
+        return ModelCall(run, None, messages)
+    except TimeoutError:
+        return ModelCall(None, timed_out(model), messages)
+    except RunStoppedError as e:
+        return ModelCall(None, str(e), messages)
+    except UnexpectedModelBehavior as e:
+        return ModelCall(None, f'invalid output after {output_retries + 1} attempts: {e.message}', messages)
+    except Exception as e:
+        return ModelCall(None, f'model call to {model.where} failed: {describe_error(e)}', messages)
+
+
+def timed_out(model: JudgeModel) -> str:
+    """The error of a judge call its deadline cut."""
+    return (
+        f'timed out: no answer from {model.where} within {model.timeout_s:g} s '
+        '(--timeout / SENSEI_EVAL_TIMEOUT, all attempts included)'
+    )
 
 
 # Limits written only into the schema sent to a schema-constrained decoder (the embedded model): a tiny
@@ -372,9 +364,9 @@ class FailureModeJudge(Judge):
 
     def _agent(self, model: JudgeModel) -> Agent[None, Verdict[Any]]:
         """One pydantic-ai Agent per (judge class, model, retries): building one costs more than a fast call."""
-        key = (type(self), id(model.model), self.output_retries)
+        key = (type(self), id(model.request_model), self.output_retries)
         cached = _AGENTS.get(key)
-        if cached is not None and cached[0] is model.model:
+        if cached is not None and cached[0] is model.request_model:
             return cached[1]
         issue_model = type(self).issue_model
         verdict_model: type[Verdict[Any]] = Verdict[issue_model]  # type: ignore[valid-type]
@@ -390,13 +382,13 @@ class FailureModeJudge(Judge):
                 ) from None
 
         agent: Agent[None, Verdict[Any]] = Agent(
-            model.model,
+            model.request_model,
             output_type=TextOutput(parse),
             instructions=JUDGE_SYSTEM_PROMPT,
             retries={'output': self.output_retries},
             name=f'judge:{self.name}',
         )
-        _AGENTS[key] = (model.model, agent)
+        _AGENTS[key] = (model.request_model, agent)
         return agent
 
     def _error(
@@ -423,7 +415,8 @@ class FailureModeJudge(Judge):
 
 def describe_error(e: BaseException) -> str:
     text = str(e).strip() or repr(e)
-    return f'{type(e).__name__}: {text[:500]}'
+    notes = ' '.join(getattr(e, '__notes__', ()))  # e.g. "after 3 attempts" (`retry.RetryingModel`)
+    return f'{type(e).__name__}: {text[:500]}' + (f' ({notes})' if notes else '')
 
 
 def extract_json(text: str) -> Any:

@@ -299,9 +299,9 @@ class FusedJudge(Judge):
         ]
 
     def _agent(self, model: JudgeModel) -> Agent[None, dict[str, Any]]:
-        key = (self.member_names, id(model.model), self.output_retries)
+        key = (self.member_names, id(model.request_model), self.output_retries)
         cached = _AGENTS.get(key)
-        if cached is not None and cached[0] is model.model:
+        if cached is not None and cached[0] is model.request_model:
             return cached[1]
         names = self.member_names
 
@@ -314,13 +314,13 @@ class FusedJudge(Judge):
             return data
 
         agent: Agent[None, dict[str, Any]] = Agent(
-            model.model,
+            model.request_model,
             output_type=TextOutput(parse),
             instructions=JUDGE_SYSTEM_PROMPT,
             retries={'output': self.output_retries},
             name=f'judge:{self.name}',
         )
-        _AGENTS[key] = (model.model, agent)
+        _AGENTS[key] = (model.request_model, agent)
         return agent
 
     # -- pydantic-evals --------------------------------------------------------------------------------

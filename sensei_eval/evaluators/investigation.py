@@ -38,6 +38,7 @@ results) is inside the transcript fence; and the system prompt says it is data, 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -64,6 +65,7 @@ from .base import (
     fill_template,
     get_default_judge_model,
     short_errors,
+    timed_out,
 )
 
 __all__ = (
@@ -624,7 +626,7 @@ class InvestigationScorer(_InvestigationJudge):
     ) -> InvestigationResult:
         model = model or self.resolve_judge_model()
         agent: Agent[None, str] = Agent(
-            model.model, output_type=str, instructions=INVESTIGATION_SYSTEM_PROMPT, name='judge:investigation_score'
+            model.request_model, output_type=str, instructions=INVESTIGATION_SYSTEM_PROMPT, name='judge:investigation_score'
         )
         # a schema-constraining server (the embedded model) decodes each turn under a JSON schema
         constrained = model.json_schema_constrained
@@ -646,43 +648,46 @@ class InvestigationScorer(_InvestigationJudge):
             )  # fmt: skip
 
         try:
-            if on_phase is not None:
-                on_phase('scoring')
-            while attempts < self.max_score_attempts:
-                attempts += 1
-                run = await agent.run(prompt, message_history=history or None, model_settings=settings)
-                history = run.all_messages()
-                usage_in += run.usage.input_tokens
-                usage_out += run.usage.output_tokens
-                requests += run.usage.requests
-                text, problem = render_constrained_score(run.output) if constrained else (run.output, None)
-                score, analysis = extract_score(text)
-                if len(run.output) > len(best_raw):
-                    best_raw = run.output
-                if score is not None and 0 <= score <= 100:
-                    best = (score, analysis)
-                    break
-                prompt = f'{problem} {_CONSTRAINED_OUTPUT}' if problem else _reminder(score)
-            if best is None:
-                return result(
-                    status='error', error=f'no valid total score on the last line after {attempts} attempt(s)',
-                    raw_output=best_raw[:8000],
-                )  # fmt: skip
-            if on_phase is not None:
-                on_phase('missing_tools')
-            if constrained:
-                followup = await agent.run(
-                    FOLLOWUP_MISSING_TOOLS_PROMPT + _CONSTRAINED_FOLLOWUP,
-                    message_history=history,
-                    model_settings=model.settings_for(_constrained_missing_tools_schema()),
-                )
-                missing_text, tools = _render_constrained_missing_tools(followup.output)
-            else:
-                followup = await agent.run(FOLLOWUP_MISSING_TOOLS_PROMPT, message_history=history, model_settings=settings)
-                missing_text, tools = followup.output, parse_missing_tools(followup.output)
-            usage_in += followup.usage.input_tokens
-            usage_out += followup.usage.output_tokens
-            requests += followup.usage.requests
+            async with asyncio.timeout(model.timeout_s):
+                if on_phase is not None:
+                    on_phase('scoring')
+                while attempts < self.max_score_attempts:
+                    attempts += 1
+                    run = await agent.run(prompt, message_history=history or None, model_settings=settings)
+                    history = run.all_messages()
+                    usage_in += run.usage.input_tokens
+                    usage_out += run.usage.output_tokens
+                    requests += run.usage.requests
+                    text, problem = render_constrained_score(run.output) if constrained else (run.output, None)
+                    score, analysis = extract_score(text)
+                    if len(run.output) > len(best_raw):
+                        best_raw = run.output
+                    if score is not None and 0 <= score <= 100:
+                        best = (score, analysis)
+                        break
+                    prompt = f'{problem} {_CONSTRAINED_OUTPUT}' if problem else _reminder(score)
+                if best is None:
+                    return result(
+                        status='error', error=f'no valid total score on the last line after {attempts} attempt(s)',
+                        raw_output=best_raw[:8000],
+                    )  # fmt: skip
+                if on_phase is not None:
+                    on_phase('missing_tools')
+                if constrained:
+                    followup = await agent.run(
+                        FOLLOWUP_MISSING_TOOLS_PROMPT + _CONSTRAINED_FOLLOWUP,
+                        message_history=history,
+                        model_settings=model.settings_for(_constrained_missing_tools_schema()),
+                    )
+                    missing_text, tools = _render_constrained_missing_tools(followup.output)
+                else:
+                    followup = await agent.run(FOLLOWUP_MISSING_TOOLS_PROMPT, message_history=history, model_settings=settings)
+                    missing_text, tools = followup.output, parse_missing_tools(followup.output)
+                usage_in += followup.usage.input_tokens
+                usage_out += followup.usage.output_tokens
+                requests += followup.usage.requests
+        except TimeoutError:
+            return result(status='error', error=timed_out(model), raw_output=best_raw[:8000] or None)
         except Exception as e:
             return result(status='error', error=describe_error(e), raw_output=best_raw[:8000] or None)
         score_value, analysis = best
@@ -738,7 +743,7 @@ class StructuredInvestigationScorer(_InvestigationJudge):
                 ) from None
 
         agent: Agent[None, StructuredScoreOutput] = Agent(
-            model.model,
+            model.request_model,
             output_type=TextOutput(parse),
             instructions=INVESTIGATION_SYSTEM_PROMPT,
             retries={'output': self.output_retries},
@@ -755,9 +760,12 @@ class StructuredInvestigationScorer(_InvestigationJudge):
         if on_phase is not None:
             on_phase('scoring')
         try:
-            with capture_run_messages() as messages:
-                run = await agent.run(prompt, model_settings=settings)
+            async with asyncio.timeout(model.timeout_s):
+                with capture_run_messages() as messages:
+                    run = await agent.run(prompt, model_settings=settings)
         except (UnexpectedModelBehavior, Exception) as e:
+            if isinstance(e, TimeoutError):
+                e = TimeoutError(timed_out(model))
             responses = [m for m in messages if isinstance(m, ModelResponse)]
             raw = '\n'.join(p.content for p in responses[-1].parts if isinstance(p, TextPart)) if responses else None
             return InvestigationResult(
