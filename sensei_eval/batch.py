@@ -26,6 +26,7 @@ existing batch instead of submitting them again. `on_progress` receives the batc
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ from pydantic_ai.settings import ModelSettings
 
 from .models import JudgeModel
 from .reports import write_json_atomic
+from .retry import with_retries
 
 __all__ = (
     'BATCHES_FILE',
@@ -72,9 +74,9 @@ BATCH_CONCURRENCY = 100_000
 DEFAULT_SETTLE_S = 2.0
 DEFAULT_POLL_S = 10.0
 DEFAULT_MAX_POLL_S = 300.0
-# Poll or download failures in a row (connection errors, 5xx, 429) tolerated before the waiting
-# requests fail; the batch itself keeps running at the provider and a resumed run finds it again.
-MAX_CHECK_FAILURES = 5
+# Attempts at one poll or download (connection errors, 5xx, 429 retried under `sensei_eval.retry`)
+# before the waiting requests fail; the batch keeps running at the provider and a resumed run finds it.
+CHECK_ATTEMPTS = 6
 TERMINAL_STATES = frozenset({'completed', 'failed', 'expired', 'cancelled'})
 _STATE_ORDER = ('validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled')
 _ENDPOINTS = ('/v1/chat/completions', '/v1/responses')
@@ -373,20 +375,13 @@ class _Collector:
     async def _poll_batch(self, batch_id: str) -> None:
         record = self.state.batches[batch_id]
         delay = self.poll_s
-        failures = 0
         problem = ''
         while record.status not in TERMINAL_STATES or (record.status == 'completed' and not _has_results(record)):
-            try:
-                check_allow_model_requests()
-                batch = await self.client.batches.retrieve(batch_id)
+            try:  # a failed check is retried under the one policy (`sensei_eval.retry`)
+                batch = await with_retries(lambda: self._retrieve(batch_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
             except Exception as e:
-                failures += 1
-                if not _retryable(e) or failures > MAX_CHECK_FAILURES:
-                    problem = f'checking batch {batch_id} failed {failures} time(s): {_describe(e)}'
-                    break
-                await asyncio.sleep(delay)
-                continue
-            failures = 0
+                problem = f'checking batch {batch_id} failed: {_describe(e)}'
+                break
             record = self.state.batches[batch_id] = _record(batch, record.endpoint, record.requests)
             self._report()
             if record.status in TERMINAL_STATES:
@@ -403,6 +398,13 @@ class _Collector:
             _resolve(future, _answer_for(finished, custom_id))
         self._report()
 
+    async def _retrieve(self, batch_id: str) -> Any:
+        check_allow_model_requests()
+        return await self.client.batches.retrieve(batch_id)
+
+    async def _content(self, file_id: str) -> str:
+        return (await self.client.files.content(file_id)).text
+
     async def _download(self, finished: _Finished) -> None:
         """Read the output and error files into answers; a bad line is noted, the others still count."""
         record = finished.record
@@ -410,15 +412,10 @@ class _Collector:
             if not file_id:
                 continue
             text = None
-            for attempt in range(MAX_CHECK_FAILURES + 1):
-                try:
-                    text = (await self.client.files.content(file_id)).text
-                    break
-                except Exception as e:
-                    if not _retryable(e) or attempt == MAX_CHECK_FAILURES:
-                        finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {_describe(e)}')
-                        break
-                    await asyncio.sleep(self.poll_s)
+            try:
+                text = await with_retries(functools.partial(self._content, file_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
+            except Exception as e:
+                finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {_describe(e)}')
             for number, raw in enumerate((text or '').splitlines(), start=1):
                 if raw.strip():
                     try:
@@ -535,12 +532,6 @@ def _answer_for(finished: _Finished, custom_id: str) -> _Answer:
 def _resolve(future: asyncio.Future[_Answer], answer: _Answer) -> None:
     if not future.done():
         future.set_result(answer)
-
-
-def _retryable(e: BaseException) -> bool:
-    if isinstance(e, openai.APIStatusError):
-        return e.status_code in (408, 409, 429) or e.status_code >= 500
-    return isinstance(e, openai.APIConnectionError | httpx2.HTTPError | OSError)
 
 
 def _describe(e: BaseException) -> str:

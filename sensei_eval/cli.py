@@ -28,6 +28,7 @@ __all__ = (
     'JudgesOption',
     'ModelOption',
     'OutOption',
+    'TimeoutOption',
     'make_app',
     'quiet_third_party',
     'setup_judge_model',
@@ -70,6 +71,18 @@ EmbeddedThreadsOption = Annotated[
         show_default=False,
     ),
 ]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        '--timeout',
+        envvar='SENSEI_EVAL_TIMEOUT',
+        min=1.0,
+        help='Deadline of one judge call in seconds, every retry included; a call past it is an error '
+        '[env: SENSEI_EVAL_TIMEOUT; default: 120, 600 for the embedded model].',
+        show_default=False,
+        show_envvar=False,
+    ),
+]
 DEFAULT_JUDGES = ('mvp', 'checks')
 
 
@@ -92,6 +105,7 @@ def setup_judge_model(
     embedded_threads: int | None = None,
     note: str = '',
     fail_code: int | None = None,
+    timeout: float | None = None,
     resolve: Callable[..., JudgeModel] = resolve_model,
     check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
 ) -> JudgeModel:
@@ -101,6 +115,7 @@ def setup_judge_model(
     The embedded model is not started here: it starts (or joins the machine's shared server) on the
     first model request, so a run answered entirely from the cache never starts it.
 
+    `timeout` is each judge call's deadline (`JudgeModel.call_timeout_s`; None keeps the model's default).
     `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
     replace them per command."""
     extra: dict[str, Any] = {} if embedded_threads is None else {'embedded_threads': embedded_threads}
@@ -114,6 +129,7 @@ def setup_judge_model(
     except Exception as e:
         err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
         raise typer.Exit(fail_code or 1) from None
+    judge_model.call_timeout_s = timeout
     if judge_model.embedded:
         err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
     try:

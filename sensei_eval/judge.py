@@ -29,6 +29,7 @@ from .cli import (
     EmbeddedThreadsOption,
     ModelOption,
     OutOption,
+    TimeoutOption,
     make_app,
     quiet_third_party,
     setup_judge_model,
@@ -70,6 +71,7 @@ def judge(
     ] = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    timeout: TimeoutOption = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')
     ] = None,
@@ -163,7 +165,7 @@ def judge(
         )  # fmt: skip
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judges):
-        judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads)
+        judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
 
     folder = RunFolder.create(out_dir, run_id)
     run_id, run_dir = folder.run_id, folder.path
@@ -324,13 +326,17 @@ def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[st
 
 
 def _judge_model(
-    model: str | None, base_url: str | None, max_transcript_tokens: int | None, embedded_threads: int | None = None
+    model: str | None,
+    base_url: str | None,
+    max_transcript_tokens: int | None,
+    embedded_threads: int | None = None,
+    timeout: float | None = None,
 ) -> JudgeModel:
     """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
     # this module's names, so tests can replace them here
     return setup_judge_model(
         model, base_url, err=err, transcript_budget=max_transcript_tokens, embedded_threads=embedded_threads,
-        resolve=resolve_model, check=preflight,
+        timeout=timeout, resolve=resolve_model, check=preflight,
     )  # fmt: skip
 
 

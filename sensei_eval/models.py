@@ -147,6 +147,7 @@ class JudgeModel:
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
     connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
     call_timeout_s: float | None = None  # None: the default for the kind of model (`timeout_s`)
+    retry_policy: dict[str, Any] = field(default_factory=dict)  # `retry.retrying` arguments (the service's)
     _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
     _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
     _owns_server: bool = field(default=True, repr=False)
@@ -177,7 +178,7 @@ class JudgeModel:
         if cached is None or cached.wrapped is not self.model:
             from .retry import RetryingModel
 
-            cached = self._request_model = RetryingModel(self.model, self.connection, self.where)
+            cached = self._request_model = RetryingModel(self.model, self.connection, self.where, **self.retry_policy)
         return cached  # type: ignore[no-any-return]
 
     @property
@@ -208,12 +209,14 @@ class JudgeModel:
             settings['extra_body'] = {'response_format': {'type': 'json_object', 'schema': schema}}
         return settings
 
-    def through(self, model: Model) -> JudgeModel:
-        """This judge model calling through `model` (e.g. a retrying wrapper of `self.model`). The copy
-        does not own the embedded server: closing it leaves the server to this one."""
+    def through(self, model: Model, retry_policy: dict[str, Any] | None = None) -> JudgeModel:
+        """This judge model calling through `model` (e.g. the service's circuit breaker around `self.model`),
+        retried under `retry_policy` if given. The copy does not own the embedded server: closing it leaves
+        the server to this one."""
         from dataclasses import replace
 
-        return replace(self, model=model, _owns_server=False, _request_model=None)
+        policy = self.retry_policy if retry_policy is None else retry_policy
+        return replace(self, model=model, _owns_server=False, _request_model=None, retry_policy=policy)
 
     def close(self) -> None:
         """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""

@@ -30,11 +30,9 @@ __all__ = ('Behaviour', 'OpenAIServer', 'Seen')
 
 Behaviour = str | tuple[str, float]
 
-# What a judged verdict looks like: reasoning that cites steps, in words of its own (not the prompt's).
-VERDICT = {
-    'reasoning': 'Step [2] answers from what the tool returned at step [1]; nothing in the answer goes beyond it.',
-    'issues': [],
-}
+# What a judged verdict looks like: reasoning that cites steps, in words of its own (not the prompt's),
+# different for each answer (the same reasoning for every record is set aside as inconclusive).
+REASONING = 'Step [2] answers from what the tool returned at step [1]; nothing in answer {n} goes beyond it.'
 
 
 @dataclass
@@ -113,7 +111,7 @@ class OpenAIServer:
                 behaviour = server.next_behaviour()
                 kind = behaviour[0] if isinstance(behaviour, tuple) else behaviour
                 if kind == 'ok':
-                    self._send(200, _completion(request.get('model', 'm')))
+                    self._send(200, _completion(request.get('model', 'm'), len(server.requests)))
                 elif kind == '429':
                     assert isinstance(behaviour, tuple)
                     error = {'error': {'message': 'rate limited', 'type': 'rate_limit_error', 'code': 'rate_limit_exceeded'}}
@@ -125,7 +123,7 @@ class OpenAIServer:
                 elif kind == 'hang':
                     server._closing.wait()
                 elif kind == 'drip':
-                    body = _completion(request.get('model', 'm'))
+                    body = _completion(request.get('model', 'm'), len(server.requests))
                     self.send_response(200)
                     self.send_header('Content-Type', 'application/json')
                     self.send_header('Content-Length', str(len(body)))
@@ -155,7 +153,8 @@ class OpenAIServer:
         self._thread.join(5)
 
 
-def _completion(model: str) -> bytes:
+def _completion(model: str, n: int) -> bytes:
+    verdict = {'reasoning': REASONING.format(n=n), 'issues': []}
     return json.dumps(
         {
             'id': 'chatcmpl-test',
@@ -163,7 +162,7 @@ def _completion(model: str) -> bytes:
             'created': int(time.time()),
             'model': model,
             'choices': [
-                {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(VERDICT)}}
+                {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(verdict)}}
             ],
             'usage': {'prompt_tokens': 100, 'completion_tokens': 20, 'total_tokens': 120},
         }

@@ -34,7 +34,17 @@ from rich.console import Console
 from rich.table import Table
 
 from ..cache import JudgeCache
-from ..cli import BaseUrlOption, JudgesOption, ModelOption, OutOption, make_app, quiet_third_party, setup_judge_model, split_names
+from ..cli import (
+    BaseUrlOption,
+    JudgesOption,
+    ModelOption,
+    OutOption,
+    TimeoutOption,
+    make_app,
+    quiet_third_party,
+    setup_judge_model,
+    split_names,
+)
 from ..evaluators.registry import UnknownJudgeError, make_judges
 from ..models import JudgeModel, preflight, resolve_model
 from .agent import load_queries, load_runner
@@ -117,6 +127,7 @@ def optimize(
     out_dir: OutOption = Path('reports'),
     resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
     no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Optimize prompt components one at a time (the sequential loop); suggestions for review."""
     quiet_third_party()
@@ -181,14 +192,17 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judge_list):
-        judge_model = setup_judge_model(model, base_url, err=err, note=note, resolve=resolve_model, check=preflight)
+        judge_model = setup_judge_model(
+            model, base_url, err=err, note=note, timeout=opts.get('timeout'), resolve=resolve_model, check=preflight
+        )
     if generator_model is None and judge_model is not None:
         gen_model: JudgeModel = judge_model
     else:
         try:
             gen_model = setup_judge_model(
-                generator_model or model, base_url, err=err, note=note, resolve=resolve_model, check=preflight
-            )
+                generator_model or model, base_url, err=err, note=note, timeout=opts.get('timeout'),
+                resolve=resolve_model, check=preflight,
+            )  # fmt: skip
         except BaseException:
             if judge_model is not None:
                 judge_model.close()

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
 from ..reports import EvaluationReport
+from ..retry import with_retries
 from .config import ServiceSettings
 from .events import EventHub
 from .store import AlertRow, EvaluationRow, JobStatus, SessionRow, Store, now_us
@@ -182,25 +183,29 @@ async def deliver_webhook(
     timeout_s: float = 10.0,
     sleep: Callable[[float], Any] = asyncio.sleep,
 ) -> str:
-    """POST the event; retry on connection errors and 5xx/429 with doubling backoff. Returns what happened."""
-    import httpx
+    """POST the event under the one retry policy (`sensei_eval.retry`: connection errors, 5xx and 429 are
+    retried, the receiver's Retry-After honoured; another refusal is final). Returns what happened."""
+    import httpx2
 
-    last = ''
-    async with httpx.AsyncClient(timeout=timeout_s) as client:
-        for attempt in range(1, attempts + 1):
-            try:
-                response = await client.post(url, json=payload)
-            except httpx.HTTPError as e:
-                last = f'{type(e).__name__}: {e}'
-            else:
-                if response.status_code < 300:
-                    return f'delivered (HTTP {response.status_code}, attempt {attempt})'
-                last = f'HTTP {response.status_code}'
-                if response.status_code < 500 and response.status_code != 429:
-                    break  # the receiver refused it: retrying sends the same refusal
-            if attempt < attempts:
-                await sleep(backoff_s * 2 ** (attempt - 1))
-    log.error('alert webhook %s failed: %s', url, last)
+    tries = 0
+    async with httpx2.AsyncClient(timeout=timeout_s) as client:
+
+        async def post() -> httpx2.Response:
+            nonlocal tries
+            tries += 1
+            response = await client.post(url, json=payload)
+            response.raise_for_status()  # anything but 2xx: the policy decides whether it may change
+            return response
+
+        try:
+            response = await with_retries(post, attempts=attempts, base_s=backoff_s, sleep=sleep)
+        except httpx2.HTTPStatusError as e:
+            last = f'HTTP {e.response.status_code}'
+        except httpx2.HTTPError as e:
+            last = f'{type(e).__name__}: {e}'
+        else:
+            return f'delivered (HTTP {response.status_code}, attempt {tries})'
+    log.error('alert webhook %s failed after %d attempt(s): %s', url, tries, last)
     return f'failed: {last}'
 
 

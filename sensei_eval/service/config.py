@@ -53,7 +53,7 @@ class ServiceSettings:
     default_evaluators: tuple[str, ...] = ('mvp',)
     # Agents/chains whose completed sessions are scored on ingestion; '*' means every agent.
     auto_score_agents: frozenset[str] = frozenset()
-    # Model calls: attempts per call and the first backoff (doubling after each failed attempt).
+    # Model requests: attempts per request and the first backoff bound (the one retry policy, `sensei_eval.retry`).
     model_attempts: int = 3
     retry_backoff_s: float = 1.0
     # Circuit breaker: consecutive failed calls that open it, and how long it stays open before one trial call.

@@ -1,16 +1,19 @@
-"""Reliable model calls for the service: retries with exponential backoff and a circuit breaker.
+"""Reliable model calls for the service: the process-wide circuit breaker in front of the judge model.
 
 `ReliableModel` wraps the judge model (a pydantic-ai `WrapperModel`), so every model request a judge
-makes — both turns of the freeform scorer, every failure-mode judge — goes through it:
+makes — both turns of the freeform scorer, every failure-mode judge — passes the `CircuitBreaker`,
+shared by the whole process. Retrying is not done here: the judges' agents call
+`JudgeModel.request_model`, which retries each request under the one policy of `sensei_eval.retry`
+(the service's `model_attempts` and `retry_backoff_s` set its attempts and backoff), and every attempt
+comes through this breaker:
 
-* a failure that may pass (any error except a 4xx other than 408/429, a usage error, or the breaker
-  itself) is retried, `attempts` tries in all, sleeping `backoff_s`, then twice that, and so on;
-* a call that still fails is one failure for the `CircuitBreaker`, shared by the whole process. After
-  `threshold` consecutive failed calls it opens: calls fail at once with `CircuitOpenError`, without
-  touching the model, until `reset_s` has passed; then it is half-open and lets one trial call through.
-  The trial's success closes it; its failure opens it again for another `reset_s`;
-* the final error is raised as `ModelCallFailedError` (not a pydantic-ai transient error), so a judge
-  that has its own transient retries does not multiply ours.
+* an attempt that fails for a reason that may pass (`retry.is_retryable`: 5xx, 429, a connection
+  error) is one failure; after `threshold` in a row the breaker opens: attempts fail at once with
+  `CircuitOpenError` (which the policy does not retry), without touching the model, until `reset_s`
+  has passed; then it is half-open and lets one trial attempt through. The trial's success closes it;
+  its failure opens it again for another `reset_s`;
+* an error that retrying cannot fix (a rejected key, a bad request) says nothing about the model's
+  health and is passed on as it is.
 
 A judge turns these exceptions into an error result (never a score); the worker stores its message.
 """
@@ -21,21 +24,18 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters, infer_model
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-__all__ = ('CircuitBreaker', 'CircuitOpenError', 'ModelCallFailedError', 'ReliableModel', 'is_retryable')
+from ..retry import is_retryable
+
+__all__ = ('CircuitBreaker', 'CircuitOpenError', 'ReliableModel')
 
 
 class CircuitOpenError(RuntimeError):
     """The breaker is open: the call was refused without reaching the model."""
-
-
-class ModelCallFailedError(RuntimeError):
-    """A model call failed on every attempt (or with an error retrying cannot fix)."""
 
 
 class CircuitBreaker:
@@ -85,30 +85,12 @@ class CircuitBreaker:
         self._trial_in_flight = False
 
 
-def is_retryable(e: BaseException) -> bool:
-    """Whether another attempt could succeed: not for usage errors or 4xx answers other than 408/429."""
-    if isinstance(e, CircuitOpenError | UserError | ModelCallFailedError):
-        return False
-    if isinstance(e, ModelHTTPError):
-        return not (400 <= e.status_code < 500) or e.status_code in (408, 429)
-    return isinstance(e, Exception)
-
-
 class ReliableModel(WrapperModel):
-    """The judge model behind retries and a shared circuit breaker."""
+    """The judge model behind the shared circuit breaker (retries: `sensei_eval.retry`, one layer up)."""
 
-    def __init__(
-        self,
-        wrapped: Model | str,
-        *,
-        breaker: CircuitBreaker,
-        attempts: int = 3,
-        backoff_s: float = 1.0,
-    ) -> None:
+    def __init__(self, wrapped: Model | str, *, breaker: CircuitBreaker) -> None:
         super().__init__(wrapped if isinstance(wrapped, Model) else infer_model(wrapped))
         self.breaker = breaker
-        self.attempts = max(1, attempts)
-        self.backoff_s = backoff_s
 
     async def request(
         self,
@@ -116,38 +98,21 @@ class ReliableModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        delay = self.backoff_s
-        last: Exception | None = None
-        for attempt in range(1, self.attempts + 1):
-            trial = self.breaker.before_call()
-            try:
-                response = await super().request(messages, model_settings, model_request_parameters)
-            except asyncio.CancelledError:
-                if trial:
-                    self.breaker.release_trial()
-                raise
-            except Exception as e:
-                last = e
-                if not is_retryable(e):
-                    if trial:
-                        self.breaker.release_trial()
-                    raise ModelCallFailedError(f'model call failed and cannot be retried: {_describe(e)}') from e
-                if trial or attempt == self.attempts:
-                    self.breaker.record_failure(trial=trial)
-                    if attempt == self.attempts or self.breaker.state != 'closed':
-                        break
-                await asyncio.sleep(delay)
-                delay *= 2
-            else:
-                self.breaker.record_success()
-                return response
-        assert last is not None
-        raise ModelCallFailedError(f'model call failed {attempt} time(s); last error: {_describe(last)}') from last
+        trial = self.breaker.before_call()
+        try:
+            response = await super().request(messages, model_settings, model_request_parameters)
+        except asyncio.CancelledError:
+            if trial:
+                self.breaker.release_trial()
+            raise
+        except Exception as e:
+            if is_retryable(e):
+                self.breaker.record_failure(trial=trial)
+            elif trial:
+                self.breaker.release_trial()
+            raise
+        self.breaker.record_success()
+        return response
 
     def __repr__(self) -> str:
         return f'ReliableModel({self.wrapped!r})'
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).strip() or repr(e)
-    return f'{type(e).__name__}: {text[:500]}'

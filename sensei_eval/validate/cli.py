@@ -31,7 +31,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from ..agents import AgentRunner, Query, load_queries, load_runner
 from ..cache import JudgeCache
-from ..cli import BaseUrlOption, JudgesOption, ModelOption, make_app, quiet_third_party, setup_judge_model, split_names
+from ..cli import (
+    BaseUrlOption,
+    JudgesOption,
+    ModelOption,
+    TimeoutOption,
+    make_app,
+    quiet_third_party,
+    setup_judge_model,
+    split_names,
+)
 from ..components import ComponentsError, PromptComponents, load_components
 from ..evaluators.base import Judge
 from ..evaluators.registry import UnknownJudgeError, make_judges
@@ -83,6 +92,7 @@ def validate(
     judges: JudgesOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    timeout: TimeoutOption = None,
     out_dir: Annotated[Path | None, typer.Option('--out', help='Output folder (default reports/validate-<timestamp>).')] = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help='Family-wise significance level (Tarone–Holm).')] = 0.05,
     max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Largest tolerated overall mean drop.')] = 0.05,
@@ -128,7 +138,7 @@ def validate(
         elif all(x is not None for x in agent_mode):
             assert old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None
             setup = _setup(old_prompt, new_prompt, agent, dataset, split_names(judges))
-            judge_model = _judge_model(setup[4], model, base_url)
+            judge_model = _judge_model(setup[4], model, base_url, timeout)
             try:
                 comparison = _run(
                     setup, judge_model, thresholds, out_dir, runs, judge_repeats, seed, bootstrap, permutations,
@@ -217,11 +227,15 @@ def _setup(old_prompt: str, new_prompt: str, agent: str, dataset: Path, judge_na
     return prompts[0], prompts[1], runner, queries, judges
 
 
-def _judge_model(judges: Sequence[Judge], model: str | None, base_url: str | None) -> JudgeModel | None:
+def _judge_model(
+    judges: Sequence[Judge], model: str | None, base_url: str | None, timeout: float | None = None
+) -> JudgeModel | None:
     if not any(j.needs_model for j in judges):
         return None
     # a problem is printed and exits as an input error; this module's names, so tests can replace them
-    return setup_judge_model(model, base_url, err=err, fail_code=EXIT_INPUT_ERROR, resolve=resolve_model, check=preflight)
+    return setup_judge_model(
+        model, base_url, err=err, fail_code=EXIT_INPUT_ERROR, timeout=timeout, resolve=resolve_model, check=preflight
+    )
 
 
 def _run(
