@@ -109,7 +109,9 @@ def serve(
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
-    from .models import EMBEDDED_NOTICE, resolve_model
+    from rich.console import Console
+
+    from .cli import setup_judge_model
 
     with requires_extra('service', 'the scoring service'):
         import uvicorn
@@ -146,9 +148,11 @@ def serve(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    judge_model = resolve_model(model, base_url=base_url, embedded_threads=embedded_threads)
-    if judge_model.embedded:
-        typer.echo(EMBEDDED_NOTICE, err=True)
+    # checked as `judge` checks it: a bad model string or key is one line and exit 2; an unreachable
+    # server is a warning naming it (the service starts; its scorings fail until the server answers)
+    judge_model = setup_judge_model(
+        model, base_url, err=Console(stderr=True), embedded_threads=embedded_threads, unreachable_ok=True
+    )
     try:
         uvicorn.run(
             create_app(settings, judge_model),

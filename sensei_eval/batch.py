@@ -62,6 +62,7 @@ __all__ = (
     'BatchRecord',
     'BatchState',
     'batch_judge_model',
+    'check_batch_api',
 )
 
 BATCHES_FILE = 'batches.json'
@@ -656,3 +657,23 @@ def batch_judge_model(
                 raise BatchError(f'${env}: {os.environ[env]!r} is not a number of seconds') from None
     model = BatchModel(judge_model.model, state_path=state_path, on_progress=on_progress, **options)
     return replace(judge_model.through(model), default_concurrency=BATCH_CONCURRENCY)
+
+
+async def check_batch_api(judge_model: JudgeModel, *, timeout_s: float = 10.0) -> None:
+    """Ask once, before judging, whether the server offers the Batch API (`GET /batches?limit=1`): a server
+    without it is one `BatchError` naming it, not one 404 per judge call. A client of its own, closed here
+    (the judging loop's pool is left alone); a server that cannot be reached is the preflight's concern."""
+    client = getattr(judge_model.model, 'client', None)
+    if not isinstance(client, openai.AsyncOpenAI):
+        raise BatchError('--batch needs an OpenAI model (--model openai:… or --base-url URL)')
+    async with httpx2.AsyncClient(timeout=timeout_s) as http_client:
+        quick = client.with_options(http_client=http_client, max_retries=0, timeout=timeout_s)
+        try:
+            await quick.batches.list(limit=1)
+        except openai.APIStatusError as e:
+            if e.status_code in (404, 405, 501):
+                raise BatchError(
+                    f'{judge_model.where} offers no Batch API (GET /batches answered {e.status_code}); run without --batch'
+                ) from None
+        except openai.APIConnectionError:
+            pass

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from .extras import MissingExtraError
-from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, preflight, resolve_model
+from .models import EMBEDDED_NOTICE, JudgeModel, ModelSetupError, ModelUnreachableError, preflight, resolve_model
 
 __all__ = (
     'BaseUrlOption',
@@ -106,6 +106,7 @@ def setup_judge_model(
     note: str = '',
     fail_code: int | None = None,
     timeout: float | None = None,
+    unreachable_ok: bool = False,
     resolve: Callable[..., JudgeModel] = resolve_model,
     check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
 ) -> JudgeModel:
@@ -115,6 +116,7 @@ def setup_judge_model(
     The embedded model is not started here: it starts (or joins the machine's shared server) on the
     first model request, so a run answered entirely from the cache never starts it.
 
+    With `unreachable_ok` (the service), a server that cannot be reached is a warning naming it, not an exit.
     `timeout` is each judge call's deadline (`JudgeModel.call_timeout_s`; None keeps the model's default).
     `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
     replace them per command."""
@@ -134,6 +136,12 @@ def setup_judge_model(
         err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
     try:
         asyncio.run(check(judge_model))
+    except ModelUnreachableError as e:
+        if not unreachable_ok:
+            judge_model.close()
+            err.print(f'[red]error:[/] {e}', highlight=False)
+            raise typer.Exit(fail_code or e.exit_code) from None
+        err.print(f'[yellow]warning:[/] {e} (starting anyway: scorings fail until it answers)', highlight=False)
     except ModelSetupError as e:
         judge_model.close()
         err.print(f'[red]error:[/] {e}', highlight=False)

@@ -342,9 +342,10 @@ def _judge_model(
 
 def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
     """The judge model calling through the Batch API, its batches kept in the run folder; state changes printed."""
-    from .batch import BatchError, batch_judge_model
+    from .batch import BatchError, batch_judge_model, check_batch_api
 
     try:
+        asyncio.run(check_batch_api(judge_model))  # one message now, rather than one 404 per judge
         return batch_judge_model(judge_model, run_dir, on_progress=lambda p: err.print(p.describe(), highlight=False))
     except BatchError as e:
         judge_model.close()

@@ -66,6 +66,7 @@ __all__ = (
     'ModelUsageError',
     'embedded_model',
     'preflight',
+    'redact_url',
     'resolve_model',
 )
 
@@ -159,7 +160,7 @@ class JudgeModel:
         if self._server is not None:  # the embedded model: the shared server's real address, once it runs
             url = self._server.base_url or 'the embedded model server (not started)'
         model_name = getattr(self.model, 'model_name', None) or self.name
-        return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
+        return f'{redact_url(str(url)).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
 
     @property
     def timeout_s(self) -> float:
@@ -223,6 +224,21 @@ class JudgeModel:
         if self._server is not None and self._owns_server:
             self._server.release()
             self._server = None
+
+
+def redact_url(url: str) -> str:
+    """`url` fit to print: a password in it (`https://user:secret@host`) becomes `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None and '@' not in parts.netloc:
+        return url
+    user = parts.username or ''
+    host = parts.netloc.rpartition('@')[2]
+    return urlunsplit(parts._replace(netloc=f'{user}:***@{host}' if user else f'***@{host}'))
 
 
 def resolve_model(
@@ -300,6 +316,11 @@ def _infer(spec: str) -> Model:
             hint = message.partition('. ')[2] or 'Model strings look like openai:gpt-5.2 or anthropic:claude-sonnet-4-5.'
             raise ModelUsageError(f'unknown model {spec!r}: no pydantic-ai provider {provider!r}. {hint}') from None
         raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")}') from None
+    except Exception as e:  # the provider's SDK refused to build a client: a missing key or credentials
+        message = str(e)
+        if not any(word in message.lower() for word in ('api_key', 'api key', 'credential')):
+            raise
+        raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")} (no API key set?)') from None
     _no_sdk_retries(model)
     return model
 
@@ -321,7 +342,7 @@ def _openai_compatible(
     provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
     model = OpenAIChatModel(model_name, provider=provider)
     _no_sdk_retries(model)
-    return JudgeModel(model, f'openai-compatible:{model_name}@{base_url}', budget)
+    return JudgeModel(model, f'openai-compatible:{model_name}@{redact_url(base_url)}', budget)
 
 
 async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
