@@ -111,7 +111,7 @@ def serve(
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
     from rich.console import Console
 
-    from .cli import setup_judge_model
+    from .cli import setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
         import uvicorn
@@ -150,9 +150,9 @@ def serve(
         raise typer.BadParameter(str(e)) from None
     # checked as `judge` checks it: a bad model string or key is one line and exit 2; an unreachable
     # server is a warning naming it (the service starts; its scorings fail until the server answers)
-    judge_model = setup_judge_model(
-        model, base_url, err=Console(stderr=True), embedded_threads=embedded_threads, unreachable_ok=True
-    )
+    console = Console(stderr=True)
+    setup_telemetry(console)  # the service's own judging spans go where OTEL_* says
+    judge_model = setup_judge_model(model, base_url, err=console, embedded_threads=embedded_threads, unreachable_ok=True)
     try:
         uvicorn.run(
             create_app(settings, judge_model),

@@ -32,6 +32,7 @@ __all__ = (
     'make_app',
     'quiet_third_party',
     'setup_judge_model',
+    'setup_telemetry',
     'split_names',
 )
 
@@ -147,6 +148,16 @@ def setup_judge_model(
         err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None
     return judge_model
+
+
+def setup_telemetry(err: Console) -> None:
+    """Export spans where the standard OpenTelemetry environment says (`telemetry.configure_from_env`),
+    and say so on the console."""
+    from .telemetry import configure_from_env
+
+    done = configure_from_env()
+    if done:
+        err.print(f'telemetry: {done}', highlight=False)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from .cli import (
     make_app,
     quiet_third_party,
     setup_judge_model,
+    setup_telemetry,
     split_names,
 )
 from .data import SAMPLE_DATASET
@@ -163,10 +165,12 @@ def judge(
             max_transcript_tokens=max_transcript_tokens, cache=not no_cache, folder=RunFolder.create(out_dir, run_id),
             repeat=repeat, wait=not no_wait, datasets=datasets, started=started, verbose=verbose,
         )  # fmt: skip
+    setup_telemetry(err)
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
 
+    _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
     run_id, run_dir = folder.run_id, folder.path
     cache = None if no_cache else JudgeCache()
@@ -353,6 +357,63 @@ def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
         raise typer.Exit(2) from None
 
 
+# Without a terminal (CI, a log file) a progress line goes out at least this often, and at every
+# `_PLAIN_STEP` of the records, so a long run is never silent.
+_PLAIN_EVERY_S = 10.0
+_PLAIN_STEP = 0.05
+
+
+class _PlainProgress:
+    """Progress as plain lines for a console that is not a terminal: records done, errors, model calls
+    and tokens, at least every `_PLAIN_EVERY_S` seconds (when something happened) and every 5% of the run."""
+
+    def __init__(self, total: int, console: Console) -> None:
+        self.total, self.console = total, console
+        self.records = self.errors = self.calls = self.tokens = 0
+        self._start = self._last = time.monotonic()
+        self._last_records = 0
+        self._shown: tuple[int, int, int] | None = None
+
+    def judged(self, event: JudgeEvent) -> None:
+        result = event.result
+        self.errors += result.status == 'error'
+        if not result.cached:
+            self.calls += result.requests
+            self.tokens += result.input_tokens + result.output_tokens
+        self._maybe_print()
+
+    def reported(self, done: int) -> None:
+        self.records = done
+        self._maybe_print()
+
+    def _maybe_print(self, force: bool = False) -> None:
+        now = time.monotonic()
+        step = max(1, int(self.total * _PLAIN_STEP))
+        state = (self.records, self.errors, self.calls)
+        due = now - self._last >= _PLAIN_EVERY_S or self.records - self._last_records >= step
+        if state != self._shown and (force or due):
+            self._last, self._last_records, self._shown = now, self.records, state
+            self.console.print(
+                f'progress: {self.records}/{self.total} records · {self.errors} error(s) · {self.calls} model '
+                f'call(s) · {self.tokens:,} tokens · {now - self._start:.0f} s',
+                highlight=False,
+            )
+
+    def finish(self) -> None:
+        self._maybe_print(force=True)
+
+
+def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model: JudgeModel | None) -> None:
+    """What the run is about to do, before it does it: the model and its URL (credentials redacted),
+    the dataset(s) and the judges."""
+    model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
+    if judge_model is not None:
+        model += f' · deadline {judge_model.timeout_s:g} s per judge call'
+    err.print(f'judge model: {model}', highlight=False)
+    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False)
+    err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False)
+
+
 def _run(
     source: _RecordSource,
     judges: Sequence[Judge],
@@ -365,9 +426,10 @@ def _run(
     failures: _Failures,
 ) -> StreamedRun:
     total = source.expected(repeat)
+    plain = None if err.is_terminal else _PlainProgress(total, err)
     with Progress(
         TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
-        console=err, transient=False, disable=total == 0,
+        console=err, transient=False, disable=total == 0 or plain is not None,
     ) as progress:  # fmt: skip
         task = progress.add_task('', total=total)
         done = [0]
@@ -375,11 +437,15 @@ def _run(
         def on_judge(event: JudgeEvent) -> None:
             mark = 'cached' if event.result.cached else event.result.status
             progress.update(task, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            if plain is not None:
+                plain.judged(event)
 
         def on_report(report: EvaluationReport, path: Path | None) -> None:
             failures.add(report)
             done[0] += 1  # a bad line counts as done too; a report rewritten at the end is capped
             progress.update(task, completed=min(total, done[0] + repeat * len(source.load_errors)))
+            if plain is not None:
+                plain.reported(done[0])
 
         run = asyncio.run(
             judge_stream(
@@ -388,6 +454,8 @@ def _run(
             )
         )  # fmt: skip
         progress.update(task, total=run.reports, completed=run.reports)
+        if plain is not None:
+            plain.finish()
         return run
 
 

@@ -15,11 +15,20 @@ are not computed (`span.is_recording()` is checked first).
   The span is current while the judge runs, so pydantic-ai's own spans (`invoke_agent`, `chat`), when
   its instrumentation is on, nest under it. A fused judge (several failure modes in one model call) is
   one span, with its members listed and one status over them.
+
+`configure_from_env` is what the commands (`judge`, `validate`, `optimize`, `serve`) call first: with
+the `otel` extra installed and the standard OpenTelemetry environment set (`OTEL_EXPORTER_OTLP_ENDPOINT`
+or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_TRACES_EXPORTER=otlp|console`; `OTEL_SERVICE_NAME`,
+default `sensei-eval`), it installs an SDK tracer provider exporting there, so the spans reach a
+collector with no code. It leaves a provider the application already set, and does nothing when none
+of those variables is set, when `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -35,20 +44,79 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
+from .models import redact_url
+
 if TYPE_CHECKING:
     from .evaluators.base import Judge
     from .models import JudgeModel
     from .reports import JudgeResult
 
-__all__ = ('RECORD_SPAN', 'TRACER_NAME', 'end_judge_span', 'end_record_span', 'get_tracer', 'judge_span', 'record_span')
+__all__ = (
+    'RECORD_SPAN',
+    'TRACER_NAME',
+    'configure_from_env',
+    'end_judge_span', 'end_record_span', 'get_tracer',
+    'judge_span',
+    'record_span',
+)
 
 TRACER_NAME = 'sensei_eval'
+log = logging.getLogger(__name__)
 RECORD_SPAN = 'sensei_eval.record'
 JUDGE_SPAN = 'sensei_eval.judge'
 
 
 # What a span helper returns when spans are off: reusable, enters to the API's invalid (non-recording) span.
 _NO_SPAN: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
+
+
+# The service name spans carry when OTEL_SERVICE_NAME is not set.
+DEFAULT_SERVICE_NAME = 'sensei-eval'
+
+
+def configure_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """Install an OpenTelemetry SDK tracer provider from the standard environment (module docstring).
+    Returns what it did, for the console (None when it did nothing); raises `MissingExtraError` when
+    the environment asks for export and the `otel` extra is missing."""
+    env = os.environ if environ is None else environ
+    exporters = [e.strip().lower() for e in env.get('OTEL_TRACES_EXPORTER', '').split(',') if e.strip()]
+    endpoint = env.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') or env.get('OTEL_EXPORTER_OTLP_ENDPOINT')
+    if env.get('OTEL_SDK_DISABLED', '').strip().lower() == 'true' or 'none' in exporters:
+        return None
+    if not exporters:
+        if not endpoint:
+            return None
+        exporters = ['otlp']
+    if not isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider):
+        return None  # the application configured its own
+    from .extras import requires_extra
+
+    with requires_extra('otel', 'exporting spans (OTEL_* is set)'):
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+    service = env.get('OTEL_SERVICE_NAME') or DEFAULT_SERVICE_NAME
+    provider = SdkTracerProvider(resource=Resource.create({'service.name': service}))  # flushed at exit
+    chosen: list[str] = []
+    for name in dict.fromkeys(exporters):
+        exporter: SpanExporter
+        if name == 'otlp':
+            with requires_extra('otel', 'exporting spans over OTLP'):
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            exporter = OTLPSpanExporter()  # reads the endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*
+            chosen.append(f'OTLP to {redact_url(endpoint) if endpoint else "http://localhost:4318"}')
+        elif name == 'console':
+            exporter = ConsoleSpanExporter()
+            chosen.append('the console')
+        else:
+            log.warning('OTEL_TRACES_EXPORTER=%s: not an exporter sensei-eval sets up (otlp, console, none)', name)
+            continue
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    if not chosen:
+        return None
+    trace.set_tracer_provider(provider)
+    return f'spans of service {service!r} exported to {" and ".join(chosen)}'
 
 
 def get_tracer(tracer_provider: TracerProvider | None = None) -> Tracer | None:

@@ -43,6 +43,7 @@ from ..cli import (
     make_app,
     quiet_third_party,
     setup_judge_model,
+    setup_telemetry,
     split_names,
 )
 from ..evaluators.registry import UnknownJudgeError, make_judges
@@ -190,6 +191,7 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     # `resolve_model` and `preflight`, so tests can replace them here
     note = 'The embedded model also writes the variants, so expect few usable ones.'
     model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
+    setup_telemetry(err)
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judge_list):
         judge_model = setup_judge_model(

@@ -39,6 +39,7 @@ from ..cli import (
     make_app,
     quiet_third_party,
     setup_judge_model,
+    setup_telemetry,
     split_names,
 )
 from ..components import ComponentsError, PromptComponents, load_components
@@ -138,6 +139,7 @@ def validate(
         elif all(x is not None for x in agent_mode):
             assert old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None
             setup = _setup(old_prompt, new_prompt, agent, dataset, split_names(judges))
+            setup_telemetry(err)
             judge_model = _judge_model(setup[4], model, base_url, timeout)
             try:
                 comparison = _run(
