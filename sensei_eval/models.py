@@ -148,7 +148,7 @@ class JudgeModel:
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
     connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
     call_timeout_s: float | None = None  # None: the default for the kind of model (`timeout_s`)
-    retry_policy: dict[str, Any] = field(default_factory=dict)  # `retry.retrying` arguments (the service's)
+    retries_inside: bool = False  # `model` already retries under the policy (`retrying_model`): call it as is
     _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
     _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
     _owns_server: bool = field(default=True, repr=False)
@@ -173,13 +173,13 @@ class JudgeModel:
     def request_model(self) -> Model | str:
         """What judges' agents call: `model` behind the one retry policy (`sensei_eval.retry`), counting
         connection failures in `connection`. A model string (resolved by pydantic-ai later) is left as is."""
-        if not isinstance(self.model, Model):
+        if not isinstance(self.model, Model) or self.retries_inside:
             return self.model
         cached = self._request_model
         if cached is None or cached.wrapped is not self.model:
             from .retry import RetryingModel
 
-            cached = self._request_model = RetryingModel(self.model, self.connection, self.where, **self.retry_policy)
+            cached = self._request_model = RetryingModel(self.model, self.connection, self.where)
         return cached  # type: ignore[no-any-return]
 
     @property
@@ -210,14 +210,24 @@ class JudgeModel:
             settings['extra_body'] = {'response_format': {'type': 'json_object', 'schema': schema}}
         return settings
 
-    def through(self, model: Model, retry_policy: dict[str, Any] | None = None) -> JudgeModel:
-        """This judge model calling through `model` (e.g. the service's circuit breaker around `self.model`),
-        retried under `retry_policy` if given. The copy does not own the embedded server: closing it leaves
-        the server to this one."""
+    def retrying_model(self, **policy: Any) -> Model:
+        """`model` behind the retry policy (`policy`: `retry.retrying` arguments), as a model of its own: for a
+        wrapper that must see one outcome per call rather than per attempt (the service's circuit breaker),
+        passed back with `through(wrapper, retries_inside=True)`."""
+        from pydantic_ai.models import infer_model
+
+        from .retry import RetryingModel
+
+        model = self.model if isinstance(self.model, Model) else infer_model(self.model)
+        return RetryingModel(model, self.connection, self.where, **policy)
+
+    def through(self, model: Model, *, retries_inside: bool = False) -> JudgeModel:
+        """This judge model calling through `model` (e.g. the Batch API, or the service's circuit breaker
+        around `retrying_model()`: then `retries_inside`). The copy does not own the embedded server:
+        closing it leaves the server to this one."""
         from dataclasses import replace
 
-        policy = self.retry_policy if retry_policy is None else retry_policy
-        return replace(self, model=model, _owns_server=False, _request_model=None, retry_policy=policy)
+        return replace(self, model=model, _owns_server=False, _request_model=None, retries_inside=retries_inside)
 
     def close(self) -> None:
         """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""

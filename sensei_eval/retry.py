@@ -206,6 +206,8 @@ class RetryingModel(WrapperModel):
             tries = controller.statistics.get('attempt_number', 1)
             if tries > 1 and not isinstance(e, RunStoppedError):
                 e.add_note(f'after {tries} attempts')
+            elif isinstance(e, ModelAPIError) and not is_retryable(e):
+                e.add_note('cannot be retried: the same request gets the same answer')
             raise
         return response
 

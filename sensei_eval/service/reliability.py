@@ -2,16 +2,16 @@
 
 `ReliableModel` wraps the judge model (a pydantic-ai `WrapperModel`), so every model request a judge
 makes — both turns of the freeform scorer, every failure-mode judge — passes the `CircuitBreaker`,
-shared by the whole process. Retrying is not done here: the judges' agents call
-`JudgeModel.request_model`, which retries each request under the one policy of `sensei_eval.retry`
-(the service's `model_attempts` and `retry_backoff_s` set its attempts and backoff), and every attempt
-comes through this breaker:
+shared by the whole process. Retrying is not done here: the model it wraps is the judge model behind
+the one retry policy of `sensei_eval.retry` (`JudgeModel.retrying_model`; the service's
+`model_attempts` and `retry_backoff_s` set its attempts and backoff), so the breaker sees one outcome
+per model call, after its attempts:
 
-* an attempt that fails for a reason that may pass (`retry.is_retryable`: 5xx, 429, a connection
-  error) is one failure; after `threshold` in a row the breaker opens: attempts fail at once with
-  `CircuitOpenError` (which the policy does not retry), without touching the model, until `reset_s`
-  has passed; then it is half-open and lets one trial attempt through. The trial's success closes it;
-  its failure opens it again for another `reset_s`;
+* a call that still fails for a reason that may pass (`retry.is_retryable`: 5xx, 429, a connection
+  error) is one failure; after `threshold` failed calls in a row the breaker opens: calls fail at once
+  with `CircuitOpenError`, without touching the model, until `reset_s` has passed; then it is
+  half-open and lets one trial call through. The trial's success closes it; its failure opens it
+  again for another `reset_s`;
 * an error that retrying cannot fix (a rejected key, a bad request) says nothing about the model's
   health and is passed on as it is.
 
@@ -86,7 +86,7 @@ class CircuitBreaker:
 
 
 class ReliableModel(WrapperModel):
-    """The judge model behind the shared circuit breaker (retries: `sensei_eval.retry`, one layer up)."""
+    """The judge model behind the shared circuit breaker (retries: `sensei_eval.retry`, one layer down)."""
 
     def __init__(self, wrapped: Model | str, *, breaker: CircuitBreaker) -> None:
         super().__init__(wrapped if isinstance(wrapped, Model) else infer_model(wrapped))

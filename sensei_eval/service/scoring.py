@@ -9,8 +9,8 @@ worker; the worker
   `UPDATE … SET status = 'in_progress', owner = <this process>` in one transaction, so with PostgreSQL
   several processes share the work and each row runs exactly once (SQLite has one writer at a time:
   `BEGIN IMMEDIATE` gives the same guarantee on one machine);
-* **runs** the judge through `ReliableModel` (the process-wide circuit breaker; each request retried
-  under the one policy of `sensei_eval.retry`) under a per-scoring timeout; publishes `scoring.started`,
+* **runs** the judge through `ReliableModel` (the process-wide circuit breaker, around each request
+  retried under the one policy of `sensei_eval.retry`) under a per-scoring timeout; publishes `scoring.started`,
   `scoring.progress` for each phase the scorer reports through its callback (`analyzing_methodology` for its `scoring` phase,
   `identifying_missing_tools` for `missing_tools`), then `scoring.completed` (with `total_score`) or
   `scoring.failed` (with `error_message` and the final status: `failed`, `timed_out` or `cancelled`);
@@ -274,9 +274,9 @@ class ScoringWorker:
         return _Outcome(JobStatus.COMPLETED, None, values)
 
     def _reliable(self) -> JudgeModel:
-        wrapped = ReliableModel(self.judge_model.model, breaker=self.breaker)
-        policy = {'attempts': self.settings.model_attempts, 'base_s': self.settings.retry_backoff_s}
-        return self.judge_model.through(wrapped, retry_policy=policy)
+        # the breaker outside the retries: it sees one outcome per model call, after its attempts
+        retrying = self.judge_model.retrying_model(attempts=self.settings.model_attempts, base_s=self.settings.retry_backoff_s)
+        return self.judge_model.through(ReliableModel(retrying, breaker=self.breaker), retries_inside=True)
 
     def _load_score_input(self, job: Job) -> tuple[QueryRecord, str]:
         with self.store.read() as db:

@@ -162,7 +162,7 @@ def test_model_calls_are_retried_with_backoff(tmp_path: Path) -> None:
         session_id, _ = _create_and_score(c, 'b')
         body = wait_for(lambda: _finished(c, session_id), what='failed scoring')
         assert body['status'] == 'failed' and body['total_score'] is None
-        assert 'model call failed 3 time(s)' in body['error_message'] and 'ConnectionError' in body['error_message']
+        assert 'after 3 attempts' in body['error_message'] and 'ConnectionError' in body['error_message']
         assert dead.calls == 3
 
 
