@@ -68,6 +68,7 @@ __all__ = (
     'pair_tool_calls',
     'parse_messages',
     'speaker_of',
+    'speakers_from_prefix',
     'validation_load_error',
 )
 
@@ -230,7 +231,10 @@ class QueryRecord(BaseModel):
             raise RecordFieldError('messages', 'the message history is empty')
         if self.message_format is None:
             self.message_format = detect_format(self.messages)
-        self._model_messages = parse_messages(self.messages, self.message_format)
+        prefix = self.metadata.get('speaker_prefix')
+        if prefix is not None and not isinstance(prefix, bool | str):
+            raise RecordFieldError('metadata.speaker_prefix', 'expected true, false, "bracket", "colon" or a regular expression')
+        self._model_messages = parse_messages(self.messages, self.message_format, speaker_prefix=prefix)
         if not self.query.strip():
             self.query = _first_user_text(self._model_messages) or _alert_summary(self.alert_data)
         if not self.query.strip():
@@ -297,12 +301,18 @@ def detect_format(messages: Sequence[Any]) -> MessageFormat:
     )
 
 
-def parse_messages(messages: Sequence[Any], message_format: MessageFormat) -> list[ModelMessage]:
-    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call."""
+def parse_messages(
+    messages: Sequence[Any], message_format: MessageFormat, *, speaker_prefix: bool | str | None = None
+) -> list[ModelMessage]:
+    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call.
+
+    `speaker_prefix` (OpenAI-format logs): None detects a consistent `[Name] ...` prefix naming the
+    speaker (`speakers_from_prefix`); False never reads one; True, `"bracket"`, `"colon"` (`Name: ...`)
+    or a regular expression with a `name` group reads it from every message that has it."""
     if message_format == 'pydantic-ai':
         parsed = _parse_pydantic_ai(messages)
     elif message_format == 'openai':
-        parsed = _parse_openai(messages)
+        parsed = _parse_openai(messages, speakers_from_prefix(messages, speaker_prefix))
     else:
         parsed = _parse_tarsy(messages)
     _check_tool_pairs(parsed)
@@ -328,7 +338,53 @@ def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
     return out
 
 
-def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
+# A speaker written at the start of a message's text, as multi-agent logs without a `name` field do.
+_BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][\w .\-]{0,59})\]\s*'
+_COLON_PREFIX = r'^\s*(?P<name>[A-Z][\w\-]*(?: [A-Z][\w\-]*){0,3}):\s+'
+# Fewest prefixed messages from which a log's `[Name]` prefixes count as speakers when detected.
+_MIN_PREFIXED = 2
+
+
+def speakers_from_prefix(messages: Sequence[Any], setting: bool | str | None = None) -> dict[int, tuple[str, int]]:
+    """Message index -> (speaker, length of the prefix to drop), for messages that name their speaker
+    in a content prefix rather than in `name`.
+
+    Detected (`setting` None) only when it is consistent: at least two assistant messages without a
+    `name`, and every one of them opens with a `[Name]` prefix. A record can name the form instead
+    (`metadata.speaker_prefix`: "bracket", "colon" or a regular expression with a `name` group)."""
+    if setting is False:
+        return {}
+    if setting is None or setting is True or setting == 'bracket':
+        pattern = re.compile(_BRACKET_PREFIX)
+    elif setting == 'colon':
+        pattern = re.compile(_COLON_PREFIX)
+    else:
+        try:
+            pattern = re.compile(setting)
+        except re.error as e:
+            raise RecordFieldError('metadata.speaker_prefix', f'not a regular expression ({e})') from None
+        if 'name' not in pattern.groupindex:
+            raise RecordFieldError('metadata.speaker_prefix', 'the regular expression needs a (?P<name>...) group')
+    found: dict[int, tuple[str, int]] = {}
+    unnamed_assistant = prefixed_assistant = 0
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get('name') or msg.get('role') not in ('assistant', 'user', 'system'):
+            continue
+        content = msg.get('content')
+        if not isinstance(content, str) or not content.strip():
+            continue
+        m = pattern.match(content)
+        unnamed_assistant += msg.get('role') == 'assistant'
+        if m and m.group('name').strip():
+            found[i] = (m.group('name').strip(), m.end())
+            prefixed_assistant += msg.get('role') == 'assistant'
+    if setting is None and (prefixed_assistant < _MIN_PREFIXED or prefixed_assistant < unnamed_assistant):
+        return {}
+    return found
+
+
+def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] | None = None) -> list[ModelMessage]:
+    prefixed = prefixed or {}
     out: list[ModelMessage] = []
     call_names: dict[str, str] = {}
     waiting: list[tuple[int, str, str]] = []  # (turn, id, tool name) of calls with no result yet
@@ -353,6 +409,9 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
         role = msg.get('role')
         content = _openai_content(msg.get('content'), f'{where}.content')
         speaker = _speaker_field(msg, ('name',), where) if role != 'tool' else None
+        if i in prefixed and speaker is None and content is not None:
+            speaker, cut = prefixed[i]
+            content = content[cut:]  # the transcript names the speaker; its text keeps the rest
         if role in ('system', 'developer'):
             request(SystemPromptPart(content=content or ''), speaker)
         elif role == 'user':
@@ -399,6 +458,10 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
                 call_names[call_id] = fn['name']
                 waiting.append((i, call_id, fn['name']))
                 parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
+            if not parts and content == '' and speaker:
+                # an agent of a multi-agent log that said nothing is still a turn: kept, so the steps
+                # stay aligned with the log's messages (blame labels count them)
+                parts.append(TextPart(content=''))
             if not parts:
                 raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
             out.append(ModelResponse(parts=parts, metadata=_speaker_metadata(speaker)))
