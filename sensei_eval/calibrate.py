@@ -52,8 +52,10 @@ console and every number in JSON (`RUN_DIR/calibration.json` unless `--out`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import tempfile
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
@@ -69,8 +71,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .cli import make_app
+from .cli import make_app, setup_judge_model, split_names
+from .data import BENCHMARKS
 from .extras import require_extra
+from .models import JudgeModel
 from .records import QueryRecord
 from .reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
 from .transcript import Step, render_transcript
@@ -731,15 +735,15 @@ app = make_app(help='Compare a judge run with labels: how well the judges predic
 
 @app.command()
 def main(
-    reports: Annotated[Path, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')],
+    reports: Annotated[Path | None, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')] = None,
     labels: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             '--labels',
             help='JSONL labels: query_id with failure_mode + label, and/or outcome, passed, reward, rating, '
             'mistake_step, mistake_agent (other keys ignored).',
         ),
-    ],
+    ] = None,
     out: Annotated[Path | None, typer.Option(help='Where to write the JSON (default RUN_DIR/calibration.json).')] = None,
     reward_threshold: Annotated[
         float, typer.Option('--reward-threshold', help='A run whose `reward` is below this failed (0 < T ≤ 1).')
@@ -751,9 +755,32 @@ def main(
             help='Read mistake_step as a message index from 0 or 1 (Who&When: 0). Default: transcript step numbers.',
         ),
     ] = None,
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            '--benchmark',
+            help=f'Judge labelled runs, then compare: a shipped set ({", ".join(BENCHMARKS)}) or a folder '
+            'with records.jsonl and labels.jsonl. Replaces --reports/--labels.',
+        ),
+    ] = None,
+    judge_names: Annotated[
+        list[str] | None, typer.Option('--judges', help='With --benchmark: judges to measure (default mvp).')
+    ] = None,
+    model: Annotated[str | None, typer.Option(help='With --benchmark: the judge model (default as `judge`).')] = None,
+    base_url: Annotated[str | None, typer.Option('--base-url', help='With --benchmark: OpenAI-compatible server.')] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help='With --benchmark: judge only the first N runs.')] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option('--run-dir', help='With --benchmark: where the judged runs go (default: a temp folder).')
+    ] = None,
 ) -> None:
     """Compare a judge run with labels: outcome AUROC/F1, accuracy, Cohen's κ, Spearman ρ, step accuracy, noise."""
     console = Console()
+    if benchmark is not None:
+        _benchmark(benchmark, judge_names, model, base_url, limit, run_dir, console)
+        return
+    if reports is None or labels is None:
+        console.print('[red]error:[/] give --reports and --labels, or --benchmark')
+        raise typer.Exit(2)
     if not reports.is_dir():
         console.print(f'[red]error:[/] no run folder at {reports}')
         raise typer.Exit(2)
@@ -772,6 +799,72 @@ def main(
     write_json_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
     console.print(f'written: {target}')
     raise typer.Exit(1 if result.problems else 0)
+
+
+def _benchmark(
+    name: str,
+    judge_names: list[str] | None,
+    model: str | None,
+    base_url: str | None,
+    limit: int | None,
+    run_dir: Path | None,
+    console: Console,
+) -> None:
+    """Judge a labelled benchmark with the chosen judges and print how they agree with its labels, beside
+    the checks alone and the always-fail baseline: measure a judge model before trusting it."""
+    from .evaluators.registry import UnknownJudgeError, make_judges
+    from .records import load_dataset
+    from .runner import judge_records
+
+    folder = BENCHMARKS.get(name) or Path(name)
+    records_file, labels_file = folder / 'records.jsonl', folder / 'labels.jsonl'
+    if not records_file.is_file() or not labels_file.is_file():
+        known = ', '.join(BENCHMARKS)
+        console.print(
+            f'[red]error:[/] {name!r} is neither a shipped benchmark ({known}) nor a folder with records.jsonl and labels.jsonl'
+        )
+        raise typer.Exit(2)
+    try:
+        judges = make_judges(split_names(judge_names) or ['mvp'])
+    except UnknownJudgeError as e:
+        console.print(f'[red]error:[/] {e}')
+        raise typer.Exit(2) from None
+    loaded = load_dataset(records_file)
+    for error in loaded.errors:
+        console.print(f'[yellow]bad record:[/] {escape(str(error))}', highlight=False)
+    records = loaded.records[:limit]
+    root = run_dir or Path(tempfile.mkdtemp(prefix='sensei-calibrate-'))
+    wanted = {r.query_id for r in records}
+    subset = root / 'labels.jsonl'
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [ln for ln in labels_file.read_text(encoding='utf-8').splitlines() if ln.strip()]
+    subset.write_text('\n'.join(ln for ln in lines if json.loads(ln).get('query_id') in wanted) + '\n', encoding='utf-8')
+    judge_model = _judge_model(model, base_url, console) if any(j.needs_model for j in judges) else None
+    console.print(f'{name}: judging {len(records)} labelled run(s) with {", ".join(j.name for j in judges)}')
+    try:
+        asyncio.run(judge_records(records, judges, judge_model, run_id='judged', run_dir=root / 'judged'))
+    finally:
+        if judge_model is not None:
+            judge_model.close()
+    checks = make_judges(['checks'])
+    asyncio.run(judge_records(records, checks, None, run_id='checks', run_dir=root / 'checks'))
+    judged = calibrate(root / 'judged', subset)
+    baseline = calibrate(root / 'checks', subset)
+    _print_result(judged, console)
+    if baseline.outcomes is not None and baseline.outcomes.predictors:
+        f = baseline.outcomes.predictors[0]  # overall_score of the checks alone
+        console.print(
+            f'checks only (no model): AUROC {_fmt(f.auroc)}, F1 {_fmt(f.best_f1)}, '
+            f'false alarms {_fmt(f.false_alarm_rate)}, detected {_fmt(f.detection_rate)}'
+        )
+    both = {'judged': judged.model_dump(mode='json'), 'checks_only': baseline.model_dump(mode='json')}
+    write_json_atomic(root / 'calibration.json', json.dumps(both, indent=2))
+    console.print(f'written: {root / "calibration.json"}')
+
+
+def _judge_model(model: str | None, base_url: str | None, console: Console) -> JudgeModel:
+    """The judge model, checked with one request (tests replace this name)."""
+    return setup_judge_model(model, base_url, err=console)
 
 
 def _print_result(result: CalibrationResult, console: Console) -> None:

@@ -390,3 +390,29 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
     assert [p for p in result.problems if 'mistake_step' in p] and len(result.problems) == 1
     printed = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(labels), '--step-base', '0'])
     assert 'message index from 0' in printed.output and 'baseline first agent' in printed.output
+
+
+def test_calibrate_a_judge_on_the_shipped_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--benchmark tau2-airline`: the shipped labelled runs are judged with the chosen judge (scripted
+    here), and its agreement is printed beside the checks alone and the always-fail baseline."""
+    from sensei_eval.data import BENCHMARKS
+
+    from .helpers import ScriptedJudge, about
+
+    folder = BENCHMARKS['tau2-airline']
+    assert sum(1 for _ in (folder / 'records.jsonl').open()) == 50 and 'MIT' in (folder / 'README.md').read_text()
+    # a judge that finds a hallucination in every run: it fails them all, like the baseline
+    claim = {'steps': [3], 'hallucinated_claim': 'x', 'what_tools_actually_said': 'y', 'severity': 'major'}
+    scripted = ScriptedJudge(lambda p, n: {'reasoning': f'Step [3] is wrong ({about(p)}).', 'issues': [claim]})
+    monkeypatch.setattr(cal, '_judge_model', lambda model, base_url, console: scripted.model())
+    args = ['--benchmark', 'tau2-airline', '--judges', 'hallucination', '--limit', '6', '--run-dir', str(tmp_path)]
+    outcome = CliRunner().invoke(cal.app, args)
+    assert outcome.exit_code == 0, outcome.output
+    assert 'always fail' in outcome.output and 'hallucination' in outcome.output
+    assert 'checks only (no model): AUROC' in outcome.output
+    data = json.loads((tmp_path / 'calibration.json').read_text())
+    judged = {f['predictor']: f for f in data['judged']['outcomes']['predictors']}
+    assert judged['hallucination']['n'] == 6 and judged['hallucination']['false_alarm_rate'] == 1.0
+    assert data['checks_only']['outcomes']['labelled'] == 6
+    unknown = CliRunner().invoke(cal.app, ['--benchmark', 'no-such-set'])
+    assert unknown.exit_code == 2 and 'neither a shipped benchmark' in unknown.output
