@@ -204,3 +204,20 @@ def test_a_prefix_is_not_taken_for_a_speaker_unless_consistent_or_named() -> Non
         'metadata': {'speaker_prefix': 'colon'},
     }
     assert render_transcript(QueryRecord.model_validate(colon)).steps[0].speaker == 'Planner'
+
+
+def test_a_profile_sets_the_reference_rules_and_names_its_mistakes(tmp_path: Any) -> None:
+    from sensei_eval.profiles import ProfileError, load_profile
+
+    good = tmp_path / 'p.yaml'
+    good.write_text(
+        'name: support\nextends: default\nparams:\n  reference_check:\n    values: exact\n'
+        '    tools: {calculate: {read_only: true}, transfer: {args: {summary: ignore}}}\n'
+    )
+    check = load_profile(good).configure(ReferenceCheck())
+    assert isinstance(check, ReferenceCheck) and check.values == 'exact'
+    assert check.read_only('calculate', {}) and not check.read_only('transfer', {})
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('name: s\nextends: default\nparams:\n  reference_check:\n    tools: {calculate: {readonly: true}}\n')
+    with pytest.raises(ProfileError, match=r'params\.reference_check.*tools\.calculate\.readonly'):
+        load_profile(bad)

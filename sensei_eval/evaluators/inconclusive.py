@@ -18,10 +18,12 @@ The rules, each deliberately narrow so a real verdict is never caught:
   (at least `_PARAPHRASE_SHARE` of them; stop words aside) are words of one single text of ours (a
   schema field description, a prompt line), and it names nothing from the transcript. "Two to five
   sentences citing [step] numbers, and no more." is the schema's reasoning description in other words;
-* **cites nothing from the transcript** (when the caller passes it) — the reasoning cites no step
-  number and shares no word, name or number with the transcript that our own texts do not also
-  contain: whatever it weighed, it was not this run. A genuine verdict names a step, a tool, a value
-  or a claim of the run; such a reasoning is never caught;
+* **cites nothing from the transcript** (when the caller passes it) — a pass (no issues) whose
+  reasoning, of three content words or more, cites no step number and shares no word, name or number
+  with the transcript that our own texts do not also contain: whatever it weighed, it was not this
+  run. A genuine verdict names a step, a tool, a value or a claim of the run; such a reasoning is
+  never caught. (A verdict with issues answers to the phantom-step and copied-issue rules instead;
+  one or two words are too little to tell.)
 * **phantom steps** — an issue whose every cited step is outside the transcript;
 * **same text for every record** — a judge whose reasoning is identical on every record of a run
   (three or more different transcripts), decided by the runner once the run is done.
@@ -120,7 +122,7 @@ def why_inconclusive(
     cites = _cites_the_run(reasoning, ours, transcript)
     if not cites and paraphrases(reasoning, ours):
         return 'reasoning paraphrases the prompt or schema text (its words are those of our own text), not this run'
-    if transcript is not None and not cites:
+    if transcript is not None and not cites and not issues and len(_content_words(reasoning)) >= _MIN_CONTENT_WORDS:
         return 'reasoning cites nothing from the transcript (no step, name, value or word of the run)'
     for k, issue in enumerate(issues):
         if issue.steps and all(not 1 <= s <= n_steps for s in issue.steps):
