@@ -221,3 +221,35 @@ def test_a_profile_sets_the_reference_rules_and_names_its_mistakes(tmp_path: Any
     bad.write_text('name: s\nextends: default\nparams:\n  reference_check:\n    tools: {calculate: {readonly: true}}\n')
     with pytest.raises(ProfileError, match=r'params\.reference_check.*tools\.calculate\.readonly'):
         load_profile(bad)
+
+
+def _mode_result(judge: str, mode: str, score: float, model: str | None, status: str = 'ok') -> Any:
+    from sensei_eval.reports import FAILURE_MODES
+
+    return JudgeResult(
+        judge=judge, failure_mode=mode, category=FAILURE_MODES[mode][0], criteria_hash='h', model=model,
+        status=status, score=score if status == 'ok' else None, passed=score == 1.0 if status == 'ok' else None,
+    )  # fmt: skip
+
+
+def test_overall_score_is_a_confidence_weighted_product_of_mode_scores() -> None:
+    from sensei_eval.reports import MODEL_CONFIDENCE, build_report
+
+    record = QueryRecord.model_validate({'query_id': 'o', 'messages': [{'role': 'user', 'content': 'hi'}]})
+    check = _mode_result('repeated_call_check', 'tool_parameters', 0.5, None)
+    llm = _mode_result('hallucination', 'hallucination', 0.5, 'm')
+    report = build_report(record, [check, llm], run_id='x')
+    assert report.overall_score == pytest.approx(0.5 * 0.5**MODEL_CONFIDENCE)
+    # a model's finding costs less than a check's equal one; findings compound
+    alone = build_report(record, [llm], run_id='x').overall_score
+    assert alone is not None and 0.5 < alone < 1 and report.overall_score < alone
+    # errored and inconclusive judges never count as a score
+    errored = build_report(record, [_mode_result('hallucination', 'hallucination', 0.0, 'm', 'error')], run_id='x')
+    unsure = build_report(record, [_mode_result('hallucination', 'hallucination', 0.0, 'm', 'inconclusive')], run_id='x')
+    assert errored.overall_score is None and unsure.overall_score is None
+    # graded: different findings give different scores
+    scores = {
+        build_report(record, [_mode_result('reference_check', 'tool_selection', s, None)], run_id='x').overall_score
+        for s in (1.0, 0.9, 0.75, 0.5, 0.25, 0.0)
+    }
+    assert len(scores) == 6
