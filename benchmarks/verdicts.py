@@ -164,7 +164,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--data', type=Path, default=_DEFAULT_DATA, help='folder with records.jsonl and labels.jsonl')
     parser.add_argument('--who-and-when', type=Path, default=_DEFAULT_WHO, help='Who&When records and labels')
+    parser.add_argument('--judge-run', type=Path, help='a run folder of LLM judges: count ok and inconclusive verdicts')
     args = parser.parse_args()
+    if args.judge_run is not None:
+        return _judge_run(args.judge_run)
     records_file, labels_file = args.data / 'records.jsonl', args.data / 'labels.jsonl'
     if not records_file.is_file() or not labels_file.is_file():
         print(f'no tau2 data at {args.data} (records.jsonl and labels.jsonl)', file=sys.stderr)
@@ -215,6 +218,33 @@ def main() -> int:
         )
     if args.who_and_when and (args.who_and_when / 'records.jsonl').is_file():
         _who_and_when(args.who_and_when, judges)
+    return 0
+
+
+def _judge_run(run_dir: Path) -> int:
+    """An LLM judge run (e.g. the embedded model's main job): its verdicts by status, and every ok
+    verdict's reasoning printed so a reader can confirm none is paraphrased or empty (a false pass)."""
+    from collections import Counter
+
+    from sensei_eval.reports import load_reports
+
+    statuses: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    ok: list[tuple[str, str, str]] = []
+    for report in load_reports(run_dir):
+        for result in report.judges.values():
+            if result.model is None:
+                continue
+            statuses[result.status] += 1
+            if result.status == 'inconclusive':
+                reasons[(result.error or '').split(' (')[0]] += 1
+            elif result.status == 'ok':
+                ok.append((report.query_id, result.judge, result.reasoning or ''))
+    print(f'{run_dir}: LLM verdicts {dict(statuses)}')
+    for reason, n in reasons.most_common():
+        print(f'  inconclusive x{n}: {reason}')
+    for query_id, judge, reasoning in ok:
+        print(f'  ok {query_id} {judge}: {reasoning[:200]!r}')
     return 0
 
 
