@@ -14,13 +14,27 @@ an agent profile, and prints:
 * the same figures for the trivial baseline that calls every run (and every action) a failure.
 
 Run under the `default` profile (what an unknown agent gets) and under `docs-agent` (another agent's
-conventions forced on this one), to show what profiles are for.
+conventions forced on this one), to show what profiles are for. A run is *flagged* when a check's
+verdict fails it; minor findings (an advisory lookup not made, free text in other words) are counted
+apart. Under the default profile it also prints:
+
+* the distinct values of `overall_score` (how finely it ranks runs);
+* the verdicts after giving every tool call a unique id, and after sending every number argument as
+  a string: how many runs changed any check's verdict or score (both must be 0);
+* reference-free figures: the same runs with their expected calls removed, as for an agent nobody
+  wrote a reference for (what the checks alone can tell; judges are the reference-free verdicts);
+* with `--who-and-when DIR` (default ../shared/datasets/who-and-when-algo, 126 failed multi-agent
+  runs with the agent and step at fault): how many runs load with every speaker, and decisive
+  agent/step accuracy of the checks against the trivial baselines (first agent that is not the user,
+  last step). The checks read only tool calls, and these logs have none: whatever they score there
+  is what checks alone can do, and blame needs an LLM judge (`sensei-eval calibrate`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -31,11 +45,14 @@ from sklearn.metrics import roc_auc_score
 
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.profiles import BUILTIN_PROFILES
-from sensei_eval.records import load_dataset
+from sensei_eval.records import QueryRecord, load_dataset
 from sensei_eval.reports import EvaluationReport
 from sensei_eval.runner import judge_records
+from sensei_eval.transcript import render_transcript
 
-_DEFAULT_DATA = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets' / 'tau2-airline'
+_DATASETS = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
+_DEFAULT_DATA = _DATASETS / 'tau2-airline'
+_DEFAULT_WHO = _DATASETS / 'who-and-when-algo'
 
 
 def _auroc(failed: list[bool], risk: list[float]) -> float | None:
@@ -43,7 +60,64 @@ def _auroc(failed: list[bool], risk: list[float]) -> float | None:
 
 
 def _flagged(report: EvaluationReport) -> bool:
-    return any(r.status == 'ok' and r.issues for r in report.judges.values())
+    """A check failed the run (minor findings alone do not flag it)."""
+    return any(r.status == 'ok' and r.passed is False for r in report.judges.values())
+
+
+def _minor_only(report: EvaluationReport) -> bool:
+    return not _flagged(report) and any(r.status == 'ok' and r.issues for r in report.judges.values())
+
+
+def _verdicts(report: EvaluationReport) -> dict[str, Any]:
+    """What must not change when only the log's spelling changes: every check's verdict and score."""
+    return {
+        'overall': report.overall_score,
+        **{n: (r.status, r.passed, r.score, r.mode_scores) for n, r in sorted(report.judges.items())},
+    }
+
+
+def _unique_ids(record: QueryRecord) -> QueryRecord:
+    """The record with every tool call given its own id (results follow their call, first come first served)."""
+    data = record.model_dump(mode='json')
+    waiting: list[tuple[str, str]] = []
+    k = 0
+    for msg in data['messages']:
+        for call in msg.get('tool_calls') or []:
+            k += 1
+            waiting.append((call.get('id'), f'unique_{k}'))
+            call['id'] = f'unique_{k}'
+        if msg.get('role') == 'tool':
+            at = next(i for i, (old, _) in enumerate(waiting) if old == msg['tool_call_id'])
+            msg['tool_call_id'] = waiting.pop(at)[1]
+    return QueryRecord.model_validate(data)
+
+
+def _stringify(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _stringify(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stringify(v) for v in value]
+    return value
+
+
+def _numbers_as_strings(record: QueryRecord) -> QueryRecord:
+    """The record with every number in the agent's call arguments sent as a string ("100" for 100)."""
+    data = record.model_dump(mode='json')
+    for msg in data['messages']:
+        for call in msg.get('tool_calls') or []:
+            args = call['function'].get('arguments')
+            parsed = json.loads(args or '{}') if isinstance(args, str) else args
+            call['function']['arguments'] = json.dumps(_stringify(parsed))
+    return QueryRecord.model_validate(data)
+
+
+def _changed(before: list[EvaluationReport], after: list[EvaluationReport]) -> int:
+    by_id = {r.query_id: _verdicts(r) for r in after}
+    return sum(_verdicts(r) != by_id.get(r.query_id) for r in before)
 
 
 def _figures(reports: list[EvaluationReport], labels: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -79,6 +153,7 @@ def _figures(reports: list[EvaluationReport], labels: dict[str, dict[str, Any]])
         'auroc_overall': _auroc(failed, risk),
         'auroc_reference': _auroc(ref_failed, ref_risk),
         'flagged_passed': sum(map(_flagged, passed_reports)) / len(passed_reports),
+        'minor_passed': sum(map(_minor_only, passed_reports)),
         'flagged_failed': sum(map(_flagged, failed_reports)) / len(failed_reports),
         'n_passed': len(passed_reports),
         'n_failed': len(failed_reports),
@@ -88,7 +163,11 @@ def _figures(reports: list[EvaluationReport], labels: dict[str, dict[str, Any]])
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--data', type=Path, default=_DEFAULT_DATA, help='folder with records.jsonl and labels.jsonl')
+    parser.add_argument('--who-and-when', type=Path, default=_DEFAULT_WHO, help='Who&When records and labels')
+    parser.add_argument('--judge-run', type=Path, help='a run folder of LLM judges: count ok and inconclusive verdicts')
     args = parser.parse_args()
+    if args.judge_run is not None:
+        return _judge_run(args.judge_run)
     records_file, labels_file = args.data / 'records.jsonl', args.data / 'labels.jsonl'
     if not records_file.is_file() or not labels_file.is_file():
         print(f'no tau2 data at {args.data} (records.jsonl and labels.jsonl)', file=sys.stderr)
@@ -115,10 +194,95 @@ def main() -> int:
         auroc_all = 'n/a' if f['auroc_overall'] is None else f'{f["auroc_overall"]:.3f}'
         print(f'  AUROC for a failed run: overall_score {auroc_all}, reference check alone {auroc_ref} (baseline 0.500)')
         print(
-            f'  flagged by any check: {f["flagged_passed"]:.1%} of {f["n_passed"]} passed runs, '
-            f'{f["flagged_failed"]:.1%} of {f["n_failed"]} failed runs (baseline 100% / 100%)'
+            f'  failed by any check: {f["flagged_passed"]:.1%} of {f["n_passed"]} passed runs, '
+            f'{f["flagged_failed"]:.1%} of {f["n_failed"]} failed runs (baseline 100% / 100%); '
+            f'{f["minor_passed"]} passed run(s) with minor findings only'
         )
+        if name != 'default':
+            continue
+        print(f'  overall_score: {len({r.overall_score for r in reports})} distinct values on {len(reports)} runs')
+        judge = functools.partial(judge_records, judges=judges, model=None, run_id='bench', profile=BUILTIN_PROFILES[name])
+        unique = asyncio.run(judge([_unique_ids(r) for r in loaded.records]))
+        strings = asyncio.run(judge([_numbers_as_strings(r) for r in loaded.records]))
+        print(
+            f'  runs whose verdicts change: every call a unique id {_changed(reports, unique)}, '
+            f'numbers sent as strings {_changed(reports, strings)} (of {len(reports)})'
+        )
+        bare = [r.model_copy(update={'expected_tool_calls': None}) for r in loaded.records]
+        free = _figures(asyncio.run(judge(bare)), labels)
+        auroc_free = 'n/a' if free['auroc_overall'] is None else f'{free["auroc_overall"]:.3f}'
+        print(
+            f'  reference-free (expected calls removed): AUROC {auroc_free}, failed by any check '
+            f'{free["flagged_passed"]:.1%} passed / {free["flagged_failed"]:.1%} failed runs; '
+            'without a reference only LLM judges can tell'
+        )
+    if args.who_and_when and (args.who_and_when / 'records.jsonl').is_file():
+        _who_and_when(args.who_and_when, judges)
     return 0
+
+
+def _judge_run(run_dir: Path) -> int:
+    """An LLM judge run (e.g. the embedded model's main job): its verdicts by status, and every ok
+    verdict's reasoning printed so a reader can confirm none is paraphrased or empty (a false pass)."""
+    from collections import Counter
+
+    from sensei_eval.reports import load_reports
+
+    statuses: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    ok: list[tuple[str, str, str]] = []
+    for report in load_reports(run_dir):
+        for result in report.judges.values():
+            if result.model is None:
+                continue
+            statuses[result.status] += 1
+            if result.status == 'inconclusive':
+                reasons[(result.error or '').split(' (')[0]] += 1
+            elif result.status == 'ok':
+                ok.append((report.query_id, result.judge, result.reasoning or ''))
+    print(f'{run_dir}: LLM verdicts {dict(statuses)}')
+    for reason, n in reasons.most_common():
+        print(f'  inconclusive x{n}: {reason}')
+    for query_id, judge, reasoning in ok:
+        print(f'  ok {query_id} {judge}: {reasoning[:200]!r}')
+    return 0
+
+
+def _who_and_when(folder: Path, judges: Any) -> None:
+    """Speakers load; checks-only blame against the trivial baselines (see the module docstring)."""
+    loaded = load_dataset(folder / 'records.jsonl')
+    raw = {row['query_id']: row for row in map(json.loads, (folder / 'records.jsonl').read_text(encoding='utf-8').splitlines())}
+    labels = {row['query_id']: row for row in map(json.loads, (folder / 'labels.jsonl').read_text(encoding='utf-8').splitlines())}
+    with_speakers = 0
+    for record in loaded.records:
+        names = [m.get('name') for m in raw[record.query_id]['messages']]
+        with_speakers += [s.speaker for s in render_transcript(record).steps] == names
+    n = len(raw)
+    print(f'\nwho-and-when-algo: {len(loaded.records)} of {n} runs load, {with_speakers} with every speaker on its step')
+    for error in loaded.errors:
+        print(f'  bad record: {error}')
+    reports = asyncio.run(judge_records(loaded.records, judges, None, run_id='bench', profile=BUILTIN_PROFILES['default']))
+    agent_hits = step_hits = first_hits = last_hits = 0
+    for report, record in zip(reports, loaded.records, strict=True):
+        label = labels[record.query_id]
+        steps = render_transcript(record).steps
+        truth_step = int(label['mistake_step']) + 1  # 0-based message index; one step per message in these logs
+        truth_agent = str(label['mistake_agent']).strip().casefold()
+        agent_hits += (report.decisive_agent or '').strip().casefold() == truth_agent
+        step_hits += report.decisive_step == truth_step
+        first = next((s.speaker for s in steps if s.speaker and s.kind not in ('user', 'system')), '')
+        first_hits += (first or '').casefold() == truth_agent
+        last_hits += len(steps) == truth_step
+    named = sum(r.decisive_agent is not None for r in reports)
+    k = len(reports)
+    print(
+        f'  checks only: a decisive agent named in {named} of {k} reports; agent accuracy {agent_hits / k:.1%}, '
+        f'step accuracy {step_hits / k:.1%}'
+    )
+    print(
+        f'  trivial baselines: first non-user agent {first_hits / k:.1%}, last step {last_hits / k:.1%} '
+        '(the checks read tool calls; these logs have none, so blame needs an LLM judge)'
+    )
 
 
 if __name__ == '__main__':

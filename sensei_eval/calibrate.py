@@ -14,12 +14,16 @@ as it is. The name of a field says what its value is:
   short of full reward is a failure). An `outcome`/`passed` on the same line wins over the reward; if
   the two disagree, that is reported.
 * `rating`: a number on any scale (e.g. 1-5).
-* `mistake_step`: the transcript step (the numbers judges cite, from 1) where the run went wrong.
-* `mistake_agent`: who made that mistake (multi-agent runs).
+* `mistake_step`: where the run went wrong, a number or a numeric string ("12"). By default the
+  transcript step (the numbers judges cite, from 1); with `--step-base 0` (or 1) the index of the
+  message in the record's `messages`, counted from 0 (or 1) — Who&When's labels are 0-based message
+  indices — mapped to the transcript step that message renders as.
+* `mistake_agent`: who made that mistake (multi-agent runs); compared without case and outer spaces.
 
-Bad lines are reported as `file:line: field `name`: message` and the other lines are still used; so
-are labels naming a record the run does not have, and a second, different label for the same thing
-(the first is kept). Nothing is dropped silently: every such case is in `problems` (exit code 1).
+A bad field is reported and left out; the line's other fields are still used. Bad lines are reported
+as `file:line: field `name`: message` and the other lines are still used; so are labels naming a
+record the run does not have, and a second, different label for the same thing (the first is kept).
+Nothing is dropped silently: every such case is in `problems` (exit code 1).
 
 Figures, all on each record's first repeat:
 
@@ -35,7 +39,8 @@ Figures, all on each record's first repeat:
   records carry themselves (the calling agent's `/rate`).
 * **Where it went wrong**: the report's `decisive_step` (earliest step cited by the primary failure
   mode) against `mistake_step`, exact and within ±1; `decisive_agent` against `mistake_agent`
-  (case and surrounding spaces ignored). Labelled runs without a decisive step/agent are counted.
+  (case and surrounding spaces ignored). Labelled runs without a decisive step/agent are counted, and
+  beside each figure its trivial baseline: the last step, and the first agent that is not the user.
 * **Judge noise**, with `--repeat` runs in the folder: per judge, the share of pairs of repeats on the
   same transcript that reached different verdicts.
 
@@ -47,8 +52,10 @@ console and every number in JSON (`RUN_DIR/calibration.json` unless `--out`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import tempfile
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
@@ -64,9 +71,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .cli import make_app
+from .cli import make_app, setup_judge_model, split_names
+from .data import BENCHMARKS
 from .extras import require_extra
+from .models import JudgeModel
+from .records import QueryRecord
 from .reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
+from .transcript import Step, render_transcript
 
 __all__ = (
     'AgentAccuracy',
@@ -99,8 +110,16 @@ class Label(BaseModel):
     passed: StrictStr | StrictBool | None = None
     reward: float | None = Field(default=None, ge=0, le=1)
     rating: float | None = None
-    mistake_step: StrictInt | None = Field(default=None, ge=1)
+    mistake_step: StrictInt | None = Field(default=None, ge=0)
     mistake_agent: StrictStr | None = None
+
+    @field_validator('mistake_step', mode='before')
+    @classmethod
+    def _a_step(cls, value: Any) -> Any:
+        # label files often write the step as text ("12"): read it, but not a fraction or a word
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        return value
 
     @field_validator('reward', 'rating', mode='before')
     @classmethod
@@ -160,6 +179,9 @@ class StepAccuracy(BaseModel):
     no_decisive_step: int
     exact: float | None
     within_one: float | None
+    step_base: str = Field('transcript step (from 1)', description='how mistake_step was read')
+    exact_over_labelled: float | None = Field(None, description='exact hits over every labelled run (no step: a miss)')
+    baseline_last_step: float | None = Field(None, description='share of labelled runs whose mistake is the last step')
 
 
 class AgentAccuracy(BaseModel):
@@ -169,6 +191,10 @@ class AgentAccuracy(BaseModel):
     compared: int
     no_decisive_agent: int
     accuracy: float | None
+    accuracy_over_labelled: float | None = Field(None, description='hits over every labelled run (no agent: a miss)')
+    baseline_first_agent: float | None = Field(
+        None, description='share of labelled runs blaming the first speaker that is not the user'
+    )
 
 
 class JudgeNoise(BaseModel):
@@ -226,11 +252,8 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
         if not line.strip():
             continue
         where = f'{path}:{lineno}'
-        try:
-            label = Label.model_validate_json(line)
-        except ValidationError as e:
-            err = e.errors()[0]
-            labels.problems.append(f'{where}: field `{".".join(map(str, err["loc"])) or "-"}`: {err["msg"]}')
+        label = _label_of(line, where, labels.problems)
+        if label is None:
             continue
         qid = label.query_id
         if label.failure_mode is None and label.label is not None:
@@ -304,6 +327,31 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
     return labels
 
 
+def _label_of(line: str, where: str, problems: list[str]) -> Label | None:
+    """One line as a `Label`: a bad field is reported and dropped, the rest of the line kept."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        problems.append(f'{where}: field `-`: not valid JSON ({e.msg})')
+        return None
+    if not isinstance(data, dict):
+        problems.append(f'{where}: field `-`: expected a JSON object')
+        return None
+    while True:
+        try:
+            return Label.model_validate(data)
+        except ValidationError as e:
+            dropped = False
+            for err in e.errors():
+                name = str(err['loc'][0]) if err['loc'] else '-'
+                problems.append(f'{where}: field `{".".join(map(str, err["loc"])) or "-"}`: {err["msg"]}')
+                if name in data and name != 'query_id':
+                    del data[name]
+                    dropped = True
+            if not dropped:
+                return None  # no query_id (or none usable): nothing on the line can be placed
+
+
 def _verdict(value: str | bool | float) -> str | None:
     if isinstance(value, bool):
         return PASS if value else FAIL
@@ -313,7 +361,9 @@ def _verdict(value: str | bool | float) -> str | None:
     return None
 
 
-def calibrate(run_dir: str | Path, labels_path: str | Path, *, reward_threshold: float = 1.0) -> CalibrationResult:
+def calibrate(
+    run_dir: str | Path, labels_path: str | Path, *, reward_threshold: float = 1.0, step_base: int | None = None
+) -> CalibrationResult:
     """Every figure for one run folder against one label file (see the module docstring)."""
     require_extra('stats', 'calibration', 'sklearn.metrics', 'scipy.stats')
     reports = load_reports(run_dir)
@@ -352,7 +402,7 @@ def calibrate(run_dir: str | Path, labels_path: str | Path, *, reward_threshold:
         outcomes=outcomes,
         spearman_overall_vs_labels=rho_labels,
         spearman_overall_vs_record_ratings=rho_records,
-        steps=_steps(first, labels),
+        steps=_steps(first, labels, step_base, problems),
         agents=_agents(first, labels),
         noise=_noise(reports),
         problems=problems,
@@ -533,35 +583,97 @@ def _baseline(n: int, n_failed: int) -> OutcomeFigures:
     )
 
 
-def _steps(first: dict[str, EvaluationReport], labels: LabelSet) -> StepAccuracy | None:
+def _steps(
+    first: dict[str, EvaluationReport], labels: LabelSet, step_base: int | None, problems: list[str]
+) -> StepAccuracy | None:
     """Is the earliest cited step where the labeller says the run went wrong (or next to it)?"""
-    pairs = [(first[q].decisive_step, step) for q, step in labels.mistake_steps.items() if q in first]
+    pairs: list[tuple[int | None, int, int]] = []  # (decisive step, labelled step, last step)
+    for q, step in labels.mistake_steps.items():
+        if q not in first:
+            continue
+        steps = _transcript_steps(first[q])
+        if step_base is None and step < 1:
+            problems.append(f'mistake_step {step} of {q!r}: transcript steps start at 1 (--step-base for message indices)')
+            continue
+        if step_base is not None:
+            mapped = _message_step(first[q], step - step_base)
+            if mapped is None:
+                problems.append(f'mistake_step {step} of {q!r}: no such message (base {step_base}); left out')
+                continue
+            step = mapped
+        pairs.append((first[q].decisive_step, step, len(steps)))
     if not pairs:
         return None
-    compared = [(d, m) for d, m in pairs if d is not None]
+    compared = [(d, m) for d, m, _ in pairs if d is not None]
     n = len(compared)
+    hits = sum(d == m for d, m in compared)
     return StepAccuracy(
         labelled=len(pairs),
         compared=n,
         no_decisive_step=len(pairs) - n,
-        exact=sum(d == m for d, m in compared) / n if n else None,
+        exact=hits / n if n else None,
         within_one=sum(abs(d - m) <= 1 for d, m in compared) / n if n else None,
+        step_base='transcript step (from 1)' if step_base is None else f'message index from {step_base}',
+        exact_over_labelled=hits / len(pairs),
+        baseline_last_step=sum(m == last for _, m, last in pairs) / len(pairs),
     )
 
 
 def _agents(first: dict[str, EvaluationReport], labels: LabelSet) -> AgentAccuracy | None:
     """Does the agent who spoke at the decisive step match the one the labeller blames?"""
-    pairs = [(first[q].decisive_agent, agent) for q, agent in labels.mistake_agents.items() if q in first]
+    pairs = [(first[q].decisive_agent, agent, _first_agent(first[q])) for q, agent in labels.mistake_agents.items() if q in first]
     if not pairs:
         return None
-    compared = [(d, m) for d, m in pairs if d is not None and d.strip()]
+    compared = [(d, m) for d, m, _ in pairs if d is not None and d.strip()]
     n = len(compared)
+    hits = sum(_same_agent(d, m) for d, m in compared)
     return AgentAccuracy(
         labelled=len(pairs),
         compared=n,
         no_decisive_agent=len(pairs) - n,
-        accuracy=sum(d.strip().casefold() == m.strip().casefold() for d, m in compared) / n if n else None,
+        accuracy=hits / n if n else None,
+        accuracy_over_labelled=hits / len(pairs),
+        baseline_first_agent=sum(f is not None and _same_agent(f, m) for _, m, f in pairs) / len(pairs),
     )
+
+
+def _same_agent(a: str, b: str) -> bool:
+    return a.strip().casefold() == b.strip().casefold()
+
+
+def _record_of(report: EvaluationReport, n_messages: int | None = None) -> QueryRecord | None:
+    """The record a report was made from (its first `n_messages` messages), or None if it cannot be rebuilt."""
+    messages = report.messages if n_messages is None else report.messages[:n_messages]
+    try:
+        return QueryRecord.model_validate(
+            {'query_id': report.query_id, 'query': report.query or '-', 'messages': messages,
+             'message_format': report.message_format}
+        )  # fmt: skip
+    except (ValidationError, ValueError):
+        return None
+
+
+def _transcript_steps(report: EvaluationReport) -> list[Step]:
+    record = _record_of(report)
+    return render_transcript(record).steps if record is not None else []
+
+
+def _message_step(report: EvaluationReport, index: int) -> int | None:
+    """The transcript step message `index` of the record renders as: one past the steps before it."""
+    if not 0 <= index < len(report.messages):
+        return None
+    if index == 0:
+        return 1
+    before = _record_of(report, index)
+    return len(render_transcript(before).steps) + 1 if before is not None else None
+
+
+def _first_agent(report: EvaluationReport) -> str | None:
+    """The first speaker that is not the user: the trivial blame baseline."""
+    for step in _transcript_steps(report):
+        if step.speaker and step.kind not in ('user', 'system'):
+            return step.speaker
+    return None
 
 
 def _rho(pairs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -623,22 +735,52 @@ app = make_app(help='Compare a judge run with labels: how well the judges predic
 
 @app.command()
 def main(
-    reports: Annotated[Path, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')],
+    reports: Annotated[Path | None, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')] = None,
     labels: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             '--labels',
             help='JSONL labels: query_id with failure_mode + label, and/or outcome, passed, reward, rating, '
             'mistake_step, mistake_agent (other keys ignored).',
         ),
-    ],
+    ] = None,
     out: Annotated[Path | None, typer.Option(help='Where to write the JSON (default RUN_DIR/calibration.json).')] = None,
     reward_threshold: Annotated[
         float, typer.Option('--reward-threshold', help='A run whose `reward` is below this failed (0 < T ≤ 1).')
     ] = 1.0,
+    step_base: Annotated[
+        int | None,
+        typer.Option(
+            '--step-base',
+            help='Read mistake_step as a message index from 0 or 1 (Who&When: 0). Default: transcript step numbers.',
+        ),
+    ] = None,
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            '--benchmark',
+            help=f'Judge labelled runs, then compare: a shipped set ({", ".join(BENCHMARKS)}) or a folder '
+            'with records.jsonl and labels.jsonl. Replaces --reports/--labels.',
+        ),
+    ] = None,
+    judge_names: Annotated[
+        list[str] | None, typer.Option('--judges', help='With --benchmark: judges to measure (default mvp).')
+    ] = None,
+    model: Annotated[str | None, typer.Option(help='With --benchmark: the judge model (default as `judge`).')] = None,
+    base_url: Annotated[str | None, typer.Option('--base-url', help='With --benchmark: OpenAI-compatible server.')] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help='With --benchmark: judge only the first N runs.')] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option('--run-dir', help='With --benchmark: where the judged runs go (default: a temp folder).')
+    ] = None,
 ) -> None:
     """Compare a judge run with labels: outcome AUROC/F1, accuracy, Cohen's κ, Spearman ρ, step accuracy, noise."""
     console = Console()
+    if benchmark is not None:
+        _benchmark(benchmark, judge_names, model, base_url, limit, run_dir, console)
+        return
+    if reports is None or labels is None:
+        console.print('[red]error:[/] give --reports and --labels, or --benchmark')
+        raise typer.Exit(2)
     if not reports.is_dir():
         console.print(f'[red]error:[/] no run folder at {reports}')
         raise typer.Exit(2)
@@ -648,12 +790,81 @@ def main(
     if not 0 < reward_threshold <= 1:
         console.print(f'[red]error:[/] --reward-threshold must be in (0, 1], got {reward_threshold}')
         raise typer.Exit(2)
-    result = calibrate(reports, labels, reward_threshold=reward_threshold)
+    if step_base not in (None, 0, 1):
+        console.print(f'[red]error:[/] --step-base must be 0 or 1, got {step_base}')
+        raise typer.Exit(2)
+    result = calibrate(reports, labels, reward_threshold=reward_threshold, step_base=step_base)
     _print_result(result, console)
     target = out or reports / 'calibration.json'
     write_json_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
     console.print(f'written: {target}')
     raise typer.Exit(1 if result.problems else 0)
+
+
+def _benchmark(
+    name: str,
+    judge_names: list[str] | None,
+    model: str | None,
+    base_url: str | None,
+    limit: int | None,
+    run_dir: Path | None,
+    console: Console,
+) -> None:
+    """Judge a labelled benchmark with the chosen judges and print how they agree with its labels, beside
+    the checks alone and the always-fail baseline: measure a judge model before trusting it."""
+    from .evaluators.registry import UnknownJudgeError, make_judges
+    from .records import load_dataset
+    from .runner import judge_records
+
+    folder = BENCHMARKS.get(name) or Path(name)
+    records_file, labels_file = folder / 'records.jsonl', folder / 'labels.jsonl'
+    if not records_file.is_file() or not labels_file.is_file():
+        known = ', '.join(BENCHMARKS)
+        console.print(
+            f'[red]error:[/] {name!r} is neither a shipped benchmark ({known}) nor a folder with records.jsonl and labels.jsonl'
+        )
+        raise typer.Exit(2)
+    try:
+        judges = make_judges(split_names(judge_names) or ['mvp'])
+    except UnknownJudgeError as e:
+        console.print(f'[red]error:[/] {e}')
+        raise typer.Exit(2) from None
+    loaded = load_dataset(records_file)
+    for error in loaded.errors:
+        console.print(f'[yellow]bad record:[/] {escape(str(error))}', highlight=False)
+    records = loaded.records[:limit]
+    root = run_dir or Path(tempfile.mkdtemp(prefix='sensei-calibrate-'))
+    wanted = {r.query_id for r in records}
+    subset = root / 'labels.jsonl'
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [ln for ln in labels_file.read_text(encoding='utf-8').splitlines() if ln.strip()]
+    subset.write_text('\n'.join(ln for ln in lines if json.loads(ln).get('query_id') in wanted) + '\n', encoding='utf-8')
+    judge_model = _judge_model(model, base_url, console) if any(j.needs_model for j in judges) else None
+    console.print(f'{name}: judging {len(records)} labelled run(s) with {", ".join(j.name for j in judges)}')
+    try:
+        asyncio.run(judge_records(records, judges, judge_model, run_id='judged', run_dir=root / 'judged'))
+    finally:
+        if judge_model is not None:
+            judge_model.close()
+    checks = make_judges(['checks'])
+    asyncio.run(judge_records(records, checks, None, run_id='checks', run_dir=root / 'checks'))
+    judged = calibrate(root / 'judged', subset)
+    baseline = calibrate(root / 'checks', subset)
+    _print_result(judged, console)
+    if baseline.outcomes is not None and baseline.outcomes.predictors:
+        f = baseline.outcomes.predictors[0]  # overall_score of the checks alone
+        console.print(
+            f'checks only (no model): AUROC {_fmt(f.auroc)}, F1 {_fmt(f.best_f1)}, '
+            f'false alarms {_fmt(f.false_alarm_rate)}, detected {_fmt(f.detection_rate)}'
+        )
+    both = {'judged': judged.model_dump(mode='json'), 'checks_only': baseline.model_dump(mode='json')}
+    write_json_atomic(root / 'calibration.json', json.dumps(both, indent=2))
+    console.print(f'written: {root / "calibration.json"}')
+
+
+def _judge_model(model: str | None, base_url: str | None, console: Console) -> JudgeModel:
+    """The judge model, checked with one request (tests replace this name)."""
+    return setup_judge_model(model, base_url, err=console)
 
 
 def _print_result(result: CalibrationResult, console: Console) -> None:
@@ -718,14 +929,16 @@ def _print_result(result: CalibrationResult, console: Console) -> None:
     if result.steps is not None:
         s = result.steps
         console.print(
-            f'decisive_step vs mistake_step: exact {_fmt(s.exact)}, ±1 {_fmt(s.within_one)} '
-            f'(n={s.compared}; {s.no_decisive_step} labelled run(s) without a decisive step)'
+            f'decisive_step vs mistake_step ({s.step_base}): exact {_fmt(s.exact)}, ±1 {_fmt(s.within_one)} '
+            f'(n={s.compared}; {s.no_decisive_step} labelled run(s) without a decisive step); over all '
+            f'{s.labelled} labelled: {_fmt(s.exact_over_labelled)}, baseline last step {_fmt(s.baseline_last_step)}'
         )
     if result.agents is not None:
         g = result.agents
         console.print(
             f'decisive_agent vs mistake_agent: {_fmt(g.accuracy)} '
-            f'(n={g.compared}; {g.no_decisive_agent} labelled run(s) without a decisive agent)'
+            f'(n={g.compared}; {g.no_decisive_agent} labelled run(s) without a decisive agent); over all '
+            f'{g.labelled} labelled: {_fmt(g.accuracy_over_labelled)}, baseline first agent {_fmt(g.baseline_first_agent)}'
         )
     if result.noise:
         noise = Table('judge', 'records', 'pairs', 'disagreement', title='Judge noise across repeats', box=None, pad_edge=False)

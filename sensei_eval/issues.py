@@ -4,7 +4,8 @@ Every model carries the fields of the standard failure-mode definitions, plus tw
 
 * `steps` — the transcript step numbers the issue rests on, so a reader (and the dashboard) can jump
   to the evidence;
-* `source` — `judge` for an LLM judge's finding, `check` for a deterministic check's.
+* `source` — `judge` for an LLM judge's finding, `check` for a deterministic check's;
+* `severity` — `minor` / `major` / `critical` where a judge or check grades it (not asked of every judge).
 
 A judge answers with a `Verdict`: a short `reasoning` first (the model thinks before it lists), then
 the issues. No issues means the run passed that failure mode.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = (
     'AgentFormatIssue',
@@ -48,6 +50,9 @@ class Issue(BaseModel):
 
     steps: list[int] = Field(default_factory=list, description='Transcript step numbers this issue rests on.')
     source: IssueSource = Field(default='judge', description='Leave as "judge".')
+    # How much a finding weighs, set by checks (a reference check's advisory finding is `minor`); kept
+    # out of the schema judges answer in, where the modes that grade severity declare their own field
+    severity: SkipJsonSchema[Literal['minor', 'major', 'critical'] | None] = None
 
 
 class ToolSelectionIssue(Issue):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
+    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ToolCallPart,
@@ -64,8 +65,10 @@ __all__ = (
     'load_dataset',
     'load_datasets',
     'looks_like_error',
+    'pair_tool_calls',
     'parse_messages',
     'speaker_of',
+    'speakers_from_prefix',
     'validation_load_error',
 )
 
@@ -104,12 +107,16 @@ class Rating(BaseModel):
 
 
 class ExpectedToolCall(BaseModel):
-    """A tool call a good run of this query makes; `args` None means any arguments will do."""
+    """A tool call a good run of this query makes; `args` None means any arguments will do.
+
+    `required` False makes a missing call an advisory finding rather than a failed run; None leaves it
+    to the reference check (read-only tools are advisory by default: `evaluators.reference`)."""
 
     model_config = ConfigDict(extra='forbid')
 
     tool_name: str = Field(min_length=1)
     args: dict[str, Any] | None = None
+    required: bool | None = None
 
 
 # A tool result that reports a failure: error words where tools put their status (the start), an error
@@ -130,16 +137,72 @@ def looks_like_error(text: str) -> bool:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool call as it happened in the record, with its result (None when it never came back)."""
+    """A tool call as it happened in the record, with its result (None when it never came back).
+
+    `call_at` and `result_at` are (message, part) positions in `QueryRecord.model_messages`, so the
+    transcript can map a call and its result to their step numbers."""
 
     tool_name: str
     args: dict[str, Any] | str
     tool_call_id: str
     result: str | None
+    call_at: tuple[int, int] | None = None
+    result_at: tuple[int, int] | None = None
 
     @property
     def failed(self) -> bool:
         return self.result is not None and looks_like_error(self.result)
+
+
+_Located = tuple[int, int, Any]  # (message index, part index, part)
+
+
+def pair_tool_calls(messages: Sequence[ModelMessage]) -> list[tuple[_Located, _Located | None]]:
+    """Each tool call with its result, by order within the turn; the id is only a hint.
+
+    Many real logs reuse ids (restarting at `call_0` each turn, or one id for every call), so a
+    result is paired with a call still waiting for one: among the waiting calls with its id, the one
+    of the latest turn (the earliest of that turn); failing that, the earliest waiting call of the
+    latest turn with its tool name; failing that, the earliest waiting call of the latest turn.
+    A call whose result never came is paired with None."""
+    pending: list[tuple[int, _Located, int]] = []  # (turn, call, its index in `pairs`) waiting for a result
+    pairs: list[tuple[_Located, _Located | None]] = []
+    turn = 0
+    for i, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            turn += 1
+            for j, rpart in enumerate(message.parts):
+                if isinstance(rpart, ToolCallPart):
+                    pending.append((turn, (i, j, rpart), len(pairs)))
+                    pairs.append(((i, j, rpart), None))
+        else:
+            for j, qpart in enumerate(message.parts):
+                if not isinstance(qpart, ToolReturnPart | RetryPromptPart) or not pending:
+                    continue
+                if isinstance(qpart, RetryPromptPart) and qpart.tool_name is None:
+                    continue
+                pick = _pick_waiting(pending, qpart.tool_call_id, qpart.tool_name)
+                if pick is None:
+                    continue
+                _, call, index = pending.pop(pick)
+                if isinstance(qpart, ToolReturnPart):
+                    pairs[index] = (call, (i, j, qpart))
+    return pairs
+
+
+def _pick_waiting(pending: list[tuple[int, _Located, int]], call_id: str, tool_name: str | None) -> int | None:
+    """The waiting call a result belongs to (see `pair_tool_calls`), as an index into `pending`."""
+    tests: tuple[Callable[[Any], bool], ...] = (
+        lambda c: c.tool_call_id == call_id,
+        lambda c: c.tool_name == tool_name,
+        lambda c: True,
+    )
+    for wanted in tests:
+        fitting = [k for k, (_, c, _) in enumerate(pending) if wanted(c[2])]
+        if fitting:
+            latest = max(pending[k][0] for k in fitting)
+            return next(k for k in fitting if pending[k][0] == latest)
+    return None
 
 
 class QueryRecord(BaseModel):
@@ -168,7 +231,10 @@ class QueryRecord(BaseModel):
             raise RecordFieldError('messages', 'the message history is empty')
         if self.message_format is None:
             self.message_format = detect_format(self.messages)
-        self._model_messages = parse_messages(self.messages, self.message_format)
+        prefix = self.metadata.get('speaker_prefix')
+        if prefix is not None and not isinstance(prefix, bool | str):
+            raise RecordFieldError('metadata.speaker_prefix', 'expected true, false, "bracket", "colon" or a regular expression')
+        self._model_messages = parse_messages(self.messages, self.message_format, speaker_prefix=prefix)
         if not self.query.strip():
             self.query = _first_user_text(self._model_messages) or _alert_summary(self.alert_data)
         if not self.query.strip():
@@ -185,21 +251,13 @@ class QueryRecord(BaseModel):
         return self._input_warnings
 
     def tool_calls(self) -> list[ToolCall]:
-        """Every tool call in order, each paired with its result."""
-        results: dict[str, str] = {}
-        for message in self._model_messages:
-            if isinstance(message, ModelRequest):
-                for part in message.parts:
-                    if isinstance(part, ToolReturnPart):
-                        results[part.tool_call_id] = part.model_response_str()
+        """Every tool call in order, each paired with its result (`pair_tool_calls`: the one pairing
+        every check, span and report uses)."""
         calls: list[ToolCall] = []
-        for message in self._model_messages:
-            if isinstance(message, ModelResponse):
-                for rpart in message.parts:
-                    if isinstance(rpart, ToolCallPart):
-                        calls.append(
-                            ToolCall(rpart.tool_name, _call_args(rpart), rpart.tool_call_id, results.get(rpart.tool_call_id))
-                        )
+        for call, result in pair_tool_calls(self._model_messages):
+            args = _call_args(call[2])
+            text = result[2].model_response_str() if result is not None else None
+            calls.append(ToolCall(call[2].tool_name, args, call[2].tool_call_id, text, call[:2], result[:2] if result else None))
         return calls
 
     def final_answer(self) -> str | None:
@@ -243,12 +301,18 @@ def detect_format(messages: Sequence[Any]) -> MessageFormat:
     )
 
 
-def parse_messages(messages: Sequence[Any], message_format: MessageFormat) -> list[ModelMessage]:
-    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call."""
+def parse_messages(
+    messages: Sequence[Any], message_format: MessageFormat, *, speaker_prefix: bool | str | None = None
+) -> list[ModelMessage]:
+    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call.
+
+    `speaker_prefix` (OpenAI-format logs): None detects a consistent `[Name] ...` prefix naming the
+    speaker (`speakers_from_prefix`); False never reads one; True, `"bracket"`, `"colon"` (`Name: ...`)
+    or a regular expression with a `name` group reads it from every message that has it."""
     if message_format == 'pydantic-ai':
         parsed = _parse_pydantic_ai(messages)
     elif message_format == 'openai':
-        parsed = _parse_openai(messages)
+        parsed = _parse_openai(messages, speakers_from_prefix(messages, speaker_prefix))
     else:
         parsed = _parse_tarsy(messages)
     _check_tool_pairs(parsed)
@@ -274,9 +338,56 @@ def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
     return out
 
 
-def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
+# A speaker written at the start of a message's text, as multi-agent logs without a `name` field do.
+_BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][\w .\-]{0,59})\]\s*'
+_COLON_PREFIX = r'^\s*(?P<name>[A-Z][\w\-]*(?: [A-Z][\w\-]*){0,3}):\s+'
+# Fewest prefixed messages from which a log's `[Name]` prefixes count as speakers when detected.
+_MIN_PREFIXED = 2
+
+
+def speakers_from_prefix(messages: Sequence[Any], setting: bool | str | None = None) -> dict[int, tuple[str, int]]:
+    """Message index -> (speaker, length of the prefix to drop), for messages that name their speaker
+    in a content prefix rather than in `name`.
+
+    Detected (`setting` None) only when it is consistent: at least two assistant messages without a
+    `name`, and every one of them opens with a `[Name]` prefix. A record can name the form instead
+    (`metadata.speaker_prefix`: "bracket", "colon" or a regular expression with a `name` group)."""
+    if setting is False:
+        return {}
+    if setting is None or setting is True or setting == 'bracket':
+        pattern = re.compile(_BRACKET_PREFIX)
+    elif setting == 'colon':
+        pattern = re.compile(_COLON_PREFIX)
+    else:
+        try:
+            pattern = re.compile(setting)
+        except re.error as e:
+            raise RecordFieldError('metadata.speaker_prefix', f'not a regular expression ({e})') from None
+        if 'name' not in pattern.groupindex:
+            raise RecordFieldError('metadata.speaker_prefix', 'the regular expression needs a (?P<name>...) group')
+    found: dict[int, tuple[str, int]] = {}
+    unnamed_assistant = prefixed_assistant = 0
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get('name') or msg.get('role') not in ('assistant', 'user', 'system'):
+            continue
+        content = msg.get('content')
+        if not isinstance(content, str) or not content.strip():
+            continue
+        m = pattern.match(content)
+        unnamed_assistant += msg.get('role') == 'assistant'
+        if m and m.group('name').strip():
+            found[i] = (m.group('name').strip(), m.end())
+            prefixed_assistant += msg.get('role') == 'assistant'
+    if setting is None and (prefixed_assistant < _MIN_PREFIXED or prefixed_assistant < unnamed_assistant):
+        return {}
+    return found
+
+
+def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] | None = None) -> list[ModelMessage]:
+    prefixed = prefixed or {}
     out: list[ModelMessage] = []
     call_names: dict[str, str] = {}
+    waiting: list[tuple[int, str, str]] = []  # (turn, id, tool name) of calls with no result yet
     pending: list[ModelRequestPart] = []
     pending_speaker: list[str | None] = [None]
 
@@ -298,6 +409,9 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
         role = msg.get('role')
         content = _openai_content(msg.get('content'), f'{where}.content')
         speaker = _speaker_field(msg, ('name',), where) if role != 'tool' else None
+        if i in prefixed and speaker is None and content is not None:
+            speaker, cut = prefixed[i]
+            content = content[cut:]  # the transcript names the speaker; its text keeps the rest
         if role in ('system', 'developer'):
             request(SystemPromptPart(content=content or ''), speaker)
         elif role == 'user':
@@ -308,7 +422,14 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
                 raise RecordFieldError(f'{where}.tool_call_id', 'a tool result needs the id of its call')
             if call_id not in call_names:
                 raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
-            result = ToolReturnPart(tool_name=call_names[call_id], content=content or '', tool_call_id=call_id)
+            # ids repeat in many logs (restarting each turn): the result answers the waiting call with
+            # its id from the latest turn, as `pair_tool_calls` pairs them
+            same = [k for k, w in enumerate(waiting) if w[1] == call_id]
+            name = call_names[call_id]
+            if same:
+                latest = max(waiting[k][0] for k in same)
+                name = waiting.pop(next(k for k in same if waiting[k][0] == latest))[2]
+            result = ToolReturnPart(tool_name=name, content=content or '', tool_call_id=call_id)
             request(result, pending_speaker[0] if pending else None)
         elif role == 'assistant':
             flush()
@@ -335,7 +456,12 @@ def _parse_openai(messages: Sequence[Any]) -> list[ModelMessage]:
                 if not isinstance(call_id, str):
                     raise RecordFieldError(f'{cwhere}.id', f'a tool call id is text, got {type(call_id).__name__}')
                 call_names[call_id] = fn['name']
+                waiting.append((i, call_id, fn['name']))
                 parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
+            if not parts and content == '' and speaker:
+                # an agent of a multi-agent log that said nothing is still a turn: kept, so the steps
+                # stay aligned with the log's messages (blame labels count them)
+                parts.append(TextPart(content=''))
             if not parts:
                 raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
             out.append(ModelResponse(parts=parts, metadata=_speaker_metadata(speaker)))

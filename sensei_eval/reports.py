@@ -13,8 +13,12 @@ Scoring, from the judges that ran without error (an errored judge is an error, n
 * a failure mode's score is `1 - Σ issue weights`, floored at 0 (weight 0.5 per issue; hallucinations
   weigh 0.25 / 0.5 / 1.0 for minor / major / critical), and it passes when it found no issue;
 * a category's score (tool usage, sources, output, format, methodology, instructions) is the mean of its modes' scores;
-* `overall_score` is the mean of the category scores, so a category with five modes does not drown
-  one with a single mode; None when every judge errored;
+* `overall_score` = Π over the failure modes judged of `score_m ** confidence_m`: every finding lowers
+  it by its severity (through the mode's score: a check's minor finding costs less than a major one),
+  weighted by how far the verdict can be trusted (`confidence_m`: 1 for a deterministic check, 0.8 for
+  an LLM judge — `MODEL_CONFIDENCE`), and findings in several modes compound, so runs rank by how much
+  went wrong rather than falling into a few buckets; None when no judge gave a verdict (errored and
+  inconclusive judges never count as a score);
 * `primary_failure_mode` is the failed mode with the lowest score (ties: more issues, then seed order).
 """
 
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = (
     'CATEGORIES',
     'FAILURE_MODES',
+    'MODEL_CONFIDENCE',
     'EvaluationReport',
     'JudgeResult',
     'JudgeStatus',
@@ -527,6 +532,7 @@ def rebuild_report(
 def _score(report: EvaluationReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None) -> None:
     """Fill a report from its judges' results: issue lists, scores, errors, the primary failure mode."""
     mode_scores: dict[str, tuple[float, int]] = {}
+    confidence: dict[str, float] = {}  # mode -> confidence of the verdict that gave its score
     for result in results:
         report.judges[result.judge] = result
         report.criteria_hashes[result.judge] = result.criteria_hash
@@ -556,9 +562,10 @@ def _score(report: EvaluationReport, results: Sequence[JudgeResult], speakers: d
                 # a mode judged twice (an LLM judge and a check) keeps its worse score
                 if previous is None or scores[mode] < previous[0]:
                     mode_scores[mode] = (scores[mode], len(found) + (previous[1] if previous else 0))
+                    confidence[mode] = _confidence(result)
                 else:
                     mode_scores[mode] = (previous[0], previous[1] + len(found))
-    _summarise(report, mode_scores)
+    _summarise(report, mode_scores, confidence)
     if report.primary_failure_mode is not None:
         cited = [s for i in report.issues_of(report.primary_failure_mode) for s in i.steps]
         report.decisive_step = min(cited) if cited else None
@@ -566,13 +573,23 @@ def _score(report: EvaluationReport, results: Sequence[JudgeResult], speakers: d
             report.decisive_agent = speakers.get(report.decisive_step)
 
 
-def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int]]) -> None:
+# How far an LLM judge's verdict is trusted next to a deterministic check's (1): the exponent its mode
+# score gets in `overall_score`, so a model's finding lowers the score less than a check's equal one.
+MODEL_CONFIDENCE = 0.8
+
+
+def _confidence(result: JudgeResult) -> float:
+    """A deterministic check (no model) is certain of what it read; a model's verdict less so."""
+    return 1.0 if result.model is None else MODEL_CONFIDENCE
+
+
+def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int]], confidence: dict[str, float]) -> None:
     by_category: dict[str, list[float]] = {}
     for mode, (score, _) in mode_scores.items():
         by_category.setdefault(FAILURE_MODES[mode][0], []).append(score)
     report.category_scores = {c: sum(v) / len(v) for c in CATEGORIES if (v := by_category.get(c))}
-    if report.category_scores:
-        report.overall_score = sum(report.category_scores.values()) / len(report.category_scores)
+    if mode_scores:
+        report.overall_score = math.prod(max(0.0, s) ** confidence.get(m, 1.0) for m, (s, _) in mode_scores.items())
     order = list(FAILURE_MODES)
     failed = [m for m in order if m in mode_scores and _has_issues(report, m)]
     report.failure_modes = failed

@@ -90,6 +90,9 @@ class Step:
     text: str
     tool_name: str | None = None
     speaker: str | None = None
+    # (message, part) in `QueryRecord.model_messages` this step renders; how checks find a tool call's
+    # step and its result's step from the record's one pairing (`records.pair_tool_calls`)
+    origin: tuple[int, int] | None = None
 
     def render(self) -> str:
         who = f' ({self.speaker})' if self.speaker else ''
@@ -123,6 +126,15 @@ class Transcript:
     def speakers(self) -> dict[int, str]:
         """Step number -> who spoke there, for steps with a named speaker."""
         return {s.number: s.speaker for s in self.steps if s.speaker}
+
+    def step_of(self, origin: tuple[int, int] | None) -> Step | None:
+        """The step rendering a (message, part) position, or None (not rendered, or no position)."""
+        if origin is None:
+            return None
+        for step in self.steps:
+            if step.origin == origin:
+                return step
+        return None
 
     def fenced(self) -> str:
         return f'{FENCE_START}\n{self.text}\n{FENCE_END}'
@@ -200,40 +212,40 @@ def _join(header: str, steps: list[Step]) -> str:
 def _steps(record: QueryRecord, include_system: bool) -> list[Step]:
     steps: list[Step] = []
 
-    def add(kind: StepKind, text: str, tool_name: str | None = None) -> None:
-        steps.append(
-            Step(len(steps) + 1, kind, _defuse(text), _defuse(tool_name) if tool_name else None, _defuse_speaker(speaker))
-        )
+    def add(kind: StepKind, text: str, at: tuple[int, int], tool_name: str | None = None) -> None:
+        name = _defuse(tool_name) if tool_name else None
+        steps.append(Step(len(steps) + 1, kind, _defuse(text), name, _defuse_speaker(speaker), at))
 
-    def system(text: str) -> None:
-        add('system', text if include_system else f'(system prompt, {len(text):,} chars, not shown)')
+    def system(text: str, at: tuple[int, int]) -> None:
+        add('system', text if include_system else f'(system prompt, {len(text):,} chars, not shown)', at)
 
     instructions: str | None = None
-    for message in record.model_messages:
+    for m, message in enumerate(record.model_messages):
         speaker = speaker_of(message)
         if isinstance(message, ModelRequest):
             # pydantic-ai agents built with `instructions=` repeat them on every request: shown once, and
             # again only when they change
             if message.instructions and message.instructions != instructions:
                 instructions = message.instructions
-                system(instructions)
-            for part in message.parts:
+                system(instructions, (m, -1))  # the message's, not one of its parts'
+            for p, part in enumerate(message.parts):
                 if isinstance(part, SystemPromptPart):
-                    system(part.content)
+                    system(part.content, (m, p))
                 elif isinstance(part, UserPromptPart):
-                    add('user', part.content if isinstance(part.content, str) else _content_text(part.content))
+                    text = part.content if isinstance(part.content, str) else _content_text(part.content)
+                    add('user', text, (m, p))
                 elif isinstance(part, ToolReturnPart):
-                    add('tool_result', part.model_response_str(), part.tool_name)
+                    add('tool_result', part.model_response_str(), (m, p), part.tool_name)
                 elif isinstance(part, RetryPromptPart):
-                    add('retry', part.model_response())
+                    add('retry', part.model_response(), (m, p))
         elif isinstance(message, ModelResponse):
-            for rpart in message.parts:
+            for p, rpart in enumerate(message.parts):
                 if isinstance(rpart, TextPart):
-                    add('assistant', rpart.content)
+                    add('assistant', rpart.content, (m, p))
                 elif isinstance(rpart, ToolCallPart):
-                    add('tool_call', _args_text(rpart), rpart.tool_name)
+                    add('tool_call', _args_text(rpart), (m, p), rpart.tool_name)
                 elif isinstance(rpart, ThinkingPart):
-                    add('thinking', rpart.content)
+                    add('thinking', rpart.content, (m, p))
     return steps
 
 

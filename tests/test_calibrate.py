@@ -220,7 +220,9 @@ def test_outcome_calibration_with_pass_fail_and_reward_labels(tmp_path: Path) ->
     assert "outcome label for 'r9': no such record in the run" in problems
     assert ':14: field `passed`: the line contradicts itself (outcome=pass, passed=fail); no outcome used' in problems
     assert ":16: field `rating`: 'r1' already has 4.0 (line 15); kept that, not 2.0" in problems
-    assert len(result.problems) == 7
+    # line 10 also says it has no label left once its bad reward is dropped (the field goes, not the line)
+    assert ':10: field `-`: no label on this line' in problems
+    assert len(result.problems) == 8
 
 
 def test_reward_threshold_moves_the_line_between_passed_and_failed(tmp_path: Path) -> None:
@@ -252,15 +254,18 @@ def test_step_and_agent_accuracy(tmp_path: Path) -> None:
             {'query_id': 'r3', 'mistake_step': 2, 'mistake_agent': 'coder'},  # off by 5; no decisive agent
             {'query_id': 'r4', 'mistake_step': 3},  # no decisive step: counted, not compared
             {'query_id': 'r5', 'mistake_step': 6, 'mistake_agent': 'coder'},  # exact; agent matches
-            {'query_id': 'r1', 'mistake_step': '4'},  # 6: a string
-            {'query_id': 'r2', 'mistake_step': 0},  # 7: steps start at 1
+            {'query_id': 'r1', 'mistake_step': '4'},  # 6: a numeric string is read (the same label again)
+            {'query_id': 'r2', 'mistake_step': 0},  # 7: r2 already has 4
             {'query_id': 'r3', 'mistake_step': 2.5},  # 8
             {'query_id': 'r4', 'mistake_agent': '  '},  # 9
         ],
     )
     result = cal.calibrate(run, labels)
     # compared r1 r2 r3 r5: exact r1 r5 → 2/4; within ±1 also r2 → 3/4; r4 has no decisive step
-    assert result.steps == cal.StepAccuracy(labelled=5, compared=4, no_decisive_step=1, exact=0.5, within_one=0.75)
+    assert result.steps == cal.StepAccuracy(
+        labelled=5, compared=4, no_decisive_step=1, exact=0.5, within_one=0.75, exact_over_labelled=0.4,
+        baseline_last_step=result.steps.baseline_last_step if result.steps else None,
+    )  # fmt: skip
     # compared r1 r2 r5 (r3 has no decisive agent): r1 and r5 match, case and spaces aside → 2/3
     assert result.agents is not None
     assert (result.agents.labelled, result.agents.compared, result.agents.no_decisive_agent) == (4, 3, 1)
@@ -269,10 +274,10 @@ def test_step_and_agent_accuracy(tmp_path: Path) -> None:
     assert [p.split(': ', 2)[1] for p in result.problems] == [
         'field `mistake_step`',
         'field `mistake_step`',
-        'field `mistake_step`',
+        'field `-`',  # line 8 had nothing else: no label left once the bad step is dropped
         'field `mistake_agent`',
     ]
-    assert all(f'labels.jsonl:{n}:' in p for n, p in zip((6, 7, 8, 9), result.problems, strict=True))
+    assert all(f'labels.jsonl:{n}:' in p for n, p in zip((7, 8, 8, 9), result.problems, strict=True))
 
 
 def test_one_class_of_outcomes_gives_no_auroc_and_says_why(tmp_path: Path) -> None:
@@ -325,6 +330,89 @@ def test_cli_on_tau2_shaped_labels_prints_readable_tables_at_80_columns(tmp_path
         assert text in outcome.output
     data = json.loads(out.read_text())
     assert data['outcomes']['failed'] == 2 and data['outcomes']['baseline']['best_f1'] == pytest.approx(2 / 3)
-    assert data['steps'] == {'labelled': 1, 'compared': 1, 'no_decisive_step': 0, 'exact': 1.0, 'within_one': 1.0}
+    assert {k: data['steps'][k] for k in ('labelled', 'compared', 'no_decisive_step', 'exact', 'within_one')} == {
+        'labelled': 1, 'compared': 1, 'no_decisive_step': 0, 'exact': 1.0, 'within_one': 1.0,
+    }  # fmt: skip
+    assert data['steps']['step_base'] == 'transcript step (from 1)'
     bad = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(out), '--reward-threshold', '0'])
     assert bad.exit_code == 2
+
+
+def _group_chat(query_id: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
+    """A multi-agent log as Who&When writes it: one assistant message a turn, the speaker in `name`."""
+    return {
+        'query_id': query_id,
+        'query': 'How many even street numbers?',
+        'messages': [{'role': 'assistant', 'name': n, 'content': t} for n, t in turns],
+    }
+
+
+def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
+    """String steps counting messages from 0, agent names in another case: read as they are, mapped to
+    transcript steps, compared with the decisive step/agent a scripted judge cites, next to baselines."""
+    import asyncio
+
+    from sensei_eval.evaluators.output import Hallucination
+    from sensei_eval.records import QueryRecord
+    from sensei_eval.runner import judge_records
+
+    from .helpers import ScriptedJudge
+
+    turns = [('Planner', 'Plan: load the sheet.'), ('Coder', 'Count is 4 (I guessed).'), ('Computer_terminal', 'exitcode: 0'),
+             ('Verifier', 'Verified, the answer is 4.')]  # fmt: skip
+    records = [QueryRecord.model_validate(_group_chat(f'w{i}', turns)) for i in range(3)]
+
+    def blame(prompt: str, n: int) -> dict[str, Any]:
+        # the judge cites step 2 (the Coder's guess) on every record, with its own words per call
+        claim = {'steps': [2], 'hallucinated_claim': f'Count is 4 ({n})', 'what_tools_actually_said': 'nothing',
+                 'severity': 'major'}  # fmt: skip
+        return {'reasoning': f'Step [2] guesses the count before any code ran ({n}).', 'issues': [claim]}
+
+    run = tmp_path / 'run'
+    asyncio.run(judge_records(records, [Hallucination()], ScriptedJudge(blame).model(), run_id='w', run_dir=run, cache=None))
+    labels = _jsonl(
+        tmp_path,
+        [
+            {'query_id': 'w0', 'mistake_agent': 'coder', 'mistake_step': '1', 'mistake_reason': 'guessed'},
+            {'query_id': 'w1', 'mistake_agent': 'Planner', 'mistake_step': '0'},
+            {'query_id': 'w2', 'mistake_agent': 'CODER', 'mistake_step': 'one', 'note': 'bad step, agent kept'},
+        ],
+    )
+    result = cal.calibrate(run, labels, step_base=0)
+    assert result.steps is not None and result.agents is not None
+    # w0: message 1 is transcript step 2 → exact; w1: message 0 is step 1 → off by one; w2's step is bad
+    assert (result.steps.labelled, result.steps.exact, result.steps.within_one) == (2, 0.5, 1.0)
+    assert result.steps.step_base == 'message index from 0'
+    assert result.steps.baseline_last_step == 0.0
+    # the agent of the bad-step line is still used: w0 and w2 blame the Coder (case aside), w1 the Planner
+    assert (result.agents.labelled, result.agents.accuracy) == (3, pytest.approx(2 / 3))
+    assert result.agents.baseline_first_agent == pytest.approx(1 / 3)  # first non-user speaker: Planner
+    assert [p for p in result.problems if 'mistake_step' in p] and len(result.problems) == 1
+    printed = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(labels), '--step-base', '0'])
+    assert 'message index from 0' in printed.output and 'baseline first agent' in printed.output
+
+
+def test_calibrate_a_judge_on_the_shipped_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--benchmark tau2-airline`: the shipped labelled runs are judged with the chosen judge (scripted
+    here), and its agreement is printed beside the checks alone and the always-fail baseline."""
+    from sensei_eval.data import BENCHMARKS
+
+    from .helpers import ScriptedJudge, about
+
+    folder = BENCHMARKS['tau2-airline']
+    assert sum(1 for _ in (folder / 'records.jsonl').open()) == 50 and 'MIT' in (folder / 'README.md').read_text()
+    # a judge that finds a hallucination in every run: it fails them all, like the baseline
+    claim = {'steps': [3], 'hallucinated_claim': 'x', 'what_tools_actually_said': 'y', 'severity': 'major'}
+    scripted = ScriptedJudge(lambda p, n: {'reasoning': f'Step [3] is wrong ({about(p)}).', 'issues': [claim]})
+    monkeypatch.setattr(cal, '_judge_model', lambda model, base_url, console: scripted.model())
+    args = ['--benchmark', 'tau2-airline', '--judges', 'hallucination', '--limit', '6', '--run-dir', str(tmp_path)]
+    outcome = CliRunner().invoke(cal.app, args)
+    assert outcome.exit_code == 0, outcome.output
+    assert 'always fail' in outcome.output and 'hallucination' in outcome.output
+    assert 'checks only (no model): AUROC' in outcome.output
+    data = json.loads((tmp_path / 'calibration.json').read_text())
+    judged = {f['predictor']: f for f in data['judged']['outcomes']['predictors']}
+    assert judged['hallucination']['n'] == 6 and judged['hallucination']['false_alarm_rate'] == 1.0
+    assert data['checks_only']['outcomes']['labelled'] == 6
+    unknown = CliRunner().invoke(cal.app, ['--benchmark', 'no-such-set'])
+    assert unknown.exit_code == 2 and 'neither a shipped benchmark' in unknown.output

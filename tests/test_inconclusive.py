@@ -43,6 +43,41 @@ def test_copied_schema_text_is_detected_and_real_reasoning_is_not() -> None:
     assert why_inconclusive('No issues found.', [], 5, _prompt()) is None
 
 
+# A run as a judge sees it, for the rules that compare the reasoning with the transcript.
+RUN = (
+    '[1] user: How do I declare a dependency in FastAPI?\n'
+    '[2] tool_call context7_get_docs {"library_id": "/tiangolo/fastapi", "topic": "dependencies"}\n'
+    '[3] tool_result context7_get_docs: Depends() declares a dependency; pass a callable.\n'
+    '[4] assistant: Use `Depends(get_db)` in the path operation signature.'
+)
+
+
+@pytest.mark.parametrize(
+    'reasoning',
+    [
+        'Two to five sentences citing [step] numbers, and no more.',  # the schema description, reworded
+        'Five sentences or two, citing the step numbers, weighing evidence.',
+        'The answer weighs the evidence and cites the relevant steps as asked.',  # generic: nothing of the run
+        'The agent did what was asked and the answer is complete and correct.',
+    ],
+)
+def test_paraphrased_or_run_free_reasoning_is_inconclusive(reasoning: str) -> None:
+    assert why_inconclusive(reasoning, [], 4, _prompt(), RUN) is not None
+
+
+@pytest.mark.parametrize(
+    'reasoning',
+    [
+        'The agent looked up the FastAPI docs at [2] and answered with Depends(get_db) at [4]; nothing is missing.',
+        'The answer recommends Depends(get_db), which is what the context7 lookup returned about dependencies.',
+        'Step 3 says Depends() takes a callable and the final answer passes get_db, so it is grounded.',
+        'No tool was wasted: one docs lookup for /tiangolo/fastapi covered the question.',
+    ],
+)
+def test_genuine_reasoning_that_names_the_run_is_not_caught(reasoning: str) -> None:
+    assert why_inconclusive(reasoning, [], 4, _prompt(), RUN) is None
+
+
 def test_empty_reasoning_and_phantom_steps() -> None:
     assert why_inconclusive('  ... ', [], 5, _prompt()) == 'empty reasoning'
     phantom = ToolSelectionIssue(steps=[41, 42], missed_tools=['x'], unnecessary_tools=[], reasoning='missing x')
@@ -78,7 +113,7 @@ def _varied(prompt: str, n: int) -> dict[str, Any]:
 
 def test_the_same_reasoning_on_every_record_is_inconclusive(tmp_path: Path) -> None:
     records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(3)]
-    same = ScriptedJudge(lambda p, n: {'reasoning': 'The agent answered the question using the tool output well.', 'issues': []})
+    same = ScriptedJudge(lambda p, n: {'reasoning': 'Depends() from the tool output at [3] answers it.', 'issues': []})
     reports = asyncio.run(judge_records(records, [Hallucination()], same.model(), run_id='s', run_dir=tmp_path))
     assert all(r.inconclusive == ['hallucination'] for r in reports)
     assert all('same reasoning on all 3 records' in (r.judges['hallucination'].error or '') for r in reports)

@@ -44,12 +44,12 @@ def _report(record: QueryRecord) -> EvaluationReport:
     return report
 
 
-GET = ('get', {'id': 'A'}, '{"id": "A"}')
-GET_B = ('get', {'id': 'B'}, '{"id": "B"}')
+GET = ('update', {'id': 'A'}, '{"id": "A"}')
+GET_B = ('update', {'id': 'B'}, '{"id": "B"}')
 
 
 def test_a_tool_expected_twice_needs_two_calls_with_its_arguments() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A'}}, {'tool_name': 'get', 'args': {'id': 'B'}}]
+    expected = [{'tool_name': 'update', 'args': {'id': 'A'}}, {'tool_name': 'update', 'args': {'id': 'B'}}]
     assert _judge(_record([GET, GET_B], expected)).passed is True
     # the first call of a tool is not the only one looked at: B second still matches
     once = _judge(_record([GET, GET], expected))
@@ -58,16 +58,16 @@ def test_a_tool_expected_twice_needs_two_calls_with_its_arguments() -> None:
 
 
 def test_repeats_of_one_expected_call_count_as_a_multiset() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A'}}] * 2
+    expected = [{'tool_name': 'update', 'args': {'id': 'A'}}] * 2
     assert _judge(_record([GET, GET], expected)).passed is True
     result = _judge(_record([GET], expected))
     assert result.passed is False
     [issue] = result.issues
-    assert issue['failure_mode'] == 'tool_selection' and issue['missed_tools'] == ['get']
+    assert issue['failure_mode'] == 'tool_selection' and issue['missed_tools'] == ['update']
 
 
 def test_order_is_free_by_default_and_checked_when_ordered() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'B'}}, {'tool_name': 'get', 'args': {'id': 'A'}}]
+    expected = [{'tool_name': 'update', 'args': {'id': 'B'}}, {'tool_name': 'update', 'args': {'id': 'A'}}]
     assert _judge(_record([GET, GET_B], expected)).passed is True
     ordered = _judge(_record([GET, GET_B], expected), ReferenceCheck(ordered=True))
     assert ordered.passed is False
@@ -77,13 +77,13 @@ def test_order_is_free_by_default_and_checked_when_ordered() -> None:
 
 
 def test_extra_calls_are_allowed_unless_strict() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A'}}]
+    expected = [{'tool_name': 'update', 'args': {'id': 'A'}}]
     calls = [('think', {'thought': 'hm'}, 'ok'), GET, ('calculate', {'expression': '1+1'}, '2'), GET_B]
     assert _judge(_record(calls, expected)).passed is True
     strict = _judge(_record(calls, expected), ReferenceCheck(strict=True))
     assert strict.passed is False
     [issue] = strict.issues
-    assert issue['unnecessary_tools'] == ['calculate', 'get', 'think'] and issue['failure_mode'] == 'tool_selection'
+    assert issue['unnecessary_tools'] == ['calculate', 'think', 'update'] and issue['failure_mode'] == 'tool_selection'
     assert _judge(_record(calls, expected, reference_check={'strict': True})).passed is False
 
 
@@ -98,49 +98,51 @@ def test_arguments_compare_after_json_normalisation() -> None:
 
 
 def test_a_failed_call_does_not_count() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A'}}]
-    failed = ('get', {'id': 'A'}, 'Error: reservation not found')
+    expected = [{'tool_name': 'update', 'args': {'id': 'A'}}]
+    failed = ('update', {'id': 'A'}, 'Error: reservation not found')
     result = _judge(_record([failed], expected))
     assert result.passed is False
     [issue] = result.issues
-    assert issue['failure_mode'] == 'tool_selection' and 'every call of get failed' in issue['reasoning']
+    assert issue['failure_mode'] == 'tool_selection' and 'every call of update failed' in issue['reasoning']
     assert issue['steps'] == [3]
     assert _judge(_record([failed, GET], expected)).passed is True
 
 
 def test_wrong_arguments_are_a_tool_parameters_issue_naming_the_parameter_values_and_step() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A', 'full': True}}]
-    result = _judge(_record([('get', {'id': 'Z', 'full': True}, '{}')], expected))
+    expected = [{'tool_name': 'update', 'args': {'id': 'A', 'full': True}}]
+    result = _judge(_record([('update', {'id': 'Z', 'full': True}, '{}')], expected))
     [issue] = result.issues
     assert issue['failure_mode'] == 'tool_parameters'
-    assert issue['tool_name'] == 'get' and issue['parameter'] == 'id'
+    assert issue['tool_name'] == 'update' and issue['parameter'] == 'id'
     assert issue['actual_value'] == '{"id": "Z"}' and issue['suggested_value'] == '{"id": "A"}'
     assert issue['steps'] == [3]
-    assert result.mode_scores == {'tool_selection': 1.0, 'tool_parameters': 0.5}
+    # a major finding with no expected call matched: 0.5 * share 0
+    assert result.mode_scores == {'tool_selection': 1.0, 'tool_parameters': 0.0}
 
 
 def test_wildcards_do_not_steal_the_call_a_specific_expectation_needs() -> None:
-    expected = [ExpectedToolCall(tool_name='get'), ExpectedToolCall(tool_name='get', args={'id': 'A'})]
+    expected = [ExpectedToolCall(tool_name='update'), ExpectedToolCall(tool_name='update', args={'id': 'A'})]
     record = _record([GET, GET_B], [e.model_dump() for e in expected])
     matches = match_expected_calls(expected, record.tool_calls())
     assert [m.actual_index for m in matches] == [1, 0]
 
 
 def test_findings_reach_the_report_scores_and_failure_modes() -> None:
-    expected = [{'tool_name': 'get', 'args': {'id': 'A'}}, {'tool_name': 'cancel', 'args': {'id': 'A'}}]
-    report = _report(_record([('get', {'id': 'B'}, '{}')], expected))
+    expected = [{'tool_name': 'update', 'args': {'id': 'A'}}, {'tool_name': 'cancel', 'args': {'id': 'A'}}]
+    report = _report(_record([('update', {'id': 'B'}, '{}')], expected))
     assert [i.missed_tools for i in report.tool_selection_issues] == [['cancel']]
     assert [i.parameter for i in report.tool_parameter_issues] == ['id']
     assert report.failure_modes == ['tool_selection', 'tool_parameters']
-    assert report.category_scores['tool_usage'] == 0.5
+    # both modes have a major finding and no expected call matched (share 0): 0.5 * 0 each
+    assert report.category_scores['tool_usage'] == 0.0
     assert report.overall_score is not None and report.overall_score < 1
     assert report.decisive_step is None  # the primary mode's finding is a call never made: no step to cite
-    wrong_args = _report(_record([('get', {'id': 'B'}, '{}')], expected[:1]))
+    wrong_args = _report(_record([('update', {'id': 'B'}, '{}')], expected[:1]))
     assert wrong_args.primary_failure_mode == 'tool_parameters' and wrong_args.decisive_step == 3
 
 
 def test_bad_record_options_are_reported_not_ignored() -> None:
-    result = _judge(_record([GET], [{'tool_name': 'get'}], reference_check={'strict': 'yes', 'loose': 1}))
+    result = _judge(_record([GET], [{'tool_name': 'update'}], reference_check={'strict': 'yes', 'loose': 1}))
     assert result.passed is True
     assert any('strict' in w for w in result.warnings) and any('loose' in w for w in result.warnings)
 

@@ -87,7 +87,8 @@ def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     assert report.hallucination_issues[0].severity == 'critical'
     # output = hallucination only (completeness errored, so it is left out, not counted as 0)
     assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
-    assert report.overall_score == pytest.approx(0.5)
+    # a critical hallucination scores its mode 0, and findings compound in overall_score (a product)
+    assert report.overall_score == pytest.approx(0.0)
     on_disk = EvaluationReport.model_validate_json((tmp_path / 'records' / 'r1.json').read_text())
     assert on_disk == report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensei_eval.reports import FAILURE_MODES, EvaluationReport, JudgeResult, build_report
+from sensei_eval.reports import FAILURE_MODES, MODEL_CONFIDENCE, EvaluationReport, JudgeResult, build_report
 from sensei_eval.validate import Comparison, Thresholds, assert_no_regression, compare_reports, split_run_id, to_markdown
 
 from .helpers import openai_record
@@ -88,8 +88,10 @@ def test_numbers_match_a_hand_computation() -> None:
     assert m.old_pass_rate == pytest.approx(0.75) and m.new_pass_rate == pytest.approx(0.5)
     assert m.ci_low is not None and m.ci_high is not None and m.ci_low <= m.delta <= m.ci_high
     assert m.verdict == 'no_change'
-    # overall is the report's overall_score: a single category here, so it equals the mode's score
-    assert c.metric('overall').delta == pytest.approx(-0.125)
+    # overall is the report's overall_score: one mode here, a model's verdict, so the mode's score to the
+    # power MODEL_CONFIDENCE (a fail: 0.5 ** 0.8); one more failed query out of four
+    fail = 0.5**MODEL_CONFIDENCE
+    assert c.metric('overall').delta == pytest.approx(((2 * fail + 2) - (fail + 3)) / 4)
     assert c.gate.exit_code == 0
     assert 'noise not measured' in m.explanation
 

@@ -342,7 +342,11 @@ class FailureModeJudge(Judge):
         verdict: Verdict[Any] = run.output
         usage = run.usage
         inconclusive = why_inconclusive(
-            verdict.reasoning, verdict.issues, len(transcript.steps), f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}'
+            verdict.reasoning,
+            verdict.issues,
+            len(transcript.steps),
+            f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}',
+            transcript.text,
         )
         issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
         return self._result(

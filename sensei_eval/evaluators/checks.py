@@ -63,11 +63,11 @@ __all__ = (
 )
 
 
-
 @functools.cache
 def _class_source(cls: type) -> str:
     """A check's source, read once: `inspect.getsource` costs more than running the check."""
     return inspect.getsource(cls)
+
 
 @dataclass(repr=False)
 class DeterministicCheck(Judge):
@@ -116,19 +116,14 @@ def _reason_of(issue: Issue) -> str:
 # Shared reading of a transcript
 
 
-def _tool_steps(transcript: Transcript) -> list[tuple[Step, Step | None]]:
-    """(tool_call, its result) pairs in order; results follow their calls in the rendering."""
+def _tool_steps(record: QueryRecord, transcript: Transcript) -> list[tuple[Step, Step | None]]:
+    """(tool_call, its result) steps in order, from the record's one pairing (`records.pair_tool_calls`:
+    by order within the turn, the id only a hint), so every check agrees on which result is whose."""
     pairs: list[tuple[Step, Step | None]] = []
-    pending: list[int] = []
-    for step in transcript.steps:
-        if step.kind == 'tool_call':
-            pairs.append((step, None))
-            pending.append(len(pairs) - 1)
-        elif step.kind == 'tool_result':
-            idx = next((i for i in pending if pairs[i][0].tool_name == step.tool_name), pending[0] if pending else None)
-            if idx is not None:
-                pending.remove(idx)
-                pairs[idx] = (pairs[idx][0], step)
+    for call in record.tool_calls():
+        step = transcript.step_of(call.call_at)
+        if step is not None:
+            pairs.append((step, transcript.step_of(call.result_at)))
     return pairs
 
 
@@ -168,7 +163,7 @@ class VersionCheck(DeterministicCheck):
     failure_mode: ClassVar[str | None] = 'tool_parameters'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
-        calls = [(c, r) for c, r in _tool_steps(transcript)]
+        calls = [(c, r) for c, r in _tool_steps(record, transcript)]
         if not calls:
             return []
         versions = _versions(record.query)
@@ -373,7 +368,7 @@ class ErrorRecoveryCheck(DeterministicCheck):
     failure_mode: ClassVar[str | None] = 'research_depth'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
-        pairs = _tool_steps(transcript)
+        pairs = _tool_steps(record, transcript)
         for i, (call, result) in enumerate(pairs):
             if not _is_error(result):
                 continue
@@ -410,7 +405,7 @@ class RepeatedCallCheck(DeterministicCheck):
         issues: list[Issue] = []
         failed: dict[tuple[str | None, str], Step] = {}
         reported: set[tuple[str | None, str]] = set()
-        for call, result in _tool_steps(transcript):
+        for call, result in _tool_steps(record, transcript):
             key = (call.tool_name, _normal_args(call.text))
             if key in failed and key not in reported:
                 reported.add(key)

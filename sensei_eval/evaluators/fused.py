@@ -229,7 +229,7 @@ class FusedJudge(Judge):
                 why = 'missing from the fused answer' if part is None else f'did not match its schema: {short_errors(e)}'
                 results.append(await self._alone(member, record, given, model, f'its part of the fused answer was {why}', call))
                 continue
-            inconclusive = why_inconclusive(verdict.reasoning, verdict.issues, len(transcript.steps), sent)
+            inconclusive = why_inconclusive(verdict.reasoning, verdict.issues, len(transcript.steps), sent, transcript.text)
             issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
             results.append(
                 self._member_result(
