@@ -89,6 +89,14 @@ def serve(
     allowed_origin: Annotated[
         list[str] | None, typer.Option(help='Another browser origin allowed to use the WebSocket and writes; repeatable.')
     ] = None,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--allowed-hosts',
+            help='Host name clients may address the service by (DNS rebinding defence); repeatable or '
+            "comma-separated, *.example.com for subdomains, '*' for any. Default: --host and localhost.",
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
     scorer: Annotated[
         str, typer.Option(help='Scoring variant: freeform (the score on its last line) or structured (typed output).')
@@ -135,6 +143,7 @@ def serve(
             trusted_proxies=frozenset(trusted_proxy or ()),
             public_read=public_read,
             allowed_origins=frozenset(allowed_origin or ()),
+            allowed_hosts=_allowed_hosts(allowed_hosts, host),
             concurrency=concurrency,
             scorer=variant,
             auto_score_agents=frozenset(auto_score or ()),
@@ -156,9 +165,26 @@ def serve(
             port=port,
             log_level=log_level.lower(),
             timeout_graceful_shutdown=int(grace) + 5,
+            # The app reads X-Forwarded-For itself, and only from --trusted-proxy addresses (guard.ProxyPeer);
+            # uvicorn's own default would believe it from any loopback client.
+            proxy_headers=False,
         )
     finally:
         judge_model.close()
+
+
+def _allowed_hosts(given: list[str] | None, bound: str) -> frozenset[str]:
+    """`--allowed-hosts` (comma-separated or repeated), else the bound address and localhost; bound to
+    every interface, also this machine's names (other names need --allowed-hosts)."""
+    names = {n.strip() for item in given or () for n in item.split(',') if n.strip()}
+    if names:
+        return frozenset(names)
+    names = {bound.strip('[]'), 'localhost', '127.0.0.1', '::1'}
+    if bound in ('0.0.0.0', '::', ''):
+        import socket
+
+        names |= {socket.gethostname(), socket.getfqdn()}
+    return frozenset(names)
 
 
 @exit_on_missing_extra

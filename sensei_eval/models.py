@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ __all__ = (
     'ModelUsageError',
     'embedded_model',
     'preflight',
+    'redact_url',
     'resolve_model',
 )
 
@@ -141,7 +143,7 @@ class JudgeModel:
         if self._server is not None:  # the embedded model: the shared server's real address, once it runs
             url = self._server.base_url or 'the embedded model server (not started)'
         model_name = getattr(self.model, 'model_name', None) or self.name
-        return f'{str(url).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
+        return f'{redact_url(str(url)).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
 
     @property
     def openai_endpoint(self) -> tuple[str, str, str | None] | None:
@@ -271,6 +273,34 @@ def _no_sdk_retries(model: Model) -> None:
         client.max_retries = 0
 
 
+# Query parameters whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
+_SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|sig|signature|auth)', re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """`url` safe to show or store: the password in `user:password@` becomes `***` (a user alone is
+    kept; a token given as the user, `https://TOKEN@host`, too becomes `***`), and so do the values of
+    query parameters named like a secret (`?api_key=...`). Anything unparsable is returned as `***`."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        return '***'
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, _, hostport = netloc.rpartition('@')
+        user, colon, _password = userinfo.partition(':')
+        netloc = f'{user}:***@{hostport}' if colon else f'***@{hostport}'
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
+            query = urlencode([(k, '***' if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def _openai_compatible(
     model_name: str, base_url: str, api_key: str | None, budget: int, *, http_client: Any = None
 ) -> JudgeModel:
@@ -281,7 +311,7 @@ def _openai_compatible(
     provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
     model = OpenAIChatModel(model_name, provider=provider)
     _no_sdk_retries(model)
-    return JudgeModel(model, f'openai-compatible:{model_name}@{base_url}', budget)
+    return JudgeModel(model, f'openai-compatible:{model_name}@{redact_url(base_url)}', budget)
 
 
 async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
