@@ -61,6 +61,8 @@ else:
     def _optimize_needs_extra() -> None:
         assert _optimize_missing is not None
         raise _optimize_missing
+
+
 app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)

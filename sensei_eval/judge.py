@@ -222,9 +222,17 @@ def _dataset_problem(path: Path) -> str | None:
         return f'cannot read the dataset {path}: {e.strerror or e}'
     if stat.S_ISREG(mode):
         return None
-    kind = 'a folder' if stat.S_ISDIR(mode) else 'a FIFO' if stat.S_ISFIFO(mode) else 'a device' if (
-        stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-    ) else 'a socket' if stat.S_ISSOCK(mode) else 'not a regular file'
+    kind = (
+        'a folder'
+        if stat.S_ISDIR(mode)
+        else 'a FIFO'
+        if stat.S_ISFIFO(mode)
+        else 'a device'
+        if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))
+        else 'a socket'
+        if stat.S_ISSOCK(mode)
+        else 'not a regular file'
+    )
     return f'dataset {path} is {kind}: --dataset takes a JSONL file (or an .otlp.jsonl trace file)'
 
 

@@ -236,7 +236,7 @@ class RunFolder:
 def _unserialisable(report: EvaluationReport, e: BaseException) -> EvaluationReport:
     """The report without the record's content (messages, query, judges' texts), carrying why: what is
     left is ids, counts and the error, which always serialise."""
-    reason = f'the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record\'s content is left out'
+    reason = f"the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record's content is left out"
     return EvaluationReport(
         query_id=report.query_id,
         run_id=report.run_id,

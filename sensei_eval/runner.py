@@ -292,7 +292,11 @@ async def _judge_run(
                 report = build_report(record, results, run_id=run_id, repeat=rep, model=model.name if model else None)
             except Exception:
                 report = build_report(
-                    record.model_copy(update={'messages': []}), results, run_id=run_id, repeat=rep, model=model.name if model else None
+                    record.model_copy(update={'messages': []}),
+                    results,
+                    run_id=run_id,
+                    repeat=rep,
+                    model=model.name if model else None,
                 )
             report.errors.append(message)
             return report, _Key(record.query_id, rep, seq, None), store.write(report, seq)

@@ -157,10 +157,7 @@ def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: 
     with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`. Malformed
     JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over Python's digit limit a `ValueError`."""
     try:
-        if allow_nan:
-            value = json.loads(text)
-        else:
-            value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except JsonLimitError as e:
         raise JsonLimitError(e.message, where=where) from None
     except RecursionError:
@@ -168,7 +165,7 @@ def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: 
         column = _column_too_deep(decoded, max_depth)
         at = f' (column {column:,})' if column else ''
         raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels{at}', where=where) from None
-    depth, field = json_depth(value, max_depth)
+    _, field = json_depth(value, max_depth)
     if field is not None:
         raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels', where=where, field=field)
     return value

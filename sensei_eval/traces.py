@@ -192,7 +192,9 @@ def count_otlp(request: Any) -> tuple[int, int]:
                 for raw in raw_spans:
                     if isinstance(raw, dict):
                         attributes += len(_list(raw.get('attributes')))
-                        attributes += sum(len(_list(e.get('attributes'))) for e in _list(raw.get('events')) if isinstance(e, dict))
+                        attributes += sum(
+                            len(_list(e.get('attributes'))) for e in _list(raw.get('events')) if isinstance(e, dict)
+                        )
         return spans, attributes
     spans = attributes = 0
     for rs in request.resource_spans:

@@ -70,9 +70,9 @@ __all__ = (
     'OTLP_TRACES_PATH',
     'Guard',
     'JsonRefusedError',
+    'JsonTooDeepError',
     'ProxyPeer',
     'host_allowed',
-    'JsonTooDeepError',
     'identify',
     'json_depth',
     'loads_bounded',
@@ -193,12 +193,15 @@ class Guard:
         foreign = None
         if not host_allowed(host, self.settings.allowed_hosts):
             foreign = f'host {(host or "(none)")[:100]} is not allowed'
-        elif origin is not None and not origin_allowed(
-            origin, host, self.settings.allowed_origins, self.settings.allowed_hosts
-        ):
+        elif origin is not None and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts):
             foreign = f'origin {origin[:100]} is not allowed'
         reason = None
-        if foreign is None and self.settings.auth_required and not self.settings.public_read and identify(self.settings, headers, peer) is None:
+        if (
+            foreign is None
+            and self.settings.auth_required
+            and not self.settings.public_read
+            and identify(self.settings, headers, peer) is None
+        ):
             reason = 'authentication required: Authorization: Bearer <token>'
         if foreign is None and reason is None:
             scope.setdefault('state', {})['user'] = identify(self.settings, headers, peer) or ANONYMOUS
@@ -238,7 +241,11 @@ class Guard:
             await _reply(send, 400, 'a NUL character is not allowed in the URL')
             return
         origin = headers.get('origin')
-        if write and origin is not None and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts):
+        if (
+            write
+            and origin is not None
+            and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts)
+        ):
             audit.warning('%s %s refused from %s: origin %.100s is not allowed', method, path, client or '?', origin)
             await _reply(send, 403, f'cross-origin request refused: origin {origin[:100]} is not allowed')
             return
@@ -316,10 +323,7 @@ def _route_takes(scope: Scope) -> bool:
     from starlette.routing import Match, Mount
 
     router = getattr(scope.get('app'), 'router', None)
-    for route in getattr(router, 'routes', ()):
-        if not isinstance(route, Mount) and route.matches(scope)[0] == Match.FULL:
-            return True
-    return False
+    return any(not isinstance(r, Mount) and r.matches(scope)[0] == Match.FULL for r in getattr(router, 'routes', ()))
 
 
 def _without_body(send: Send) -> Send:
@@ -357,7 +361,7 @@ class ProxyPeer:
         if trusted_proxies:
             from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-            self.inner = ProxyHeadersMiddleware(app, trusted_hosts=sorted(trusted_proxies))  # type: ignore[arg-type]
+            self.inner = ProxyHeadersMiddleware(app, trusted_hosts=sorted(trusted_proxies))  # type: ignore[arg-type, assignment]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] in ('http', 'websocket'):

@@ -27,9 +27,10 @@ Liveness: each process has a row in `service_workers` with its host, pid and a h
 and on every heartbeat, rows that are `pending`/`in_progress` and owned by a dead process (its
 heartbeat older than `stale_after_s`, or its pid gone on this host, or no worker row at all) are
 recovered: `in_progress` ones (the work was running and is lost) become `failed` with a reason naming
-the process; `pending` ones (never started) are requeued, taken over by this process and run as usual. On shutdown, in-flight jobs get `shutdown_grace_s` to
-finish; the rest are cancelled and marked `cancelled`. This process's rows still pending go to a live
-peer (PostgreSQL, several processes) or, with none, are marked `cancelled` too.
+the process; `pending` ones (never started) are requeued, taken over by this process and run as
+usual. On shutdown, in-flight jobs get `shutdown_grace_s` to finish; the rest are cancelled and
+marked `cancelled`. This process's rows still pending go to a live peer (PostgreSQL, several
+processes) or, with none, are marked `cancelled` too.
 
 The per-job timeout (`scoring_timeout_s`) covers evaluations as well as scorings.
 """
@@ -410,7 +411,14 @@ class ScoringWorker:
                         row.owner = self.worker_id
                         requeued += 1
                         job = _job(row)
-                        log.info('%s %s of session %s requeued: its process %s stopped (%s)', job.kind, job.job_id, job.session_id, owner, why)
+                        log.info(
+                            '%s %s of session %s requeued: its process %s stopped (%s)',
+                            job.kind,
+                            job.job_id,
+                            job.session_id,
+                            owner,
+                            why,
+                        )
                         continue
                     reason = (
                         f'orphaned: the service process {owner} that left this {row.status} stopped without finishing '

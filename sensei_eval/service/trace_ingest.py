@@ -111,7 +111,9 @@ def ingest_spans(store: Store, spans: Sequence[Span], settings: ServiceSettings,
     return result
 
 
-def _ingest_batch(store: Store, by_trace: dict[str, dict[str, Span]], settings: ServiceSettings, user: str, sent: int) -> IngestResult:
+def _ingest_batch(
+    store: Store, by_trace: dict[str, dict[str, Span]], settings: ServiceSettings, user: str, sent: int
+) -> IngestResult:
     for _ in range(_RETRIES):
         try:
             return _ingest(store, by_trace, settings, user, sent)

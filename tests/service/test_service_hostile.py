@@ -125,7 +125,9 @@ def test_a_sidecar_proxy_adding_x_forwarded_for_is_served_and_audited(db_url: st
     assert any('POST /api/v1/sessions by carol from 203.0.113.9: 201' in line for line in lines), lines
 
 
-def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowlist(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import uvicorn
     from typer.testing import CliRunner
 
@@ -135,11 +137,11 @@ def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowl
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, 'run', lambda app, **kw: seen.update(kw, settings=app.state.service.settings))
     monkeypatch.setattr(models, 'resolve_model', lambda *a, **k: ScriptedScorer().model())
-    result = CliRunner().invoke(entry.app, ['serve', '--host', '127.0.0.2', '--db', ':memory:'])
+    result = CliRunner().invoke(entry.app, ['serve', '--host', '127.0.0.2', '--db', str(tmp_path / 's.db')])
     assert result.exit_code == 0, result.output
     assert seen['proxy_headers'] is False
     assert {'127.0.0.2', 'localhost', '127.0.0.1'} <= seen['settings'].allowed_hosts
-    result = CliRunner().invoke(entry.app, ['serve', '--allowed-hosts', 'a.example,b.example', '--db', ':memory:'])
+    result = CliRunner().invoke(entry.app, ['serve', '--allowed-hosts', 'a.example,b.example', '--db', str(tmp_path / 's.db')])
     assert result.exit_code == 0 and seen['settings'].allowed_hosts == {'a.example', 'b.example'}
 
 
@@ -166,9 +168,14 @@ def test_health_and_stored_rows_never_show_the_base_url_password(db_url: str) ->
         assert full['model'] == model.name and 'worker_id' in full
         sid = c.post('/api/v1/sessions', json=alert_record(), headers=AUTH).json()['session_id']
         assert c.post(f'/api/v1/scoring/sessions/{sid}/score', json={}, headers=AUTH).status_code == 202
-        assert c.post(f'/api/v1/sessions/{sid}/evaluate', json={'evaluators': ['tool_selection']}, headers=AUTH).status_code in (200, 202)
+        assert c.post(f'/api/v1/sessions/{sid}/evaluate', json={'evaluators': ['tool_selection']}, headers=AUTH).status_code in (
+            200,
+            202,
+        )
         wait_for(lambda: c.get(f'/api/v1/scoring/sessions/{sid}/score', headers=AUTH).json()['status'] == 'completed')
-        wait_for(lambda: c.get(f'/api/v1/sessions/{sid}/evaluation', headers=AUTH).json().get('status') in ('completed', 'failed'))
+        wait_for(
+            lambda: c.get(f'/api/v1/sessions/{sid}/evaluation', headers=AUTH).json().get('status') in ('completed', 'failed')
+        )
         store = Store(db_url)
         with store.read() as db:
             rows = [*db.scalars(select(ScoreRow)), *db.scalars(select(EvaluationRow))]
@@ -201,7 +208,11 @@ def test_otlp_caps_deep_json_and_non_finite_numbers(db_url: str) -> None:
         r = c.post('/v1/traces', json=many, headers=AUTH)
         assert r.status_code == 413 and 'cap of 20 spans per request' in r.json()['detail']
         attrs = [{'key': f'k{n}', 'value': {'intValue': n}} for n in range(41)]
-        r = c.post('/v1/traces', content=gzip.compress(json.dumps(_request([_span('a' * 32, '1' * 16, 'f' * 16, 'x', attrs)])).encode()), headers=gz)
+        r = c.post(
+            '/v1/traces',
+            content=gzip.compress(json.dumps(_request([_span('a' * 32, '1' * 16, 'f' * 16, 'x', attrs)])).encode()),
+            headers=gz,
+        )
         assert r.status_code == 413 and 'cap of 40 attributes per request' in r.json()['detail']
         assert c.get('/api/v1/traces', headers=AUTH).json()['total'] == 0
 
@@ -220,13 +231,17 @@ def test_otlp_caps_deep_json_and_non_finite_numbers(db_url: str) -> None:
             r = c.post('/v1/traces', content=body, headers=headers)
             assert r.status_code == 200, r.text
         trace = c.get(f'/api/v1/traces/{"b" * 32}', headers=AUTH).json()
-        assert trace['status'] == 'rejected' and 'pydantic_ai.all_messages' in trace['error'] and 'nested deeper' in trace['error']
+        assert (
+            trace['status'] == 'rejected' and 'pydantic_ai.all_messages' in trace['error'] and 'nested deeper' in trace['error']
+        )
         again = json.dumps(_request([{**root, 'traceId': 'c' * 32}])).encode()
         assert c.post('/v1/traces', content=gzip.compress(again), headers=gz).status_code == 200
         assert c.get(f'/api/v1/traces/{"c" * 32}', headers=AUTH).json()['status'] == 'rejected'
 
         # NaN / ±Infinity doubles (OTLP JSON writes them as strings): the same 200 and the same stored text on both stores
-        odd = [{'key': k, 'value': {'doubleValue': v}} for k, v in (('n', 'NaN'), ('p', 'Infinity'), ('m', '-Infinity'), ('f', 1.5))]
+        odd = [
+            {'key': k, 'value': {'doubleValue': v}} for k, v in (('n', 'NaN'), ('p', 'Infinity'), ('m', '-Infinity'), ('f', 1.5))
+        ]
         r = c.post('/v1/traces', json=_request([_span('d' * 32, '3' * 16, 'e' * 16, 'child', odd)]), headers=AUTH)
         assert r.status_code == 200 and r.json() == {}, r.text
         store = Store(db_url)
@@ -240,7 +255,12 @@ def test_otlp_caps_deep_json_and_non_finite_numbers(db_url: str) -> None:
 
         pb = ExportTraceServiceRequest()
         span = pb.resource_spans.add().scope_spans.add().spans.add()
-        span.trace_id, span.span_id, span.parent_span_id, span.name = bytes.fromhex('9' * 32), bytes.fromhex('4' * 16), bytes.fromhex('e' * 16), 'child'
+        span.trace_id, span.span_id, span.parent_span_id, span.name = (
+            bytes.fromhex('9' * 32),
+            bytes.fromhex('4' * 16),
+            bytes.fromhex('e' * 16),
+            'child',
+        )
         for key, value in (('n', float('nan')), ('p', float('inf'))):
             kv = span.attributes.add()
             kv.key, kv.value.double_value = key, value
@@ -299,10 +319,15 @@ def test_restart_requeues_pending_work_and_fails_only_what_was_running(db_url: s
             db.execute(text("UPDATE session_scores SET status = 'in_progress' WHERE session_id = :s"), {'s': sid})
     store.dispose()
     with live_server(fast_settings(db_url), ScriptedScorer().model()) as srv, httpx.Client(base_url=srv.url) as c:
+
         def statuses() -> dict[str, str]:
             return {sid: c.get(f'/api/v1/scoring/sessions/{sid}/score').json()['status'] for sid in ids}
 
-        done = wait_for(lambda: (s := statuses()) if all(v in ('completed', 'failed') for v in s.values()) else None, what='recovery')
+        def finished() -> dict[str, str] | None:
+            now = statuses()
+            return now if all(v in ('completed', 'failed') for v in now.values()) else None
+
+        done = wait_for(finished, what='recovery')
         assert [done[sid] for sid in ids] == ['failed', 'failed', 'completed', 'completed', 'completed']
         error = c.get(f'/api/v1/scoring/sessions/{ids[0]}/score').json()['error_message']
         assert 'orphaned' in error
@@ -321,7 +346,7 @@ def test_head_is_answered_like_get_and_a_wrong_method_is_405(db_url: str) -> Non
         sid = c.post('/api/v1/sessions', json=alert_record()).json()['session_id']
         for headers in ({}, {'Content-Type': 'application/json'}, {'Content-Type': 'text/plain'}):
             r = c.delete(f'/api/v1/sessions/{sid}', headers=headers)
-            assert r.status_code == 405 and 'GET' in r.headers['allow'], (headers, r.status_code)
+            assert r.status_code == 405 and 'DELETE' not in r.headers['allow'], (headers, r.status_code)
         assert c.put('/api/v1/health', headers={'Content-Type': 'text/plain'}).status_code == 405
         # a write a route takes still needs JSON
         assert c.post('/api/v1/sessions', content=b'{}', headers={'Content-Type': 'text/plain'}).status_code == 415
