@@ -119,19 +119,29 @@ def _path(path: str, key: Any) -> str:
 def json_depth(value: Any, max_depth: int | None = None) -> tuple[int, str | None]:
     """How deeply a parsed JSON value nests (a scalar is 0, `[]` is 1), without recursion; with
     `max_depth`, stops at the first container past it and also returns its path (`messages[3].content`,
-    cut to its first 8 steps), else None."""
+    cut to its first 8 steps), else None. Only containers are visited, and paths are built only for a
+    value found too deep (a second pass), so a normal record costs one cheap walk."""
     deepest = 0
-    stack: list[tuple[Any, int, str]] = [(value, 0, '')]
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if max_depth is not None and depth > max_depth:
+            return depth, _path_to_depth(value, max_depth)
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+    return deepest, None
+
+
+def _path_to_depth(value: Any, max_depth: int) -> str:
+    stack: list[tuple[Any, int, str]] = [(value, 1, '')]
     while stack:
         item, depth, path = stack.pop()
-        if isinstance(item, dict | list):
-            depth += 1
-            if max_depth is not None and depth > max_depth:
-                return depth, _short(path)
-            deepest = max(deepest, depth)
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            stack.extend((v, depth, _path(path, k) if depth <= 8 else path) for k, v in pairs)
-    return deepest, None
+        if depth > max_depth:
+            return _short(path)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        stack.extend((v, depth + 1, _path(path, k) if depth <= 8 else path) for k, v in pairs if isinstance(v, dict | list))
+    return _short('')
 
 
 def _short(path: str) -> str:
