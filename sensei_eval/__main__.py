@@ -61,6 +61,8 @@ else:
     def _optimize_needs_extra() -> None:
         assert _optimize_missing is not None
         raise _optimize_missing
+
+
 app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
@@ -88,6 +90,14 @@ def serve(
     ] = None,
     allowed_origin: Annotated[
         list[str] | None, typer.Option(help='Another browser origin allowed to use the WebSocket and writes; repeatable.')
+    ] = None,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--allowed-hosts',
+            help='Host name clients may address the service by (DNS rebinding defence); repeatable or '
+            "comma-separated, *.example.com for subdomains, '*' for any. Default: --host and localhost.",
+        ),
     ] = None,
     concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
     scorer: Annotated[
@@ -137,6 +147,7 @@ def serve(
             trusted_proxies=frozenset(trusted_proxy or ()),
             public_read=public_read,
             allowed_origins=frozenset(allowed_origin or ()),
+            allowed_hosts=_allowed_hosts(allowed_hosts, host),
             concurrency=concurrency,
             scorer=variant,
             auto_score_agents=frozenset(auto_score or ()),
@@ -160,9 +171,26 @@ def serve(
             port=port,
             log_level=log_level.lower(),
             timeout_graceful_shutdown=int(grace) + 5,
+            # The app reads X-Forwarded-For itself, and only from --trusted-proxy addresses (guard.ProxyPeer);
+            # uvicorn's own default would believe it from any loopback client.
+            proxy_headers=False,
         )
     finally:
         judge_model.close()
+
+
+def _allowed_hosts(given: list[str] | None, bound: str) -> frozenset[str]:
+    """`--allowed-hosts` (comma-separated or repeated), else the bound address and localhost; bound to
+    every interface, also this machine's names (other names need --allowed-hosts)."""
+    names = {n.strip() for item in given or () for n in item.split(',') if n.strip()}
+    if names:
+        return frozenset(names)
+    names = {bound.strip('[]'), 'localhost', '127.0.0.1', '::1'}
+    if bound in ('0.0.0.0', '::', ''):
+        import socket
+
+        names |= {socket.gethostname(), socket.getfqdn()}
+    return frozenset(names)
 
 
 @exit_on_missing_extra

@@ -14,6 +14,9 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 from __future__ import annotations
 
 import asyncio
+import shlex
+import stat
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -44,9 +47,9 @@ from .extras import exit_on_missing_extra
 from .models import JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from .records import LoadError, QueryRecord, iter_datasets
-from .reports import EvaluationReport, JudgeResult, RunSummary, to_pydantic_evals_report
-from .run_folder import RunFolder
-from .runner import JudgeEvent, StreamedRun, judge_stream
+from .reports import EvaluationReport, JudgeResult, RunSummary, RunTally, to_pydantic_evals_report
+from .run_folder import RunFolder, RunIdError, validate_run_id
+from .runner import JudgeEvent, StreamedRun, judge_stream, report_judges
 
 __all__ = ('app', 'main')
 
@@ -142,10 +145,17 @@ def judge(
         err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(2) from None
     datasets = dataset or [DEFAULT_DATASET]
-    missing = [p for p in datasets if not p.is_file()]
-    if missing:
-        err.print(f'[red]error:[/] no such dataset: {", ".join(map(str, missing))}')
+    unreadable = [problem for p in datasets if (problem := _dataset_problem(p)) is not None]
+    if unreadable:
+        for problem in unreadable:
+            err.print(f'[red]error:[/] {problem}', highlight=False)
         raise typer.Exit(2)
+    if run_id is not None:
+        try:
+            validate_run_id(run_id)
+        except RunIdError as e:
+            err.print(f'[red]error:[/] {e}', highlight=False)
+            raise typer.Exit(2) from None
 
     started = datetime.now(UTC)
     source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None)
@@ -181,7 +191,7 @@ def judge(
         run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures)
     except KeyboardInterrupt:
         if not batch:
-            raise
+            _interrupted(folder, judges, judge_model, source, datasets, started, repeat, cache, run_profile)
         err.print(
             f'interrupted: submitted batches keep running at the provider; resume them with the same command '
             f'and --run-id {run_id}',
@@ -206,6 +216,71 @@ def judge(
     )
     stopped = judge_model.connection.stopped if judge_model else None
     finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
+
+
+def _dataset_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a dataset (missing, a folder, a FIFO or device), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f'no such dataset: {path}'
+    except OSError as e:
+        return f'cannot read the dataset {path}: {e.strerror or e}'
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        'a folder'
+        if stat.S_ISDIR(mode)
+        else 'a FIFO'
+        if stat.S_ISFIFO(mode)
+        else 'a device'
+        if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))
+        else 'a socket'
+        if stat.S_ISSOCK(mode)
+        else 'not a regular file'
+    )
+    return f'dataset {path} is {kind}: --dataset takes a JSONL file (or an .otlp.jsonl trace file)'
+
+
+def _interrupted(
+    folder: RunFolder, judges: Sequence[Judge], judge_model: JudgeModel | None, source: _RecordSource,
+    datasets: Sequence[Path], started: datetime, repeat: int, cache: JudgeCache | None, profile: Profile,
+) -> NoReturn:  # fmt: skip
+    """Ctrl-C: `summary.json` of the reports written so far, and the command that finishes the run."""
+    tally = RunTally(report_judges(judges))
+    for seq, report in enumerate(folder.load().reports):
+        tally.add(report, seq)
+    summary = tally.summary(
+        folder.run_id, started_at=started, model=judge_model.name if judge_model else None, datasets=datasets,
+        records_loaded=source.loaded, load_errors=list(source.load_errors), repeat=repeat,
+        cache_hits=cache.hits if cache else 0, profile=profile.name, exit_code=130,
+    )  # fmt: skip
+    folder.write_summary(summary)
+    again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
+    err.print(
+        f'\ninterrupted: {tally.reports} report(s) written, summary in {folder.summary_path}. '
+        f'To finish the run ({again}):\n  {_resume_command(folder.run_id)}',
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(130)
+
+
+def _resume_command(run_id: str) -> str:
+    """This command line again, with `--run-id run_id` (replacing any given)."""
+    args = sys.argv[1:]
+    if not args or args[0] != 'judge':
+        args = ['judge', *args]
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == '--run-id':
+            skip = True
+        elif not arg.startswith('--run-id='):
+            kept.append(arg)
+    return shlex.join(['sensei-eval', *kept, '--run-id', run_id])
 
 
 def finish_run(

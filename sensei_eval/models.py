@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -236,21 +237,6 @@ class JudgeModel:
             self._server = None
 
 
-def redact_url(url: str) -> str:
-    """`url` fit to print: a password in it (`https://user:secret@host`) becomes `***`."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None and '@' not in parts.netloc:
-        return url
-    user = parts.username or ''
-    host = parts.netloc.rpartition('@')[2]
-    return urlunsplit(parts._replace(netloc=f'{user}:***@{host}' if user else f'***@{host}'))
-
-
 def resolve_model(
     model: Model | str | None = None,
     *,
@@ -340,6 +326,34 @@ def _no_sdk_retries(model: Model) -> None:
     client: Any = getattr(model, 'client', None)
     if isinstance(getattr(client, 'max_retries', None), int):
         client.max_retries = 0
+
+
+# Query parameters whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
+_SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|sig|signature|auth)', re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """`url` safe to show or store: the password in `user:password@` becomes `***` (a user alone is
+    kept; a token given as the user, `https://TOKEN@host`, too becomes `***`), and so do the values of
+    query parameters named like a secret (`?api_key=...`). Anything unparsable is returned as `***`."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        return '***'
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, _, hostport = netloc.rpartition('@')
+        user, colon, _password = userinfo.partition(':')
+        netloc = f'{user}:***@{hostport}' if colon else f'***@{hostport}'
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
+            query = urlencode([(k, '***' if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _openai_compatible(

@@ -46,7 +46,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .sanitize import MAX_ID_LENGTH, clean_value
+from .sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
 
 __all__ = (
     'MAX_RECORD_BYTES',
@@ -787,11 +787,12 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
     except UnicodeDecodeError as e:
         return None, LoadError(file, lineno, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})')
     try:
-        data = json.loads(text)
+        # one limit on nesting (sanitize.MAX_JSON_DEPTH): a record deeper than it could not be written back
+        data = loads_limited(text, where=f'{file}:{lineno}', allow_nan=True)
     except json.JSONDecodeError as e:
         return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
-    except RecursionError:
-        return None, LoadError(file, lineno, None, 'not valid JSON: nested too deeply')
+    except JsonLimitError as e:
+        return None, LoadError(file, lineno, e.field, e.message)
     except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
         return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
     if not isinstance(data, dict):

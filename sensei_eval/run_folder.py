@@ -12,10 +12,19 @@ process loses at most the reports in flight (the summary is also flushed to disk
 a run, are left to the OS). `load()` reads every report back and keeps going past a bad file: each
 problem is a `ReportProblem` naming the file and what failed, the good reports still load. Folders
 written before `records/` existed (reports at the top, beside `summary.json`) still load.
+
+A run id is one path segment (`validate_run_id`: no `/` or `\\`, not `.` or `..`, no control characters,
+at most `MAX_RUN_ID_LENGTH` characters), so a run folder is always a direct child of `--out`. Report file
+names stay distinct on case-insensitive file systems (macOS, Windows): the first id to take a name keeps
+it, and an id whose name differs from a taken one only in case gets a `~<hash>` suffix (`report_path`).
+A report that cannot be serialised (a pydantic serializer limit no loader check foresaw) is written as
+a shortened report carrying the error, so one record can never stop the run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,9 +42,40 @@ from .reports import (
     write_json_atomic,
 )
 
-__all__ = ('SUMMARY_FILE', 'LoadedRun', 'ReportProblem', 'RunFolder', 'RunFolderError', 'new_run_id')
+__all__ = (
+    'MAX_RUN_ID_LENGTH',
+    'SUMMARY_FILE',
+    'LoadedRun',
+    'ReportProblem',
+    'RunFolder',
+    'RunFolderError',
+    'RunIdError',
+    'new_run_id',
+    'validate_run_id',
+)
 
 SUMMARY_FILE = 'summary.json'
+# A run id is a folder name: well under every file system's 255-byte name limit, even in UTF-8.
+MAX_RUN_ID_LENGTH = 64
+# What a run id may not contain: path separators, and control characters (terminals, file systems).
+_RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
+
+
+class RunIdError(ValueError):
+    """A `--run-id` that is not one plain path segment (see `validate_run_id`)."""
+
+
+def validate_run_id(run_id: str) -> str:
+    """`run_id` if it names one folder directly under `--out`; else a `RunIdError` saying what is wrong."""
+    if not run_id.strip():
+        raise RunIdError('--run-id: must not be empty')
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise RunIdError(f'--run-id: {len(run_id):,} characters, over the {MAX_RUN_ID_LENGTH}-character limit')
+    if bad := _RUN_ID_BAD.search(run_id):
+        raise RunIdError(f'--run-id: {run_id[:40]!r} contains {bad.group()!r}; use one folder name (letters, digits, . _ -)')
+    if run_id in ('.', '..') or run_id != run_id.strip():
+        raise RunIdError(f'--run-id: {run_id!r} is not a folder name of its own')
+    return run_id
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -75,6 +115,8 @@ class RunFolder:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # report file names taken in this folder, by their case-folded form (see `report_path`)
+        self._names: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return f'RunFolder({str(self.path)!r})'
@@ -84,8 +126,9 @@ class RunFolder:
 
     @classmethod
     def create(cls, out_dir: str | Path, run_id: str | None = None) -> RunFolder:
-        """A new (or an existing, when `run_id` names one) run folder under `out_dir`."""
-        folder = cls(Path(out_dir) / (run_id or new_run_id()))
+        """A new (or an existing, when `run_id` names one) run folder under `out_dir`; a bad `run_id`
+        is a `RunIdError` (`validate_run_id`)."""
+        folder = cls(Path(out_dir) / (validate_run_id(run_id) if run_id is not None else new_run_id()))
         folder.path.mkdir(parents=True, exist_ok=True)
         return folder
 
@@ -98,8 +141,20 @@ class RunFolder:
         return self.path / SUMMARY_FILE
 
     def report_path(self, query_id: str, repeat: int = 1) -> Path:
-        """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `reports.encode_query_id`)."""
-        return report_path(self.path, query_id, repeat)
+        """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `reports.encode_query_id`),
+        or `records/<encoded id>~<hash>[.r<N>].json` when another id took that name in another case."""
+        path = report_path(self.path, query_id, repeat)
+        if self._names is None:
+            records = self.path / RECORDS_DIR
+            self._names = {p.name.casefold(): p.name for p in records.glob('*.json')} if records.is_dir() else {}
+        taken = self._names.setdefault(path.name.casefold(), path.name)
+        if taken == path.name:
+            return path
+        stem = path.name.removesuffix('.json')
+        base, dot, rep = stem.rpartition('.r') if repeat != 1 else (stem, '', '')
+        tagged = f'{base}~{hashlib.sha256(query_id.encode()).hexdigest()[:12]}{dot}{rep}.json'
+        self._names.setdefault(tagged.casefold(), tagged)
+        return path.with_name(tagged)
 
     # -- writing ---------------------------------------------------------------------------------------
 
@@ -107,7 +162,11 @@ class RunFolder:
         """Write one record's report atomically; returns its path. Not flushed to disk one by one (a
         run writes thousands: the flush would be most of its time); a crash of the process loses none."""
         path = self.report_path(report.query_id, report.repeat)
-        write_json_atomic(path, report.model_dump_json(indent=2), durable=False)
+        try:
+            data = report.model_dump_json(indent=2)
+        except (ValueError, RecursionError) as e:  # pydantic's serializer limits: the record, not the run, fails
+            data = _unserialisable(report, e).model_dump_json(indent=2)
+        write_json_atomic(path, data, durable=False)
         return path
 
     def write_summary(self, summary: RunSummary) -> Path:
@@ -172,6 +231,25 @@ class RunFolder:
             raise RunFolderError(f'{self.summary_path}: cannot read: {e}') from None
         except ValidationError as e:
             raise RunFolderError(f'{self.summary_path}: {_validation_text(e)}') from None
+
+
+def _unserialisable(report: EvaluationReport, e: BaseException) -> EvaluationReport:
+    """The report without the record's content (messages, query, judges' texts), carrying why: what is
+    left is ids, counts and the error, which always serialise."""
+    reason = f"the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record's content is left out"
+    return EvaluationReport(
+        query_id=report.query_id,
+        run_id=report.run_id,
+        repeat=report.repeat,
+        evaluated_at=report.evaluated_at,
+        query='',
+        messages=[],
+        model=report.model,
+        errors=[*report.errors[:20], reason],
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        latency_s=report.latency_s,
+    )
 
 
 def _validation_text(e: ValidationError) -> str:

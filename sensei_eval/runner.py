@@ -283,6 +283,25 @@ async def _judge_run(
         return configured[key]
 
     async def one_record(record: QueryRecord, rep: int, seq: int) -> tuple[EvaluationReport, _Key, Path | None]:
+        try:
+            return await judge_record(record, rep, seq)
+        except Exception as e:  # defence in depth: one record that breaks rendering or reporting never stops the run
+            message = f'the record could not be judged ({type(e).__name__}: {str(e)[:200]})'
+            results = [_crashed(m, model, message) for j in judges for m in (members_of(j) or [j])]
+            try:
+                report = build_report(record, results, run_id=run_id, repeat=rep, model=model.name if model else None)
+            except Exception:
+                report = build_report(
+                    record.model_copy(update={'messages': []}),
+                    results,
+                    run_id=run_id,
+                    repeat=rep,
+                    model=model.name if model else None,
+                )
+            report.errors.append(message)
+            return report, _Key(record.query_id, rep, seq, None), store.write(report, seq)
+
+    async def judge_record(record: QueryRecord, rep: int, seq: int) -> tuple[EvaluationReport, _Key, Path | None]:
         transcript = render_transcript(record, budget_tokens=budget)
         chosen, problems = _record_profile(record, profile, known)
         skipped: dict[str, str] = {}

@@ -7,18 +7,41 @@ by U+FFFD where records enter (the loader and the service's ingest route), and e
 returned as a path so the caller can record a warning: the data is changed, never silently.
 
 `MAX_ID_LENGTH` is the one limit for identifiers (query ids, session ids) on every backend.
+
+`loads_limited` is the one way JSON from outside is parsed (dataset lines, OTLP bodies and the JSON held
+in span attributes, API bodies): nesting deeper than `MAX_JSON_DEPTH` and NaN/±Infinity are refused with
+a `JsonLimitError` that says where (`file:line`, the field path, or the column where the nesting went
+too deep), never a `RecursionError` or a crash further down. The depth limit sits far below what every
+later stage takes (pydantic's serializer fails near 253 levels, CPython's `json` near 1,000, PostgreSQL's
+`jsonb` at 10,000), so a record that loads can always be written back, stored and shown.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-__all__ = ('MAX_ID_LENGTH', 'REPLACEMENT', 'clean_text', 'clean_value')
+__all__ = (
+    'MAX_ID_LENGTH',
+    'MAX_JSON_DEPTH',
+    'REPLACEMENT',
+    'JsonLimitError',
+    'JsonTooDeepError',
+    'clean_text',
+    'clean_value',
+    'json_depth',
+    'loads_limited',
+)
 
 # One bound for ids everywhere: PostgreSQL's VARCHAR(255) columns set it, SQLite and file names follow.
 MAX_ID_LENGTH = 255
 REPLACEMENT = '\ufffd'
+# Deepest JSON nesting accepted anywhere. A record needs about 6 levels (messages, tool calls, their
+# arguments) and real tool arguments or metadata a dozen more; 64 leaves room for those, while a report
+# nests a record's metadata a few levels deeper again and must stay far below pydantic's serializer
+# limit (about 253 levels: past it a report cannot be written and the run would crash).
+MAX_JSON_DEPTH = 64
 
 # Paired surrogates never reach a str (json.loads joins them into one code point), so any code point in
 # this range is a lone one.
@@ -57,3 +80,102 @@ def clean_value(value: Any, path: str = '') -> tuple[Any, list[str]]:
             changed.extend(more)
         return items, changed
     return value, changed
+
+
+class JsonLimitError(ValueError):
+    """JSON refused although Python's parser may take it: nested too deep, or a non-finite number.
+
+    `where` names the input (`data.jsonl:12`, `POST /v1/traces`, an attribute); `field` the path inside
+    the value where the limit was passed (None when the text could not be parsed at all)."""
+
+    def __init__(self, message: str, *, where: str = '', field: str | None = None) -> None:
+        self.message = message
+        self.where = where
+        self.field = field
+        located = ', '.join(p for p in (where, f'field `{field}`' if field else '') if p)
+        super().__init__(f'{located}: {message}' if located else message)
+
+
+class JsonTooDeepError(JsonLimitError):
+    """JSON nested deeper than the limit (refused before anything recurses over it)."""
+
+
+def _no_constant(name: str) -> float:
+    # NaN and ±Infinity are not JSON: PostgreSQL refuses them and no JSON response could carry them back.
+    raise JsonLimitError(f'{name} is not a JSON number')
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float('inf'), float('-inf')):
+        raise JsonLimitError(f'number {text[:40]} is out of range')
+    return value
+
+
+def _path(path: str, key: Any) -> str:
+    return f'{path}[{key}]' if isinstance(key, int) else (f'{path}.{key}' if path else str(key))
+
+
+def json_depth(value: Any, max_depth: int | None = None) -> tuple[int, str | None]:
+    """How deeply a parsed JSON value nests (a scalar is 0, `[]` is 1), without recursion; with
+    `max_depth`, stops at the first container past it and also returns its path (`messages[3].content`,
+    cut to its first 8 steps), else None. Only containers are visited, and paths are built only for a
+    value found too deep (a second pass), so a normal record costs one cheap walk."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if max_depth is not None and depth > max_depth:
+            return depth, _path_to_depth(value, max_depth)
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+    return deepest, None
+
+
+def _path_to_depth(value: Any, max_depth: int) -> str:
+    stack: list[tuple[Any, int, str]] = [(value, 1, '')]
+    while stack:
+        item, depth, path = stack.pop()
+        if depth > max_depth:
+            return _short(path)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        stack.extend((v, depth + 1, _path(path, k) if depth <= 8 else path) for k, v in pairs if isinstance(v, dict | list))
+    return _short('')
+
+
+def _short(path: str) -> str:
+    return (path + '…') if path else '(top level)'
+
+
+def _column_too_deep(text: str, max_depth: int) -> int | None:
+    """The 1-based column where nesting first passes `max_depth`, scanning brackets outside strings."""
+    depth = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        token = m.group()
+        if token in '[{':
+            depth += 1
+            if depth > max_depth:
+                return m.start() + 1
+        elif token in ']}':
+            depth -= 1
+    return None
+
+
+def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: str = '', allow_nan: bool = False) -> Any:
+    """`json.loads`, refusing nesting deeper than `max_depth` (and, unless `allow_nan`, NaN/±Infinity)
+    with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`. Malformed
+    JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over Python's digit limit a `ValueError`."""
+    try:
+        value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except JsonLimitError as e:
+        raise JsonLimitError(e.message, where=where) from None
+    except RecursionError:
+        decoded = text.decode('utf-8', 'replace') if isinstance(text, bytes) else text
+        column = _column_too_deep(decoded, max_depth)
+        at = f' (column {column:,})' if column else ''
+        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels{at}', where=where) from None
+    _, field = json_depth(value, max_depth)
+    if field is not None:
+        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels', where=where, field=field)
+    return value

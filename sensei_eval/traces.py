@@ -23,7 +23,10 @@ record the judges read from a JSONL line, so the same judges run on live traffic
   never a record made from half a run.
 * A bad span (ids that are not hex, an attribute value of no OTLP type, messages that are not JSON) is a
   `LoadError` naming the file, the line and the field (`resourceSpans[0].scopeSpans[0].spans[3]…`);
-  the rest of the file goes on.
+  the rest of the file goes on. JSON is read with `sanitize.loads_limited` (lines and the JSON held in
+  attributes alike): nesting past `sanitize.MAX_JSON_DEPTH` is such an error, never a crash.
+* A double attribute that is NaN or ±Infinity (OTLP allows them, JSON has no number for them) is kept
+  as the text `NaN`, `Infinity` or `-Infinity`, from protobuf and JSON requests alike.
 
 Sources: OTLP/JSON files as the OpenTelemetry Collector's file exporter writes them (one
 `ExportTraceServiceRequest` a line; `load_traces`, also reached through `records.load_dataset` for
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,15 +47,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .records import LoadError, LoadResult, QueryRecord, Rating, RecordFieldError, json_error_text, validation_load_error
-from .sanitize import clean_value
+from .sanitize import JsonLimitError, clean_value, loads_limited
 
 __all__ = (
+    'MAX_REQUEST_ATTRIBUTES',
+    'MAX_REQUEST_SPANS',
     'OTLP_SUFFIXES',
+    'OtlpTooLargeError',
     'Span',
     'SpanEvent',
     'TraceBuild',
     'TraceConfig',
     'build_trace',
+    'count_otlp',
     'has_root',
     'is_otlp_path',
     'iter_traces',
@@ -60,6 +68,12 @@ __all__ = (
     'spans_from_otlp_json',
     'spans_from_protobuf',
 )
+
+# Caps on one OTLP request (the service's defaults): the OpenTelemetry SDK's batch exporter sends at most
+# 512 spans of at most 128 attributes each (its defaults), so these leave a wide margin for real
+# exporters while a request of 570k spans (60 s and 2 GB to ingest) is refused at once.
+MAX_REQUEST_SPANS = 10_000
+MAX_REQUEST_ATTRIBUTES = 200_000
 
 # File names the dataset loader hands to this module.
 OTLP_SUFFIXES = ('.otlp.jsonl', '.otlp.json')
@@ -159,8 +173,61 @@ class _SpanError(ValueError):
 # Decoding OTLP
 
 
-def spans_from_otlp_json(data: Any, *, file: str, line: int) -> tuple[list[Span], list[LoadError]]:
-    """The spans of one `ExportTraceServiceRequest` in OTLP/JSON (ids hex, attributes as AnyValue)."""
+class OtlpTooLargeError(ValueError):
+    """An OTLP request over a span or attribute cap (`count_otlp`), refused before any span is built."""
+
+
+def count_otlp(request: Any) -> tuple[int, int]:
+    """How many spans and attributes (span, event and resource attributes, top level) an
+    `ExportTraceServiceRequest` carries, as OTLP/JSON (a dict) or protobuf; counted without building
+    spans, so a request over the caps costs no more than its parse. Malformed parts count as 0."""
+    if isinstance(request, dict):
+        spans = attributes = 0
+        for rs in _list(_key(request, 'resourceSpans', 'resource_spans')):
+            resource = rs.get('resource') if isinstance(rs, dict) else None
+            attributes += len(_list(resource.get('attributes'))) if isinstance(resource, dict) else 0
+            for ss in _list(_key(rs, 'scopeSpans', 'scope_spans') if isinstance(rs, dict) else None):
+                raw_spans = _list(ss.get('spans') if isinstance(ss, dict) else None)
+                spans += len(raw_spans)
+                for raw in raw_spans:
+                    if isinstance(raw, dict):
+                        attributes += len(_list(raw.get('attributes')))
+                        attributes += sum(
+                            len(_list(e.get('attributes'))) for e in _list(raw.get('events')) if isinstance(e, dict)
+                        )
+        return spans, attributes
+    spans = attributes = 0
+    for rs in request.resource_spans:
+        attributes += len(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            spans += len(ss.spans)
+            for pb in ss.spans:
+                attributes += len(pb.attributes) + sum(len(e.attributes) for e in pb.events)
+    return spans, attributes
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _check_caps(request: Any, max_spans: int | None, max_attributes: int | None) -> None:
+    if max_spans is None and max_attributes is None:
+        return
+    spans, attributes = count_otlp(request)
+    if max_spans is not None and spans > max_spans:
+        raise OtlpTooLargeError(f'{spans:,} spans in one request, over the cap of {max_spans:,} spans per request')
+    if max_attributes is not None and attributes > max_attributes:
+        raise OtlpTooLargeError(
+            f'{attributes:,} attributes in one request, over the cap of {max_attributes:,} attributes per request'
+        )
+
+
+def spans_from_otlp_json(
+    data: Any, *, file: str, line: int, max_spans: int | None = None, max_attributes: int | None = None
+) -> tuple[list[Span], list[LoadError]]:
+    """The spans of one `ExportTraceServiceRequest` in OTLP/JSON (ids hex, attributes as AnyValue); over
+    `max_spans` or `max_attributes`, an `OtlpTooLargeError` before any span is built."""
+    _check_caps(data, max_spans, max_attributes)
     spans: list[Span] = []
     errors: list[LoadError] = []
     if not isinstance(data, dict):
@@ -286,7 +353,10 @@ def _any_value_json(value: Any, where: str) -> Any:
     if kind in ('doubleValue', 'double_value'):
         if isinstance(inner, bool) or not isinstance(inner, int | float | str):
             raise _SpanError(f'{where}.{kind}', 'expected a number')
-        return float(inner)
+        try:
+            return _double(float(inner))
+        except ValueError:
+            raise _SpanError(f'{where}.{kind}', f'expected a number, got {repr(inner)[:40]}') from None
     if kind in ('arrayValue', 'array_value'):
         values = inner.get('values', []) if isinstance(inner, dict) else None
         if not isinstance(values, list):
@@ -298,8 +368,11 @@ def _any_value_json(value: Any, where: str) -> Any:
     raise _SpanError(where, f'unknown AnyValue kind {kind!r}')
 
 
-def spans_from_protobuf(body: bytes, *, source: str = 'OTLP request') -> tuple[list[Span], list[LoadError]]:
-    """The spans of a protobuf `ExportTraceServiceRequest` (OTLP/HTTP `application/x-protobuf`)."""
+def spans_from_protobuf(
+    body: bytes, *, source: str = 'OTLP request', max_spans: int | None = None, max_attributes: int | None = None
+) -> tuple[list[Span], list[LoadError]]:
+    """The spans of a protobuf `ExportTraceServiceRequest` (OTLP/HTTP `application/x-protobuf`); over
+    `max_spans` or `max_attributes`, an `OtlpTooLargeError` before any span is built."""
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -307,6 +380,7 @@ def spans_from_protobuf(body: bytes, *, source: str = 'OTLP request') -> tuple[l
         request = ExportTraceServiceRequest.FromString(body)
     except DecodeError as e:
         return [], [LoadError(source, 0, None, f'not a protobuf ExportTraceServiceRequest: {e}')]
+    _check_caps(request, max_spans, max_attributes)
     spans: list[Span] = []
     errors: list[LoadError] = []
     for i, rs in enumerate(request.resource_spans):
@@ -381,7 +455,17 @@ def _any_value_pb(value: Any) -> Any:
         return {kv.key: _any_value_pb(kv.value) for kv in inner.values}
     if kind == 'bytes_value':
         return inner.hex()
+    if kind == 'double_value':
+        return _double(inner)
     return inner
+
+
+def _double(value: float) -> float | str:
+    """A double attribute; NaN and ±Infinity (which OTLP allows and JSON has no number for) as the text
+    `NaN`, `Infinity`, `-Infinity`, so both stores keep the same value (see the module docstring)."""
+    if math.isfinite(value):
+        return value
+    return 'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -570,8 +654,11 @@ def _rating(run: Span, trace: Sequence[Span], config: TraceConfig, problems: lis
         where = f'{span.path}.attributes[{config.rating_attribute}]'
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = loads_limited(value, allow_nan=True)
+        except JsonLimitError as e:
+            problems.append((where, f'rating refused: {e.message}; the run has no rating'))
+            return None
+        except ValueError:
             problems.append((where, f'rating is neither a number 1-5 nor a JSON object: {value[:60]!r}; the run has no rating'))
             return None
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -622,12 +709,17 @@ def _json_attr(span: Span, name: str) -> Any:
     value = span.attributes.get(name)
     if not isinstance(value, str):
         return value
+    where = f'{span.path}.attributes[{name}]'
     try:
-        return json.loads(value)
+        # the one nesting limit (sanitize.MAX_JSON_DEPTH): a message history 100k levels deep is this run's
+        # located error, not a RecursionError that loses the request
+        return loads_limited(value, allow_nan=True)
+    except JsonLimitError as e:
+        raise _SpanError(f'{where}.{e.field}' if e.field else where, e.message) from None
     except json.JSONDecodeError as e:
-        raise _SpanError(
-            f'{span.path}.attributes[{name}]', f'not valid JSON (truncated by an attribute limit?): {json_error_text(e)}'
-        ) from None
+        raise _SpanError(where, f'not valid JSON (truncated by an attribute limit?): {json_error_text(e)}') from None
+    except ValueError as e:  # an integer over Python's digit limit
+        raise _SpanError(where, f'not valid JSON: {e}') from None
 
 
 def _instruction_text(instructions: Any) -> str:
@@ -728,8 +820,11 @@ def load_traces(path: str | Path, config: TraceConfig | None = None) -> LoadResu
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            data = loads_limited(line, allow_nan=True)
+        except JsonLimitError as e:
+            errors.append(LoadError(str(path), lineno, e.field, e.message))
+            continue
+        except (UnicodeDecodeError, ValueError) as e:
             message = f'not valid JSON: {json_error_text(e) if isinstance(e, json.JSONDecodeError) else e}'
             errors.append(LoadError(str(path), lineno, None, message))
             continue

@@ -276,7 +276,8 @@ def _defuse(text: str) -> str:
       hashes and encodes, also in records built in Python rather than by the loader.
     * No fence marker survives: a run of 3+ chevrons pointing one way is spaced out (`< < <`), also when
       it is written with characters that Unicode NFKC folds to a chevron (fullwidth `＜`, small `﹤`)
-      or split by invisible characters (zero-width spaces and joiners, bidi controls, combining marks).
+      or split by invisible characters (zero-width spaces and joiners, bidi controls, combining marks,
+      control characters).
     * Only real steps begin a line with `[N]`: a line inside the text that looks like a step start
       (`[12] assistant: ...`) or a header line (`QUERY:`, `ALERT:`) gets a backslash in front.
     """
@@ -297,8 +298,10 @@ _OPEN = '\\[\ufe47\uff3b'  # escaped for use inside a regex character class
 _CLOSE = '\\]\ufe48\uff3d'
 # Invisible characters a marker can be split with: every format character (Unicode category Cf: soft
 # hyphen, zero-width space/joiners, bidi controls, word joiner, BOM, tags), fillers, variation
-# selectors and combining marks.
+# selectors and combining marks; and the C0/C1 control characters that are not whitespace or a line
+# break (`<\x01<\x01<` shows as `<<<` on most screens and in most tokenizers).
 _INVISIBLE = (
+    '\x01-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f'
     '\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f'
     '\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb'
     '\u0300-\u036f\u20d0-\u20ff\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3'

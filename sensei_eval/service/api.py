@@ -43,7 +43,7 @@ from .config import ServiceSettings
 from .dashboard import mount_dashboard
 from .errors import BodyLimit, install_error_handlers
 from .events import PgEventRelay
-from .guard import Guard
+from .guard import Guard, ProxyPeer
 from .migrate import upgrade
 from .routers import ROUTERS
 from .routers.traces import router as traces_router
@@ -68,9 +68,11 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
     lifespan = _lifespan(state, migrate)
     app = FastAPI(title='sensei-eval scoring service', version='1.0', description=_DESCRIPTION, lifespan=lifespan)
     app.state.service = state
-    # Outermost first: the body limit, then the guard (which reads the body), then the routes.
+    # A request passes ProxyPeer (the connection's own address, before any X-Forwarded-For), the body
+    # limit, the guard (which reads the body), then the routes; the last middleware added is outermost.
     app.add_middleware(Guard, settings=settings)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ProxyPeer, trusted_proxies=settings.trusted_proxies)
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from ..alerts import AlertRule
 from ..sampler import SamplerConfig
-from ..traces import TraceConfig
+from ..traces import MAX_REQUEST_ATTRIBUTES, MAX_REQUEST_SPANS, TraceConfig
 
 __all__ = ('DEFAULT_DB_URL', 'ServiceSettings')
 
@@ -42,6 +42,10 @@ class ServiceSettings:
     # Browser origins (scheme://host[:port]) besides the service's own that may open the WebSocket and
     # send writes; requests without an Origin header (non-browser clients) are not affected.
     allowed_origins: frozenset[str] = frozenset()
+    # Host names requests may address the service by (the `Host` header without its port): the defence
+    # against DNS rebinding, where another site's name resolves to this address. `*.example.com` matches
+    # subdomains, '*' turns the check off. `serve` defaults to the bound address and localhost.
+    allowed_hosts: frozenset[str] = frozenset({'127.0.0.1', 'localhost', '::1'})
     # Request bodies larger than this get 413 (a QueryRecord with long tool results fits easily).
     max_body_bytes: int = 5 * 1024 * 1024
     # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
@@ -74,6 +78,10 @@ class ServiceSettings:
     # Which finished traced runs are judged, with which judges per agent, within what budget of judge
     # calls per hour (`sampler.SamplerConfig`); sampled runs are queued as evaluations.
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    # Spans and attributes one `POST /v1/traces` may carry (413 naming the cap past either; see
+    # `traces.MAX_REQUEST_SPANS` for why these numbers).
+    otlp_max_spans: int = MAX_REQUEST_SPANS
+    otlp_max_attributes: int = MAX_REQUEST_ATTRIBUTES
     # How often pending traces are checked against the root-span timeout.
     trace_sweep_s: float = 5.0
     # Degradation alerts (`alerts.AlertRule`: windows, minimum counts, alpha, hysteresis); how often the watcher

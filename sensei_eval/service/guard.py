@@ -2,20 +2,30 @@
 
 `Guard` runs before any route (API, dashboard, `/docs`, static files, the WebSocket) and applies, in order:
 
+0. **Host** (DNS rebinding). The `Host` header's name must be one of `allowed_hosts` (`*.example.com`
+   matches subdomains, `*` turns the check off): 400 otherwise, and a WebSocket handshake is refused
+   with 403. A page on `evil.example` that rebinds its name to 127.0.0.1 sends `Host: evil.example`.
 1. **URL.** A NUL character in the path or the query string (`%00`) is refused with 400 on every
    backend (PostgreSQL cannot store or compare it; SQLite can: the answer must not depend on the store).
 2. **Origin.** A browser sends `Origin` with every WebSocket handshake and every write. When it is
-   present it must be the service's own origin (the request's `Host`, ports 80/443 implied) or one of
-   `allowed_origins`; otherwise a write gets 403 and a WebSocket is closed with 1008 (policy violation)
-   before it receives anything. No `Origin` header means a non-browser client: allowed.
+   present it must be one of `allowed_origins`, or the service's own origin (the request's `Host`,
+   ports 80/443 implied) with a name in `allowed_hosts`; otherwise a write gets 403 and a WebSocket
+   handshake is refused with 403 on every path (nothing is accepted, subscribed or sent). No
+   `Origin` header means a non-browser client: allowed.
 3. **Authentication** (when `settings.auth_required`: a token, or trusted proxy addresses). A request
    proves itself with `Authorization: Bearer <token>`, or by coming from a `trusted_proxies` address
-   with `X-Forwarded-User` / `X-Forwarded-Email` (only with `behind_proxy`). Every route except
+   with `X-Forwarded-User` / `X-Forwarded-Email` (only with `behind_proxy`). "Comes from" is the
+   address that opened the connection (`ProxyPeer` keeps it), never `X-Forwarded-For`: uvicorn's
+   `ProxyHeadersMiddleware` reads that header only for connections from `trusted_proxies`, and then
+   only to name the client in the audit log (`serve` runs uvicorn with `proxy_headers=False`, so no
+   loopback client can claim another address). Every route except
    `GET /api/v1/health` needs that, unless `public_read`: then GET/HEAD requests and the WebSocket are
    open and only writes need it. Refused: 401 (`WWW-Authenticate: Bearer`), or close 1008 for a
    WebSocket. The user a write is recorded under is the proxy's user header when the request is
    authenticated and `behind_proxy` is set, else `token`, else (no authentication configured)
    `anonymous`; a user header on an unauthenticated request is ignored.
+   `HEAD` is answered as `GET` without the body. A write no route takes goes to the router, which
+   answers 405 (with `Allow`) or 404.
 4. **Writes** (any method but GET/HEAD/OPTIONS) need `Content-Type: application/json` (415 otherwise),
    so no cross-origin page can send one as a CORS "simple" request; with no CORS headers served, a
    browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: nesting
@@ -40,7 +50,16 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
-from ..sanitize import MAX_ID_LENGTH, clean_text, clean_value
+from ..sanitize import (
+    MAX_ID_LENGTH,
+    MAX_JSON_DEPTH,
+    JsonLimitError,
+    JsonTooDeepError,
+    clean_text,
+    clean_value,
+    json_depth,
+    loads_limited,
+)
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServiceSettings
 
@@ -52,6 +71,8 @@ __all__ = (
     'Guard',
     'JsonRefusedError',
     'JsonTooDeepError',
+    'ProxyPeer',
+    'host_allowed',
     'identify',
     'json_depth',
     'loads_bounded',
@@ -63,8 +84,6 @@ audit = logging.getLogger('sensei_eval.service.audit')
 
 ANONYMOUS = 'anonymous'
 HEALTH_PATH = '/api/v1/health'
-# Deepest JSON nesting a request body may have (a QueryRecord needs about 6; metadata a few more).
-MAX_JSON_DEPTH = 64
 _READS = frozenset({'GET', 'HEAD', 'OPTIONS'})
 # The OTLP/HTTP trace route, the one write that may carry a protobuf body.
 OTLP_TRACES_PATH = '/v1/traces'
@@ -73,50 +92,13 @@ _PROTOBUF = 'application/x-protobuf'
 WS_POLICY_VIOLATION = 1008
 
 
-class JsonRefusedError(ValueError):
-    """JSON the service refuses although Python's parser takes it (too deep, or a non-finite number)."""
-
-
-class JsonTooDeepError(JsonRefusedError):
-    """JSON nested deeper than the limit (refused before anything recurses over it)."""
-
-
-def _no_constant(name: str) -> float:
-    # NaN and ±Infinity are not JSON: PostgreSQL refuses them and no response could carry them back.
-    raise JsonRefusedError(f'{name} is not a JSON number')
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float('inf'), float('-inf')):
-        raise JsonRefusedError(f'number {text[:40]} is out of range')
-    return value
-
-
-def json_depth(value: Any) -> int:
-    """How deeply a parsed JSON value nests (a scalar is 0, `[]` is 1), without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
+# The JSON refusals are `sanitize`'s (one limit for every input path); these names are kept for callers.
+JsonRefusedError = JsonLimitError
 
 
 def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """`json.loads`, refusing nesting deeper than `max_depth` with `JsonTooDeepError` (never RecursionError)."""
-    try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels') from None
-    if json_depth(value) > max_depth:
-        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels')
-    return value
+    """`sanitize.loads_limited`: too deep is `JsonTooDeepError`, NaN/±Infinity `JsonRefusedError`."""
+    return loads_limited(text, max_depth=max_depth)
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -131,15 +113,43 @@ def _strip_default_port(netloc: str) -> str:
     return netloc
 
 
-def origin_allowed(origin: str, host: str | None, allowed: frozenset[str]) -> bool:
-    """Whether a browser `Origin` may talk to this service: its own origin (by Host) or an allowed one."""
+def _host_name(netloc: str) -> str | None:
+    """The host name of a `Host` header or an origin's netloc (`[::1]:8000` -> `::1`); None if malformed."""
+    try:
+        parts = urlsplit(f'//{netloc.strip()}')
+        _ = parts.port  # a malformed port raises
+    except ValueError:
+        return None
+    return parts.hostname.rstrip('.') if parts.hostname else None
+
+
+def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a `Host` header (or an origin's netloc) names this service: its name is one of `allowed`
+    (`*.example.com` matches subdomains, `*` anything)."""
+    if '*' in allowed:
+        return True
+    name = _host_name(host) if host else None
+    if not name:
+        return False
+    for pattern in allowed:
+        p = pattern.strip().lower().strip('[]').rstrip('.')
+        if name == p or (p.startswith('*.') and name.endswith(p[1:])):
+            return True
+    return False
+
+
+def origin_allowed(
+    origin: str, host: str | None, allowed: frozenset[str], allowed_hosts: frozenset[str] = frozenset({'*'})
+) -> bool:
+    """Whether a browser `Origin` may talk to this service: an allowed origin, or its own origin (by
+    Host) with a name in `allowed_hosts`."""
     origin = origin.strip().rstrip('/').lower()
     if origin in {a.strip().rstrip('/').lower() for a in allowed}:
         return True
     parts = urlsplit(origin)
     if parts.scheme not in ('http', 'https') or not parts.netloc or not host:
         return False  # 'null' (sandboxed frames, file://) and anything odd
-    return _strip_default_port(parts.netloc) == _strip_default_port(host)
+    return _strip_default_port(parts.netloc) == _strip_default_port(host) and host_allowed(parts.netloc, allowed_hosts)
 
 
 def identify(settings: ServiceSettings, headers: dict[str, str], client_host: str | None) -> str | None:
@@ -177,21 +187,35 @@ class Guard:
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        client = _client(scope)
+        client, peer = _client(scope), _peer(scope)
         origin = headers.get('origin')
+        host = headers.get('host')
+        foreign = None
+        if not host_allowed(host, self.settings.allowed_hosts):
+            foreign = f'host {(host or "(none)")[:100]} is not allowed'
+        elif origin is not None and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts):
+            foreign = f'origin {origin[:100]} is not allowed'
         reason = None
-        if origin is not None and not origin_allowed(origin, headers.get('host'), self.settings.allowed_origins):
-            reason = f'origin {origin[:100]} is not allowed'
-        elif self.settings.auth_required and not self.settings.public_read and identify(self.settings, headers, client) is None:
+        if (
+            foreign is None
+            and self.settings.auth_required
+            and not self.settings.public_read
+            and identify(self.settings, headers, peer) is None
+        ):
             reason = 'authentication required: Authorization: Bearer <token>'
-        if reason is None:
-            scope.setdefault('state', {})['user'] = identify(self.settings, headers, client) or ANONYMOUS
+        if foreign is None and reason is None:
+            scope.setdefault('state', {})['user'] = identify(self.settings, headers, peer) or ANONYMOUS
             await self.app(scope, receive, send)
             return
-        audit.warning('websocket %s refused from %s: %s', scope.get('path'), client or '?', reason)
+        audit.warning('websocket %s refused from %s: %s', scope.get('path'), client or '?', foreign or reason)
         message = await receive()
         if message['type'] != 'websocket.connect':
             return
+        if foreign is not None:
+            # Another site's page: the handshake itself is refused (the server answers 403), on every path.
+            await send({'type': 'websocket.close', 'code': WS_POLICY_VIOLATION})
+            return
+        assert reason is not None
         # Accepted then closed at once, so the client gets the close code and the reason (a refused
         # handshake is only an HTTP 403 that browsers hide); nothing is subscribed or sent.
         await send({'type': 'websocket.accept'})
@@ -204,19 +228,28 @@ class Guard:
         method = str(scope.get('method', 'GET')).upper()
         path = str(scope.get('path', ''))
         headers = _headers(scope)
-        client = _client(scope)
+        client, peer = _client(scope), _peer(scope)
         write = method not in _READS
         state = scope.setdefault('state', {})
 
+        host = headers.get('host')
+        if not host_allowed(host, self.settings.allowed_hosts):
+            audit.warning('%s %s refused from %s: host %.100s is not allowed', method, path, client or '?', host)
+            await _reply(send, 400, f'host {(host or "(none)")[:100]!r} is not allowed (serve --allowed-hosts)')
+            return
         if '\x00' in path or b'%00' in bytes(scope.get('query_string', b'')).lower():
             await _reply(send, 400, 'a NUL character is not allowed in the URL')
             return
         origin = headers.get('origin')
-        if write and origin is not None and not origin_allowed(origin, headers.get('host'), self.settings.allowed_origins):
+        if (
+            write
+            and origin is not None
+            and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts)
+        ):
             audit.warning('%s %s refused from %s: origin %.100s is not allowed', method, path, client or '?', origin)
             await _reply(send, 403, f'cross-origin request refused: origin {origin[:100]} is not allowed')
             return
-        user = identify(self.settings, headers, client)
+        user = identify(self.settings, headers, peer)
         open_route = path == HEALTH_PATH or (not write and self.settings.public_read)
         if self.settings.auth_required and user is None and not open_route:
             if write:
@@ -225,7 +258,11 @@ class Guard:
             return
         user = user or ANONYMOUS
         state['user'] = user
-        if not write:
+        if method == 'HEAD':  # answered as GET without the body (FastAPI's GET routes know no HEAD)
+            await self.app({**scope, 'method': 'GET'}, receive, _without_body(send))
+            return
+        if not write or not _route_takes(scope):
+            # a read, or a write no route takes: the router answers (405 naming the allowed methods, or 404)
             await self.app(scope, receive, send)
             return
 
@@ -280,9 +317,57 @@ class Guard:
             audit.info('%s %s by %s from %s: %d', method, path, user, client or '?', status)
 
 
+def _route_takes(scope: Scope) -> bool:
+    """Whether a route of the app (not a mount: the dashboard's static files take no writes) matches
+    this request's path and method."""
+    from starlette.routing import Match, Mount
+
+    router = getattr(scope.get('app'), 'router', None)
+    return any(not isinstance(r, Mount) and r.matches(scope)[0] == Match.FULL for r in getattr(router, 'routes', ()))
+
+
+def _without_body(send: Send) -> Send:
+    """`send` for a HEAD request answered as GET: the status and headers (Content-Length included) go
+    out, the body does not."""
+
+    async def head_send(message: Message) -> None:
+        if message['type'] == 'http.response.body':
+            message = {'type': 'http.response.body', 'body': b'', 'more_body': bool(message.get('more_body', False))}
+        await send(message)
+
+    return head_send
+
+
 def _client(scope: Scope) -> str | None:
+    """The client's address: for a trusted proxy's connection, the one its `X-Forwarded-For` names."""
     client = scope.get('client')
     return str(client[0]) if client else None
+
+
+def _peer(scope: Scope) -> str | None:
+    """The address that opened the connection (`ProxyPeer`), whatever `X-Forwarded-For` says."""
+    peer = scope.get('state', {}).get('peer')
+    return str(peer) if peer is not None else _client(scope)
+
+
+class ProxyPeer:
+    """Outermost middleware: remembers the connection's own address in `scope['state']['peer']`, then,
+    with `trusted_proxies`, lets uvicorn's `ProxyHeadersMiddleware` name the client from
+    `X-Forwarded-For` (only on connections from those addresses, as uvicorn's docs describe)."""
+
+    def __init__(self, app: ASGIApp, trusted_proxies: frozenset[str] = frozenset()) -> None:
+        self.app = app
+        self.inner: ASGIApp = app
+        if trusted_proxies:
+            from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+            self.inner = ProxyHeadersMiddleware(app, trusted_hosts=sorted(trusted_proxies))  # type: ignore[arg-type, assignment]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope['type'] in ('http', 'websocket'):
+            client = scope.get('client')
+            scope.setdefault('state', {})['peer'] = str(client[0]) if client else None
+        await self.inner(scope, receive, send)
 
 
 async def _read_body(receive: Receive) -> bytes:

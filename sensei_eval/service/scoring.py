@@ -25,10 +25,12 @@ marked `smoke` (the embedded model is far too small to judge: its output proves 
 
 Liveness: each process has a row in `service_workers` with its host, pid and a heartbeat. At start-up
 and on every heartbeat, rows that are `pending`/`in_progress` and owned by a dead process (its
-heartbeat older than `stale_after_s`, or its pid gone on this host, or no worker row at all) become
-`failed` with a reason naming the process. On shutdown, in-flight jobs get `shutdown_grace_s` to
-finish; the rest are cancelled and marked `cancelled`. This process's rows still pending go to a live
-peer (PostgreSQL, several processes) or, with none, are marked `cancelled` too.
+heartbeat older than `stale_after_s`, or its pid gone on this host, or no worker row at all) are
+recovered: `in_progress` ones (the work was running and is lost) become `failed` with a reason naming
+the process; `pending` ones (never started) are requeued, taken over by this process and run as
+usual. On shutdown, in-flight jobs get `shutdown_grace_s` to finish; the rest are cancelled and
+marked `cancelled`. This process's rows still pending go to a live peer (PostgreSQL, several
+processes) or, with none, are marked `cancelled` too.
 
 The per-job timeout (`scoring_timeout_s`) covers evaluations as well as scorings.
 """
@@ -371,7 +373,8 @@ class ScoringWorker:
             db.execute(delete(WorkerRow).where(WorkerRow.worker_id == self.worker_id))
 
     async def recover_orphans(self) -> list[Job]:
-        """Fail the active rows of dead processes (with a reason) and publish their failure."""
+        """Fail the running rows of dead processes (with a reason) and publish their failure; their
+        pending rows are requeued. Returns the failed ones."""
         failed = await asyncio.to_thread(self._fail_orphans)
         for job, reason in failed:
             self._publish_end(job, JobStatus.FAILED, reason)
@@ -381,6 +384,7 @@ class ScoringWorker:
         now = now_us()
         stale_us = int(self.settings.stale_after_s * 1_000_000)
         failed: list[tuple[Job, str]] = []
+        requeued = 0
         with self.store.write() as db:
             workers = {w.worker_id: w for w in db.scalars(select(WorkerRow))}
             dead: dict[str, str] = {}
@@ -398,6 +402,20 @@ class ScoringWorker:
                     if owner == self.worker_id or (owner in workers and owner not in dead):
                         continue
                     why = dead.get(owner, 'it is no longer registered')
+                    if row.status == JobStatus.PENDING.value:
+                        # never started: nothing was lost, so it is simply queued again (here; any claim loop may run it)
+                        row.owner = self.worker_id
+                        requeued += 1
+                        job = _job(row)
+                        log.info(
+                            '%s %s of session %s requeued: its process %s stopped (%s)',
+                            job.kind,
+                            job.job_id,
+                            job.session_id,
+                            owner,
+                            why,
+                        )
+                        continue
                     reason = (
                         f'orphaned: the service process {owner} that left this {row.status} stopped without finishing '
                         f'it ({why}); request it again'
@@ -410,6 +428,9 @@ class ScoringWorker:
                 db.execute(delete(WorkerRow).where(WorkerRow.worker_id.in_(list(dead))))
         for job, reason in failed:
             log.warning('%s %s of session %s: %s', job.kind, job.job_id, job.session_id, reason)
+        if requeued:
+            log.warning('requeued %d pending job(s) of stopped service processes', requeued)
+            self.wake()
         return failed
 
     def _release_own_rows(self) -> list[tuple[Job, str]]:

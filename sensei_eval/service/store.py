@@ -32,12 +32,18 @@ deferred `BEGIN`, writes `BEGIN IMMEDIATE`, so a read-then-write transaction tak
 front and waits for it (busy timeout) instead of failing with "database is locked" on upgrade.
 PostgreSQL (`postgresql+psycopg://…`) uses one pool for both; reads run in autocommit (one round trip
 per statement).
+
+JSON columns are written by one serializer on both backends (`dumps_json`): NaN and ±Infinity, which
+PostgreSQL refuses and SQLite would keep, are stored as null everywhere, so the stores never disagree
+(OTLP span attributes never get here as numbers: `traces` keeps a non-finite double as its text).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import json
+import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -87,6 +93,7 @@ __all__ = (
     'WorkerRow',
     'breakdown_of',
     'check_transition',
+    'dumps_json',
     'new_id',
     'normalise_url',
     'now_us',
@@ -384,7 +391,9 @@ class Store:
         else:
             # No pre-ping (it costs a round trip per checkout); connections are recycled instead. Reads run
             # in autocommit: one round trip per statement instead of BEGIN, SELECT, ROLLBACK.
-            self.write_engine = create_engine(self.url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+            self.write_engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, json_serializer=dumps_json
+            )
             self.read_engine = self.write_engine.execution_options(isolation_level='AUTOCOMMIT')
         # PostgreSQL's hot read path (GET score) also has an asyncio engine: the query's round trip is
         # awaited on the event loop instead of blocking it or queueing for a thread. Its pool lets a
@@ -422,6 +431,24 @@ class Store:
         self.dispose()
 
 
+def dumps_json(value: Any) -> str:
+    """A JSON column's text, the same on SQLite and PostgreSQL: a NaN or ±Infinity anywhere becomes null."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite_only(value), allow_nan=False)
+
+
+def _finite_only(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_only(v) for v in value]
+    return value
+
+
 def normalise_url(url: str) -> str:
     """Accept a bare path as a SQLite file and `postgresql://` as psycopg 3."""
     if '://' not in url:
@@ -432,7 +459,9 @@ def normalise_url(url: str) -> str:
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
-    engine = create_engine(url, connect_args={'timeout': 30, 'check_same_thread': False}, pool_size=20, max_overflow=20)
+    engine = create_engine(
+        url, connect_args={'timeout': 30, 'check_same_thread': False}, pool_size=20, max_overflow=20, json_serializer=dumps_json
+    )
 
     @event.listens_for(engine, 'connect')
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

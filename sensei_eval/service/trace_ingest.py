@@ -45,7 +45,7 @@ from .store import (
     now_us,
 )
 
-__all__ = ('SAMPLER_USER', 'IngestResult', 'TraceOutcome', 'finish_trace', 'ingest_spans', 'sweep_traces')
+__all__ = ('BATCH_SPANS', 'SAMPLER_USER', 'IngestResult', 'TraceOutcome', 'finish_trace', 'ingest_spans', 'sweep_traces')
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ SAMPLER_USER = 'sampler'
 # The PostgreSQL advisory lock key that serialises budget decisions across processes.
 _BUDGET_LOCK = 0x5E45E1
 _RETRIES = 5
+# Spans written per transaction: one batch holds the write lock for milliseconds, so a large request
+# (up to `ServiceSettings.otlp_max_spans`) never makes other writers wait for the whole of it.
+BATCH_SPANS = 500
 # The judges each sampler counts with, made once per process (`Sampler` would make them per request).
 _JUDGES: JudgeSets = {}
 
@@ -84,20 +87,46 @@ class IngestResult:
 
 
 def ingest_spans(store: Store, spans: Sequence[Span], settings: ServiceSettings, *, user: str) -> IngestResult:
-    """Buffer `spans` and finish the traces whose root is now in, in one transaction (see the module
-    docstring). A trace complete within the request is built from the request's spans directly: its
-    spans are never written to the buffer."""
+    """Buffer `spans` and finish the traces whose root is now in (see the module docstring), in
+    transactions of at most `BATCH_SPANS` spans, so the write lock is never held for a whole large
+    request. A trace split over batches has its root span(s) in its last batch: the earlier ones only
+    buffer its spans, as if they had come in separate requests. A trace complete within one batch is
+    built from the batch's spans directly: its spans are never written to the buffer."""
     by_trace: dict[str, dict[str, Span]] = {}
     for span in spans:
         by_trace.setdefault(span.trace_id, {}).setdefault(span.span_id, span)  # a span sent twice counts once
+    result = IngestResult()
+    batch: dict[str, dict[str, Span]] = {}
+    size = 0
+    sent = len(spans) - sum(len(t) for t in by_trace.values())  # duplicates within the request count as accepted
+    for trace_id, trace_spans in by_trace.items():
+        for span in sorted(trace_spans.values(), key=lambda s: s.parent_span_id is None):  # roots last
+            batch.setdefault(trace_id, {})[span.span_id] = span
+            size += 1
+            if size >= BATCH_SPANS:
+                _merge(result, _ingest_batch(store, batch, settings, user, size + sent))
+                batch, size, sent = {}, 0, 0
+    if batch or sent:
+        _merge(result, _ingest_batch(store, batch, settings, user, size + sent))
+    return result
+
+
+def _ingest_batch(
+    store: Store, by_trace: dict[str, dict[str, Span]], settings: ServiceSettings, user: str, sent: int
+) -> IngestResult:
     for _ in range(_RETRIES):
         try:
-            return _ingest(store, by_trace, settings, user, len(spans))
+            return _ingest(store, by_trace, settings, user, sent)
         except IntegrityError:
             continue  # a concurrent request created one of these traces or spans first: read again
-    return IngestResult(
-        rejected=len(spans), messages=['the store kept refusing these spans (concurrent writers); send them again']
-    )
+    return IngestResult(rejected=sent, messages=['the store kept refusing these spans (concurrent writers); send them again'])
+
+
+def _merge(total: IngestResult, part: IngestResult) -> None:
+    total.accepted += part.accepted
+    total.rejected += part.rejected
+    total.messages.extend(part.messages)
+    total.finished.extend(part.finished)
 
 
 def _ingest(store: Store, by_trace: dict[str, dict[str, Span]], settings: ServiceSettings, user: str, sent: int) -> IngestResult:

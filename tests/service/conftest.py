@@ -255,7 +255,10 @@ def live_server(settings: ServiceSettings, judge_model: JudgeModel, *, migrate: 
     """Run the app under uvicorn in a thread on a free loopback port; stop it (with lifespan) on exit."""
     app = create_app(settings, judge_model, migrate=migrate)
     port = _free_port()
-    config = uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on', ws='websockets-sansio')
+    # as `serve` runs it: X-Forwarded-For is the app's to read, from --trusted-proxy addresses only
+    config = uvicorn.Config(
+        app, host='127.0.0.1', port=port, log_level='warning', lifespan='on', ws='websockets-sansio', proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

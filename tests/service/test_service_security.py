@@ -282,11 +282,11 @@ def test_foreign_origin_websocket_and_simple_posts_are_refused(tmp_path: Path) -
     with live_server(settings, scorer.model()) as srv, httpx.Client(base_url=srv.url) as c:
         session_id = c.post('/api/v1/sessions', json=alert_record()).json()['session_id']
         ws = f'{srv.ws_url}/api/v1/ws?channels=sessions'
-        # the tester's page read live events from another origin: now closed with 1008 before any
-        code, reason, frames = asyncio.run(_ws_close(ws, origin='http://evil.example'))
-        assert code == 1008 and 'origin' in reason and frames == []
-        code, _, frames = asyncio.run(_ws_close(ws, origin='null'))
-        assert code == 1008 and frames == []
+        # the tester's page read live events from another origin: now its handshake is refused (403)
+        for origin in ('http://evil.example', 'null'):
+            with pytest.raises(InvalidStatus) as refused:
+                asyncio.run(_ws_close(ws, origin=origin))
+            assert refused.value.response.status_code == 403, origin
         # its own origin, an allowed one, and a client without Origin (not a browser) are served
         own = srv.url
         for origin in (own, 'https://dash.example.com', None):
@@ -454,12 +454,14 @@ def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_
     engine.dispose()
 
 
-def test_websocket_refusal_is_a_close_frame_not_a_failed_handshake(tmp_path: Path) -> None:
-    """Clients learn why: the socket opens and closes with 1008 and a reason (not a bare HTTP 403)."""
+def test_websocket_refusals_foreign_origin_403_missing_token_close_frame(tmp_path: Path) -> None:
+    """A foreign origin's handshake is refused outright (403: nothing accepted, on every path); a client
+    of the service's own origin without the token learns why from a 1008 close frame."""
     url = _sqlite(tmp_path)
-    with live_server(fast_settings(url), ScriptedScorer().model()) as srv:
-        try:
-            code, reason, _ = asyncio.run(_ws_close(f'{srv.ws_url}/api/v1/ws', origin='http://127.0.0.1:1'))
-        except InvalidStatus as e:  # pragma: no cover - the old behaviour
-            pytest.fail(f'handshake refused instead of a close frame: {e}')
-        assert code == 1008 and reason.startswith('origin')
+    with live_server(fast_settings(url, token='s3cret'), ScriptedScorer().model()) as srv:
+        for path in ('/api/v1/ws', '/nope'):
+            with pytest.raises(InvalidStatus) as refused:
+                asyncio.run(_ws_close(f'{srv.ws_url}{path}', origin='http://127.0.0.1:1'))
+            assert refused.value.response.status_code == 403, path
+        code, reason, _ = asyncio.run(_ws_close(f'{srv.ws_url}/api/v1/ws', origin=srv.url))
+        assert code == 1008 and reason.startswith('authentication required')

@@ -4,7 +4,12 @@ Point any OpenTelemetry OTLP/HTTP exporter (Logfire included) at the service's b
 appends `/v1/traces` itself. The answer is the OTLP `ExportTraceServiceResponse`, in the request's
 encoding; gzip bodies are inflated, up to 20 times the body limit. Spans refused (malformed, or late
 for a trace already built) are counted in `partial_success` with the reasons, and the rest are kept.
-A body that is not an OTLP request at all is a 400 (exporters do not retry it). The route needs the
+A body that is not an OTLP request at all is a 400 (exporters do not retry it); JSON nested past
+`sanitize.MAX_JSON_DEPTH` (also once a gzip body is inflated) a 422; a request over
+`otlp_max_spans` spans or `otlp_max_attributes` attributes a 413 naming the cap, before any span is
+built. Deep JSON inside an attribute (`pydantic_ai.all_messages`) refuses only its run, with a located
+error. A NaN or ±Infinity double attribute is kept as the text `NaN` / `Infinity` / `-Infinity` on
+both stores. The spans are written in batches (`trace_ingest.BATCH_SPANS`). The route needs the
 token like every write. How spans become sessions and which are judged: `trace_ingest`.
 """
 
@@ -19,7 +24,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from ...traces import spans_from_otlp_json, spans_from_protobuf
+from ...sanitize import JsonLimitError, loads_limited
+from ...traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
 from ..guard import OTLP_TRACES_PATH
 from ..schemas import Limit, Offset
 from ..state import State, Writer
@@ -78,18 +84,25 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
         raise HTTPException(415, f'content encoding {encoding[:40]!r} is not supported (use gzip or none)')
     media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
     protobuf = media == _PROTOBUF
-    if protobuf:
-        spans, errors = spans_from_protobuf(body, source='POST /v1/traces')
-        if errors and errors[0].field is None and not spans:
-            raise HTTPException(400, errors[0].message)
-    else:
-        try:
-            data = json.loads(body or b'null')
-        except ValueError as e:
-            raise HTTPException(400, f'not JSON: {e}') from None
-        spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0)
-        if errors and errors[0].field in (None, 'resourceSpans') and not spans:
-            raise HTTPException(400, errors[0].message)
+    caps = {'max_spans': state.settings.otlp_max_spans, 'max_attributes': state.settings.otlp_max_attributes}
+    try:
+        if protobuf:
+            spans, errors = spans_from_protobuf(body, source='POST /v1/traces', **caps)
+            if errors and errors[0].field is None and not spans:
+                raise HTTPException(400, errors[0].message)
+        else:
+            try:
+                # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
+                data = loads_limited(body or b'null', where='POST /v1/traces')
+            except JsonLimitError as e:
+                raise HTTPException(422, f'request body refused: {e.message}') from None
+            except ValueError as e:
+                raise HTTPException(400, f'not JSON: {e}') from None
+            spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0, **caps)
+            if errors and errors[0].field in (None, 'resourceSpans') and not spans:
+                raise HTTPException(400, errors[0].message)
+    except OtlpTooLargeError as e:
+        raise HTTPException(413, f'{e}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)') from None
     result = await asyncio.to_thread(ingest_spans, state.store, spans, state.settings, user=user)
     if result.evaluations:
         state.wake()
