@@ -70,17 +70,20 @@ _IMPORT_BATCH = 5000
 _MAX_WARNED = 10_000
 DB_NAME = 'cache.sqlite3'
 JOURNAL_NAME = 'journal.jsonl'
+# Rows are appended in rowid order (full pages) and found through the key's index: keyed by the
+# (random) hash itself, a table of ~0.7 KB rows would fill its pages about half.
 # Statuses stored: a verdict, or an answer that shows the judge did not judge (never an error).
 _CACHED_STATUSES = frozenset({'ok', 'inconclusive'})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_results (
-    key TEXT PRIMARY KEY,
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
     result TEXT NOT NULL,
     status TEXT NOT NULL,
     model TEXT,
     written_at REAL NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS ix_judge_results_written_at ON judge_results (written_at);
 """
 _INSERT = 'INSERT OR REPLACE INTO judge_results (key, result, status, model, written_at) VALUES (?, ?, ?, ?, ?)'
@@ -144,7 +147,7 @@ class JudgeCache:
         Errors are not stored."""
         if result.status not in _CACHED_STATUSES:
             return
-        self._store.add(key, result.model_dump_json(), result.status, result.model)
+        self._store.add(key, result.model_dump_json(exclude_defaults=True), result.status, result.model)
 
     def flush(self) -> None:
         """Block until every entry put so far is committed (from async code: `asyncio.to_thread`)."""

@@ -94,8 +94,11 @@ def test_a_bad_entry_is_a_miss_with_one_warning_and_the_fresh_result_replaces_it
     deep = '[' * 100_000 + ']' * 100_000
     bad = {key(1): 'not json', key(2): '{"judge": 1}', key(3): deep, key(4): json.dumps({'a': json.loads('[' * 500 + ']' * 500)})}
     with sqlite3.connect(cache.db_path) as conn:
-        conn.executemany('INSERT INTO judge_results VALUES (?, ?, ?, ?, ?)', [(k, v, 'ok', 'm', 0.0) for k, v in bad.items()])
-        conn.execute("INSERT INTO judge_results VALUES (?, CAST(x'fffe' AS TEXT), 'ok', 'm', 0.0)", (key(5),))
+        conn.executemany(cache_module._INSERT, [(k, v, 'ok', 'm', 0.0) for k, v in bad.items()])
+        conn.execute(
+            "INSERT INTO judge_results (key, result, status, model, written_at) VALUES (?, CAST(x'fffe' AS TEXT), 'ok', 'm', 0)",
+            (key(5),),
+        )
     caplog.set_level(logging.WARNING, logger='sensei_eval.cache')
     reader = JudgeCache(tmp_path)
     for _ in range(6):  # six judges asking for the same entries: still one warning each

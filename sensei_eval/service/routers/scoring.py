@@ -8,7 +8,7 @@ finished one, 400 for a session not yet finished, 404, 409 for `force_rescore` w
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from .. import repository
 from ..schemas import ScoreOut, ScoreRequest, SessionId
@@ -62,9 +62,11 @@ def score_session_alias(
     response_model=ScoreOut,
     responses={404: {'description': 'No such session, or it has not been scored'}},
 )
-async def get_score(session_id: SessionId, state: State) -> Response:
-    # The hot read path (dashboards poll it): one indexed single-row read, run on the event loop
-    # rather than hopping to the thread pool, and serialised once (no response_model re-validation).
+async def get_score(session_id: SessionId, request: Request) -> Response:
+    # The hot read path (dashboards poll it): one statement, run on the event loop rather than hopping
+    # to the thread pool, serialised once (no response_model re-validation), and no dependency to
+    # solve (the state is read off the app, as `get_state` would).
+    state: ServiceState = request.app.state.service
     if state.store.async_read_engine is not None:
         score = await repository.get_latest_score_async(state.store, session_id)
     else:  # SQLite: an in-process read of a few microseconds; a thread hop would cost more
