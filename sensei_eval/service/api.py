@@ -46,6 +46,7 @@ from .events import PgEventRelay
 from .guard import Guard
 from .migrate import upgrade
 from .routers import ROUTERS
+from .routers.scoring import FAST_GET_SCORE
 from .routers.traces import router as traces_router
 from .scoring import ScoringWorker
 from .state import ServiceState
@@ -72,6 +73,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
     app.add_middleware(Guard, settings=settings)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    app.router.routes.append(FAST_GET_SCORE)  # first: the hot read path skips FastAPI's per-request work
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(traces_router)
