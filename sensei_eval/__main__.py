@@ -1,5 +1,5 @@
 """`sensei-eval` (or `python -m sensei_eval`): one command line, `judge`, `optimize`, `validate`,
-`calibrate` and `serve`.
+`calibrate`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cache_cli`).
 
 Each command is the one its module defines (`sensei_eval.judge`, `.optimize`, `.validate`, `.calibrate`),
 mounted here unchanged, so `python -m sensei_eval.judge` and friends keep working; shared options and
