@@ -3,10 +3,10 @@
 Deterministic checks are never cached (they cost less than an entry), so a checks-only run does not
 touch the cache; to measure the cache the run adds one model judge answered instantly by a scripted
 `FunctionModel` (no latency, no network): every second of difference between the rows is cache work.
-It is run against the journal (`sensei_eval.cache.JudgeCache`) and, for comparison, against the former
-layout (one JSON file per entry, written with an fsync each, from the event loop), reimplemented here.
-Cold and journal timings include `close()` (the last batch written and fsync'd); warm runs read the
-cache from disk in a fresh index.
+It is run against the SQLite cache (`sensei_eval.cache.JudgeCache`) and, for comparison, against the
+oldest layout (one JSON file per entry, written with an fsync each, from the event loop), reimplemented
+here. Cold timings include `close()` (the last batch committed); warm runs read the cache from disk.
+For a million entries (lookup latency, memory) see `benchmarks/cache_scale.py`.
 
     python benchmarks/cache_io.py [--records 1000] [--repeat 3]
 """
@@ -37,6 +37,9 @@ from sensei_eval.runner import judge_records
 
 class PerEntryFileCache(JudgeCache):
     """The former layout: one file per entry, written atomically with an fsync, on the caller's thread."""
+
+    def _legacy_path(self, key: str) -> Path:
+        return self.directory / 'judge' / key[:2] / f'{key}.json'
 
     def get(self, key: str) -> JudgeResult | None:
         try:
@@ -98,8 +101,8 @@ def main() -> None:
 
     variants: dict[str, tuple[Callable[[Path], JudgeCache | None], bool]] = {
         'no cache': (lambda d: None, False),
-        'journal, cold': (JudgeCache, False),
-        'journal, warm': (JudgeCache, True),
+        'sqlite, cold': (JudgeCache, False),
+        'sqlite, warm': (JudgeCache, True),
         'per-entry files, cold': (PerEntryFileCache, False),
         'per-entry files, warm': (PerEntryFileCache, True),
     }

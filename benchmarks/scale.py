@@ -9,11 +9,19 @@ per record and a peak memory that does not grow with N.
 
     python benchmarks/scale.py                 # 1,000 and 10,000 records
     python benchmarks/scale.py 1000 10000 100000
+
+`--cut` measures instead the cost of cutting one long transcript to its budget (`render_transcript`
+with a budget the run is far over): tool-call pairs from 500 to 4,000, CPU per step, which should be
+flat (the cut is linear in steps); `--cut --reference` also times the former quadratic cut (kept in
+tests/test_transcript_cut.py), for comparison.
+
+    python benchmarks/scale.py --cut [--reference]
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -79,6 +87,51 @@ def run(n: int, workdir: Path) -> dict[str, float]:
     }
 
 
+def long_record(pairs: int) -> Any:
+    """One run of `pairs` tool calls with long results (what the budget cuts first) and long turns."""
+    from sensei_eval.records import QueryRecord
+
+    messages: list[dict[str, Any]] = [
+        {'role': 'system', 'content': 'You are a support agent. Follow the policy. ' * 100},
+        {'role': 'user', 'content': 'Please change my flight.'},
+    ]
+    for n in range(pairs):
+        call = {'id': f'c{n}', 'type': 'function', 'function': {'name': 'get_reservation', 'arguments': f'{{"n": {n}}}'}}
+        messages.append({'role': 'assistant', 'content': f'Checking reservation {n}. ' * (n % 5 * 10), 'tool_calls': [call]})
+        messages.append({'role': 'tool', 'tool_call_id': f'c{n}', 'content': json.dumps({'id': n, 'legs': ['SFO-JFK'] * 40})})
+    messages.append({'role': 'assistant', 'content': 'Your flight is changed. ' * 50})
+    return QueryRecord.model_validate({'query_id': f'long-{pairs}', 'query': 'Change my flight', 'messages': messages})
+
+
+def cut_table(pairs_list: list[int], budget: int, reference: bool) -> None:
+    """CPU per step of cutting a transcript far over `budget`, as the run grows."""
+    from sensei_eval import transcript
+
+    cuts: list[tuple[str, Any]] = [('linear', transcript._cut_to)]
+    if reference:
+        sys.path.insert(0, str(ROOT))
+        from tests.test_transcript_cut import reference_cut_to
+
+        cuts.append(('former', reference_cut_to))
+    print(f'cut to {budget:,} tokens: CPU per record and per step (flat = linear in steps)')
+    print(f'{"pairs":>6} {"steps":>6} {"tokens":>9} {"after":>7} {"cut":>7} {"ms/record":>10} {"µs/step":>8}')
+    for pairs in pairs_list:
+        record = long_record(pairs)
+        for name, cut_to in cuts:
+            transcript._cut_to = cut_to  # type: ignore[assignment]
+            best = math.inf
+            for _ in range(3):
+                started = time.process_time()
+                t = transcript.render_transcript(record, budget_tokens=budget)
+                best = min(best, time.process_time() - started)
+            assert t.truncation is not None
+            steps = len(t.steps)
+            tokens, final = t.truncation.original_tokens, t.tokens
+            line = f'{pairs:>6,} {steps:>6,} {tokens:>9,} {final:>7,} {name:>7} {best * 1e3:>10.1f} {best / steps * 1e6:>8.1f}'
+            print(line, flush=True)
+        transcript._cut_to = cuts[0][1]  # type: ignore[assignment]
+
+
 def main(sizes: list[int]) -> None:
     print(f'{"records":>8} {"file MiB":>9} {"wall s":>8} {"rec/s":>8} {"µs/rec":>8} {"peak RSS MiB":>13} {"judged":>8} exit')
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,4 +145,7 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == '__main__':
-    main([int(a) for a in sys.argv[1:]] or [1000, 10000])
+    if '--cut' in sys.argv:
+        cut_table([500, 1000, 2000, 4000], 32_000, '--reference' in sys.argv)
+    else:
+        main([int(a) for a in sys.argv[1:]] or [1000, 10000])

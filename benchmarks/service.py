@@ -6,8 +6,14 @@ scorer (two calls per scoring: the score turn and the missing-tools turn), then 
 
 1. **GET score latency**: `--clients` concurrent clients (default 100), each on its own keep-alive
    connection, issuing GET `/api/v1/scoring/sessions/{id}/score` for random scored sessions, closed
-   loop; prints p50/p95/p99 and throughput (target p95 ≤ 100 ms). The client (and, for PostgreSQL, the
-   database server) run on the same machine as the service, so they share its CPU.
+   loop; prints p50/p95/p99 and throughput (target p95 ≤ 100 ms). The same load is also sent to a
+   **minimal route**: a bare FastAPI app (no middleware, no dependency) in its own process answering
+   the same path from the same database with one hand-written SQL statement on the raw driver
+   (`sqlite3`, or psycopg's asyncio connections for PostgreSQL, four as the service uses) and
+   `json.dumps` — the floor the service is held to (target: within 1.5× its p95). The two are
+   measured in alternating rounds (`--rounds`, median shown), so a change in machine load hits both.
+   The client (and, for PostgreSQL, the database server) run on the same machine as the service, so
+   they share its CPU.
 2. **Concurrent scorings**: one scoring alone, then `--scorings` (default 10) triggered at once, timed
    from the first POST to the last `scoring.completed` event on the `sessions` WebSocket channel. With
    concurrency 10 they should take about as long as one (≈ 2 × latency).
@@ -16,7 +22,7 @@ PostgreSQL: `--pg-url postgresql+psycopg://…/db`, else a throwaway server is s
 binaries (`/usr/lib/postgresql/*/bin`) when they exist; otherwise that backend is skipped.
 
     python benchmarks/service.py [--backends sqlite postgresql] [--clients 100] [--requests 3000]
-                                 [--sessions 200] [--latency 0.5] [--scorings 10]
+                                 [--sessions 200] [--latency 0.5] [--scorings 10] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -87,6 +93,71 @@ def _serve(db_url: str, port: int, latency: float) -> None:
 
     model = JudgeModel(FunctionModel(fake, model_name='fixed-latency'), 'function:fixed-latency')
     app = create_app(ServiceSettings(db_url=db_url, concurrency=10), model)
+    uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning', access_log=False)
+
+
+# The minimal route's statement: the newest scoring of a session with its missing tools.
+_MINIMAL_SQL = (
+    'SELECT s.*, t.tool_name, t.rationale FROM (SELECT * FROM session_scores WHERE session_id = {p} '
+    'ORDER BY started_at_us DESC, score_id LIMIT 1) AS s '
+    'LEFT OUTER JOIN score_missing_tools AS t ON t.score_id = s.score_id ORDER BY t.id'
+)
+
+
+def _serve_minimal(db_url: str, port: int) -> None:
+    """A bare FastAPI route over the same database: one SQL statement on the raw driver, `json.dumps`."""
+    import sqlite3
+
+    import uvicorn
+    from fastapi import FastAPI, Response
+
+    app = FastAPI()
+
+    def answer(columns: list[str], rows: list[tuple[Any, ...]]) -> Response:
+        if not rows:
+            return Response('{"detail": "not scored"}', status_code=404, media_type='application/json')
+        n = len(columns) - 2
+        body = dict(zip(columns[:n], rows[0][:n], strict=True))
+        body['missing_tools'] = [{'tool_name': r[n], 'rationale': r[n + 1]} for r in rows if r[n] is not None]
+        return Response(json.dumps(body, default=str), media_type='application/json')
+
+    path = '/api/v1/scoring/sessions/{session_id}/score'
+    if db_url.startswith('sqlite'):
+        conn = sqlite3.connect(db_url.split(':///', 1)[1], check_same_thread=False, isolation_level=None)
+        sql = _MINIMAL_SQL.format(p='?')
+
+        @app.get(path)
+        async def score(session_id: str) -> Response:
+            cursor = conn.execute(sql, (session_id,))
+            rows = cursor.fetchall()
+            return answer([d[0] for d in cursor.description], rows)
+
+    else:
+        import psycopg
+
+        dsn = db_url.replace('postgresql+psycopg://', 'postgresql://')
+        sql = _MINIMAL_SQL.format(p='%s')
+        pool: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+
+        @app.on_event('startup')
+        async def connect() -> None:
+            for _ in range(4):
+                pool.put_nowait(await psycopg.AsyncConnection.connect(dsn, autocommit=True))
+
+        @app.get(path)
+        async def score(session_id: str) -> Response:
+            conn = await pool.get()
+            try:
+                cursor = await conn.execute(sql, (session_id,))
+                rows = await cursor.fetchall()
+            finally:
+                pool.put_nowait(conn)
+            return answer([d.name for d in cursor.description or ()], rows)
+
+    @app.get('/api/v1/health')
+    async def health() -> dict[str, str]:
+        return {'status': 'ok'}
+
     uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning', access_log=False)
 
 
@@ -249,18 +320,32 @@ async def _scorings(url: str, n: int) -> float:
         return time.perf_counter() - start
 
 
+def _median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+
+
 def _run_backend(name: str, db_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    with _server(db_url, args.latency) as url:
+    with _server(db_url, args.latency) as url, serve_script(__file__, db_url, 'minimal') as minimal_url:
         ids = asyncio.run(_seed(url, args.sessions))
-        latency = asyncio.run(_get_latency(url, ids, args.clients, args.requests))
+        service: list[dict[str, float]] = []
+        minimal: list[dict[str, float]] = []
+        for _ in range(args.rounds):  # alternating: a change in machine load hits both
+            service.append(asyncio.run(_get_latency(url, ids, args.clients, args.requests)))
+            minimal.append(asyncio.run(_get_latency(minimal_url, ids, args.clients, args.requests)))
         one = asyncio.run(_scorings(url, 1))
         many = asyncio.run(_scorings(url, args.scorings))
-    return {'backend': name, **latency, 'one_scoring_s': one, f'{args.scorings}_scorings_s': many}
+    return {
+        'backend': name, 'service': _median_of(service), 'minimal': _median_of(minimal),
+        'one_scoring_s': one, f'{args.scorings}_scorings_s': many,
+    }  # fmt: skip
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == '_serve':
-        _serve(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        if sys.argv[4] == 'minimal':
+            _serve_minimal(sys.argv[2], int(sys.argv[3]))
+        else:
+            _serve(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--backends', nargs='+', default=['sqlite', 'postgresql'], choices=['sqlite', 'postgresql'])
@@ -269,6 +354,7 @@ def main() -> None:
     parser.add_argument('--sessions', type=int, default=200)
     parser.add_argument('--latency', type=float, default=0.5, help='fake model latency per call (two calls per scoring)')
     parser.add_argument('--scorings', type=int, default=10)
+    parser.add_argument('--rounds', type=int, default=3, help='alternating rounds of service and minimal route')
     parser.add_argument('--pg-url', default=None)
     args = parser.parse_args()
 
@@ -288,17 +374,23 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     ideal = 2 * args.latency
-    print(f'\nGET score: {args.clients} concurrent clients, {args.requests} requests; scorings: fake model {args.latency} s/call')
-    many_label = f'{args.scorings} scorings'
-    header = f'{"backend":<11} {"p50 ms":>7} {"p95 ms":>7} {"p99 ms":>7} {"req/s":>7} {"err":>4}'
-    print(f'{header}  {"1 scoring":>10} {many_label:>12}')
+    load = ' '.join(f'{x:.2f}' for x in os.getloadavg())
+    print(f'\nGET score: {args.clients} concurrent clients, {args.requests} requests per round, median of {args.rounds} rounds')
+    print(f'(load average {load}; figures under load are provisional)')
+    print(f'{"backend":<11} {"route":<8} {"p50 ms":>7} {"p95 ms":>7} {"p99 ms":>7} {"req/s":>7} {"err":>4}')
+    for r in results:
+        for route in ('service', 'minimal'):
+            m = r[route]
+            print(
+                f'{r["backend"]:<11} {route:<8} {m["p50_ms"]:7.1f} {m["p95_ms"]:7.1f} {m["p99_ms"]:7.1f} {m["rps"]:7.0f} '
+                f'{m["errors"]:4.0f}'
+            )
+        ratio = r['service']['p95_ms'] / r['minimal']['p95_ms']
+        print(f'{r["backend"]:<11} service p95 / minimal p95 = {ratio:.2f}× (target ≤ 1.5×; p95 ≤ 100 ms)')
+    print(f'\nscorings: fake model {args.latency} s/call (ideal for one scoring, two model calls: {ideal:.2f} s)')
     for r in results:
         many = r[f'{args.scorings}_scorings_s']
-        print(
-            f'{r["backend"]:<11} {r["p50_ms"]:7.1f} {r["p95_ms"]:7.1f} {r["p99_ms"]:7.1f} {r["rps"]:7.0f} {r["errors"]:4d}  '
-            f'{r["one_scoring_s"]:9.2f}s {many:11.2f}s'
-        )
-    print(f'(ideal for one scoring, two model calls: {ideal:.2f} s; target p95 ≤ 100 ms)')
+        print(f'{r["backend"]:<11} 1 scoring {r["one_scoring_s"]:.2f} s, {args.scorings} scorings at once {many:.2f} s')
 
 
 if __name__ == '__main__':

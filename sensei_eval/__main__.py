@@ -1,5 +1,5 @@
 """`sensei-eval` (or `python -m sensei_eval`): one command line, `judge`, `optimize`, `validate`,
-`calibrate` and `serve`.
+`calibrate`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cache_cli`).
 
 Each command is the one its module defines (`sensei_eval.judge`, `.optimize`, `.validate`, `.calibrate`),
 mounted here unchanged, so `python -m sensei_eval.judge` and friends keep working; shared options and
@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from .cache_cli import app as _cache_app
 from .calibrate import main as _calibrate
 from .cli import BaseUrlOption, EmbeddedThreadsOption, ModelOption, make_app, quiet_third_party
 from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
@@ -67,6 +68,7 @@ app.command('validate', short_help='Compare an old and a new prompt; gate on reg
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
 app.command('worker', short_help='Judge jobs of runs enqueued with judge --queue.')(_worker)
+app.add_typer(_cache_app, name='cache', short_help='Judge cache: stats, clear, prune --older-than.')
 
 
 @app.command(short_help='Run the scoring service (API, dashboard, WebSocket).')

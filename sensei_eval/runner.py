@@ -502,7 +502,7 @@ class _Caller:
         model = self.model if judge.needs_model else None
         keys: list[str] = []
         if self.cache is not None and judge.needs_model:
-            hashes = [_member_hash(judge, t) for t in members] if members else [judge.criteria_hash()]
+            hashes = _member_hashes(judge, members) if members else [judge.criteria_hash()]
             keys = [JudgeCache.key(h, self.model_name, self.settings, transcript.sha256, rep) for h in hashes]
             hits = [self.cache.get(k) for k in keys]
             cached = [h for h in hits if h is not None]
@@ -550,11 +550,12 @@ class _Caller:
 _USAGE = ('input_tokens', 'output_tokens', 'requests')
 
 
-def _member_hash(fused: Judge, member: Judge) -> str:
-    """The criteria hash a fused judge's member is cached under: the fused judge's name for it (its own
-    hash marked as judged in that fused call) when it has one, so fused and single verdicts never mix."""
-    of = getattr(fused, 'member_criteria_hash', None)
-    return str(of(member)) if callable(of) else member.criteria_hash()
+def _member_hashes(fused: Judge, members: list[Judge]) -> list[str]:
+    """The criteria hashes a fused judge's members are cached under: the fused judge's name for each (its
+    own hash marked as judged in that fused call) when it has them, so fused and single verdicts never
+    mix. All at once: the fused prompt is hashed once, not once per member."""
+    of = getattr(fused, 'member_criteria_hashes', None)
+    return [str(h) for h in of(members)] if callable(of) else [m.criteria_hash() for m in members]
 
 
 def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResult:

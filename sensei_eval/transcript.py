@@ -25,6 +25,7 @@ tokenizer (`sensei_eval.tokens.counter_for`), which judges use to check that the
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import re
@@ -346,13 +347,12 @@ def _cut(header: str, steps: list[Step], budget: int, count: Callable[[str], int
 def _cut_to(
     header: str, steps: list[Step], cut: set[int], sizes: list[int], head: int, budget: int, count: Callable[[str], int]
 ) -> None:
-    def excess() -> int:
-        return head + sum(sizes) + len(steps) - budget
-
-    def over() -> bool:
-        return excess() > 0
+    """One pass per phase, linear in steps: the excess is a running total updated as each step is cut
+    (never re-summed), and the last resort takes the longest step from a heap."""
+    excess = head + sum(sizes) + len(steps) - budget
 
     def shorten(i: int, keep_head: int, keep_tail: int = 0) -> None:
+        nonlocal excess
         step = steps[i]
         text = step.text
         if len(text) <= keep_head + keep_tail + 80:
@@ -360,12 +360,14 @@ def _cut_to(
         dropped = count(text[keep_head : len(text) - keep_tail])
         tail = text[len(text) - keep_tail :] if keep_tail else ''
         steps[i] = replace(step, text=f'{text[:keep_head]} [... cut: ~{dropped} tokens dropped to fit the budget ...]{tail}')
-        sizes[i] = count(steps[i].render())
+        size = count(steps[i].render())
+        excess += size - sizes[i]
+        sizes[i] = size
         cut.add(step.number)
 
     # 1. the oldest tool results first
     for i, step in enumerate(steps):
-        if not over():
+        if excess <= 0:
             return
         if step.kind == 'tool_result':
             shorten(i, _PREVIEW_CHARS)
@@ -373,23 +375,29 @@ def _cut_to(
     last_assistant = max((i for i, s in enumerate(steps) if s.kind == 'assistant'), default=-1)
     first_user = min((i for i, s in enumerate(steps) if s.kind == 'user'), default=-1)
     for i, step in enumerate(steps):
-        if not over():
+        if excess <= 0:
             return
         if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
             shorten(i, _PREVIEW_CHARS)
     # 3. then the agent's instructions, which judges need to hold the run to its rules: their head stays
     for i, step in enumerate(steps):
-        if not over():
+        if excess <= 0:
             return
         if step.kind == 'system':
-            excess_chars = int(excess() * _CHARS_PER_TOKEN) + 200
+            excess_chars = int(excess * _CHARS_PER_TOKEN) + 200
             shorten(i, max(_PREVIEW_CHARS, len(step.text) - excess_chars))
-    # 4. last resort: the middle of whatever is still longest, until it fits
-    while over():
-        i = max(range(len(steps)), key=lambda k: len(steps[k].text))
+    # 4. last resort: the middle of whatever is still longest (the first of equals), until it fits
+    longest = [(-len(s.text), i) for i, s in enumerate(steps)]
+    heapq.heapify(longest)
+    while excess > 0 and longest:
+        length, i = longest[0]
+        if -length != len(steps[i].text):  # an entry from before the step was cut
+            heapq.heapreplace(longest, (-len(steps[i].text), i))
+            continue
         text = steps[i].text
-        excess_chars = int(excess() * _CHARS_PER_TOKEN) + 200
+        excess_chars = int(excess * _CHARS_PER_TOKEN) + 200
         keep = max(0, len(text) - excess_chars)
         if keep + 80 >= len(text):
             break
         shorten(i, keep // 2, keep // 2)
+        heapq.heapreplace(longest, (-len(steps[i].text), i))

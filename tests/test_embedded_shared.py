@@ -45,6 +45,7 @@ FAKE_SERVER = textwrap.dedent(
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     port, log = int(sys.argv[1]), sys.argv[2]
+    empty = sys.argv[4:] == ['empty']  # answer without judging: an empty reasoning (inconclusive)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -67,7 +68,7 @@ FAKE_SERVER = textwrap.dedent(
             with open(log, 'a') as f:
                 f.write(json.dumps({'threads': sys.argv[3], 'max_tokens': request.get('max_tokens')}) + '\\n')
             prompt = json.dumps(request['messages'][-1]['content'])
-            reasoning = f'Nothing wrong at [2] ({hashlib.sha256(prompt.encode()).hexdigest()[:8]}).'
+            reasoning = '' if empty else f'Nothing wrong at [2] ({hashlib.sha256(prompt.encode()).hexdigest()[:8]}).'
             message = {'role': 'assistant', 'content': json.dumps({'reasoning': reasoning, 'issues': []})}
             self._answer({
                 'id': 'c1', 'object': 'chat.completion', 'created': 0, 'model': request['model'],
@@ -80,8 +81,8 @@ FAKE_SERVER = textwrap.dedent(
 )
 
 
-def fake_command(log: Path) -> Callable[[int, int], list[str]]:
-    return lambda port, threads: [sys.executable, '-c', FAKE_SERVER, str(port), str(log), str(threads)]
+def fake_command(log: Path, *extra: str) -> Callable[[int, int], list[str]]:
+    return lambda port, threads: [sys.executable, '-c', FAKE_SERVER, str(port), str(log), str(threads), *extra]
 
 
 def requests_served(log: Path) -> list[dict[str, Any]]:
@@ -138,7 +139,13 @@ def test_resolving_preflight_and_closing_start_no_server(spawns: list[list[str]]
     assert not (default_cache_dir() / 'embedded' / 'server.json').exists()
 
 
-def test_a_fully_cached_rerun_starts_no_server(spawns: list[list[str]], tmp_path: Path) -> None:
+@pytest.mark.parametrize('answer', ['verdict', 'inconclusive'])
+def test_a_fully_cached_rerun_starts_no_server(
+    spawns: list[list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """Also when the model answered without judging: an inconclusive answer is cached like a verdict."""
+    if answer == 'inconclusive':
+        monkeypatch.setattr(embedded, 'llama_server_command', fake_command(tmp_path / 'served.log', 'empty'))
     dataset = tmp_path / 'd.jsonl'
     dataset.write_text(
         openai_record('a').model_dump_json() + '\n' + openai_record('b', answer='Use `Client.retry`.').model_dump_json() + '\n'
@@ -163,7 +170,11 @@ def test_a_fully_cached_rerun_starts_no_server(spawns: list[list[str]], tmp_path
     assert second['model_requests'] == 0 and second['cache_hits'] == 6
     report = json.loads((tmp_path / 'out' / 'warm' / 'records' / 'a.json').read_text())
     verdicts = [report['judges'][name] for name in ('tool_selection', 'hallucination', 'completeness')]
-    assert all(v['status'] == 'ok' and v['cached'] and v['passed'] for v in verdicts)
+    if answer == 'verdict':
+        assert all(v['status'] == 'ok' and v['cached'] and v['passed'] for v in verdicts)
+    else:
+        assert all(v['status'] == 'inconclusive' and v['cached'] and v['error'] == 'empty reasoning' for v in verdicts)
+        assert len(second['inconclusive']) == 6
     assert len(requests_served(tmp_path / 'served.log')) == 6
 
 

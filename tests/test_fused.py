@@ -285,3 +285,31 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
     assert all('does not fit the context' in r.details['fused_fallback'] for r in results)
     assert all(FUSION_MARKER not in r.criteria_hash for r in results)
     assert {r.status for r in results} == {'ok'}, [r.error for r in results if r.status != 'ok']
+
+
+async def test_the_fused_prompt_is_built_and_indexed_once_per_call_whatever_the_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per member, a fused call does constant work: the fused prompt (which grows with the members) is
+    built a fixed number of times per call and indexed for the copy check once, not once per member."""
+    from sensei_eval.evaluators import inconclusive
+
+    built = 0
+    real = FusedJudge.task_prompt
+
+    def counting(self: FusedJudge) -> str:
+        nonlocal built
+        built += 1
+        return real(self)
+
+    monkeypatch.setattr(FusedJudge, 'task_prompt', counting)
+    record = openai_record('r1')
+    transcript = render_transcript(record)
+    per_call = {}
+    for spec in (['mvp'], ['all']):
+        [fused_judge] = [j for j in make_judges(spec, fuse=['all']) if isinstance(j, FusedJudge)]
+        inconclusive._prompt_index.cache_clear()
+        built = 0
+        results = await fused_judge.judge_members(record, transcript, ScriptedJudge(_answer).model())
+        assert len(results) == len(fused_judge.members) and {r.status for r in results} == {'ok'}
+        assert inconclusive._prompt_index.cache_info().misses == 1
+        per_call[len(fused_judge.members)] = built
+    assert len(per_call) == 2 and len(set(per_call.values())) == 1, per_call

@@ -158,7 +158,13 @@ class FusedJudge(Judge):
 
     def member_criteria_hash(self, member: FailureModeJudge) -> str:
         """A member's criteria hash in a fused verdict: its own, plus the fusion marker and the fused prompt."""
-        return f'{member.criteria_hash()}+{FUSION_MARKER}:{self.criteria_hash()[:12]}'
+        return self.member_criteria_hashes([member])[0]
+
+    def member_criteria_hashes(self, members: Sequence[FailureModeJudge]) -> list[str]:
+        """`member_criteria_hash` of each of `members`, the fused prompt hashed once (not once per member:
+        the prompt grows with the members, so per member it would be members² work)."""
+        fused = self.criteria_hash()[:12]
+        return [f'{m.criteria_hash()}+{FUSION_MARKER}:{fused}' for m in members]
 
     # -- which members run -----------------------------------------------------------------------------
 
@@ -216,7 +222,8 @@ class FusedJudge(Judge):
             'requests': usage.requests,
             'latency_s': round(latency, 3),
         }
-        sent = f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}'
+        sent = f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}'  # one object: its index is built once for all members
+        hashes = self.member_criteria_hashes(self.members)
         results: list[JudgeResult] = []
         n = len(self.members)
         for k, member in enumerate(self.members):
@@ -234,6 +241,7 @@ class FusedJudge(Judge):
             results.append(
                 self._member_result(
                     member,
+                    hashes[k],
                     model=model.name,
                     status='inconclusive' if inconclusive else 'ok',
                     error=inconclusive,
@@ -264,12 +272,12 @@ class FusedJudge(Judge):
             result.details['fused'] = call
         return result
 
-    def _member_result(self, member: FailureModeJudge, **kwargs: Any) -> JudgeResult:
+    def _member_result(self, member: FailureModeJudge, criteria_hash: str | None = None, **kwargs: Any) -> JudgeResult:
         return JudgeResult(
             judge=member.name,
             failure_mode=member.failure_mode,
             category=member.category,
-            criteria_hash=self.member_criteria_hash(member),
+            criteria_hash=criteria_hash or self.member_criteria_hash(member),
             **kwargs,
         )
 
@@ -282,9 +290,11 @@ class FusedJudge(Judge):
         raw = _last_text(messages)
         latency = time.perf_counter() - start
         n = len(self.members)
+        hashes = self.member_criteria_hashes(self.members)
         return [
             self._member_result(
                 member,
+                hashes[k],
                 model=model,
                 status='error',
                 error=f'{self.name}: {error}',

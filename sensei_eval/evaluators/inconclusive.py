@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from .. import issues as _issue_models
@@ -55,6 +55,8 @@ _GRAM = 3
 _MIN_COPIED_CHARS = 24
 # A run-wide identical reasoning is suspicious only over this many different transcripts.
 MIN_RECORDS_FOR_SAME_TEXT = 3
+# Prompts whose index is kept: one per judge of a run (and per fused judge) is plenty.
+_PROMPTS_INDEXED = 64
 _LETTER = re.compile(r'[^\W\d_]')
 # Share of a reasoning's content words found in one of our texts from which, naming nothing of the
 # run, it is a paraphrase of that text. Measured: schema paraphrases score 0.8-1.0, genuine verdicts
@@ -87,18 +89,26 @@ def _grams(words: Sequence[str], n: int = _GRAM) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
-def copied_from(text: str, prompt: str, prompt_grams: set[tuple[str, ...]] | None = None) -> bool:
+@functools.lru_cache(maxsize=_PROMPTS_INDEXED)
+def _prompt_index(prompt: str) -> tuple[str, frozenset[tuple[str, ...]]]:
+    """A prompt normalised and its word 3-grams, once per prompt text: a fused judge checks each member
+    against the same (long) prompt, which would otherwise be re-read per member (members² work)."""
+    norm = normalise(prompt)
+    return norm, frozenset(_grams(norm.split()))
+
+
+def copied_from(text: str, prompt: str, prompt_grams: Collection[tuple[str, ...]] | None = None) -> bool:
     """Whether `text` was taken from `prompt` (both raw; see the module docstring for the rule)."""
     norm = normalise(text)
     if len(norm) < _MIN_COPIED_CHARS:
         return False
-    norm_prompt = normalise(prompt)
+    norm_prompt, indexed_grams = _prompt_index(prompt)
     if norm in norm_prompt:
         return True
     words = norm.split()
     if len(words) < 2 * _GRAM:
         return False
-    known = prompt_grams if prompt_grams is not None else _grams(norm_prompt.split())
+    known = prompt_grams if prompt_grams is not None else indexed_grams
     covered: set[int] = set()
     for i in range(len(words) - _GRAM + 1):
         if tuple(words[i : i + _GRAM]) in known:
@@ -115,7 +125,7 @@ def why_inconclusive(
     added here. `transcript`, when given, is the run as the judge saw it (for the "cites nothing" rule)."""
     if not _LETTER.search(reasoning or ''):
         return 'empty reasoning'
-    prompt_grams = _grams(normalise(prompt).split())
+    prompt_grams = _prompt_index(prompt)[1]
     if copied_from(reasoning, prompt, prompt_grams) or copied_from(reasoning, _schema_text()):
         return 'reasoning copied from the prompt or schema text, not written about this run'
     ours = [*_lines(prompt), *_schema_texts()]

@@ -46,6 +46,7 @@ from .events import PgEventRelay
 from .guard import Guard, ProxyPeer
 from .migrate import upgrade
 from .routers import ROUTERS
+from .routers.scoring import FAST_GET_SCORE
 from .routers.traces import router as traces_router
 from .scoring import ScoringWorker
 from .state import ServiceState
@@ -74,6 +75,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ProxyPeer, trusted_proxies=settings.trusted_proxies)
     install_error_handlers(app)
+    app.router.routes.append(FAST_GET_SCORE)  # first: the hot read path skips FastAPI's per-request work
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(traces_router)

@@ -18,11 +18,13 @@ the same table for the failure-mode judges (`force` instead of `force_rescore`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Dialect, Select, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -209,49 +211,108 @@ def _latest_evaluation(db: Session, session_id: str) -> EvaluationRow | None:
 def get_latest_score(store: Store, session_id: str) -> ScoreOut:
     """The session's latest scoring of any status (what GET …/score returns); 404 if none.
 
-    The hot read path: SQLAlchemy Core on a pooled connection (no ORM session, no identity map), which
-    is several times cheaper per call than the ORM; the row's columns are read by name like an ORM row.
+    The hot read path (dashboards poll it): one statement, compiled once per dialect, run on a pooled
+    driver connection — no `select()` built per call, no ORM, no transaction around it (SQLite runs
+    the lone SELECT in autocommit, so no `BEGIN`/`ROLLBACK` round trips); a second statement only
+    when there is no scoring, to tell 404 "not found" from "not scored".
     """
-    with store.read_engine.connect() as conn:
-        row = conn.execute(_latest_score_query(session_id)).first()
-        if row is None:
-            raise _not_scored(session_id, conn.execute(_session_exists(session_id)).first() is not None)
-        missing = None
-        if row.status == JobStatus.COMPLETED.value:
-            missing = list(conn.execute(_missing_tools_query(row.score_id)))
-    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
+    statement = _latest_score_sql(store.read_engine.dialect)
+    conn = store.read_engine.raw_connection()
+    try:
+        cursor = conn.cursor()
+        try:
+            cursor.execute(statement.sql, statement.params(session_id))
+            rows = cursor.fetchall()
+            if not rows:
+                exists = _session_exists_sql(store.read_engine.dialect)
+                cursor.execute(exists.sql, exists.params(session_id))
+                raise _not_scored(session_id, cursor.fetchone() is not None)
+        finally:
+            cursor.close()
+    finally:
+        conn.close()
+    return _score_from_rows(rows)
 
 
 async def get_latest_score_async(store: Store, session_id: str) -> ScoreOut:
-    """`get_latest_score` on the asyncio engine (PostgreSQL): the round trips are awaited, not blocking."""
-    assert store.async_read_engine is not None
-    async with store.async_read_slot, store.async_read_engine.connect() as conn:
-        row = (await conn.execute(_latest_score_query(session_id))).first()
-        if row is None:
-            raise _not_scored(session_id, (await conn.execute(_session_exists(session_id))).first() is not None)
-        missing = None
-        if row.status == JobStatus.COMPLETED.value:
-            missing = list(await conn.execute(_missing_tools_query(row.score_id)))
-    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow] | None, missing))
+    """`get_latest_score` on the asyncio engine (PostgreSQL, autocommit): the round trip is awaited, not blocking."""
+    engine = store.async_read_engine
+    assert engine is not None
+    statement = _latest_score_sql(engine.dialect)
+    async with store.async_read_slot, engine.connect() as conn:
+        rows = [tuple(r) for r in (await conn.exec_driver_sql(statement.sql, statement.params(session_id))).all()]
+        if not rows:
+            exists = _session_exists_sql(engine.dialect)
+            found = (await conn.exec_driver_sql(exists.sql, exists.params(session_id))).first()
+            raise _not_scored(session_id, found is not None)
+    return _score_from_rows(rows)
 
 
-def _latest_score_query(session_id: str) -> Select[Any]:
-    scores = ScoreRow.__table__
-    return (
-        select(scores)
-        .where(scores.c.session_id == session_id)
-        .order_by(scores.c.started_at_us.desc(), scores.c.score_id)
-        .limit(1)
-    )
+@dataclass(frozen=True)
+class _Compiled:
+    """A statement compiled for one dialect: its SQL and how to bind the session id (the rest are constants)."""
+
+    sql: str
+    names: tuple[str, ...]  # positional parameters in order, or () for named ones
+    defaults: dict[str, Any]
+
+    def params(self, session_id: str) -> Any:
+        if self.names:
+            return tuple(session_id if n == 'session_id' else self.defaults[n] for n in self.names)
+        return {**self.defaults, 'session_id': session_id}
+
+    @classmethod
+    def of(cls, statement: Select[Any], dialect: Dialect) -> _Compiled:
+        compiled = statement.compile(dialect=dialect)
+        defaults = compiled.construct_params({'session_id': ''}) or {}
+        names = tuple(compiled.positiontup or ()) if compiled.positional else ()
+        return cls(str(compiled), names, dict(defaults))
 
 
-def _session_exists(session_id: str) -> Select[Any]:
-    return select(SessionRow.session_id).where(SessionRow.session_id == session_id)
+# The score row's columns, in the order the latest-score statement returns them (then the tool's two).
+_SCORE_COLUMNS = tuple(c.name for c in ScoreRow.__table__.columns)
+_compiled: dict[tuple[str, str], _Compiled] = {}
 
 
-def _missing_tools_query(score_id: str) -> Select[Any]:
-    tools = MissingToolRow.__table__
-    return select(tools).where(tools.c.score_id == score_id).order_by(tools.c.id)
+def _latest_score_sql(dialect: Dialect) -> _Compiled:
+    """The session's newest scoring (through the session index) left-joined with its missing tools."""
+    key = ('latest_score', dialect.name + '+' + str(dialect.driver))
+    found = _compiled.get(key)
+    if found is None:
+        scores, tools = ScoreRow.__table__, MissingToolRow.__table__
+        latest = (
+            select(scores)
+            .where(scores.c.session_id == bindparam('session_id'))
+            .order_by(scores.c.started_at_us.desc(), scores.c.score_id)
+            .limit(1)
+            .subquery('latest')
+        )
+        statement = (
+            select(*(latest.c[name] for name in _SCORE_COLUMNS), tools.c.tool_name, tools.c.rationale)
+            .select_from(latest.outerjoin(tools, tools.c.score_id == latest.c.score_id))
+            .order_by(tools.c.id)
+        )
+        found = _compiled[key] = _Compiled.of(statement, dialect)
+    return found
+
+
+def _session_exists_sql(dialect: Dialect) -> _Compiled:
+    key = ('session_exists', dialect.name + '+' + str(dialect.driver))
+    found = _compiled.get(key)
+    if found is None:
+        statement = select(SessionRow.session_id).where(SessionRow.session_id == bindparam('session_id'))
+        found = _compiled[key] = _Compiled.of(statement, dialect)
+    return found
+
+
+def _score_from_rows(rows: Sequence[Sequence[Any]]) -> ScoreOut:
+    """`ScoreOut` from the latest-score statement's rows (the score's columns, then one tool per row)."""
+    n = len(_SCORE_COLUMNS)
+    row = SimpleNamespace(**dict(zip(_SCORE_COLUMNS, rows[0][:n], strict=True)))
+    if isinstance(row.alternative_approaches, str):  # a JSON column as SQLite's driver returns it
+        row.alternative_approaches = json.loads(row.alternative_approaches)
+    missing = [SimpleNamespace(tool_name=r[n], rationale=r[n + 1]) for r in rows if r[n] is not None]
+    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow], missing))
 
 
 def _not_scored(session_id: str, exists: bool) -> SessionNotFoundError:
