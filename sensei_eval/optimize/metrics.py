@@ -38,14 +38,14 @@ from ..evaluators.base import Judge, JudgeError
 from ..models import JudgeModel
 from ..profiles import DEFAULT_PROFILE, Profile
 from ..records import QueryRecord
-from ..reports import EvaluationReport
+from ..reports import EvaluationReport, mode_verdicts
 from ..routing import Routing, resolve_routing
 from ..runner import judge_records
 from .agent import AgentRunner, Query, run_query
 from .components import PromptComponents
 from .evaluate import issue_summary
 
-__all__ = ('AgentProgram', 'JudgeMetric', 'judges_for_component', 'run_sync')
+__all__ = ('AgentProgram', 'JudgeMetric', 'judge_modes', 'judges_for_component', 'run_sync')
 
 T = TypeVar('T')
 
@@ -77,7 +77,14 @@ def judges_for_component(component: str, judges: Sequence[Judge], routing: Routi
     """The judges whose failures `routing` can send to `component`: by failure mode with a map, every judge
     with lexical routing (there, each issue is routed by its own text)."""
     modes = routing.modes_for(component)
-    return [j.name for j in judges if modes is None or (j.failure_mode or '') in modes]
+    return [j.name for j in judges if modes is None or any((m or '') in modes for m in judge_modes(j))]
+
+
+def judge_modes(judge: Judge) -> tuple[str | None, ...]:
+    """The failure modes a judge reports findings of: its `failure_modes` when it declares several (the
+    reference check), else its one `failure_mode`."""
+    declared = tuple(getattr(judge, 'failure_modes', ()) or ())
+    return declared or (judge.failure_mode,)
 
 
 class JudgeMetric:
@@ -156,7 +163,7 @@ class JudgeMetric:
             texts[component] = ''
         routing = self.routing or resolve_routing(list(texts), profile_map=self.profile.component_map, profile=self.profile.name)
         names = [j.name for j in self.judges]
-        modes = {j.name: j.failure_mode for j in self.judges}
+        verdicts = mode_verdicts(report)
         lines = []
         for name in names:
             result = report.judges.get(name)
@@ -165,17 +172,21 @@ class JudgeMetric:
             if result.status != 'ok':
                 lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
                 continue
-            mode = result.failure_mode or modes.get(name)
+            # each finding is routed by its own mode (`reports.mode_verdicts`), not the judge's class constant
             issues = [
-                issue
-                for issue in result.issues
+                (mode, issue)
+                for (judge, mode), verdict in verdicts.items()
+                if judge == name
+                for issue in verdict.issues
                 if not component or component in routing.route(mode, f'{name} {mode or ""} {issue_summary(issue)}', texts)
             ]
-            lines.extend(f'- {name}: {issue_summary(issue)}' for issue in issues)
+            # the mode is named when it is not the judge's own (the reference check's tool_parameters findings)
+            lines.extend(f'- {name} ({mode}): {issue_summary(issue)}' if mode and mode != result.failure_mode
+                         else f'- {name}: {issue_summary(issue)}' for mode, issue in issues)  # fmt: skip
             mapped = not component or name in judges_for_component(component, self.judges, routing)
             if not result.issues and mapped:
                 lines.append(f'- {name}: no issue')
-        shown = [n for n in names if any(line.startswith(f'- {n}:') for line in lines)]
+        shown = [n for n in names if any(line.startswith((f'- {n}:', f'- {n} (')) for line in lines)]
         if not lines:
             lines.append('- no issue routed to this component')
         head = f'Judged by {", ".join(shown or names)}' + (
