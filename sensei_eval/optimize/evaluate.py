@@ -73,6 +73,9 @@ class PromptEvaluation(BaseModel):
     n_scores: int = 0
     per_judge: dict[str, float] = Field(default_factory=dict)
     per_query: dict[str, float] = Field(default_factory=dict)
+    per_query_mode: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Query id -> failure mode -> the mean of its judges' scores of that mode."
+    )
     failures_by_judge: dict[str, int] = Field(default_factory=dict)
     failures_by_mode: dict[str, int] = Field(default_factory=dict)
     judge_errors: list[str] = Field(default_factory=list)
@@ -138,6 +141,7 @@ def summarise(
     by_mode: dict[str, int] = {}
     judge_errors: list[str] = []
     examples: list[FailureExample] = []
+    mode_scores: dict[str, dict[str, list[float]]] = {}
     successes: dict[str, SuccessExample] = {}
     failing: dict[str, list[str]] = {}
     for report in reports:
@@ -159,6 +163,8 @@ def summarise(
         failing.setdefault(query_id, [])
         # each finding under its own mode (`reports.mode_verdicts`), not the judge's class constant
         for (name, mode), verdict in mode_verdicts(report).items():
+            if verdict.status == 'ok' and mode and verdict.score is not None:
+                mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
             if verdict.status != 'ok' or not verdict.issues:
                 continue
             if mode:
@@ -186,6 +192,7 @@ def summarise(
         n_scores=len(scores),
         per_judge={k: sum(v) / len(v) for k, v in per_judge.items()},
         per_query={k: sum(v) / len(v) for k, v in per_query.items()},
+        per_query_mode={q: {m: sum(v) / len(v) for m, v in modes.items()} for q, modes in mode_scores.items()},
         failures_by_judge=failures,
         failures_by_mode=by_mode,
         judge_errors=judge_errors,

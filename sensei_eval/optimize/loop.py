@@ -159,6 +159,9 @@ class ValidationTest(BaseModel):
     reason: str
     ci_low: float | None = Field(None, description='95% paired bootstrap interval of the mean gain (queries resampled).')
     ci_high: float | None = None
+    modes: list[str] = Field(default_factory=list, description='The failure modes tested (empty: the mean over judges).')
+    target_pairs: int = 0
+    target_delta: float | None = None
 
 
 class CandidateResult(BaseModel):
@@ -189,6 +192,9 @@ class ComponentState(BaseModel):
         default_factory=list, description='Train queries whose runs the generator was shown this round (left out of the test).'
     )
     issue_counts: dict[str, int] = Field(default_factory=dict, description='What went wrong -> findings, routed here (round 1).')
+    target_modes: list[str] = Field(
+        default_factory=list, description="The modes of this round's routed findings: what its acceptance test is on."
+    )
     frozen_path: str | None = None
     accepted_rounds: int = 0
     score_before: float | None = Field(None, description='Train score before this component was visited.')
@@ -420,6 +426,7 @@ class SequentialOptimizer:
                 return current, False
             routed, _ = route_failures(current[0], self.routing, state.current)
             groups, shown = _grouped(routed.get(name, []), self.config.examples_per_issue)
+            cs.target_modes = sorted({e.failure_mode for e in routed.get(name, []) if e.failure_mode})
             successes = [e for e in current[0].success_examples][: self.config.success_examples]
             cs.shown_queries = sorted(shown | {e.query_id for e in successes})
             components = self._current_components(state)
@@ -517,7 +524,7 @@ class SequentialOptimizer:
                 candidate.validation_score = validation.score
                 candidate.validation = validation_test(
                     _joined(current[1], current[0], unseen), _joined(validation, train, unseen),
-                    alpha=alpha, margin=self.config.margin,
+                    alpha=alpha, margin=self.config.margin, modes=cs.target_modes or None,
                 )  # fmt: skip
                 data['validation_test'] = candidate.validation.model_dump()
                 write_json_atomic(path, _dump(data))
@@ -699,31 +706,58 @@ def acceptance_plan(config: OptimizeConfig, split: Split, components: int) -> tu
     return level, text
 
 
-def validation_test(before: PromptEvaluation, after: PromptEvaluation, *, alpha: float, margin: float) -> ValidationTest:
-    """One-sided paired sign-flip test over the validation queries scored on both sides (query = unit)."""
+def validation_test(
+    before: PromptEvaluation,
+    after: PromptEvaluation,
+    *,
+    alpha: float,
+    margin: float,
+    modes: Sequence[str] | None = None,
+) -> ValidationTest:
+    """One-sided paired sign-flip test over the test queries scored on both sides (query = unit).
+
+    With `modes` (the failure modes of the findings the variant was written from), the test is on those
+    modes' scores — the paired test on what the change is meant to fix, which other modes' noise does not
+    dilute — and the mean over every judge must still gain more than `margin` (the harm guard); without,
+    both are on the mean over every judge."""
     pairs = sorted(set(before.per_query) & set(after.per_query))
     old = [before.per_query[q] for q in pairs]
     new = [after.per_query[q] for q in pairs]
     mean_old = sum(old) / len(old) if old else None
     mean_new = sum(new) / len(new) if new else None
     delta = None if mean_old is None or mean_new is None else mean_new - mean_old
-    p = _p_better(old, new) if pairs else 1.0
+    target = [q for q in pairs if modes and _target(before, q, modes) is not None and _target(after, q, modes) is not None]
+    if modes and target:
+        t_old = [_target(before, q, modes) or 0.0 for q in target]
+        t_new = [_target(after, q, modes) or 0.0 for q in target]
+        p = _p_better(t_old, t_new)
+        target_delta: float | None = (sum(t_new) - sum(t_old)) / len(target)
+        on = f'{", ".join(modes)} on {len(target)} test queries'
+    else:
+        p = _p_better(old, new) if pairs else 1.0
+        target_delta = delta
+        on = f'{len(pairs)} test queries'
     if not pairs:
-        accepted, reason = False, 'no validation query was scored on both sides'
+        accepted, reason = False, 'no test query was scored on both sides'
     elif after.errors > before.errors:
-        accepted, reason = False, f'more errors on validation ({after.errors} vs {before.errors})'
+        accepted, reason = False, f'more errors on the test queries ({after.errors} vs {before.errors})'
     elif delta is None or delta <= margin:
         accepted, reason = False, f'mean gain {delta:+.3f} on {len(pairs)} test queries is not above margin {margin}'
     elif p >= alpha:
-        accepted, reason = False, f'gain {delta:+.3f} on {len(pairs)} test queries is within noise (p={p:.4f} >= {alpha})'
+        accepted, reason = False, f'gain {target_delta:+.3f} ({on}) is within noise (p={p:.4f} >= {alpha:.3g})'
     else:
-        accepted, reason = True, f'gain {delta:+.3f} on {len(pairs)} test queries, one-sided paired p={p:.4f} < {alpha}'
+        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), one-sided paired p={p:.4f} < {alpha:.3g}; mean {delta:+.3f}'
     ci_low, ci_high = _interval(old, new)
     return ValidationTest(
         pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
         errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason, ci_low=ci_low,
-        ci_high=ci_high,
+        ci_high=ci_high, modes=list(modes or []), target_pairs=len(target), target_delta=target_delta,
     )  # fmt: skip
+
+
+def _target(evaluation: PromptEvaluation, query: str, modes: Sequence[str]) -> float | None:
+    scores = [s for m in modes if (s := evaluation.per_query_mode.get(query, {}).get(m)) is not None]
+    return sum(scores) / len(scores) if scores else None
 
 
 def route_failures(
@@ -861,6 +895,7 @@ def _joined(validation: PromptEvaluation, train: PromptEvaluation, unseen: Seque
     """The test queries of one side: the validation queries and the train queries the generator was not shown."""
     extra = {q: train.per_query[q] for q in unseen if q in train.per_query}
     per_query = {**validation.per_query, **extra}
+    per_mode = {**validation.per_query_mode, **{q: train.per_query_mode[q] for q in unseen if q in train.per_query_mode}}
 
     def mine(errors: Sequence[str]) -> list[str]:
         return [e for e in errors if any(e.startswith(f'{q}: ') or e.startswith(f'{q}#') for q in unseen)]
@@ -870,6 +905,7 @@ def _joined(validation: PromptEvaluation, train: PromptEvaluation, unseen: Seque
         score=sum(per_query.values()) / len(per_query) if per_query else None,
         n_scores=len(per_query),
         per_query=per_query,
+        per_query_mode=per_mode,
         judge_errors=[*validation.judge_errors, *mine(train.judge_errors)],
         agent_errors=[*validation.agent_errors, *mine(train.agent_errors)],
     )
