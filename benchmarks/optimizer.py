@@ -1,26 +1,35 @@
-"""Sequential component optimization vs dspy.GEPA at the same budget, with the proposer blind to the answer key.
+"""Power and safety of the sequential optimizer on an agent with hidden rules, next to dspy.GEPA.
 
-Both run on the example documentation agent (`examples/docs_agent`: its scripted model follows the rules
-its prompt states, by meaning), judged by the deterministic checks (no model), on the same train /
-validation split (by seed). The variant generator's LM and GEPA's reflection LM are the same scripted
-proposer (`examples/docs_agent/proposer.py`): it writes each variant from the failure examples and the
-issues' suggested fixes it is shown, never from the agent's rules. Both are held to the same acceptance
-rule: a change is kept only if a one-sided paired sign-flip test over the validation queries says it
-beats the prompt it replaces (alpha 0.05, margin 0.01).
+The agent is `benchmarks/billing_agent.py`: a scripted billing agent (five prompt components) whose
+runs hang on two rules the library is not told — open a ticket on refunds (~35% of the queries), pass
+the currency to the invoice tool (~30%) — and that forgets the account lookup in 10% of its runs
+(noise). Judged by the reference check (no model). The variant generator is a stand-in that writes
+variants only from the failures it is sent (a third of its answers vague), with `--variants` per round.
 
-Per strategy and seed it prints the train and validation score of the prompt it ends with (both
-measured afterwards with the same evaluation, outside the budget), the accepted changes, the metric
-calls (judged agent runs) and the model calls (agent requests + proposer requests; the checks make
-none).
+Per seed (a new query set, split, noise and generator seed each):
 
-    python benchmarks/optimizer.py [--budget 190] [--seeds 3]
+* **real** — the stand-in generator: did the loop accept a change that makes the agent follow a hidden
+  rule (power), how many judged agent runs did it cost, and for every accepted change, did the gain
+  measured on 40 fresh queries (3 runs each) fall within the interval the optimizer reported;
+* **useless** — a generator whose variants change nothing (under the agent's noise): any accepted
+  change is a false accept;
+* **harmful** — a generator whose variants make the agent skip the lookup: any accept is a false accept;
+* **gepa** (first `--gepa-seeds` seeds) — dspy.GEPA with the same stand-in as reflection LM, the same
+  split and the same budget in judged runs as the loop spent, held to the same test on its valset.
+
+    python benchmarks/optimizer.py [--seeds 10] [--variants 3] [--queries 40] [--gepa-seeds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
+import logging
+import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -30,95 +39,141 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
 os.environ.setdefault('TQDM_DISABLE', '1')  # DSPy's per-minibatch progress bars would bury the table
 
-from examples.docs_agent.agent import make_agent
-from examples.docs_agent.proposer import proposer_lm
+from benchmarks.billing_agent import COMPONENT_MAP, COMPONENTS, BillingRunner, ProposerKind, follows, make_queries, proposer_lm
+from sensei_eval.components import PromptComponents
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.optimize.agent import PydanticAIRunner, Query, load_queries
-from sensei_eval.optimize.components import PromptComponents, load_components
 from sensei_eval.optimize.evaluate import evaluate_prompt
-from sensei_eval.optimize.gepa import run_gepa
-from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer, split_queries
+from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
 from sensei_eval.optimize.variants import VariantGenerator
 
-ROOT = Path(__file__).resolve().parents[1]
+JUDGES = ['reference_check']
+NOISE = 0.1  # share of runs in which the agent forgets the account lookup
+FRESH_QUERIES = 40
+FRESH_RUNS = 3
 
 
-def scores(texts: dict[str, str], components: PromptComponents, queries: list[Query], ids: list[str]) -> float:
-    """Mean judge score of the prompt with `texts` on the queries `ids` (one run each)."""
-    prompt = components
+def fresh_score(texts: dict[str, str], seed: int) -> float:
+    """Mean judge score of a prompt on fresh queries (not in the optimizer's set), `FRESH_RUNS` runs each."""
+    prompt = COMPONENTS
     for name, text in texts.items():
         prompt = prompt.with_text(name, text)
-    chosen = [q for q in queries if q.query_id in set(ids)]
-    evaluation, _ = asyncio.run(
-        evaluate_prompt(prompt.build(), chosen, PydanticAIRunner(make_agent()), make_judges(['checks']), None)
-    )
+    queries = make_queries(FRESH_QUERIES, 10_000 + seed, prefix='f')
+    runner = BillingRunner(noise=NOISE, seed=20_000 + seed)
+    evaluation, _ = asyncio.run(evaluate_prompt(prompt.build(), queries, runner, make_judges(JUDGES), None, runs=FRESH_RUNS))
     return evaluation.score or 0.0
+
+
+def run_loop(kind: ProposerKind, seed: int, args: argparse.Namespace, tmp: Path) -> tuple[OptimizeState, float]:
+    queries = make_queries(args.queries, seed)
+    config = OptimizeConfig(variants=args.variants, seed=seed, component_map=COMPONENT_MAP, concurrency=4)
+    generator = VariantGenerator(proposer_lm(kind, seed))
+    start = time.perf_counter()
+    optimizer = SequentialOptimizer(
+        COMPONENTS, BillingRunner(noise=NOISE, seed=seed), queries, make_judges(JUDGES), None, generator,
+        tmp / f'{kind}-{seed}', config,
+    )  # fmt: skip
+    state = asyncio.run(optimizer.run())
+    return state, time.perf_counter() - start
+
+
+def real_fixes(texts: dict[str, str]) -> set[str]:
+    rules = follows(PromptComponents(sections=tuple(texts.items())).build())
+    return {r for r in ('ticket', 'currency') if rules[r]}
+
+
+def steps(state: OptimizeState) -> list[tuple[str, float, float | None, float | None, dict[str, str], dict[str, str]]]:
+    """Each accepted change: (component, reported gain, interval low, high, texts before, texts after)."""
+    texts = dict(state.original)
+    out = []
+    for name in state.accepted:
+        cs = state.components[name]
+        test = next(c.validation for c in cs.candidates if c.path == cs.frozen_path)
+        assert test is not None and test.delta is not None
+        after = {**texts, name: state.current[name]}
+        out.append((name, test.delta, test.ci_low, test.ci_high, texts, after))
+        texts = after
+    return out
+
+
+def run_gepa_seed(seed: int, budget: int, args: argparse.Namespace, tmp: Path) -> tuple[bool, set[str], int, float, float]:
+    from sensei_eval.optimize.gepa import run_gepa
+
+    queries = make_queries(args.queries, seed)
+    config = OptimizeConfig(variants=args.variants, seed=seed, component_map=COMPONENT_MAP, stratify=False)
+    start = time.perf_counter()
+    logging.getLogger('dspy').setLevel(logging.WARNING)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # DSPy's progress bars
+        result = run_gepa(
+            COMPONENTS, BillingRunner(noise=NOISE, seed=seed), queries, make_judges(JUDGES), None,
+            reflection_lm=proposer_lm('real', seed), max_metric_calls=budget, run_dir=tmp / f'gepa-{seed}', seed=seed,
+            config=config,
+        )  # fmt: skip
+    gain = fresh_score(result.components, seed) - fresh_score(COMPONENTS.as_dict(), seed)
+    return result.accepted, real_fixes(result.components), result.metric_calls, gain, time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
-    parser.add_argument('--budget', type=int, default=190, help='metric calls (judged agent runs) per strategy')
-    parser.add_argument('--seeds', type=int, default=3)
-    parser.add_argument('--variants', type=int, default=3, help='variants per component (sequential)')
+    parser.add_argument('--seeds', type=int, default=10)
+    parser.add_argument('--variants', type=int, default=3, help='variants per component and round')
+    parser.add_argument('--queries', type=int, default=40, help='queries per seed (half held out for validation)')
+    parser.add_argument('--gepa-seeds', type=int, default=3, help='seeds GEPA also runs on (0: none)')
     args = parser.parse_args()
-
-    queries, errors = load_queries(ROOT / 'examples/docs_agent/queries.jsonl')
-    assert not errors, errors
-    judges = make_judges(['checks'])
-    print(f'{len(queries)} queries, judges: checks, budget {args.budget} metric calls, proposer blind to the rules')
-    header = f'{"strategy":<11}{"seed":>5}{"train":>15}{"validation":>15}{"accepted":>10}{"metric":>8}{"model":>7}{"wall s":>8}'
-    print(header)
-    totals: dict[str, list[tuple[float, float, int]]] = {'sequential': [], 'gepa': []}
-    for seed in range(args.seeds):
-        config = OptimizeConfig(variants=args.variants, max_metric_calls=args.budget, seed=seed, concurrency=4)
-        split = split_queries([q.query_id for q in queries], config)
-        with tempfile.TemporaryDirectory() as tmp:
-            components = load_components('examples.docs_agent.prompts')
-            original = components.as_dict()
-            base_train, base_val = (scores(original, components, queries, ids) for ids in (split.train, split.validation))
-
-            start = time.perf_counter()
-            generator = VariantGenerator(proposer_lm())
-            runner = PydanticAIRunner(make_agent())
-            opt = SequentialOptimizer(components, runner, queries, judges, None, generator, Path(tmp) / 'seq', config)
-            state = asyncio.run(opt.run())
-            wall = time.perf_counter() - start
-            train, val = (scores(state.current, components, queries, ids) for ids in (split.train, split.validation))
-            print(
-                f'{"sequential":<11}{seed:>5}{base_train:>7.3f}->{train:.3f}{base_val:>7.3f}->{val:.3f}'
-                f'{len(state.accepted):>10}{state.metric_calls:>8}{state.agent_calls + state.generator_calls:>7}{wall:>8.1f}'
-            )
-            totals['sequential'].append((train, val, len(state.accepted)))
-
-            start = time.perf_counter()
-            lm = proposer_lm()
-            result = run_gepa(
-                components, PydanticAIRunner(make_agent()), queries, judges, None, reflection_lm=lm,
-                max_metric_calls=args.budget, run_dir=Path(tmp) / 'gepa', seed=seed, num_threads=4, config=config,
-            )  # fmt: skip
-            wall = time.perf_counter() - start
-            changed = sum(1 for n, t in result.components.items() if t != original[n])
-            train, val = (scores(result.components, components, queries, ids) for ids in (split.train, split.validation))
-            accepted = f'{changed}{"" if result.accepted else "*"}'
-            print(
-                f'{"gepa":<11}{seed:>5}{base_train:>7.3f}->{train:.3f}{base_val:>7.3f}->{val:.3f}'
-                f'{accepted:>10}{result.metric_calls:>8}{result.agent_calls + len(lm.calls):>7}{wall:>8.1f}'
-            )
-            if result.validation is not None and not result.accepted:
-                print(f'{"":<16}GEPA best candidate rejected: {result.validation.reason}')
-            totals['gepa'].append((train, val, changed))
-    print('accepted: components changed in the kept prompt (* GEPA best candidate failed the validation test)')
-    for name, rows in totals.items():
-        n = len(rows)
-        print(
-            f'mean over {n} seed(s), {name}: train {sum(r[0] for r in rows) / n:.3f}, '
-            f'validation {sum(r[1] for r in rows) / n:.3f}, accepted components {sum(r[2] for r in rows) / n:.1f}'
-        )
+    print(
+        f'billing agent, 2 hidden rules, noise {NOISE:.0%}; {args.queries} queries per seed, judge: reference_check; '
+        f'--variants {args.variants}; {args.seeds} seed(s)'
+    )
+    print(f'{"seed":>4} {"kind":<8}{"accepted":<22}{"fixes":<16}{"runs":>6}{"wall s":>8}')
+    power = []
+    false_accepts = {'useless': 0, 'harmful': 0}
+    lucky = {'useless': 0, 'harmful': 0}  # variants that beat the current text on train, so were tested
+    within = []
+    costs = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for seed in range(args.seeds):
+            for kind in ('real', 'useless', 'harmful'):
+                state, wall = run_loop(kind, seed, args, tmp)
+                fixes = real_fixes(state.current)
+                accepted = ', '.join(state.accepted) or '-'
+                found = ', '.join(sorted(fixes)) or '-'
+                print(f'{seed:>4} {kind:<8}{accepted:<22}{found:<16}{state.metric_calls:>6}{wall:>8.1f}')
+                if kind == 'real':
+                    power.append(fixes)
+                    costs.append(state.metric_calls)
+                    for name, reported, low, high, before, after in steps(state):
+                        fresh = fresh_score(after, seed) - fresh_score(before, seed)
+                        ok = low is not None and high is not None and low <= fresh <= high
+                        within.append(ok)
+                        print(
+                            f'       {name}: reported gain {reported:+.3f} (95% {low:+.3f} … {high:+.3f}), '
+                            f'on {FRESH_QUERIES} fresh queries {fresh:+.3f} {"within" if ok else "OUTSIDE"}'
+                        )
+                else:
+                    false_accepts[kind] += bool(state.accepted)
+                    lucky[kind] += sum(1 for cs in state.components.values() for c in cs.candidates if c.validation)
+        n = args.seeds
+        budget = math.ceil(statistics.mean(costs)) if costs else 0
+        gepa_rows = [run_gepa_seed(seed, budget, args, tmp) for seed in range(min(args.gepa_seeds, n))]
+    print()
+    print(f'{"measure":<58}{"value":>20}')
+    any_fix = sum(1 for f in power if f)
+    both = sum(1 for f in power if f == {'ticket', 'currency'})
+    print(f'{"real fix accepted (share of seeds)":<58}{f"{any_fix}/{n} = {any_fix / n:.0%}":>20}')
+    print(f'{"both hidden rules found (share of seeds)":<58}{f"{both}/{n} = {both / n:.0%}":>20}')
+    for kind, count in false_accepts.items():
+        print(f'{f"false accepts, {kind} variants (share of seeds)":<58}{f"{count}/{n} = {count / n:.0%}":>20}')
+        print(f'{f"  {kind} variants that won on train and were tested":<58}{lucky[kind]:>20}')
+    inside = sum(within)
+    print(f'{"fresh-query gain within the reported 95% interval":<58}{f"{inside}/{len(within)}":>20}')
+    print(f'{"cost: judged agent runs per seed (mean, real)":<58}{statistics.mean(costs) if costs else 0:>20.0f}')
+    if gepa_rows:
+        print()
+        print(f'GEPA at the same budget ({budget} judged runs), {len(gepa_rows)} seed(s):')
+        print(f'{"seed":>4} {"accepted":<10}{"fixes":<18}{"runs":>6}{"fresh gain":>12}{"wall s":>8}')
+        for seed, (acc, fixes, calls, gain, wall) in enumerate(gepa_rows):
+            print(f'{seed:>4} {acc!s:<10}{", ".join(sorted(fixes)) or "-":<18}{calls:>6}{gain:>+12.3f}{wall:>8.1f}')
 
 
 if __name__ == '__main__':
-    import logging
-
-    logging.getLogger('dspy').setLevel(logging.ERROR)
-    logging.getLogger('gepa').setLevel(logging.ERROR)
     main()

@@ -55,12 +55,14 @@ __all__ = (
     'JudgeResult',
     'JudgeStatus',
     'JudgeSummary',
+    'ModeVerdict',
     'RunSummary',
     'RunTally',
     'build_report',
     'decode_query_id',
     'encode_query_id',
     'load_reports',
+    'mode_verdicts',
     'rebuild_report',
     'report_filename',
     'report_path',
@@ -459,6 +461,53 @@ class RunTally:
             truncated_records=sorted(self._truncated),
             exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
         )
+
+
+class ModeVerdict(BaseModel):
+    """One judge's verdict on one failure mode of one record (see `mode_verdicts`)."""
+
+    judge: str
+    failure_mode: str | None = Field(description='The mode of the findings; None for a judge without one.')
+    status: JudgeStatus
+    score: float | None = None
+    passed: bool | None = None
+    issues: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+
+
+def mode_verdicts(report: EvaluationReport) -> dict[tuple[str, str | None], ModeVerdict]:
+    """(judge, failure mode) -> that judge's verdict on that mode, for every judge result of `report`.
+
+    The one place that maps findings to failure modes: each issue counts for the mode it is tagged with
+    (`"failure_mode"` key), else the judge's own mode, so a judge that reports two modes (the reference
+    check: tool_selection and tool_parameters) gives two verdicts. A mode's score is its `mode_scores`
+    entry, else the judge's score when the judge has only that mode; it passes when it has no issue
+    (a single-mode judge: the judge's own `passed`). An errored or inconclusive judge gives one entry
+    under its own mode with that status and no score. The optimizer, GEPA feedback and the validator
+    all read verdicts through this function.
+    """
+    out: dict[tuple[str, str | None], ModeVerdict] = {}
+    for name, result in report.judges.items():
+        if result.status != 'ok':
+            out[(name, result.failure_mode)] = ModeVerdict(
+                judge=name, failure_mode=result.failure_mode, status=result.status, error=result.error
+            )
+            continue
+        by_mode: dict[str | None, list[dict[str, Any]]] = {}
+        for issue in result.issues:
+            by_mode.setdefault(issue.get('failure_mode') or result.failure_mode, []).append(issue)
+        found: list[str | None] = list(dict.fromkeys([*result.mode_scores, *by_mode]))
+        if not found:
+            found = [result.failure_mode]
+        single = len(found) == 1
+        for mode in found:
+            issues = by_mode.get(mode, [])
+            score = result.mode_scores.get(mode) if mode is not None else None
+            if score is None and single:
+                score = result.score
+            passed = result.passed if single else (None if result.passed is None else not issues)
+            out[(name, mode)] = ModeVerdict(judge=name, failure_mode=mode, status='ok', score=score, passed=passed, issues=issues)
+    return out
 
 
 def build_report(

@@ -67,7 +67,7 @@ def test_sequential_run_saves_the_evaluated_prompt_and_resumes(tmp_path: Path, s
     # the saved prompt is the prompt the optimizer evaluated when it froze the last change
     saved = load_components(run_dir / 'prompts.py')
     last = state['components'][frozen[-1]]
-    candidate = json.loads((run_dir / last['candidates'][last['frozen_index']]['path']).read_text())
+    candidate = json.loads((run_dir / last['frozen_path']).read_text())
     assert saved.build() == candidate['prompt']
     assert saved.as_dict() == state['current']
 

@@ -147,14 +147,18 @@ def test_queries_on_one_side_are_reported_not_dropped() -> None:
     assert 'q4' in to_markdown(c) and 'q9' in to_markdown(c)
 
 
-def test_a_mode_judged_twice_takes_the_worse_score() -> None:
+def test_a_mode_judged_twice_is_two_metrics_never_pooled() -> None:
+    """An LLM judge and a check of the same mode are compared separately: the check failing cannot make the
+    LLM judge's mode look failed, and a checks-only side cannot make it 'regress'."""
     record = _BASE.model_copy(update={'query_id': 'q0'})
     both = build_report(
         record, [result('tool_selection', True), result('tool_selection', False, judge='docs_tool_check')], run_id='t'
     )
     c = compare_reports([both], [both])
-    m = c.metric('tool_selection')
-    assert m.old_mean == 0.5 and m.old_pass_rate == 0.0 and m.judges == ['docs_tool_check', 'tool_selection']
+    llm, check = c.metric('tool_selection'), c.metric('tool_selection/docs_tool_check')
+    assert (llm.old_mean, llm.old_pass_rate, llm.judges) == (1.0, 1.0, ['tool_selection'])
+    assert (check.old_mean, check.old_pass_rate, check.judges) == (0.5, 0.0, ['docs_tool_check'])
+    assert [m.metric for m in c.metrics][:2] == ['tool_selection', 'tool_selection/docs_tool_check']
 
 
 # ---------------------------------------------------------------------------------------------------

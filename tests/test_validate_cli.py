@@ -84,7 +84,7 @@ def test_agent_mode_catches_a_planted_regression(tmp_path: Path) -> None:
     result = _invoke('--old-prompt', str(old), '--new-prompt', str(new), *args, '--runs', '2', '--out', str(out))
     assert result.exit_code == 1, result.output
     data = json.loads((out / 'comparison.json').read_text())
-    agent_format = next(m for m in data['metrics'] if m['metric'] == 'agent_format')
+    agent_format = next(m for m in data['metrics'] if m['metric'] == 'agent_format/greeting_check')
     assert agent_format['verdict'] == 'regressed' and agent_format['old_mean'] == 1.0 and agent_format['new_mean'] == 0.5
     assert agent_format['mcnemar_b'] == 8 and agent_format['mcnemar_p'] < 0.01
     assert len(list((out / 'old' / 'records').glob('*.json'))) == 16 and len(list((out / 'new' / 'records').glob('*.json'))) == 16

@@ -203,6 +203,8 @@ class ReferenceCheck(Judge):
 
     name: ClassVar[str] = 'reference_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
+    # it reports findings of both modes, each tagged with its own (see reports.mode_verdicts)
+    failure_modes: ClassVar[tuple[str, ...]] = ('tool_selection', 'tool_parameters')
     needs_model: ClassVar[bool] = False
 
     strict: bool = False

@@ -17,7 +17,7 @@ with requires_extra('optimize', 'the prompt optimizer'):
     from .components import ComponentsError, PromptComponents, load_components, save_components
     from .evaluate import FailureExample, PromptEvaluation, evaluate_prompt
     from .loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
-    from .metrics import AgentProgram, JudgeMetric
+    from .metrics import AgentProgram, JudgeMetric, MetricError, compile_checked, prediction_record
     from .variants import VariantGenerator
 
 __all__ = (
@@ -27,6 +27,7 @@ __all__ = (
     'ComponentsError',
     'FailureExample',
     'JudgeMetric',
+    'MetricError',
     'OptimizeConfig',
     'OptimizeState',
     'PromptComponents',
@@ -36,11 +37,13 @@ __all__ = (
     'Query',
     'SequentialOptimizer',
     'VariantGenerator',
+    'compile_checked',
     'evaluate_prompt',
     'load_components',
     'load_queries',
     'load_runner',
     'order_components',
+    'prediction_record',
     'run_query',
     'save_components',
 )

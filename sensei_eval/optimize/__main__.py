@@ -108,6 +108,12 @@ def optimize(
     alpha: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="Significance level of the validation test [default: the loop's].")
     ] = None,
+    top_k: Annotated[
+        int | None, typer.Option('--top-k', min=1, help="Candidates per round tested on held-out queries [default: the loop's].")
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option(min=1, help="Most rounds per component, while they are accepted [default: the loop's].")
+    ] = None,
     profile: Annotated[str | None, typer.Option(help='Agent profile whose component map applies when no map is given.')] = None,
     generator_timeout: Annotated[
         float | None, typer.Option(min=0.0, help="Seconds one variant-generator call may take [default: the loop's].")
@@ -261,10 +267,11 @@ def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | Non
         'validation_queries': _ids(opts['validation_queries']),
         'runs': opts['runs'], 'alpha': opts['alpha'], 'profile': opts['profile'],
         'generator_timeout_s': opts['generator_timeout'], 'generator_max_tokens': opts['generator_max_tokens'],
+        'top_k': opts.get('top_k'), 'rounds': opts.get('rounds'),
     }  # fmt: skip
     optional = {
         'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s',
-        'generator_max_tokens',
+        'generator_max_tokens', 'top_k', 'rounds',
     }  # fmt: skip
     known = OptimizeConfig.model_fields
     for key in optional:

@@ -23,9 +23,17 @@ from ..cache import JudgeCache
 from ..evaluators.base import Judge
 from ..models import JudgeModel
 from ..records import QueryRecord
-from ..reports import EvaluationReport
+from ..reports import EvaluationReport, mode_verdicts
 
-__all__ = ('FailureExample', 'PromptEvaluation', 'base_query_id', 'evaluate_prompt', 'issue_summary')
+__all__ = (
+    'FailureExample',
+    'PromptEvaluation',
+    'SuccessExample',
+    'base_query_id',
+    'evaluate_prompt',
+    'issue_label',
+    'issue_summary',
+)
 
 
 class FailureExample(BaseModel):
@@ -34,8 +42,9 @@ class FailureExample(BaseModel):
     query_id: str
     query: str
     judge: str
-    failure_mode: str | None
+    failure_mode: str | None = Field(description="The mode of this finding (its own tag, else its judge's mode).")
     summary: str
+    label: str = Field('', description='What went wrong, short and shared by like findings: what the generator groups by.')
 
     def render(self) -> str:
         return f'[{self.judge}] query {self.query_id!r} ("{_clip(self.query, 120)}"): {self.summary}'
@@ -43,6 +52,17 @@ class FailureExample(BaseModel):
     def routing_text(self) -> str:
         """What lexical routing compares with each component: the judge, the failure mode and the issue."""
         return f'{self.judge} {self.failure_mode or ""} {self.summary}'
+
+
+class SuccessExample(BaseModel):
+    """A run every judge passed: shown to the generator so a rewrite keeps what already works."""
+
+    query_id: str
+    query: str
+    judges: list[str]
+
+    def render(self) -> str:
+        return f'query {self.query_id!r} ("{_clip(self.query, 120)}"): passed {", ".join(self.judges)}'
 
 
 class PromptEvaluation(BaseModel):
@@ -53,11 +73,18 @@ class PromptEvaluation(BaseModel):
     n_scores: int = 0
     per_judge: dict[str, float] = Field(default_factory=dict)
     per_query: dict[str, float] = Field(default_factory=dict)
+    per_query_mode: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Query id -> failure mode -> the mean of its judges' scores of that mode."
+    )
     failures_by_judge: dict[str, int] = Field(default_factory=dict)
     failures_by_mode: dict[str, int] = Field(default_factory=dict)
     judge_errors: list[str] = Field(default_factory=list)
     agent_errors: list[str] = Field(default_factory=list)
     failure_examples: list[FailureExample] = Field(default_factory=list)
+    success_examples: list[SuccessExample] = Field(default_factory=list)
+    failing_modes: dict[str, list[str]] = Field(
+        default_factory=dict, description='Query id -> the failure modes it had a finding of (for a stratified split).'
+    )
     agent_calls: int = 0
     judge_calls: int = 0
 
@@ -114,11 +141,16 @@ def summarise(
     by_mode: dict[str, int] = {}
     judge_errors: list[str] = []
     examples: list[FailureExample] = []
+    mode_scores: dict[str, dict[str, list[float]]] = {}
+    successes: dict[str, SuccessExample] = {}
+    failing: dict[str, list[str]] = {}
     for report in reports:
         query_id = base_query_id(report.query_id) if runs > 1 else report.query_id
+        all_passed = bool(report.judges)
         for name, result in report.judges.items():
             if result.status != 'ok':  # errored or inconclusive: no verdict to score
                 judge_errors.append(f'{report.query_id}: {name}: {result.status}: {result.error}')
+                all_passed = False
                 continue
             if result.score is None:
                 continue
@@ -127,18 +159,31 @@ def summarise(
             per_query.setdefault(query_id, []).append(result.score)
             if result.issues:
                 failures[name] = failures.get(name, 0) + len(result.issues)
-                if result.failure_mode:
-                    by_mode[result.failure_mode] = by_mode.get(result.failure_mode, 0) + len(result.issues)
-            for issue in result.issues:
+                all_passed = False
+        failing.setdefault(query_id, [])
+        # each finding under its own mode (`reports.mode_verdicts`), not the judge's class constant
+        for (name, mode), verdict in mode_verdicts(report).items():
+            if verdict.status == 'ok' and mode and verdict.score is not None:
+                mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
+            if verdict.status != 'ok' or not verdict.issues:
+                continue
+            if mode:
+                by_mode[mode] = by_mode.get(mode, 0) + len(verdict.issues)
+                if mode not in failing[query_id]:
+                    failing[query_id].append(mode)
+            for issue in verdict.issues:
                 examples.append(
                     FailureExample(
                         query_id=query_id,
                         query=report.query,
                         judge=name,
-                        failure_mode=result.failure_mode,
+                        failure_mode=mode,
                         summary=issue_summary(issue),
+                        label=issue_label(name, mode, issue),
                     )
                 )
+        if all_passed and query_id not in successes:
+            successes[query_id] = SuccessExample(query_id=query_id, query=report.query, judges=sorted(report.judges))
     agent_calls = sum(int(r.metadata.get('agent_requests', 0) or 0) for r in records)
     judge_calls = sum(x.requests for r in reports for x in r.judges.values() if not x.cached)
     return PromptEvaluation(
@@ -147,11 +192,14 @@ def summarise(
         n_scores=len(scores),
         per_judge={k: sum(v) / len(v) for k, v in per_judge.items()},
         per_query={k: sum(v) / len(v) for k, v in per_query.items()},
+        per_query_mode={q: {m: sum(v) / len(v) for m, v in modes.items()} for q, modes in mode_scores.items()},
         failures_by_judge=failures,
         failures_by_mode=by_mode,
         judge_errors=judge_errors,
         agent_errors=list(agent_errors),
         failure_examples=examples,
+        success_examples=[s for q, s in successes.items() if not failing.get(q)],
+        failing_modes=failing,
         agent_calls=agent_calls,
         judge_calls=judge_calls,
     )
@@ -167,6 +215,24 @@ def issue_summary(issue: dict[str, Any]) -> str:
     citations and empty values; a `false` stays, since in the issue models it is often the finding."""
     fields = {k: v for k, v in issue.items() if k not in ('steps', 'source') and v not in (None, '', [])}
     return _clip(json.dumps(fields, ensure_ascii=False, default=str), 400)
+
+
+def issue_label(judge: str, mode: str | None, issue: dict[str, Any]) -> str:
+    """What went wrong, in a few words that like findings share ("open_ticket missing", "create_invoice
+    currency absent"): the key the generator's input and the suggestions count findings by. Built from
+    the standard issue fields; an issue without them is labelled by its judge and mode."""
+    missed = issue.get('missed_tools') or []
+    extra = issue.get('unnecessary_tools') or []
+    if missed or extra:
+        return ', '.join([*(f'{t} missing' for t in missed), *(f'{t} unnecessary' for t in extra)])
+    if issue.get('parameter'):
+        tool = f'{issue["tool_name"]} ' if issue.get('tool_name') else ''
+        absent = '(absent)' in str(issue.get('actual_value', ''))
+        return f'{tool}{issue["parameter"]} {"absent" if absent else "wrong"}'
+    for key in ('problem_type', 'result_type', 'source_type', 'severity'):
+        if isinstance(issue.get(key), str):
+            return f'{mode or judge}: {issue[key]}'
+    return f'{mode or judge} ({judge})' if mode and mode != judge else (mode or judge)
 
 
 # ---------------------------------------------------------------------------------------------------

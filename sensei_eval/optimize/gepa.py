@@ -14,6 +14,9 @@ rule — the one-sided paired sign-flip test against the unchanged prompt over t
 passes, else the prompt as it was. Note that GEPA also *chose* its best candidate on those validation
 scores, so its test is the more optimistic of the two.
 
+A reflection LM whose every proposal fails (GEPA logs each and goes on) raises `GepaError`, and a
+metric that never scored raises `metrics.MetricError`, rather than returning the prompt unchanged.
+
 One difference to know: GEPA scores a run whose agent or judges failed as `failure_score` (0.0), where
 the sequential loop excludes and counts it; `GepaResult.errors` lists every such failure so a low GEPA
 score caused by errors is visible as that.
@@ -42,7 +45,36 @@ from .evaluate import PromptEvaluation
 from .loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
 from .metrics import AgentProgram, JudgeMetric
 
-__all__ = ('GepaResult', 'run_gepa')
+__all__ = ('GepaError', 'GepaResult', 'run_gepa')
+
+
+class GepaError(RuntimeError):
+    """GEPA could not run as asked: every proposal failed (e.g. a reflection LM answer it cannot parse)."""
+
+
+class _CountingProposer:
+    """Calls GEPA's instruction proposer and counts the proposals that failed (raised or proposed nothing)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.failures = 0
+        self.last_error = ''
+
+    def __call__(self, candidate: dict[str, str], reflective_dataset: Any, components_to_update: list[str]) -> dict[str, str]:
+        self.calls += 1
+        try:
+            out: dict[str, str] = self.inner(
+                candidate=candidate, reflective_dataset=reflective_dataset, components_to_update=components_to_update
+            )
+        except Exception as e:
+            self.failures += 1
+            self.last_error = f'{type(e).__name__}: {str(e)[:300]}'
+            raise
+        if not any(isinstance(v, str) and v.strip() for v in out.values()):
+            self.failures += 1
+            self.last_error = 'the proposer returned no new instruction'
+        return out
 
 
 class GepaResult(BaseModel):
@@ -103,8 +135,10 @@ def run_gepa(
     trainset, valset = examples(split.train), examples(split.validation)
     metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache, profile=profile, routing=routing)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
-    # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar)
-    proposer = InstructionProposer(adapter=adapter) if adapter is not None else None
+    # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar),
+    # counted: GEPA logs a proposal that fails (an answer it cannot parse) and goes on, so a reflection LM
+    # that fails on every call would end in the seed prompt with nothing said
+    proposer = _CountingProposer(InstructionProposer(adapter=adapter) if adapter is not None else InstructionProposer())
     optimizer = dspy.GEPA(
         metric=metric,
         instruction_proposer=proposer,
@@ -120,6 +154,12 @@ def run_gepa(
     )
     with dspy.context(lm=reflection_lm):
         optimized = optimizer.compile(program, trainset=trainset, valset=valset)
+    if proposer.calls and proposer.failures == proposer.calls:
+        raise GepaError(
+            f"GEPA's reflection LM failed on all {proposer.calls} proposal(s), so GEPA could propose nothing; "
+            f'last: {proposer.last_error}'
+        )
+    metric.check()
     details = optimized.detailed_results
     scores = list(details.val_aggregate_scores)
     best = optimized.current_components()

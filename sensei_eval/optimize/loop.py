@@ -52,11 +52,11 @@ from ..cache import JudgeCache
 from ..evaluators.base import Judge
 from ..models import JudgeModel
 from ..profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
-from ..reports import write_json_atomic
+from ..reports import EvaluationReport, write_json_atomic
 from ..routing import Routing, RoutingError, resolve_routing
 from .agent import AgentRunner, Query
 from .components import PromptComponents, save_components, section_diff
-from .evaluate import FailureExample, PromptEvaluation, evaluate_prompt
+from .evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
 from .variants import VariantGenerator
 
 __all__ = (
@@ -68,6 +68,7 @@ __all__ = (
     'SequentialOptimizer',
     'Split',
     'ValidationTest',
+    'acceptance_plan',
     'order_components',
     'route_failures',
     'split_queries',
@@ -78,8 +79,7 @@ T = TypeVar('T')
 
 # How many failure examples the generator sees per component: enough to show a pattern, few enough
 # to keep its prompt small for a local model.
-MAX_FAILURE_EXAMPLES = 8
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 class PromptSuggestion(BaseModel):
@@ -96,6 +96,8 @@ class PromptSuggestion(BaseModel):
     validation_before: float | None = None
     validation_after: float | None = None
     p_value: float | None = None
+    validation_gain: float | None = Field(None, description='Mean gain on the test queries of the accepted variant.')
+    gain_interval: tuple[float, float] | None = Field(None, description='Its 95% paired bootstrap interval.')
 
 
 class OptimizeConfig(BaseModel):
@@ -125,6 +127,13 @@ class OptimizeConfig(BaseModel):
     generator_max_tokens: int = Field(
         1024, ge=16, description='Most output tokens of one variant-generator call (less for a short section).'
     )
+    top_k: int = Field(2, ge=1, description='Candidates of a round that beat the current text on train and are tested.')
+    rounds: int = Field(3, ge=1, description='Most rounds per component; a next round only after one was accepted.')
+    examples_per_issue: int = Field(
+        2, ge=1, description='Examples the generator sees of each kind of failure (the rest count, unseen).'
+    )
+    success_examples: int = Field(2, ge=0, description='Runs that passed every judge, shown to the generator.')
+    stratify: bool = Field(True, description='Split train/validation within each group of queries failing the same modes.')
 
 
 class Split(BaseModel):
@@ -148,10 +157,16 @@ class ValidationTest(BaseModel):
     errors_after: int
     accepted: bool
     reason: str
+    ci_low: float | None = Field(None, description='95% paired bootstrap interval of the mean gain (queries resampled).')
+    ci_high: float | None = None
+    modes: list[str] = Field(default_factory=list, description='The failure modes tested (empty: the mean over judges).')
+    target_pairs: int = 0
+    target_delta: float | None = None
 
 
 class CandidateResult(BaseModel):
     component: str
+    round: int = 1
     index: int
     text: str
     score: float | None = Field(description='Mean judge score on the training queries.')
@@ -172,6 +187,16 @@ class ComponentState(BaseModel):
     generator_calls: int = 0
     generator_errors: list[str] = Field(default_factory=list)
     candidates: list[CandidateResult] = Field(default_factory=list)
+    round: int = Field(1, description='The round in progress (a new round starts after an accepted one).')
+    shown_queries: list[str] = Field(
+        default_factory=list, description='Train queries whose runs the generator was shown this round (left out of the test).'
+    )
+    issue_counts: dict[str, int] = Field(default_factory=dict, description='What went wrong -> findings, routed here (round 1).')
+    target_modes: list[str] = Field(
+        default_factory=list, description="The modes of this round's routed findings: what its acceptance test is on."
+    )
+    frozen_path: str | None = None
+    accepted_rounds: int = 0
     score_before: float | None = Field(None, description='Train score before this component was visited.')
     score_after: float | None = None
     validation_before: float | None = None
@@ -186,6 +211,8 @@ class OptimizeState(BaseModel):
     original: dict[str, str]
     current: dict[str, str]
     split: Split | None = None
+    alpha_per_test: float | None = Field(None, description='Level of each acceptance test (alpha / components / variants).')
+    plan: str | None = Field(None, description='The acceptance rule with this split, said before anything is tested.')
     routing: str | None = Field(None, description="'user map', 'profile map' or 'lexical'.")
     routing_detail: str | None = None
     unrouted_failures: int = 0
@@ -241,6 +268,7 @@ class SequentialOptimizer:
         self.config = self.config.model_copy(
             update={'query_ids': [q.query_id for q in self.queries], 'judges': [j.name for j in self.judges]}
         )
+        # refuses a split whose test could accept nothing; a stratified split replaces it after the baseline
         self.split = split_queries([q.query_id for q in self.queries], self.config)
         profile = _run_profile(self.config.profile, self.queries)
         try:
@@ -252,9 +280,17 @@ class SequentialOptimizer:
             )
         except RoutingError as e:
             raise RoutingError(f'{self.components.source}: {e}') from None
-        by_id = {q.query_id: q for q in self.queries}
-        self._train = [by_id[i] for i in self.split.train]
-        self._validation = [by_id[i] for i in self.split.validation]
+        self._by_id = {q.query_id: q for q in self.queries}
+        self._use_split(self.split)
+
+    def _use_split(self, split: Split) -> None:
+        self.split = split
+        self._train = [self._by_id[i] for i in split.train]
+        self._validation = [self._by_id[i] for i in split.validation]
+
+    @property
+    def _stratified(self) -> bool:
+        return self.config.stratify and self.config.validation_queries is None
 
     async def run(self) -> OptimizeState:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -270,6 +306,7 @@ class SequentialOptimizer:
                 cs = state.components.setdefault(name, ComponentState(name=name))
                 cs.failures = len(routed.get(name, []))
                 cs.failure_queries = _by_judge(routed.get(name, []))
+                cs.issue_counts = {label: len(group) for label, group in _groups(routed.get(name, []))}
                 if name not in state.order:
                     cs.status = 'skipped'
                     cs.reason = 'no failure found on the training queries was routed to it'
@@ -283,6 +320,8 @@ class SequentialOptimizer:
                 for n in state.order:
                     if state.components[n].status == 'skipped':
                         state.components[n].status, state.components[n].reason = 'pending', None
+            state.alpha_per_test, state.plan = acceptance_plan(self.config, self.split, len(state.order))
+            self._event(state.plan)
             self._save(state)
         visited = sum(1 for n in state.order if state.components[n].status == 'done')
         for name in state.order:
@@ -309,15 +348,32 @@ class SequentialOptimizer:
         if path.is_file():
             data = json.loads(path.read_text())
             return PromptEvaluation.model_validate(data['evaluation']), PromptEvaluation.model_validate(data['validation'])
-        self._event(
-            f'baseline: evaluating the prompt as it is on {len(self._train)} train and {len(self._validation)} '
-            f'validation queries ({self.config.runs} run(s) each on validation)'
-        )
         prompt = self._current_components(state).build()
-        train = await self._evaluate(prompt, self._train, 1)
-        self._spend(state, train, len(self._train))
-        validation = await self._evaluate(prompt, self._validation, self.config.runs)
-        self._spend(state, validation, len(self._validation) * self.config.runs)
+        if self._stratified:
+            # every query once, so the split can put each group of queries that fail the same modes on both sides
+            self._event(f'baseline: evaluating the prompt as it is on all {len(self.queries)} queries')
+            evaluation, reports = await self._evaluate_full(prompt, self.queries, 1)
+            self._spend(state, evaluation, len(self.queries))
+            strata = {q: '+'.join(sorted(m)) or 'no failure' for q, m in evaluation.failing_modes.items()}
+            self._use_split(split_queries([q.query_id for q in self.queries], self.config, strata))
+            state.split = self.split
+            train = _restrict(prompt, evaluation, reports, self.split.train)
+            if self.config.runs == 1:
+                validation = _restrict(prompt, evaluation, reports, self.split.validation)
+            else:
+                validation = await self._evaluate(prompt, self._validation, self.config.runs)
+                self._spend(state, validation, len(self._validation) * self.config.runs)
+            groups = sorted(set(strata.values()))
+            self._event(f'split stratified by the failure modes seen ({len(groups)} group(s): {", ".join(groups)})')
+        else:
+            self._event(
+                f'baseline: evaluating the prompt as it is on {len(self._train)} train and {len(self._validation)} '
+                f'validation queries ({self.config.runs} run(s) each on validation)'
+            )
+            train = await self._evaluate(prompt, self._train, 1)
+            self._spend(state, train, len(self._train))
+            validation = await self._evaluate(prompt, self._validation, self.config.runs)
+            self._spend(state, validation, len(self._validation) * self.config.runs)
         state.baseline_score = state.current_score = train.score
         state.baseline_validation_score = state.current_validation_score = validation.score
         write_json_atomic(
@@ -333,129 +389,175 @@ class SequentialOptimizer:
     async def _component(
         self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
     ) -> tuple[PromptEvaluation, PromptEvaluation]:
-        name = cs.name
+        """Rounds on one component: each generates variants from the failures still routed to it and
+        tests the best; a next round only after an accepted one, while failures are left."""
+        if cs.status != 'evaluating':
+            cs.score_before = state.current_score
+            cs.validation_before = state.current_validation_score
         cs.status = 'evaluating'
-        cs.score_before = state.current_score
-        cs.validation_before = state.current_validation_score
+        while True:
+            current, accepted = await self._round(state, cs, current)
+            if state.stopped is not None or not accepted:
+                break
+            routed, _ = route_failures(current[0], self.routing, state.current)
+            if cs.round >= self.config.rounds or not routed.get(cs.name):
+                break
+            cs.round += 1
+            cs.variants, cs.shown_queries, cs.generator_errors = None, [], []
+            self._save(state)
+        if state.stopped is None or accepted:
+            cs.status = 'done'
+            cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
+            if cs.accepted_rounds:
+                cs.reason = f'{cs.accepted_rounds} round(s) accepted; {cs.reason}'
+        self._save(state)
+        return current
+
+    async def _round(
+        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
+    ) -> tuple[tuple[PromptEvaluation, PromptEvaluation], bool]:
+        """One round; (the evaluations of the current prompt, whether a variant was accepted)."""
+        name, r = cs.name, cs.round
         if cs.variants is None:
             calls = self.generator.max_calls(self.config.variants)
             if self._over_budget(state, calls, 0):
                 state.stopped = f'budget reached before generating variants for {name}'
                 self._save(state)
-                return current
+                return current, False
             routed, _ = route_failures(current[0], self.routing, state.current)
-            examples = _sample(routed.get(name, []), f'{self.config.seed}:{name}')
+            groups, shown = _grouped(routed.get(name, []), self.config.examples_per_issue)
+            cs.target_modes = sorted({e.failure_mode for e in routed.get(name, []) if e.failure_mode})
+            successes = [e for e in current[0].success_examples][: self.config.success_examples]
+            cs.shown_queries = sorted(shown | {e.query_id for e in successes})
             components = self._current_components(state)
             rest = '\n\n'.join(f'## {n}\n{t}' for n, t in components.sections if n != name)
-            self._event(f'{name}: generating {self.config.variants} variant(s) from {len(examples)} failure example(s)')
+            self._event(
+                f'{name}: round {r}: generating {self.config.variants} variant(s) from {len(groups)} kind(s) of failure '
+                f'({sum(len(g) for _, g in _groups(routed.get(name, [])))} finding(s)) and {len(successes)} passing run(s)'
+            )
             before = self.generator.lm_calls
             out = await _in_daemon_thread(
                 self.generator,
                 component_name=name,
                 current_text=components[name],
                 rest_of_prompt=rest,
-                failure_examples=[e.render() for e in examples],
+                failure_examples=groups,
                 num_variants=self.config.variants,
-                seed=self.config.seed,
+                seed=self.config.seed * 100 + r,
                 **_supported(
                     type(self.generator).forward,
                     timeout_s=self.config.generator_timeout_s,
                     max_tokens=self.config.generator_max_tokens,
+                    successful_runs=[e.render() for e in successes],
                 ),
             )
-            cs.generator_calls = self.generator.lm_calls - before
-            state.generator_calls += cs.generator_calls
+            calls_made = self.generator.lm_calls - before
+            cs.generator_calls += calls_made
+            state.generator_calls += calls_made
             cs.variants = list(out.variants)
             cs.generator_errors = list(getattr(out, 'errors', []) or [])
             self._save(state)
             if not cs.variants:
-                cs.status = 'done'
                 why = '; '.join(cs.generator_errors[-2:]) or 'no answer'
-                cs.reason = f'the generator produced no usable variant in {cs.generator_calls} call(s): {why}'
-                cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
+                cs.reason = f'round {r}: the generator produced no usable variant in {calls_made} call(s): {why}'
                 self._event(f'{name}: {cs.reason}')
-                self._save(state)
-                return current
-        done = {c.index for c in cs.candidates}
+                return current, False
+        mine = [c for c in cs.candidates if c.round == r]
+        done = {c.index for c in mine}
         est = current[0].model_calls
         for k, text in enumerate(cs.variants):
             if k in done:
                 continue
             if self._over_budget(state, est, len(self._train)):
-                state.stopped = f'budget reached while evaluating {name} (variant {k + 1} of {len(cs.variants)})'
+                state.stopped = f'budget reached while evaluating {name} (round {r}, variant {k + 1} of {len(cs.variants)})'
                 break
             prompt = self._current_components(state).with_text(name, text).build()
-            self._event(f'{name}: evaluating variant {k + 1}/{len(cs.variants)} on train')
+            self._event(f'{name}: round {r}: evaluating variant {k + 1}/{len(cs.variants)} on train')
             evaluation = await self._evaluate(prompt, self._train, 1)
             self._spend(state, evaluation, len(self._train))
-            path = self.run_dir / 'candidates' / _safe(name) / f'{k}.json'
+            path = self.run_dir / 'candidates' / _safe(name) / f'r{r}-{k}.json'
             write_json_atomic(
                 path,
-                _dump({'component': name, 'index': k, 'text': text, 'prompt': prompt, 'evaluation': evaluation.model_dump()}),
-            )
-            cs.candidates.append(
-                CandidateResult(
-                    component=name, index=k, text=text, score=evaluation.score, model_calls=evaluation.model_calls,
-                    errors=evaluation.errors, path=str(path.relative_to(self.run_dir)),
-                )
+                _dump({'component': name, 'round': r, 'index': k, 'text': text, 'prompt': prompt,
+                       'evaluation': evaluation.model_dump()}),
             )  # fmt: skip
+            candidate = CandidateResult(
+                component=name, round=r, index=k, text=text, score=evaluation.score, model_calls=evaluation.model_calls,
+                errors=evaluation.errors, path=str(path.relative_to(self.run_dir)),
+            )  # fmt: skip
+            cs.candidates.append(candidate)
+            mine.append(candidate)
             self._save(state)
             self._event(f'{name}: variant {k + 1} train {_fmt(evaluation.score)} (current {_fmt(state.current_score)})')
-        if state.stopped is not None and len(cs.candidates) < len(cs.variants):
+        if state.stopped is not None and len(mine) < len(cs.variants):
             self._save(state)
-            return current  # unfinished: resumed later, nothing frozen from half a comparison
-        scored = [c for c in cs.candidates if c.score is not None]
-        best = max(scored, key=lambda c: (c.score or 0.0, -c.index), default=None)
-        if best is None or best.score is None or (state.current_score is not None and best.score <= state.current_score):
-            why = 'no variant scored' if best is None else f'no variant beat it on train (best {_fmt(best.score)})'
-            return self._keep(state, cs, current, why)
-        if best.validation is None:
-            if self._over_budget(state, current[1].model_calls, len(self._validation) * self.config.runs):
-                state.stopped = f'budget reached before validating {name} variant {best.index + 1}'
+            return current, False  # unfinished: resumed later, nothing frozen from half a comparison
+        # the best on train that beat the current text there, top k; each tested at alpha / (components x variants)
+        beat = [c for c in mine if c.score is not None and (state.current_score is None or c.score > state.current_score)]
+        ranked = sorted(beat, key=lambda c: (-(c.score or 0.0), c.index))[: self.config.top_k]
+        if not ranked:
+            best = max((c.score for c in mine if c.score is not None), default=None)
+            why = 'no variant scored' if best is None else f'no variant beat it on train (best {_fmt(best)})'
+            cs.reason = f'round {r}: kept the current text: {why}'
+            self._event(f'{name}: {cs.reason}')
+            return current, False
+        alpha = state.alpha_per_test or self.config.alpha
+        unseen = [q for q in self.split.train if q not in set(cs.shown_queries)]
+        failed: list[str] = []
+        for candidate in ranked:
+            if candidate.validation is None:
+                if self._over_budget(state, current[1].model_calls, len(self._validation) * self.config.runs):
+                    state.stopped = f'budget reached before validating {name} round {r} variant {candidate.index + 1}'
+                    self._save(state)
+                    return current, False
+                self._event(
+                    f'{name}: testing variant {candidate.index + 1} on {len(self._validation)} held-out queries '
+                    f'(+{len(unseen)} train queries the generator was not shown)'
+                )
+                prompt = self._current_components(state).with_text(name, candidate.text).build()
+                validation = await self._evaluate(prompt, self._validation, self.config.runs)
+                self._spend(state, validation, len(self._validation) * self.config.runs)
+                path = self.run_dir / candidate.path
+                data = json.loads(path.read_text())
+                train = PromptEvaluation.model_validate(data['evaluation'])
+                data['validation'] = validation.model_dump()
+                candidate.validation_score = validation.score
+                candidate.validation = validation_test(
+                    _joined(current[1], current[0], unseen), _joined(validation, train, unseen),
+                    alpha=alpha, margin=self.config.margin, modes=cs.target_modes or None,
+                )  # fmt: skip
+                data['validation_test'] = candidate.validation.model_dump()
+                write_json_atomic(path, _dump(data))
                 self._save(state)
-                return current
-            self._event(f'{name}: validating variant {best.index + 1} on {len(self._validation)} held-out queries')
-            prompt = self._current_components(state).with_text(name, best.text).build()
-            validation = await self._evaluate(prompt, self._validation, self.config.runs)
-            self._spend(state, validation, len(self._validation) * self.config.runs)
-            path = self.run_dir / best.path
-            data = json.loads(path.read_text())
-            data['validation'] = validation.model_dump()
-            best.validation_score = validation.score
-            best.validation = validation_test(current[1], validation, alpha=self.config.alpha, margin=self.config.margin)
-            data['validation_test'] = best.validation.model_dump()
-            write_json_atomic(path, _dump(data))
+            test = candidate.validation
+            if not test.accepted:
+                failed.append(f'variant {candidate.index + 1}: {test.reason}')
+                continue
+            state.current[name] = candidate.text
+            state.current_score = candidate.score
+            state.current_validation_score = candidate.validation_score
+            cs.frozen_index, cs.frozen_path = candidate.index, candidate.path
+            cs.accepted_rounds += 1
+            cs.reason = f'round {r}: variant {candidate.index + 1} accepted: {test.reason}'
+            self._event(
+                f'{name}: round {r}: froze variant {candidate.index + 1} (train {_fmt(cs.score_before)} -> '
+                f'{_fmt(candidate.score)}, validation {_fmt(cs.validation_before)} -> {_fmt(candidate.validation_score)}, '
+                f'p={test.p_value:.4f} < {alpha:.4g})'
+            )
             self._save(state)
-        test = best.validation
-        if not test.accepted:
-            return self._keep(state, cs, current, f'variant {best.index + 1} failed validation: {test.reason}')
-        state.current[name] = best.text
-        state.current_score = best.score
-        state.current_validation_score = best.validation_score
-        cs.frozen_index = best.index
-        cs.reason = f'variant {best.index + 1} accepted: {test.reason}'
-        self._event(
-            f'{name}: froze variant {best.index + 1} (train {_fmt(cs.score_before)} -> {_fmt(best.score)}, '
-            f'validation {_fmt(cs.validation_before)} -> {_fmt(best.validation_score)}, p={test.p_value:.4f})'
-        )
-        current = self._frozen_evals(state, name) or current
-        cs.status = 'done'
-        cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
-        self._save(state)
-        return current
-
-    def _keep(
-        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation], why: str
-    ) -> tuple[PromptEvaluation, PromptEvaluation]:
-        cs.reason = f'kept the current text: {why}'
-        cs.status = 'done'
-        cs.score_after, cs.validation_after = state.current_score, state.current_validation_score
-        self._event(f'{cs.name}: {cs.reason}')
-        self._save(state)
-        return current
+            return self._frozen_evals(state, name) or current, True
+        cs.reason = f'round {r}: kept the current text: ' + '; '.join(failed)
+        self._event(f'{name}: {cs.reason}')
+        return current, False
 
     async def _evaluate(self, prompt: str, queries: Sequence[Query], runs: int) -> PromptEvaluation:
-        evaluation, _ = await evaluate_prompt(
+        evaluation, _ = await self._evaluate_full(prompt, queries, runs)
+        return evaluation
+
+    async def _evaluate_full(
+        self, prompt: str, queries: Sequence[Query], runs: int
+    ) -> tuple[PromptEvaluation, list[EvaluationReport]]:
+        return await evaluate_prompt(
             prompt,
             queries,
             self.runner,
@@ -465,7 +567,6 @@ class SequentialOptimizer:
             cache=self.cache,
             runs=runs,
         )
-        return evaluation
 
     # -- bookkeeping -----------------------------------------------------------------------------------
 
@@ -475,15 +576,18 @@ class SequentialOptimizer:
             raw = json.loads(path.read_text())
             if raw.get('version', 1) < STATE_VERSION:
                 raise ValueError(
-                    f'{path}: written by an older optimizer (no train/validation split); it cannot be resumed, use a new --out'
+                    f'{path}: written by an older optimizer (another search and acceptance rule); '
+                    'it cannot be resumed, use a new --out'
                 )
             state = OptimizeState.model_validate(raw)
             if state.original != self.components.as_dict():
                 raise ValueError(f'{path}: this run folder optimizes other prompt components; use a new --out')
             if state.config.query_ids != self.config.query_ids or state.config.judges != self.config.judges:
                 raise ValueError(f'{path}: this run folder used other queries or judges; use a new --out')
-            if state.split is not None and state.split != self.split:
+            if not self._stratified and state.split is not None and state.split != self.split:
                 raise ValueError(f'{path}: this run folder split the queries differently; use a new --out')
+            if state.split is not None:
+                self._use_split(state.split)
             # budgets and limits may be raised on resume; the rest of the config stays as it was
             state.config = state.config.model_copy(
                 update={k: getattr(self.config, k) for k in ('budget_calls', 'max_metric_calls', 'max_components', 'concurrency')}
@@ -497,7 +601,7 @@ class SequentialOptimizer:
             source=self.components.source,
             original=self.components.as_dict(),
             current=self.components.as_dict(),
-            split=self.split,
+            split=None if self._stratified else self.split,
         )
         self._save(state)
         return state
@@ -510,9 +614,9 @@ class SequentialOptimizer:
 
     def _frozen_evals(self, state: OptimizeState, name: str) -> tuple[PromptEvaluation, PromptEvaluation] | None:
         cs = state.components[name]
-        if cs.frozen_index is None:
+        if cs.frozen_path is None:
             return None
-        data = json.loads((self.run_dir / 'candidates' / _safe(name) / f'{cs.frozen_index}.json').read_text())
+        data = json.loads((self.run_dir / cs.frozen_path).read_text())
         return PromptEvaluation.model_validate(data['evaluation']), PromptEvaluation.model_validate(data['validation'])
 
     def _spend(self, state: OptimizeState, evaluation: PromptEvaluation, metric_calls: int) -> None:
@@ -546,8 +650,11 @@ class SequentialOptimizer:
             self.on_event(message)
 
 
-def split_queries(query_ids: Sequence[str], config: OptimizeConfig) -> Split:
-    """Train and validation query ids, deterministic by seed; refuses a split whose test cannot accept anything."""
+def split_queries(query_ids: Sequence[str], config: OptimizeConfig, strata: Mapping[str, str] | None = None) -> Split:
+    """Train and validation query ids, deterministic by seed; refuses a split whose test cannot accept anything.
+
+    With `strata` (query id -> group, e.g. the failure modes its baseline run had), each group is split in
+    the same proportion (largest remainders), so a failure that a minority of queries show is on both sides."""
     ids = list(query_ids)
     if config.validation_queries is not None:
         unknown = [i for i in config.validation_queries if i not in ids]
@@ -559,9 +666,12 @@ def split_queries(query_ids: Sequence[str], config: OptimizeConfig) -> Split:
         if len(ids) < 2:
             raise ValueError(f'{len(ids)} query: the optimizer needs queries to learn from and others to validate on')
         n_val = min(len(ids) - 1, max(1, math.ceil(len(ids) * config.validation_fraction)))
-        shuffled = ids[:]
-        random.Random(f'split:{config.seed}').shuffle(shuffled)
-        held = set(shuffled[:n_val])
+        if strata:
+            held = _stratified(ids, strata, n_val, f'split:{config.seed}')
+        else:
+            shuffled = ids[:]
+            random.Random(f'split:{config.seed}').shuffle(shuffled)
+            held = set(shuffled[:n_val])
         split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
     if not split.train:
         raise ValueError('every query is held out for validation: none is left to learn from')
@@ -576,29 +686,78 @@ def split_queries(query_ids: Sequence[str], config: OptimizeConfig) -> Split:
     return split
 
 
-def validation_test(before: PromptEvaluation, after: PromptEvaluation, *, alpha: float, margin: float) -> ValidationTest:
-    """One-sided paired sign-flip test over the validation queries scored on both sides (query = unit)."""
+def acceptance_plan(config: OptimizeConfig, split: Split, components: int) -> tuple[float, str]:
+    """The level of each acceptance test and the rule in words, with the smallest gain it can accept.
+
+    Each component gets alpha / components (Bonferroni across components); within it, a round's tested
+    candidates share it by variants (the train ranking that picked them saw every variant's runs on the
+    unseen train queries that the test reuses), and a next round is tested only after an accepted one
+    (a fixed sequence), so the chance of freezing any change that does not help stays under alpha."""
+    level = config.alpha / max(1, components) / config.variants
+    need = math.floor(math.log2(1 / level)) + 1  # fewest improved queries, none hurt, for the exact test's p < level
+    n_test = len(split.validation) + len(split.train)
+    text = (
+        f'acceptance: a variant is frozen when it beats the current text on the {len(split.validation)} validation '
+        f'queries ({config.runs} run(s) each) plus the train queries its generator was not shown: one-sided paired '
+        f'sign-flip p < {level:.3g} (alpha {config.alpha:g} / {max(1, components)} component(s) / {config.variants} '
+        f'variant(s)) and mean gain > {config.margin:g}. With no query hurt that takes at least {need} improved '
+        f'queries: a fix must help about {math.ceil(100 * need / n_test)}% or more of the {n_test} queries.'
+    )
+    return level, text
+
+
+def validation_test(
+    before: PromptEvaluation,
+    after: PromptEvaluation,
+    *,
+    alpha: float,
+    margin: float,
+    modes: Sequence[str] | None = None,
+) -> ValidationTest:
+    """One-sided paired sign-flip test over the test queries scored on both sides (query = unit).
+
+    With `modes` (the failure modes of the findings the variant was written from), the test is on those
+    modes' scores — the paired test on what the change is meant to fix, which other modes' noise does not
+    dilute — and the mean over every judge must still gain more than `margin` (the harm guard); without,
+    both are on the mean over every judge."""
     pairs = sorted(set(before.per_query) & set(after.per_query))
     old = [before.per_query[q] for q in pairs]
     new = [after.per_query[q] for q in pairs]
     mean_old = sum(old) / len(old) if old else None
     mean_new = sum(new) / len(new) if new else None
     delta = None if mean_old is None or mean_new is None else mean_new - mean_old
-    p = _p_better(old, new) if pairs else 1.0
-    if not pairs:
-        accepted, reason = False, 'no validation query was scored on both sides'
-    elif after.errors > before.errors:
-        accepted, reason = False, f'more errors on validation ({after.errors} vs {before.errors})'
-    elif delta is None or delta <= margin:
-        accepted, reason = False, f'mean gain {delta:+.3f} on {len(pairs)} validation queries is not above margin {margin}'
-    elif p >= alpha:
-        accepted, reason = False, f'gain {delta:+.3f} on {len(pairs)} validation queries is within noise (p={p:.4f} >= {alpha})'
+    target = [q for q in pairs if modes and _target(before, q, modes) is not None and _target(after, q, modes) is not None]
+    if modes and target:
+        t_old = [_target(before, q, modes) or 0.0 for q in target]
+        t_new = [_target(after, q, modes) or 0.0 for q in target]
+        p = _p_better(t_old, t_new)
+        target_delta: float | None = (sum(t_new) - sum(t_old)) / len(target)
+        on = f'{", ".join(modes)} on {len(target)} test queries'
     else:
-        accepted, reason = True, f'gain {delta:+.3f} on {len(pairs)} validation queries, one-sided paired p={p:.4f} < {alpha}'
+        p = _p_better(old, new) if pairs else 1.0
+        target_delta = delta
+        on = f'{len(pairs)} test queries'
+    if not pairs:
+        accepted, reason = False, 'no test query was scored on both sides'
+    elif after.errors > before.errors:
+        accepted, reason = False, f'more errors on the test queries ({after.errors} vs {before.errors})'
+    elif delta is None or delta <= margin:
+        accepted, reason = False, f'mean gain {delta:+.3f} on {len(pairs)} test queries is not above margin {margin}'
+    elif p >= alpha:
+        accepted, reason = False, f'gain {target_delta:+.3f} ({on}) is within noise (p={p:.4f} >= {alpha:.3g})'
+    else:
+        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), one-sided paired p={p:.4f} < {alpha:.3g}; mean {delta:+.3f}'
+    ci_low, ci_high = _interval(old, new)
     return ValidationTest(
         pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
-        errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason,
+        errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason, ci_low=ci_low,
+        ci_high=ci_high, modes=list(modes or []), target_pairs=len(target), target_delta=target_delta,
     )  # fmt: skip
+
+
+def _target(evaluation: PromptEvaluation, query: str, modes: Sequence[str]) -> float | None:
+    scores = [s for m in modes if (s := evaluation.per_query_mode.get(query, {}).get(m)) is not None]
+    return sum(scores) / len(scores) if scores else None
 
 
 def route_failures(
@@ -625,18 +784,28 @@ def order_components(components: PromptComponents, evaluation: PromptEvaluation,
 
 
 def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence[str]) -> list[PromptSuggestion]:
-    """One suggestion per frozen component, with the pattern routed to it and the measured train and validation gain."""
+    """One suggestion per frozen component: what failed and how often (the findings routed to it), and the
+    measured gain of the judges that ran, with its interval and p-value."""
     out = []
     split = state.split or Split(train=state.config.query_ids, validation=[])
+    ran = _judges_that_ran(run_dir, judge_names)
     for name in state.order:
         cs = state.components[name]
-        if cs.frozen_index is None:
+        if cs.frozen_path is None:
             continue
         by_judge = cs.failure_queries
         n_train = len(split.train)
-        pattern = '; '.join(f'{j} found issues in {len(q)} of {n_train} training runs' for j, q in sorted(by_judge.items()))
-        test = next((c.validation for c in cs.candidates if c.index == cs.frozen_index), None)
-        p_text = f', one-sided paired sign-flip p={test.p_value:.4f}' if test is not None else ''
+        kinds = ', '.join(f'{label} ×{n}' for label, n in cs.issue_counts.items())
+        runs = len({q for qs in by_judge.values() for q in qs})
+        pattern = f'{kinds} (in {runs} of {n_train} training runs)' if kinds else ''
+        test = next((c.validation for c in cs.candidates if c.path == cs.frozen_path), None)
+        gain = ''
+        if test is not None and test.delta is not None:
+            interval = '' if test.ci_low is None else f', 95% interval {test.ci_low:+.3f} … {test.ci_high:+.3f}'
+            gain = (
+                f'; gain on its {test.pairs} test queries {test.delta:+.3f}{interval}, one-sided paired sign-flip '
+                f'p={test.p_value:.4f} < {test.alpha:.3g}'
+            )
         out.append(
             PromptSuggestion(
                 failure_pattern=pattern or 'no routed failure (visited with --all-components)',
@@ -644,10 +813,10 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
                 current_prompt_section=name,
                 suggested_change=state.current[name],
                 expected_improvement=(
-                    f'mean judge score on {len(split.train)} training queries {_fmt(cs.score_before)} -> '
-                    f'{_fmt(cs.score_after)}; on {len(split.validation)} held-out validation queries '
-                    f'({state.config.runs} run(s) each) {_fmt(cs.validation_before)} -> {_fmt(cs.validation_after)}'
-                    f'{p_text}; judges {", ".join(judge_names)}. Routing: {state.routing_detail or state.routing}. '
+                    f'mean judge score ({", ".join(ran) or "no judge ran"}) on {len(split.train)} training queries '
+                    f'{_fmt(cs.score_before)} -> {_fmt(cs.score_after)}; on {len(split.validation)} held-out validation '
+                    f'queries ({state.config.runs} run(s) each) {_fmt(cs.validation_before)} -> {_fmt(cs.validation_after)}'
+                    f'{gain}. Routing: {state.routing_detail or state.routing}. '
                     'Check it on your own held-out queries with `sensei-eval validate` before applying.'
                 ),
                 diff=section_diff(name, state.original[name], state.current[name]),
@@ -656,6 +825,8 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
                 validation_before=cs.validation_before,
                 validation_after=cs.validation_after,
                 p_value=None if test is None else test.p_value,
+                validation_gain=None if test is None else test.delta,
+                gain_interval=_pair(test.ci_low, test.ci_high) if test is not None else None,
             )
         )
     return out
@@ -678,10 +849,111 @@ def _by_judge(examples: Sequence[FailureExample]) -> dict[str, list[str]]:
     return out
 
 
-def _sample(examples: list[FailureExample], key: str) -> list[FailureExample]:
-    if len(examples) <= MAX_FAILURE_EXAMPLES:
-        return examples
-    return random.Random(key).sample(examples, MAX_FAILURE_EXAMPLES)
+def _groups(examples: Sequence[FailureExample]) -> list[tuple[str, list[FailureExample]]]:
+    """Findings grouped by what went wrong (`FailureExample.label`), most frequent first."""
+    groups: dict[str, list[FailureExample]] = {}
+    for e in examples:
+        groups.setdefault(e.label or e.summary, []).append(e)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _grouped(examples: Sequence[FailureExample], per: int) -> tuple[list[str], set[str]]:
+    """The generator's failure input — per kind of failure its count and `per` examples from distinct
+    queries — and the queries those examples come from (left out of the acceptance test)."""
+    out: list[str] = []
+    shown: set[str] = set()
+    for label, group in _groups(examples):
+        picked: list[FailureExample] = []
+        for e in sorted(group, key=lambda e: (e.query_id not in shown, e.query_id)):
+            if len(picked) < per and all(p.query_id != e.query_id for p in picked):
+                picked.append(e)
+        shown.update(e.query_id for e in picked)
+        modes = ', '.join(sorted({f'{e.failure_mode or "-"}, {e.judge}' for e in group}))
+        queries = len({e.query_id for e in group})
+        lines = [f'{label} ×{len(group)} in {queries} run(s) ({modes}), e.g.:']
+        lines += [f'  {e.render()}' for e in picked]
+        out.append('\n'.join(lines))
+    return out, shown
+
+
+def _restrict(
+    prompt: str, evaluation: PromptEvaluation, reports: Sequence[EvaluationReport], ids: Sequence[str]
+) -> PromptEvaluation:
+    """`evaluation` as if only the queries `ids` had been run."""
+    keep = set(ids)
+    chosen = [r for r in reports if base_query_id(r.query_id) in keep]
+    errors = [e for e in evaluation.agent_errors if any(e.startswith(f'{q}: ') for q in keep)]
+    part = summarise(prompt, [], chosen, errors)
+    # its share of the cost (already counted once), what the budget check expects a like evaluation to cost
+    share = len(chosen) / len(reports) if reports else 0.0
+    return part.model_copy(
+        update={'agent_calls': round(evaluation.agent_calls * share), 'judge_calls': round(evaluation.judge_calls * share)}
+    )
+
+
+def _joined(validation: PromptEvaluation, train: PromptEvaluation, unseen: Sequence[str]) -> PromptEvaluation:
+    """The test queries of one side: the validation queries and the train queries the generator was not shown."""
+    extra = {q: train.per_query[q] for q in unseen if q in train.per_query}
+    per_query = {**validation.per_query, **extra}
+    per_mode = {**validation.per_query_mode, **{q: train.per_query_mode[q] for q in unseen if q in train.per_query_mode}}
+
+    def mine(errors: Sequence[str]) -> list[str]:
+        return [e for e in errors if any(e.startswith(f'{q}: ') or e.startswith(f'{q}#') for q in unseen)]
+
+    return PromptEvaluation(
+        prompt_version=validation.prompt_version,
+        score=sum(per_query.values()) / len(per_query) if per_query else None,
+        n_scores=len(per_query),
+        per_query=per_query,
+        per_query_mode=per_mode,
+        judge_errors=[*validation.judge_errors, *mine(train.judge_errors)],
+        agent_errors=[*validation.agent_errors, *mine(train.agent_errors)],
+    )
+
+
+def _stratified(ids: Sequence[str], strata: Mapping[str, str], n_val: int, seed: str) -> set[str]:
+    """`n_val` ids for validation, each stratum contributing its share (largest remainders, ties by seed)."""
+    groups: dict[str, list[str]] = {}
+    for i in ids:
+        groups.setdefault(strata.get(i, ''), []).append(i)
+    ties = random.Random(f'{seed}:ties')
+    fraction = n_val / len(ids)
+    quota = {g: len(m) * fraction for g, m in sorted(groups.items())}
+    take = {g: math.floor(q) for g, q in quota.items()}
+    order = sorted(quota, key=lambda g: (-(quota[g] - take[g]), ties.random()))
+    for g in order[: n_val - sum(take.values())]:
+        take[g] += 1
+    held: set[str] = set()
+    for g, members in sorted(groups.items()):
+        shuffled = members[:]
+        # one group: the same split as without strata
+        random.Random(seed if len(groups) == 1 else f'{seed}:{g}').shuffle(shuffled)
+        held.update(shuffled[: take[g]])
+    return held
+
+
+def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
+
+
+def _interval(old: Sequence[float], new: Sequence[float]) -> tuple[float | None, float | None]:
+    if len(old) < 2:
+        return None, None
+    from ..validate.stats import paired_bootstrap_ci
+
+    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=2000, rng=0)
+    return float(ci.low), float(ci.high)
+
+
+def _judges_that_ran(run_dir: Path, judge_names: Sequence[str]) -> list[str]:
+    """The judges with at least one verdict on the baseline (a judge that never applied or always errored
+    is not claimed as evidence)."""
+    path = run_dir / 'candidates' / 'baseline.json'
+    if not path.is_file():
+        return list(judge_names)
+    data = json.loads(path.read_text())
+    ran = {j for side in ('evaluation', 'validation') for j in (data.get(side) or {}).get('per_judge', {})}
+    return [j for j in judge_names if j in ran]
 
 
 def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:

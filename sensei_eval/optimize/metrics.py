@@ -25,10 +25,11 @@ event loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import dspy
@@ -38,14 +39,24 @@ from ..evaluators.base import Judge, JudgeError
 from ..models import JudgeModel
 from ..profiles import DEFAULT_PROFILE, Profile
 from ..records import QueryRecord
-from ..reports import EvaluationReport
+from ..reports import EvaluationReport, mode_verdicts
 from ..routing import Routing, resolve_routing
 from ..runner import judge_records
 from .agent import AgentRunner, Query, run_query
 from .components import PromptComponents
 from .evaluate import issue_summary
 
-__all__ = ('AgentProgram', 'JudgeMetric', 'judges_for_component', 'run_sync')
+__all__ = (
+    'AgentProgram',
+    'JudgeMetric',
+    'MetricError',
+    'RecordAdapter',
+    'compile_checked',
+    'judge_modes',
+    'judges_for_component',
+    'prediction_record',
+    'run_sync',
+)
 
 T = TypeVar('T')
 
@@ -77,11 +88,83 @@ def judges_for_component(component: str, judges: Sequence[Judge], routing: Routi
     """The judges whose failures `routing` can send to `component`: by failure mode with a map, every judge
     with lexical routing (there, each issue is routed by its own text)."""
     modes = routing.modes_for(component)
-    return [j.name for j in judges if modes is None or (j.failure_mode or '') in modes]
+    return [j.name for j in judges if modes is None or any((m or '') in modes for m in judge_modes(j))]
+
+
+def judge_modes(judge: Judge) -> tuple[str | None, ...]:
+    """The failure modes a judge reports findings of: its `failure_modes` when it declares several (the
+    reference check), else its one `failure_mode`."""
+    declared = tuple(getattr(judge, 'failure_modes', ()) or ())
+    return declared or (judge.failure_mode,)
+
+
+class MetricError(RuntimeError):
+    """The metric could not score anything: every call failed (the errors say why)."""
+
+
+RecordAdapter = Callable[[Any, Any], QueryRecord]
+
+
+def prediction_record(example: Any, pred: Any) -> QueryRecord:
+    """The record a judge reads, from any DSPy program's prediction (the default `JudgeMetric` adapter).
+
+    * a prediction with a `record` (`AgentProgram`) is used as it is;
+    * else the query is the example's `query` / `question` input (else all its inputs, `name: value`
+      lines), the answer the prediction's `answer` / `response` / `output` field (else all its fields),
+      and a ReAct `trajectory` (`thought_i`, `tool_name_i`, `tool_args_i`, `observation_i`) becomes the
+      tool calls and results between them. The query id is the example's `query_id`, else a hash of the
+      query. Anything else: pass your own `record_adapter(example, pred) -> QueryRecord`.
+    """
+    record = getattr(pred, 'record', None)
+    if isinstance(record, QueryRecord):
+        return record
+    inputs = _fields(example, inputs_only=True)
+    query = str(inputs.get('query') or inputs.get('question') or '\n'.join(f'{k}: {v}' for k, v in inputs.items()))
+    outputs = _fields(pred)
+    trajectory = outputs.pop('trajectory', None)
+    answer = next((outputs[k] for k in ('answer', 'response', 'output') if k in outputs), None)
+    if answer is None:
+        answer = '\n'.join(f'{k}: {v}' for k, v in outputs.items() if k not in ('reasoning', 'record'))
+    messages: list[dict[str, Any]] = [{'role': 'user', 'content': query}]
+    if isinstance(trajectory, dict):
+        i = 0
+        while f'tool_name_{i}' in trajectory:
+            name = str(trajectory[f'tool_name_{i}'])
+            if name != 'finish':
+                args = trajectory.get(f'tool_args_{i}') or {}
+                call = {'id': f'c{i}', 'type': 'function', 'function': {'name': name, 'arguments': json.dumps(args, default=str)}}
+                content = trajectory.get(f'thought_{i}')
+                messages.append({'role': 'assistant', 'content': content, 'tool_calls': [call]})
+                messages.append({'role': 'tool', 'tool_call_id': f'c{i}', 'content': str(trajectory.get(f'observation_{i}', ''))})
+            i += 1
+    messages.append({'role': 'assistant', 'content': str(answer)})
+    query_id = str(
+        inputs.get('query_id') or getattr(example, 'query_id', None) or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10]
+    )
+    return QueryRecord(query_id=query_id, query=query, messages=messages)
+
+
+def _fields(obj: Any, *, inputs_only: bool = False) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if inputs_only and hasattr(obj, 'inputs'):
+        with contextlib.suppress(ValueError):  # an example without declared inputs: all its fields
+            obj = obj.inputs()
+    if hasattr(obj, 'toDict'):
+        return dict(obj.toDict())
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    return {k: v for k, v in vars(obj).items() if not k.startswith('_')} if hasattr(obj, '__dict__') else {}
 
 
 class JudgeMetric:
-    """Our judges as a DSPy metric (and, with `feedback=True`, a GEPA feedback metric)."""
+    """Our judges as a DSPy metric (and, with `feedback=True`, a GEPA feedback metric).
+
+    Works on any DSPy program: `record_adapter(example, pred)` turns a prediction into the record the
+    judges read (default `prediction_record`). DSPy's optimizers count a metric that raises as a failed
+    example and go on, so a metric that fails on every call would compile to nothing in silence: after
+    compiling, `check()` raises `MetricError` when no call produced a score (`compile_checked` does both).
+    """
 
     def __init__(
         self,
@@ -92,8 +175,11 @@ class JudgeMetric:
         cache: JudgeCache | None = None,
         profile: Profile = DEFAULT_PROFILE,
         routing: Routing | None = None,
+        record_adapter: RecordAdapter | None = None,
     ) -> None:
         self.judges = list(judges)
+        self.record_adapter = record_adapter or prediction_record
+        self.scored = 0
         self.profile = profile  # for runs whose query names no profile of its own (metadata.profile)
         # how issues reach components for feedback; None: the profile's map, else lexical (resolved per run)
         self.routing = routing
@@ -114,9 +200,13 @@ class JudgeMetric:
         pred_name: str | None = None,
         pred_trace: Any = None,
     ) -> float | dspy.Prediction:
-        record = getattr(pred, 'record', None)
-        if not isinstance(record, QueryRecord):
-            raise TypeError('JudgeMetric needs a prediction with a `record` (QueryRecord), as AgentProgram returns')
+        try:
+            record = self.record_adapter(example, pred)
+        except Exception as e:
+            message = f'the record adapter could not turn the prediction into a record: {type(e).__name__}: {e}'
+            with self._lock:
+                self.errors.append(message)
+            raise
         report = self.report(record)
         scores = [r.score for r in report.judges.values() if r.status == 'ok' and r.score is not None]
         if not scores:
@@ -125,10 +215,18 @@ class JudgeMetric:
                 self.errors.append(message)
             raise JudgeError(message)
         score = sum(scores) / len(scores)
+        with self._lock:
+            self.scored += 1
         if not self.feedback:
             return score
         texts = getattr(pred, 'components', None)
         return dspy.Prediction(score=score, feedback=self.feedback_text(report, pred_name, texts))
+
+    def check(self) -> None:
+        """Raise `MetricError` when the metric was called and never produced a score (why: its errors)."""
+        if self.scored == 0 and self.errors:
+            shown = '; '.join(dict.fromkeys(self.errors[-3:]))
+            raise MetricError(f'the judge metric failed on every call ({len(self.errors)} error(s)); last: {shown}')
 
     def report(self, record: QueryRecord) -> EvaluationReport:
         """The judges' report on one run, judged once however often it is asked for."""
@@ -156,7 +254,7 @@ class JudgeMetric:
             texts[component] = ''
         routing = self.routing or resolve_routing(list(texts), profile_map=self.profile.component_map, profile=self.profile.name)
         names = [j.name for j in self.judges]
-        modes = {j.name: j.failure_mode for j in self.judges}
+        verdicts = mode_verdicts(report)
         lines = []
         for name in names:
             result = report.judges.get(name)
@@ -165,23 +263,35 @@ class JudgeMetric:
             if result.status != 'ok':
                 lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
                 continue
-            mode = result.failure_mode or modes.get(name)
+            # each finding is routed by its own mode (`reports.mode_verdicts`), not the judge's class constant
             issues = [
-                issue
-                for issue in result.issues
+                (mode, issue)
+                for (judge, mode), verdict in verdicts.items()
+                if judge == name
+                for issue in verdict.issues
                 if not component or component in routing.route(mode, f'{name} {mode or ""} {issue_summary(issue)}', texts)
             ]
-            lines.extend(f'- {name}: {issue_summary(issue)}' for issue in issues)
+            # the mode is named when it is not the judge's own (the reference check's tool_parameters findings)
+            lines.extend(f'- {name} ({mode}): {issue_summary(issue)}' if mode and mode != result.failure_mode
+                         else f'- {name}: {issue_summary(issue)}' for mode, issue in issues)  # fmt: skip
             mapped = not component or name in judges_for_component(component, self.judges, routing)
             if not result.issues and mapped:
                 lines.append(f'- {name}: no issue')
-        shown = [n for n in names if any(line.startswith(f'- {n}:') for line in lines)]
+        shown = [n for n in names if any(line.startswith((f'- {n}:', f'- {n} (')) for line in lines)]
         if not lines:
             lines.append('- no issue routed to this component')
         head = f'Judged by {", ".join(shown or names)}' + (
             f' (the issues routed to {component}: {routing.source})' if component else ''
         )
         return head + ':\n' + '\n'.join(lines)
+
+
+def compile_checked(optimizer: Any, student: Any, metric: JudgeMetric, **kwargs: Any) -> Any:
+    """`optimizer.compile(student, **kwargs)`, then `metric.check()`: a compile in which the metric never
+    scored raises `MetricError` instead of returning the program unchanged ("Bootstrapped 0 full traces")."""
+    compiled = optimizer.compile(student, **kwargs)
+    metric.check()
+    return compiled
 
 
 class _Shared(Generic[T]):

@@ -48,9 +48,12 @@ Rewrite the section so the agent avoids those problems: keep its purpose, write 
 (no code, no markdown headers), stay short, and do not repeat the other sections.
 Answer with JSON only: {"variant": "<the complete rewritten section>"}"""
 
-# What the generator is shown, clipped: a local model has a small context and reads slowly.
-MAX_EXAMPLES = 5
-MAX_EXAMPLE_CHARS = 600
+# What the generator is shown, clipped: a local model has a small context and reads slowly. The loop
+# sends failures grouped by what went wrong (one entry per group: its count and a few examples), so
+# these bound groups, not single examples.
+MAX_EXAMPLES = 8
+MAX_EXAMPLE_CHARS = 1200
+MAX_SUCCESSES = 3
 MAX_REST_CHARS = 1200
 
 
@@ -98,6 +101,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         seed: int = 0,
         timeout_s: float | None = None,
         max_tokens: int | None = None,
+        successful_runs: Sequence[str] = (),
     ) -> dspy.Prediction:
         if self.timeouts >= self.max_timeouts:
             # a model that missed the time limit this often in the run is too slow for it: don't wait again
@@ -116,7 +120,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         for call in range(self.max_calls(num_variants)):
             if len(found) >= num_variants:
                 break
-            messages = _messages(component_name, current_text, rest_of_prompt, failure_examples, found)
+            messages = _messages(component_name, current_text, rest_of_prompt, failure_examples, found, successful_runs)
             self.lm_calls += 1
             try:
                 budget = answer_tokens(current_text, max_tokens or self.max_tokens)
@@ -222,13 +226,19 @@ _LITELLM_PROVIDERS = {'google-gla': 'gemini', 'google-vertex': 'vertex_ai', 'bed
 # Helpers
 
 
-def _messages(name: str, current: str, rest: str, examples: Sequence[str], earlier: Sequence[str]) -> list[dict[str, str]]:
-    shown = [_clip(e, MAX_EXAMPLE_CHARS) for e in list(examples)[:MAX_EXAMPLES]]
+def _messages(
+    name: str, current: str, rest: str, examples: Sequence[str], earlier: Sequence[str], successes: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    # an entry may span lines (a group: its count, then its examples); each is clipped line by line
+    shown = ['\n'.join(_clip(line, MAX_EXAMPLE_CHARS) for line in e.splitlines()) for e in list(examples)[:MAX_EXAMPLES]]
     parts = [
         f'Section to rewrite: {name}',
         f'Current text:\n{current}',
         'Failure examples:\n' + ('\n'.join(f'- {e}' for e in shown) or '- (none)'),
     ]
+    if successes:
+        kept = [_clip(x, 300) for x in list(successes)[:MAX_SUCCESSES]]
+        parts.append('Runs that passed every judge (keep what works for them):\n' + '\n'.join(f'- {x}' for x in kept))
     if rest.strip():
         parts.append(f'Other sections (context only, do not repeat):\n{_clip(rest, MAX_REST_CHARS)}')
     if earlier:

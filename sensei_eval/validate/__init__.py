@@ -24,7 +24,16 @@ from ..components import PromptComponents, load_components
 from ..evaluators.base import Judge
 from ..models import JudgeModel, resolve_model
 from ..reports import EvaluationReport
-from .compare import OVERALL, Comparison, MetricComparison, RunError, SideSummary, compare_reports, split_run_id
+from .compare import (
+    OVERALL,
+    Comparison,
+    JudgeSetError,
+    MetricComparison,
+    RunError,
+    SideSummary,
+    compare_reports,
+    split_run_id,
+)
 from .gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
 from .render import print_comparison, to_markdown
 from .run import run_agent, validate_prompts
@@ -36,6 +45,7 @@ __all__ = (
     'OVERALL',
     'Comparison',
     'GateResult',
+    'JudgeSetError',
     'MetricComparison',
     'RunError',
     'SideSummary',

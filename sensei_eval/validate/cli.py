@@ -8,7 +8,8 @@ Two modes:
 
 A thin layer over `validate.run` / `validate.compare`. Writes `comparison.json` (every number) and
 `comparison.md` (for a pull-request comment) to `--out`, plus the judge reports `old/` and `new/` when it
-ran the agent; prints the comparison table (and pydantic-evals' per-case before/after table with
+ran the agent. Two judge runs whose judges differ are refused (exit 2) unless `--common-judges`, which
+compares only the judges both ran. Prints the comparison table (and pydantic-evals' per-case before/after table with
 `--cases`) on stdout, progress on stderr.
 
 Exit codes: 0 no significant regression; 1 a metric regressed significantly, the overall mean dropped more
@@ -51,7 +52,7 @@ from ..reports import EvaluationReport, to_pydantic_evals_report, write_json_ato
 from ..run_folder import RunFolder, RunFolderError
 from ..runner import JudgeEvent
 from . import stats
-from .compare import Comparison, compare_reports
+from .compare import Comparison, JudgeSetError, compare_reports
 from .gate import EXIT_INPUT_ERROR, Thresholds
 from .render import print_comparison, to_markdown
 from .run import RunEvent, validate_prompts
@@ -112,6 +113,10 @@ def validate(
     cases: Annotated[
         bool, typer.Option('--cases/--no-cases', help="Also print pydantic-evals' per-case before/after table.")
     ] = False,
+    common_judges: Annotated[
+        bool,
+        typer.Option('--common-judges', help='Runs with different judges: compare only the judges both ran (else exit 2).'),
+    ] = False,
 ) -> None:
     """Compare the old and the new prompt (or two judge runs) per failure mode, and gate on regressions."""
     quiet_third_party()
@@ -132,9 +137,13 @@ def validate(
                 raise InputError('--runs, --judge-repeats and --judges apply when running the agent, not to finished reports')
             old = load_report_dir(old_reports, '--old-reports')
             new = load_report_dir(new_reports, '--new-reports')
-            comparison = compare_reports(
-                old, new, thresholds=thresholds, seed=seed, bootstrap_resamples=bootstrap, permutation_resamples=permutations
-            )
+            try:
+                comparison = compare_reports(
+                    old, new, thresholds=thresholds, seed=seed, bootstrap_resamples=bootstrap,
+                    permutation_resamples=permutations, common_judges=common_judges,
+                )  # fmt: skip
+            except JudgeSetError as e:
+                raise InputError(str(e)) from None
             comparison.old.source, comparison.new.source = str(old_reports), str(new_reports)
         elif all(x is not None for x in agent_mode):
             assert old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None
@@ -161,7 +170,7 @@ def validate(
                 'or --old-reports and --new-reports'
             )
     except InputError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {e}', highlight=False, soft_wrap=True)  # one line per message line, unwrapped
         raise typer.Exit(EXIT_INPUT_ERROR) from None
 
     write_outputs(comparison, out_dir)

@@ -1,11 +1,16 @@
 """Pair two sets of judge reports by query and compare them metric by metric.
 
-A *metric* is a failure mode (one of the fifteen standard modes, or an extra one), a judge without a failure mode (e.g. the TARSy
-`investigation_score`), or `overall` (the report's `overall_score`). Its value in one report:
+A *metric* is one judge's verdicts on one failure mode (`reports.mode_verdicts`: each finding counts
+for the mode it is tagged with, so the reference check gives `tool_selection/reference_check` and
+`tool_parameters/reference_check`), a judge without a failure mode (e.g. the TARSy
+`investigation_score`), or `overall` (the report's `overall_score`). A mode judged by an LLM judge and
+by a check is two metrics, never pooled: a checks-only run cannot make the LLM judge's mode "regress".
+A metric is named after its mode when its judge is (the LLM judges), else `mode/judge` (`metric_name`).
+The two sides must have run the same judges: otherwise `compare_reports` refuses (`JudgeSetError`), or
+with `common_judges` compares only the judges both ran. Its value in one report:
 
-* a failure mode judged by several judges (an LLM judge and a deterministic check) takes the worse
-  score and passes only if every one passed — the same rule as `reports.build_report`;
-* a judge error makes that report's value for the metric an *error*: excluded and counted, never a 0.
+* a judge error makes that report's value for each of the judge's metrics an *error*: excluded and
+  counted, never a 0.
   `overall` of a report with any judge error is an error too (it would be computed from part of the
   judges); a report whose judges were all skipped has no value, which is not an error.
 
@@ -38,18 +43,21 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..reports import FAILURE_MODES, EvaluationReport
+from ..reports import FAILURE_MODES, EvaluationReport, mode_verdicts, rebuild_report
 from . import stats
 from .gate import GateResult, Thresholds, decide
 
 __all__ = (
     'OVERALL',
     'Comparison',
+    'JudgeSetError',
     'MetricComparison',
     'NoiseSummary',
     'RunError',
     'SideSummary',
     'compare_reports',
+    'judge_names',
+    'metric_name',
     'split_run_id',
 )
 
@@ -60,6 +68,10 @@ _RUN_SUFFIX = re.compile(r'^(?P<base>.+)#r(?P<run>\d+)$')
 _Z95 = 1.959963984540054
 
 Verdict = Literal['improved', 'regressed', 'no_change', 'insufficient_data']
+
+
+class JudgeSetError(ValueError):
+    """The two sides ran different judges (and `common_judges` was not asked for)."""
 
 
 class RunError(BaseModel):
@@ -84,6 +96,7 @@ class MetricComparison(BaseModel):
 
     metric: str
     kind: Literal['overall', 'failure_mode', 'judge']
+    failure_mode: str | None = Field(None, description='The failure mode of a failure-mode metric.')
     judges: list[str] = Field(default_factory=list)
     n_pairs: int
     old_mean: float | None = None
@@ -176,9 +189,13 @@ class Comparison(BaseModel):
     gate: GateResult
 
     def metric(self, name: str) -> MetricComparison:
+        """The metric `name`; a bare mode name finds its metric when one judge alone reported that mode."""
         for m in self.metrics:
             if m.metric == name:
                 return m
+        of_mode = [m for m in self.metrics if m.failure_mode == name]
+        if len(of_mode) == 1:
+            return of_mode[0]
         raise KeyError(f'no metric {name!r}; metrics: {", ".join(m.metric for m in self.metrics)}')
 
     @property
@@ -204,11 +221,34 @@ def compare_reports(
     permutation_resamples: int = stats.DEFAULT_PERMUTATIONS,
     old_side: SideSummary | None = None,
     new_side: SideSummary | None = None,
+    common_judges: bool = False,
 ) -> Comparison:
-    """Pair `old` and `new` by query, compute every metric's statistics, then the verdicts and gate."""
+    """Pair `old` and `new` by query, compute every metric's statistics, then the verdicts and gate.
+
+    Sides that ran different judges are refused (`JudgeSetError`: a metric present on one side only is
+    no comparison) unless `common_judges`: then only the judges both ran are compared, each report's
+    scores recomputed from those judges."""
     thresholds = thresholds or Thresholds()
-    old_obs = _extract(old)
-    new_obs = _extract(new)
+    old_judges, new_judges = judge_names(old), judge_names(new)
+    warnings: list[str] = []
+    if old_judges != new_judges:
+        if not common_judges:
+            raise JudgeSetError(
+                'the two sides ran different judges (old only: '
+                + (', '.join(sorted(old_judges - new_judges)) or 'none')
+                + '; new only: '
+                + (', '.join(sorted(new_judges - old_judges)) or 'none')
+                + '); compare only the judges both have with --common-judges'
+            )
+        keep = old_judges & new_judges
+        warnings.append(
+            'compared only the judges both sides ran (--common-judges): ' + (', '.join(sorted(keep)) or 'none')
+            + '; left out: ' + ', '.join(sorted(old_judges ^ new_judges))
+        )  # fmt: skip
+        old, new = _only_judges(old, keep), _only_judges(new, keep)
+    known = _known_modes(old, new)
+    old_obs = _extract(old, known)
+    new_obs = _extract(new, known)
     old_summary = _side_summary(old, old_side or SideSummary(label='old'))
     new_summary = _side_summary(new, new_side or SideSummary(label='new'))
 
@@ -217,7 +257,7 @@ def compare_reports(
     old_queries |= {e.query_id for e in old_summary.run_errors}
     new_queries |= {e.query_id for e in new_summary.run_errors}
 
-    metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics))
+    metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics), {**old_obs.modes, **new_obs.modes})
     rng = np.random.default_rng(seed)
     results = [
         _compare_metric(
@@ -234,7 +274,7 @@ def compare_reports(
         new=new_summary,
         only_old=sorted(old_queries - new_queries),
         only_new=sorted(new_queries - old_queries),
-        warnings=_warnings(old_summary, new_summary),
+        warnings=[*warnings, *_warnings(old_summary, new_summary)],
         metrics=results,
         gate=GateResult(exit_code=0, passed=True),
     )
@@ -262,24 +302,38 @@ class _Observations:
     metrics: dict[str, dict[str, dict[int, dict[int, _Cell]]]] = field(default_factory=dict)
     kinds: dict[str, Literal['overall', 'failure_mode', 'judge']] = field(default_factory=dict)
     judges: dict[str, set[str]] = field(default_factory=dict)
+    modes: dict[str, str | None] = field(default_factory=dict)
 
     def put(self, metric: str, query: str, run: int, repeat: int, cell: _Cell) -> None:
         self.metrics.setdefault(metric, {}).setdefault(query, {}).setdefault(run, {})[repeat] = cell
 
 
-def _extract(reports: Sequence[EvaluationReport]) -> _Observations:
+def metric_name(judge: str, mode: str | None) -> str:
+    """A metric's name: the mode when its judge is named after it (the LLM judges), `mode/judge` for a
+    judge reporting a mode under another name (a check), the judge's name for a judge without a mode."""
+    if mode is None or mode == judge:
+        return mode or judge
+    return f'{mode}/{judge}'
+
+
+def _extract(reports: Sequence[EvaluationReport], known: dict[str, set[str | None]] | None = None) -> _Observations:
+    """Every (judge, mode) verdict of every report (`reports.mode_verdicts`): one metric per judge and mode,
+    so a check's and an LLM judge's verdicts on the same mode are compared separately. `known`: the modes
+    each judge reported anywhere (either side); an errored judge is an error on each of them."""
     obs = _Observations()
     for report in reports:
         query, run = split_run_id(report.query_id)
-        per_metric: dict[str, list[tuple[str, _Cell]]] = {}
-        for name, result in report.judges.items():
-            metric = result.failure_mode or name
-            obs.kinds[metric] = 'failure_mode' if result.failure_mode else 'judge'
-            obs.judges.setdefault(metric, set()).add(name)
-            cell = _Cell(error=True) if result.status != 'ok' else _Cell(score=result.score, passed=result.passed)
-            per_metric.setdefault(metric, []).append((name, cell))
-        for metric, cells in per_metric.items():
-            obs.put(metric, query, run, report.repeat, _merge(cells))
+        for (name, mode), verdict in mode_verdicts(report).items():
+            modes = [mode]
+            if verdict.status != 'ok' and known is not None:
+                modes = sorted(known.get(name) or {mode}, key=lambda m: m or '')
+            for m in modes:
+                metric = metric_name(name, m)
+                obs.kinds[metric] = 'failure_mode' if m else 'judge'
+                obs.judges.setdefault(metric, set()).add(name)
+                obs.modes[metric] = m
+                cell = _Cell(error=True) if verdict.status != 'ok' else _Cell(score=verdict.score, passed=verdict.passed)
+                obs.put(metric, query, run, report.repeat, cell)
         if report.judges:
             obs.kinds[OVERALL] = 'overall'
             if report.errors:
@@ -289,19 +343,41 @@ def _extract(reports: Sequence[EvaluationReport]) -> _Observations:
     return obs
 
 
-def _merge(cells: list[tuple[str, _Cell]]) -> _Cell:
-    """Several judges of one mode: any error → error; else the worst score, and passed only if all passed."""
-    if any(c.error for _, c in cells):
-        return _Cell(error=True)
-    scores = [c.score for _, c in cells if c.score is not None]
-    verdicts = [c.passed for _, c in cells if c.passed is not None]
-    return _Cell(score=min(scores) if scores else None, passed=all(verdicts) if verdicts else None)
+def _known_modes(*sides: Sequence[EvaluationReport]) -> dict[str, set[str | None]]:
+    known: dict[str, set[str | None]] = {}
+    for reports in sides:
+        for report in reports:
+            for name, mode in mode_verdicts(report):
+                known.setdefault(name, set()).add(mode)
+    return known
 
 
-def _ordered_metrics(names: set[str]) -> list[str]:
-    modes = [m for m in FAILURE_MODES if m in names]
-    others = sorted(n for n in names if n not in FAILURE_MODES and n != OVERALL)
-    return [*modes, *others, *([OVERALL] if OVERALL in names else [])]
+def judge_names(reports: Sequence[EvaluationReport]) -> set[str]:
+    """The judges a side ran: every judge with a result on any report, or skipped as not applying to one."""
+    return {n for r in reports for n in (*r.judges, *r.skipped)}
+
+
+def _only_judges(reports: Sequence[EvaluationReport], keep: set[str]) -> list[EvaluationReport]:
+    """The reports with only the judges in `keep`, every score and verdict recomputed from them."""
+    out = []
+    for report in reports:
+        if set(report.judges) <= keep and set(report.skipped) <= keep:
+            out.append(report)
+            continue
+        trimmed = report.model_copy(update={'skipped': {k: v for k, v in report.skipped.items() if k in keep}})
+        out.append(rebuild_report(trimmed, [r for n, r in report.judges.items() if n in keep]))
+    return out
+
+
+def _ordered_metrics(names: set[str], modes: dict[str, str | None]) -> list[str]:
+    """Failure-mode metrics in the standard mode order (a mode's judges by name), then judges, then overall."""
+    order = list(FAILURE_MODES)
+    by_mode = sorted(
+        (n for n in names if modes.get(n) is not None),
+        key=lambda n: (order.index(m) if (m := modes.get(n)) in order else len(order), str(modes.get(n)), n != modes.get(n), n),
+    )
+    others = sorted(n for n in names if modes.get(n) is None and n != OVERALL)
+    return [*by_mode, *others, *([OVERALL] if OVERALL in names else [])]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -364,6 +440,7 @@ def _compare_metric(
     result = MetricComparison(
         metric=name,
         kind=kind,
+        failure_mode=old_obs.modes.get(name) or new_obs.modes.get(name),
         judges=judges,
         n_pairs=len(scored),
         ci_level=level,
