@@ -229,7 +229,7 @@ def test_issue_links_jump_to_cited_steps(page: Page, server: DashboardServer) ->
     expect(panel.locator('.issue[data-mode=hallucination]')).to_contain_text('cpu only')
     panel.locator('a.step-link[data-step="3"]').click()
     step = page.locator('#step-3')
-    expect(step).to_have_class('step tool_result cited')
+    expect(step).to_have_class('step tool_result flagged cited')  # flagged: a failed verdict cites it
     expect(step.locator('details')).to_have_attribute('open', '')
     expect(step.locator('pre')).to_contain_text('miner-7f cpu=3980m')
 

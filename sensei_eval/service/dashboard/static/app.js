@@ -389,7 +389,7 @@ function sessionView(initial) {
         { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: data.is_alert ? 'Run the failure-mode judges and the investigation scorer' : 'Run the failure-mode judges' },
         judging || active ? 'Judging…' : data.evaluation_status ? 'Judge again' : 'Judge run',
       ),
-      data.is_alert || data.latest_scoring
+      data.is_alert
         ? h(
           'button',
           { type: 'button', disabled: active, dataset: { testid: 'score-button' }, onclick: () => score(rescore) },
@@ -433,7 +433,7 @@ function sessionView(initial) {
     const j = data.judgement;
     const judgementLabel = j && j.overall_score !== null ? `Judgement ${j.overall_score.toFixed(2)}` : 'Judgement';
     const tabsShown = [['transcript', `Transcript (${data.steps.length} steps)`], ['judgement', judgementLabel]];
-    if (data.is_alert || data.latest_scoring) tabsShown.push(['score', scoreLabel]);
+    if (data.is_alert || data.score) tabsShown.push(['score', scoreLabel]);
     for (const [key, label] of tabsShown) {
       tabs.append(
         h(

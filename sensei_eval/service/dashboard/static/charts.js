@@ -61,7 +61,7 @@ function truncateLabel(text, n) {
 // ---------------------------------------------------------------------------------------------------
 // Rates (pass or failure rates with their denominators), over time, and clickable bars
 
-const SERIES = ['#2f5bd3', '#d9534f', '#1f8f4e', '#e0b000', '#7c3aed', '#0891b2', '#c2410c', '#64748b'];
+const SERIES = 8; // series colours: classes s0..s7 in style.css (no inline style under the page's CSP)
 
 function pct(v) {
   return `${Math.round(v * 100)}%`;
@@ -131,19 +131,19 @@ export function rateLines(series, { name, emptyText = 'No data yet.', href = nul
     if (i % every === 0) svg.append(s('text', { x: x(p), y: bottom + 16, 'text-anchor': 'middle', class: 'tick' }, p.slice(5)));
   });
   series.forEach((sr, k) => {
-    const color = SERIES[k % SERIES.length];
-    svg.append(s('polyline', { points: sr.points.map((p) => `${x(p.period)},${y(p.rate)}`).join(' '), class: 'line', style: `stroke:${color}` }));
+    const color = `s${k % SERIES}`;
+    svg.append(s('polyline', { points: sr.points.map((p) => `${x(p.period)},${y(p.rate)}`).join(' '), class: `line ${color}` }));
     for (const p of sr.points) {
       const tip = `${sr.group} · ${p.period === p.until ? p.period : `${p.period} – ${p.until}`}: ${pct(p.rate)} failed (${p.failed} of ${p.evaluated})`;
-      svg.append(linked(href ? href(p, sr.group) : null, s('circle', { cx: x(p.period), cy: y(p.rate), r: 5, class: 'dot', style: `fill:${color}`, 'data-group': sr.group }, s('title', {}, tip)), tip));
+      svg.append(linked(href ? href(p, sr.group) : null, s('circle', { cx: x(p.period), cy: y(p.rate), r: 5, class: `dot ${color}`, 'data-group': sr.group }, s('title', {}, tip)), tip));
     }
   });
   // legend under the axis
   let lx = left;
   series.forEach((sr, k) => {
-    const color = SERIES[k % SERIES.length];
+    const color = `s${k % SERIES}`;
     const label = truncateLabel(sr.group, 22);
-    svg.append(s('rect', { x: lx, y: bottom + 30, width: 10, height: 10, style: `fill:${color}` }), s('text', { x: lx + 14, y: bottom + 39, class: 'tick' }, label));
+    svg.append(s('rect', { x: lx, y: bottom + 30, width: 10, height: 10, class: `key ${color}` }), s('text', { x: lx + 14, y: bottom + 39, class: 'tick' }, label));
     lx += 24 + label.length * 7;
   });
   return svg;
