@@ -109,7 +109,7 @@ def main() -> None:
             'reasoning': 'One metrics call cannot tell a miner from a busy build job.',
             'steps': [2],
         }
-        completeness = {'missing_parts': ['what the binary is'], 'steps': [4]}
+        completeness = {'missed_aspects': ['what the binary is'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
         insert_evaluation(server.store, live, {'hallucination': [hallucination], 'tool_selection': [tool_selection]})
         for qid in ('alert-egress', 'alert-dns', 'alert-priv-esc'):
             insert_evaluation(server.store, ids[qid], {'tool_selection': [tool_selection], 'completeness': [completeness]})
@@ -125,7 +125,7 @@ def main() -> None:
             'severity': 'major',
             'steps': [3, 4],
         }
-        missing = {'missing_parts': ['how to retry on status codes'], 'steps': [4]}
+        missing = {'missed_aspects': ['how to retry on status codes'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
         for i in range(14):
             version = 'v1' if i >= 6 else 'v2'
             agent = 'docs-agent' if i % 3 else 'support-bot'
@@ -135,15 +135,8 @@ def main() -> None:
             fails = (i % 2 == 0) if version == 'v1' else (i % 4 == 0)
             issues: dict[str, list[dict[str, Any]]] = {'hallucination': [claim] if fails else []}
             issues['completeness'] = [missing] if i % 3 == 0 else []
-            n_failed = sum(bool(v) for v in issues.values())
-            insert_evaluation(
-                server.store,
-                sid,
-                issues,
-                passed=('tool_selection',),
-                overall=round(1 - 0.25 * n_failed - 0.05 * (i % 3), 2),
-                days_ago=i,
-            )
+            issues['tool_selection'] = [tool_selection] if i % 5 == 0 else []
+            insert_evaluation(server.store, sid, issues, days_ago=i)
         deadline = time.monotonic() + 30
         while server.client.get(f'/api/v1/sessions/{plain}/evaluation').json()['status'] != 'completed':
             if time.monotonic() > deadline:

@@ -149,39 +149,39 @@ def insert_evaluation(
     issues: dict[str, list[dict[str, Any]]],
     *,
     passed: tuple[str, ...] = (),
-    overall: float = 0.5,
     days_ago: float = 0,
 ) -> str:
-    """A completed failure-mode evaluation whose report holds `issues` (failure mode → issue dicts), with
-    a failed verdict (reasoning, issues) per mode in `issues` and a passed one per judge in `passed`,
-    as the worker stores a report: per-judge results under `judges`, criteria hashes, overall score."""
-    from sensei_eval.reports import FAILURE_MODES
+    """A completed failure-mode evaluation of the session's record, as the worker stores one: a report
+    built by the library (`build_report`) from a failed verdict per mode in `issues` that has items (a
+    passed one when its list is empty) and a passed verdict per judge in `passed`. Each mode's score is
+    its judge's own (`1 - Σ issue_weight`), so the overall score is the library's arithmetic."""
+    from sensei_eval.records import QueryRecord
+    from sensei_eval.reports import FAILURE_MODES, JudgeResult, build_report
 
-    report: dict[str, Any] = {'failure_modes': [m for m in FAILURE_MODES if issues.get(m)], 'criteria_hashes': {}, 'judges': {}}
-    for mode, items in issues.items():
-        report[FAILURE_MODES[mode][2]] = items
-        report['criteria_hashes'][mode] = JUDGES[mode]().criteria_hash()
-        report['judges'][mode] = {
-            'judge': mode,
-            'failure_mode': mode,
-            'status': 'ok',
-            'passed': not items,
-            'score': 0.5 if items else 1.0,
-            'reasoning': f'{mode}: the run falls short here; see the cited steps.' if items else 'fine',
-            'issues': items,
-        }
-    for name in passed:
-        report['criteria_hashes'][name] = JUDGES[name]().criteria_hash()
-        report['judges'][name] = {
-            'judge': name,
-            'failure_mode': name,
-            'status': 'ok',
-            'passed': True,
-            'score': 1.0,
-            'reasoning': 'fine',
-            'issues': [],
-        }
-    report['overall_score'] = overall
+    with store.read() as db:
+        row = db.get(SessionRow, session_id)
+        assert row is not None
+        record = QueryRecord.model_validate(row.record)
+    results = []
+    for mode, items in [*issues.items(), *((name, []) for name in passed)]:
+        judge = JUDGES[mode]()
+        model = FAILURE_MODES[mode][1]
+        score = max(0.0, 1.0 - sum(judge.issue_weight(model.model_validate(i)) for i in items))
+        results.append(
+            JudgeResult(
+                judge=mode,
+                failure_mode=mode,
+                category=FAILURE_MODES[mode][0],
+                criteria_hash=judge.criteria_hash(),
+                model='function:scripted',
+                status='ok',
+                passed=not items,
+                score=score,
+                reasoning=f'{mode}: the run falls short here; see the cited steps.' if items else 'fine',
+                issues=items,
+            )
+        )
+    report = build_report(record, results, run_id='dashboard-test', model='function:scripted')
     when = now_us() - int(days_ago * DAY_US)
     evaluation_id = new_id()
     with store.write() as db:
@@ -189,13 +189,14 @@ def insert_evaluation(
             EvaluationRow(
                 evaluation_id=evaluation_id,
                 session_id=session_id,
-                evaluators=sorted(report['judges']),
+                evaluators=sorted(report.judges),
                 status='completed',
                 triggered_by='test',
                 started_at_us=when - 1000,
                 completed_at_us=when,
-                overall_score=overall,
-                report=report,
+                overall_score=report.overall_score,
+                model='function:scripted',
+                report=report.model_dump(mode='json'),
             )
         )
     return evaluation_id

@@ -158,7 +158,11 @@ def test_filters_sort_and_paging(page: Page, server: DashboardServer) -> None:
         ids[name] = ingest(server, alert_record(name), agent='filters')
         insert_score(server.store, ids[name], total)
     ids['f-none'] = ingest(server, alert_record('f-none'), agent='filters')
-    insert_evaluation(server.store, ids['f-low'], {'completeness': [{'missing_parts': ['the cause'], 'steps': [4]}]})
+    insert_evaluation(
+        server.store,
+        ids['f-low'],
+        {'completeness': [{'missed_aspects': ['the cause'], 'reasoning': 'the answer leaves this out', 'steps': [4]}]},
+    )
     _open(page, server)
     page.locator('select[name=agent]').select_option('filters')
     rows = page.locator('[data-testid=session-row]')
@@ -307,14 +311,14 @@ def test_judgement_verdicts_link_to_cited_steps(page: Page, server: DashboardSer
         'severity': 'major',
         'steps': [3],
     }
-    insert_evaluation(server.store, sid, {'hallucination': [claim]}, passed=('completeness',), overall=0.75)
+    insert_evaluation(server.store, sid, {'hallucination': [claim]}, passed=('completeness',))
     _open(page, server, f'#/session/{sid}/judgement')
     failed = page.locator('[data-testid=verdict][data-verdict=fail]')
     expect(failed).to_have_count(1)
     expect(failed).to_contain_text('hallucination: the run falls short here')
     expect(failed).to_contain_text('failed connections only')
     expect(page.locator('[data-testid=verdict][data-verdict=pass]')).to_have_attribute('data-judge', 'completeness')
-    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.75')
+    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.75')  # output: (0.5 + 1) / 2
     failed.locator('a.step-link[data-step="3"]').click()
     step = page.locator('#step-3')
     expect(step).to_have_class('step tool_result flagged cited')
@@ -357,13 +361,12 @@ def test_patterns_answer_questions_and_lead_to_the_runs(page: Page, server: Dash
     for name, version, days, fails in runs:
         ids[name] = sid = ingest(server, plain_record(name, prompt_version=version), agent='pq')
         set_created(server.store, sid, days)
-        issue = {'missing_parts': ['the version'], 'steps': [4]}
+        issue = {'missed_aspects': ['the version'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
         insert_evaluation(
             server.store,
             sid,
             {'completeness': [issue] if fails else []},
             passed=('hallucination',),
-            overall=0.5 if fails else 1.0,
         )
     _open(page, server, '#/patterns?agent=pq')
     expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
@@ -388,9 +391,10 @@ def test_patterns_answer_questions_and_lead_to_the_runs(page: Page, server: Dash
 
     page.goto(f'{server.url}/#/patterns?agent=pq')
     expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
-    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.5-0.6"]')).click()
+    # the failed runs score (0.5 + 1) / 2 = 0.75 in the output category, hence overall
+    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.7-0.8"]')).click()
     expect(rows).to_have_count(2)
-    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text(['0.50', '0.50'])
+    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text(['0.75', '0.75'])
 
 
 def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServer) -> None:
@@ -409,7 +413,11 @@ def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServ
     record['alert_data'] = {'pod': XSS_IMG}
     sid = ingest(server, record, agent='xss')
     insert_score(server.store, sid, 40, missing=f'1. {XSS_IMG}: tool name with markup', tools=[(XSS_IMG, 'markup')])
-    insert_evaluation(server.store, sid, {'completeness': [{'missing_parts': [XSS_SCRIPT], 'steps': [3]}]})
+    insert_evaluation(
+        server.store,
+        sid,
+        {'completeness': [{'missed_aspects': [XSS_SCRIPT], 'reasoning': 'the answer leaves this out', 'steps': [3]}]},
+    )
 
     _open(page, server, '#/?agent=xss')
     expect(page.locator('[data-testid=session-row]')).to_contain_text(XSS_IMG)
