@@ -5,8 +5,8 @@ a score of sessions — alert investigations (one scored by the real background 
 the rest written as completed scores over the past week) and question-answering runs that are not
 alerts, one judged with the checks by the real worker, the rest with failure-mode evaluations over two
 weeks and two prompt versions — and saves `sessions.png`, `session.png` (a judged run's verdicts),
-`patterns.png` and `view.png` (`sensei-eval view` of two run folders written with the library's own
-writers) at 1280×800 with Debian's Chromium driven by Playwright. No network, no API key; the same
+`patterns.png` (1280×1000) and `view.png` (1280×1300: `sensei-eval view` of two run folders written
+with the library's own writers), the others at 1280×800, with Debian's Chromium driven by Playwright. No network, no API key; the same
 helpers as the browser tests (`tests/dashboard/seed.py`, `tests/test_view.py`).
 """
 
@@ -158,7 +158,7 @@ def main() -> None:
             page.goto(f'{server.url}/#/patterns?bucket=day&group=prompt_version')
             expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
             page.screenshot(path=str(args.out / 'patterns.png'))
-            page.set_viewport_size({'width': 1280, 'height': 800})
+            page.set_viewport_size({'width': 1280, 'height': 1300})  # header, judges and what changed
             with tempfile.TemporaryDirectory() as runs:
                 old, new = make_run(Path(runs), 'run-old', OLD), make_run(Path(runs), 'run-new', NEW)
                 view = write_view([old, new], Path(runs) / 'view.html')

@@ -200,44 +200,52 @@ def _reason_html(result: JudgeResult, anchor: str) -> str:
     return ''.join(parts) or '<p class="muted">no reason given</p>'
 
 
-def _header_html(run: _Run, title: str) -> str:
+def _header_rows(run: _Run) -> dict[str, str]:
     s = run.summary
-    rows: list[tuple[str, str]] = [('folder', str(run.path))]
+    rows = {'folder': str(run.path)}
     if s is not None:
-        rows += [
-            ('run id', s.run_id),
-            ('model', s.model or '–'),
-            ('judges', ', '.join(f'{n} ({h[:12]})' for n, h in s.judges.items()) or '–'),
-            ('datasets', ', '.join(s.datasets) or '–'),
-            ('profile', s.profile or '–'),
-            ('records', f'{s.records_judged} judged of {s.records_loaded} loaded, repeat {s.repeat}'),
-            ('mean overall score', '–' if s.mean_overall_score is None else f'{s.mean_overall_score:.3f}'),
-            (
-                'cost',
-                f'{s.input_tokens:,} tokens in, {s.output_tokens:,} out, {s.model_requests} model request(s), '
-                f'{s.cache_hits} cached (no price is recorded)',
-            ),
-            ('when', f'{s.started_at:%Y-%m-%d %H:%M:%S} → {s.finished_at:%Y-%m-%d %H:%M:%S} UTC'),
-        ]
+        rows |= {
+            'run id': s.run_id,
+            'model': s.model or '–',
+            'judges (criteria hash)': ', '.join(f'{n} ({h[:12]})' for n, h in s.judges.items()) or '–',
+            'datasets': ', '.join(s.datasets) or '–',
+            'profile': s.profile or '–',
+            'records': f'{s.records_judged} judged of {s.records_loaded} loaded, repeat {s.repeat}',
+            'mean overall score': '–' if s.mean_overall_score is None else f'{s.mean_overall_score:.3f}',
+            'cost': f'{s.input_tokens:,} tokens in, {s.output_tokens:,} out, {s.model_requests} model request(s), '
+            f'{s.cache_hits} cached (no price is recorded)',
+            'when': f'{s.started_at:%Y-%m-%d %H:%M:%S} → {s.finished_at:%Y-%m-%d %H:%M:%S} UTC',
+        }
     else:
         hashes: dict[str, str] = {}
         for r in run.reports:
             hashes.update(r.criteria_hashes)
         models = sorted({r.model for r in run.reports if r.model})
-        rows += [
-            ('model', ', '.join(models) or '–'),
-            ('judges', ', '.join(f'{n} ({h[:12]})' for n, h in sorted(hashes.items())) or '–'),
-            ('records', str(len(run.reports))),
-            ('summary', 'no summary.json in this folder'),
-        ]
-    body = ''.join(f'<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in rows)
+        rows |= {
+            'model': ', '.join(models) or '–',
+            'judges (criteria hash)': ', '.join(f'{n} ({h[:12]})' for n, h in sorted(hashes.items())) or '–',
+            'records': str(len(run.reports)),
+            'summary': 'no summary.json in this folder',
+        }
+    return rows
+
+
+def _header_html(runs: Sequence[_Run], titles: Sequence[str]) -> str:
+    """The runs' headers, one column per run."""
+    columns = [_header_rows(r) for r in runs]
+    keys = list(dict.fromkeys(k for c in columns for k in c))
+    head = '<tr><th></th>' + ''.join(f'<th>{_e(t)}</th>' for t in titles) + '</tr>' if len(runs) > 1 else ''
+    body = ''.join(f'<tr><th>{_e(k)}</th>' + ''.join(f'<td>{_e(c.get(k, "–"))}</td>' for c in columns) + '</tr>' for k in keys)
     problems = ''
-    if run.problems:
-        items = ''.join(f'<li>{_e(p)}</li>' for p in run.problems)
-        problems = (
-            f'<div class="problems"><strong>{len(run.problems)} report file(s) did not load:</strong><ul>{items}</ul></div>'
-        )
-    return f'<section class="card"><h2>{_e(title)}</h2><table class="kv">{body}</table>{problems}</section>'
+    for run, title in zip(runs, titles, strict=True):
+        if run.problems:
+            items = ''.join(f'<li>{_e(p)}</li>' for p in run.problems)
+            problems += (
+                f'<div class="problems"><strong>{_e(title)}: {len(run.problems)} report file(s) did not load:</strong>'
+                f'<ul>{items}</ul></div>'
+            )
+    title = 'The runs' if len(runs) > 1 else 'The run'
+    return f'<section class="card"><h2>{title}</h2><table class="kv">{head}{body}</table>{problems}</section>'
 
 
 def _judges_html(runs: Sequence[_Run]) -> str:
@@ -418,7 +426,7 @@ def render_view(runs: Sequence[_Run]) -> str:
     for i, run in enumerate(runs):
         run.index = i
     titles = ['run'] if len(runs) == 1 else ['old run', 'new run']
-    parts = [_header_html(run, f'{t}: {run.name}') for run, t in zip(runs, titles, strict=True)]
+    parts = [_header_html(runs, [f'{t}: {run.name}' for run, t in zip(runs, titles, strict=True)])]
     parts.append(_judges_html(runs))
     if len(runs) == 2:
         parts.append(_diff_html(_compare(runs[0].by_key(), runs[1].by_key()), runs[1]))

@@ -6,9 +6,10 @@ show is known exactly."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,10 @@ class _Judge:
         return self.hash
 
 
+def _hash(judge: str) -> str:
+    return hashlib.sha256(judge.encode()).hexdigest()
+
+
 def record(query_id: str) -> QueryRecord:
     return QueryRecord(
         query_id=query_id,
@@ -57,7 +62,8 @@ def record(query_id: str) -> QueryRecord:
 
 
 def result(judge: str, verdict: str, *, reason: str = '') -> JudgeResult:
-    base: dict[str, Any] = {'judge': judge, 'failure_mode': judge, 'category': 'output', 'criteria_hash': f'{judge}-hash'}
+    base: dict[str, Any] = {'judge': judge, 'failure_mode': judge, 'category': 'output', 'criteria_hash': _hash(judge)}
+    base |= {'input_tokens': 1800, 'output_tokens': 240, 'requests': 1}
     if verdict == 'pass':
         return JudgeResult(**base, model='m', status='ok', passed=True, score=1.0, reasoning='fine')
     if verdict == 'fail':
@@ -76,8 +82,11 @@ def make_run(out: Path, run_id: str, verdicts: dict[str, dict[str, str]]) -> Pat
         report = build_report(record(qid), results, run_id=run_id, model='openai:gpt-test')
         folder.write_report(report)
         reports.append(report)
-    judges = [_Judge(j, f'{j}-hash') for j in sorted({j for v in verdicts.values() for j in v})]
-    summary = RunSummary.build(run_id, reports, judges, started_at=datetime(2026, 11, 20, tzinfo=UTC), model='openai:gpt-test')
+    judges = [_Judge(j, _hash(j)) for j in sorted({j for v in verdicts.values() for j in v})]
+    started = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+    summary = RunSummary.build(
+        run_id, reports, judges, started_at=started, finished_at=started + timedelta(minutes=2), model='openai:gpt-test'
+    )
     folder.write_summary(summary)
     return folder.path
 
@@ -107,7 +116,8 @@ def test_one_run_shows_header_rates_and_full_failed_reasons(tmp_path: Path) -> N
     assert path == run / 'view.html'
     page = path.read_text(encoding='utf-8')
     text = ' '.join(_text(page).split())
-    assert 'openai:gpt-test' in text and 'hallucination (hallucinatio)' in text  # hashes cut to 12
+    assert 'openai:gpt-test' in text and f'hallucination ({_hash("hallucination")[:12]})' in text
+    assert '10,800 tokens in, 1,440 out, 6 model request(s)'  # 3 records × 2 judges in text
     assert 'tokens in' in text
     # every failed verdict's reason in full, and the issue it raised
     assert f'q1: {LONG_REASON}' in text
@@ -154,5 +164,5 @@ def test_a_bad_report_file_is_listed_and_the_rest_shown(tmp_path: Path) -> None:
     run = make_run(tmp_path, 'run-b', NEW)
     (run / 'records' / 'broken.json').write_text('{"query_id": 1', encoding='utf-8')
     page = write_view([run]).read_text(encoding='utf-8')
-    assert '1 report file(s) did not load' in page and 'broken.json' in page
+    assert 'run: run-b: 1 report file(s) did not load' in page and 'broken.json' in page
     assert 'q1' in page and 'q3' in page

@@ -368,7 +368,7 @@ function sessionView(initial) {
       h(
         'div',
         { class: 'meta' },
-        judgementBadge(data.evaluation_status, data.judgement ? data.judgement.overall_score : null, data.judgement ? data.judgement.smoke : false),
+        h('span', { class: 'labelled' }, h('span', { class: 'muted' }, 'judgement '), judgementBadge(data.evaluation_status, data.judgement ? data.judgement.overall_score : null, data.judgement ? data.judgement.smoke : false)),
         data.is_alert || data.score ? scoreBadge(data.scoring_status, data.score ? data.score.score.total_score : null) : null,
         h('span', {}, `agent: ${data.agent || '—'}`),
         data.prompt_version ? h('span', {}, `prompt: ${data.prompt_version}`) : null,

@@ -112,7 +112,7 @@ export function rateLines(series, { name, emptyText = 'No data yet.', href = nul
   if (!series.length) return empty(emptyText);
   const periods = [...new Set(series.flatMap((sr) => sr.points.map((p) => p.period)))].sort();
   const height = 250;
-  const left = 44;
+  const left = 60;
   const top = 12;
   const bottom = height - 58;
   const right = W - 16;
@@ -125,7 +125,7 @@ export function rateLines(series, { name, emptyText = 'No data yet.', href = nul
   for (const v of [0, 0.25, 0.5, 0.75, 1]) {
     svg.append(s('line', { x1: left, y1: y(v), x2: right, y2: y(v), class: 'grid' }), s('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'tick' }, pct(v)));
   }
-  svg.append(s('text', { x: 12, y: (top + bottom) / 2, 'text-anchor': 'middle', class: 'axis-title', transform: `rotate(-90 12 ${(top + bottom) / 2})` }, 'failed runs'));
+  svg.append(s('text', { x: 12, y: (top + bottom) / 2, 'text-anchor': 'middle', class: 'axis-title', transform: `rotate(-90 12 ${(top + bottom) / 2})` }, 'runs failed'));
   const every = Math.ceil(periods.length / 8);
   periods.forEach((p, i) => {
     if (i % every === 0) svg.append(s('text', { x: x(p), y: bottom + 16, 'text-anchor': 'middle', class: 'tick' }, p.slice(5)));
