@@ -6,8 +6,8 @@ the rest written as completed scores over the past week) and question-answering 
 alerts, one judged with the checks by the real worker, the rest with failure-mode evaluations over two
 weeks and two prompt versions — and saves `sessions.png`, `session.png` (a judged run's verdicts),
 `patterns.png` (1280×1000) and `view.png` (1280×1300: `sensei-eval view` of two run folders written
-with the library's own writers), the others at 1280×800, with Debian's Chromium driven by Playwright. No network, no API key; the same
-helpers as the browser tests (`tests/dashboard/seed.py`, `tests/test_view.py`).
+with the library's own writers), the others at 1280×800, with Debian's Chromium driven by Playwright.
+No network, no API key; the same helpers as the browser tests (`tests/dashboard/seed.py`, `tests/test_view.py`).
 """
 
 from __future__ import annotations
