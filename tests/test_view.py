@@ -166,3 +166,13 @@ def test_a_bad_report_file_is_listed_and_the_rest_shown(tmp_path: Path) -> None:
     page = write_view([run]).read_text(encoding='utf-8')
     assert 'run: run-b: 1 report file(s) did not load' in page and 'broken.json' in page
     assert 'q1' in page and 'q3' in page
+
+
+def test_validate_writes_the_view_of_its_two_runs(tmp_path: Path) -> None:
+    old, new = make_run(tmp_path, 'run-old', OLD), make_run(tmp_path, 'run-new', NEW)
+    out = tmp_path / 'gate'
+    done = CliRunner().invoke(app, ['validate', '--old-reports', str(old), '--new-reports', str(new), '--out', str(out)])
+    assert done.exit_code in (0, 1), done.output  # the gate's verdict is not this test's business
+    page = (out / 'view.html').read_text(encoding='utf-8')
+    assert 'run-old vs run-new' in page and 'data-kind="regressed"' in page
+    assert str(out / 'view.html') in done.output
