@@ -152,7 +152,8 @@ function sessionsView(initial) {
     sort: initial.sort || 'date',
     order: initial.order || 'desc',
     offset: Number(initial.offset || 0),
-    // set by a click from Patterns (a bar leads to the runs behind it); shown and clearable above the table
+    // set by a click from Patterns (a bar leads to the runs behind it; a bucket's upper edge belongs to the
+    // next bucket, as in the histogram); shown and clearable above the table
     judge: initial.judge || '',
     failed: initial.failed || '',
     min_overall: initial.min_overall || '',
@@ -839,7 +840,7 @@ function patternsView(initial = {}) {
         card('Pass rate per judge', '(passed of its verdicts)', rateChart(p.judge_pass_rates, { name: 'judge-pass-rates', axis: 'verdicts that passed', tone: 'good', emptyText: 'No judge verdicts under the current criteria.', href: (r) => listHref({ judge: r.label }) })),
         card('Failure rate per failure mode', '(runs that failed it, of the runs judged on it)', rateChart(p.mode_failure_rates, { name: 'mode-failure-rates', axis: 'runs that failed', tone: 'bad', emptyText: 'No failure-mode verdicts under the current criteria.', href: (r) => listHref({ failure_mode: r.label }) })),
         card(`Failed runs per ${state.bucket}`, judgeNote || '(runs with a failed verdict, of the runs judged)', rateLines(p.failure_trend, { name: 'failure-trend', emptyText: 'No judged runs in this range.', href: (pt, group) => listHref({ since: pt.period, until: pt.until, failed: state.judge ? '' : 'true', judge: state.judge, ...(state.group === 'all' || group === '(none)' ? {} : { [state.group]: group }) }) })),
-        card('Overall score distribution', '(latest evaluation of each run)', countBars(p.overall_histogram, { name: 'overall-histogram', axis: 'overall score (0-1)', emptyText: state.judge ? 'Not shown for one judge (the overall score combines them all).' : 'No judged runs yet.', band: (b) => { const low = parseFloat(b.label); return low >= 0.75 ? 'good' : low >= 0.5 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_overall: lo, max_overall: hi }); } })),
+        card('Overall score distribution', '(latest evaluation of each run)', countBars(p.overall_histogram, { name: 'overall-histogram', axis: 'overall score (0-1)', emptyText: state.judge ? 'Not shown for one judge (the overall score combines them all).' : 'No judged runs yet.', band: (b) => { const low = parseFloat(b.label); return low >= 0.75 ? 'good' : low >= 0.5 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_overall: lo, max_overall: hi === '1.0' ? hi : (parseFloat(hi) - 0.0001).toFixed(4) }); } })),
       ),
       h('h2', { class: 'section' }, 'Alert investigations (investigation scorer)'),
       h(
