@@ -1,10 +1,13 @@
 """Screenshots of the dashboard for the README: `python scripts/screenshots.py [--out docs/screenshots]`.
 
 Starts the service (with the dashboard mounted) on a throwaway SQLite file with a scripted judge, seeds
-a dozen sessions — two scored by the real background worker through the API, the rest written as
-completed scores over the past week, some with failure-mode reports — and saves `sessions.png`,
-`session.png` and `patterns.png` (1280×800) with Debian's Chromium driven by Playwright. No network,
-no API key; the same helpers as the browser tests (`tests/dashboard/seed.py`).
+a score of sessions — alert investigations (one scored by the real background worker through the API,
+the rest written as completed scores over the past week) and question-answering runs that are not
+alerts, one judged with the checks by the real worker, the rest with failure-mode evaluations over two
+weeks and two prompt versions — and saves `sessions.png`, `session.png` (a judged run's verdicts),
+`patterns.png` (1280×1000) and `view.png` (1280×1300: `sensei-eval view` of two run folders written
+with the library's own writers), the others at 1280×800, with Debian's Chromium driven by Playwright.
+No network, no API key; the same helpers as the browser tests (`tests/dashboard/seed.py`, `tests/test_view.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sensei_eval.view import write_view  # noqa: E402
 from tests.dashboard.seed import (  # noqa: E402  (the repository root goes on sys.path first)
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -28,7 +32,10 @@ from tests.dashboard.seed import (  # noqa: E402  (the repository root goes on s
     ingest,
     insert_evaluation,
     insert_score,
+    plain_record,
+    set_created,
 )
+from tests.test_view import NEW, OLD, make_run  # noqa: E402
 
 ALERTS: list[tuple[str, str, str, str, int | None, float]] = [
     # query_id, agent, alert type, pod, score (None: scored live or not at all), days ago
@@ -102,28 +109,64 @@ def main() -> None:
             'reasoning': 'One metrics call cannot tell a miner from a busy build job.',
             'steps': [2],
         }
-        completeness = {'missing_parts': ['what the binary is'], 'steps': [4]}
+        completeness = {'missed_aspects': ['what the binary is'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
         insert_evaluation(server.store, live, {'hallucination': [hallucination], 'tool_selection': [tool_selection]})
         for qid in ('alert-egress', 'alert-dns', 'alert-priv-esc'):
             insert_evaluation(server.store, ids[qid], {'tool_selection': [tool_selection], 'completeness': [completeness]})
         insert_evaluation(server.store, ids['alert-crashloop'], {'completeness': [completeness]})
 
+        # question-answering runs (not alerts): one judged with the checks by the real worker, the rest
+        # with stored evaluations over two weeks, two prompt versions, two agents
+        plain = ids['docs-retries'] = ingest(server, plain_record('docs-retries'), agent='docs-agent')
+        assert server.client.post(f'/api/v1/sessions/{plain}/evaluate', json={'evaluators': ['checks']}).status_code == 202
+        claim = {
+            'hallucinated_claim': 'retries=3 also retries HTTP 500 responses',
+            'what_tools_actually_said': 'the transport retries failed connections only',
+            'severity': 'major',
+            'steps': [3, 4],
+        }
+        missing = {'missed_aspects': ['how to retry on status codes'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
+        for i in range(14):
+            version = 'v1' if i >= 6 else 'v2'
+            agent = 'docs-agent' if i % 3 else 'support-bot'
+            qid = f'docs-q{i:02d}'
+            ids[qid] = sid = ingest(server, plain_record(qid, prompt_version=version), agent=agent)
+            set_created(server.store, sid, i)
+            fails = (i % 2 == 0) if version == 'v1' else (i % 4 == 0)
+            issues: dict[str, list[dict[str, Any]]] = {'hallucination': [claim] if fails else []}
+            issues['completeness'] = [missing] if i % 3 == 0 else []
+            issues['tool_selection'] = [tool_selection] if i % 5 == 0 else []
+            insert_evaluation(server.store, sid, issues, days_ago=i)
+        deadline = time.monotonic() + 30
+        while server.client.get(f'/api/v1/sessions/{plain}/evaluation').json()['status'] != 'completed':
+            if time.monotonic() > deadline:
+                raise SystemExit('the checks evaluation did not finish')
+            time.sleep(0.05)
+
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={'width': 1280, 'height': 800})
             page.goto(f'{server.url}/#/')
-            expect(page.locator('[data-testid=session-row]')).to_have_count(len(ALERTS))
+            expect(page.locator('[data-testid=session-row]')).to_have_count(25)
             expect(page.locator('#live')).to_have_attribute('data-state', 'live')
             page.screenshot(path=str(args.out / 'sessions.png'))
-            page.goto(f'{server.url}/#/session/{live}/score')
-            expect(page.locator('[data-testid=breakdown]')).to_be_visible()
+            page.goto(f'{server.url}/#/session/{ids["docs-q00"]}/judgement')
+            expect(page.locator('[data-testid=verdict]').first).to_be_visible()
             expect(page.locator('#live')).to_have_attribute('data-state', 'live')
             page.screenshot(path=str(args.out / 'session.png'))
-            page.goto(f'{server.url}/#/patterns')
+            page.set_viewport_size({'width': 1280, 'height': 1000})
+            page.goto(f'{server.url}/#/patterns?bucket=day&group=prompt_version')
             expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
             page.screenshot(path=str(args.out / 'patterns.png'))
+            page.set_viewport_size({'width': 1280, 'height': 1300})  # header, judges and what changed
+            with tempfile.TemporaryDirectory() as runs:
+                old, new = make_run(Path(runs), 'run-old', OLD), make_run(Path(runs), 'run-new', NEW)
+                view = write_view([old, new], Path(runs) / 'view.html')
+                page.goto(view.as_uri())
+                expect(page.locator('#changes')).to_be_visible()
+                page.screenshot(path=str(args.out / 'view.png'))
             browser.close()
-    for name in ('sessions.png', 'session.png', 'patterns.png'):
+    for name in ('sessions.png', 'session.png', 'patterns.png', 'view.png'):
         print(args.out / name, (args.out / name).stat().st_size, 'bytes')
 
 

@@ -1,5 +1,5 @@
 """`sensei-eval` (or `python -m sensei_eval`): one command line, `judge`, `optimize`, `validate`,
-`calibrate`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cache_cli`).
+`calibrate`, `view`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cache_cli`).
 
 Each command is the one its module defines (`sensei_eval.judge`, `.optimize`, `.validate`, `.calibrate`),
 mounted here unchanged, so `python -m sensei_eval.judge` and friends keep working; shared options and
@@ -24,6 +24,7 @@ from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
 from .judge import judge as _judge
 from .sample_cli import sample as _sample
 from .validate.cli import validate as _validate
+from .view import view as _view
 from .worker_cli import worker as _worker
 
 try:
@@ -67,6 +68,7 @@ else:
 app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
+app.command('view', short_help='Write a run (or two, compared) as one HTML file.')(_view)
 app.command('worker', short_help='Judge jobs of runs enqueued with judge --queue.')(_worker)
 app.add_typer(_cache_app, name='cache', short_help='Judge cache: stats, clear, prune --older-than.')
 

@@ -293,7 +293,7 @@ def finish_run(
         loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
         shown = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
         to_pydantic_evals_report(shown, name=summary.run_id).print(include_durations=False, console=out)
-        failures = _Failures(limit=None)
+        failures = _Failures(limit=None, full=True)
         for report in loaded:
             failures.add(report)
     if reports:
@@ -370,8 +370,9 @@ def _count_lines(path: Path) -> int:
 class _Failures:
     """The failed verdicts the console lists: the first `limit` of them (all with `--verbose`)."""
 
-    def __init__(self, limit: int | None = 20) -> None:
+    def __init__(self, limit: int | None = 20, *, full: bool = False) -> None:
         self.limit = limit
+        self.full = full  # --verbose: every reason in full, not cut to one line
         self.shown: dict[tuple[str, str], str] = {}
 
     def add(self, report: EvaluationReport) -> None:
@@ -379,7 +380,8 @@ class _Failures:
             if self.limit is not None and len(self.shown) >= self.limit:
                 return
             if result.status == 'ok' and result.passed is False:
-                self.shown.setdefault((_record_label(report), name), _short_reason(result))
+                reason = _full_reason(result) if self.full else _short_reason(result)
+                self.shown.setdefault((_record_label(report), name), reason)
 
     def forget(self, judges: Iterable[str]) -> None:
         gone = set(judges)
@@ -560,7 +562,7 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
         width = max(40, out.width)
         for (record, name), reason in failures.shown.items():
             line = f'  {record} · {name} · {reason}'
-            if len(line) > width:
+            if len(line) > width and not failures.full:
                 line = line[: width - 1] + '…'
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         if failed > len(failures.shown):
@@ -580,6 +582,18 @@ def _short_reason(result: JudgeResult) -> str:
         texts += [v for k, v in issue.items() if isinstance(v, str) and k != 'source']
     text = next((t for t in texts if ' ' in t.strip()), texts[0] if texts[0] else 'failed')
     return ' '.join(text.split())
+
+
+def _full_reason(result: JudgeResult) -> str:
+    """Every word of why a verdict failed (--verbose): the reasoning, then each issue's text fields."""
+    parts = [result.reasoning.strip()] if result.reasoning and result.reasoning.strip() else []
+    for issue in result.issues:
+        fields = [f'{k}: {v}' for k, v in issue.items() if k not in ('source', 'steps') and v not in (None, '', [])]
+        steps = issue.get('steps')
+        cited = f' (steps {", ".join(map(str, steps))})' if isinstance(steps, list) and steps else ''
+        if fields:
+            parts.append('; '.join(fields) + cited)
+    return '\n    '.join(parts) or 'failed'
 
 
 def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:

@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 from sensei_eval import judge as judge_cli
 from sensei_eval.__main__ import app as root
 from sensei_eval.cli import split_names
+from sensei_eval.reports import load_reports
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
-COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'worker')
+COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'view', 'worker')
 
 
 def _run80(args: list[str]) -> tuple[int, str]:
@@ -51,9 +52,24 @@ def test_judge_checks_at_80_columns_compact_summary(tmp_path: Path, monkeypatch:
     # no third-party banner or warning
     assert 'Logfire' not in output and 'logfire' not in output and 'pydantic-ai' not in output.lower().split('judge model')[0]
 
-    code, verbose = _run80(['judge', '--dataset', str(SAMPLE), '--judges', 'checks', '--out', str(tmp_path), '--verbose'])
+    code, verbose = _run80(
+        ['judge', '--dataset', str(SAMPLE), '--judges', 'checks', '--out', str(tmp_path), '--run-id', 'v', '--verbose']
+    )
     assert code == 0, verbose
     assert 'Evaluation Summary' in verbose and 'docs-006' in verbose
+    # --verbose: every failed verdict with its full reason, not cut to one line
+    flat = ' '.join(verbose.split())
+    failed = 0
+    for report in load_reports(tmp_path / 'v'):
+        for name, result in report.judges.items():
+            if result.status == 'ok' and result.passed is False:
+                failed += 1
+                assert f'{report.query_id} · {name} · ' in flat
+                for issue in result.issues:
+                    for key, value in issue.items():
+                        if isinstance(value, str) and value and key != 'source':
+                            assert ' '.join(value.split()) in flat, (name, key, value)
+    assert failed
 
 
 def test_judges_and_evaluators_mean_the_same_on_judge(tmp_path: Path) -> None:

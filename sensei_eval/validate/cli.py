@@ -51,6 +51,7 @@ from ..models import JudgeModel, preflight, resolve_model
 from ..reports import EvaluationReport, to_pydantic_evals_report, write_json_atomic
 from ..run_folder import RunFolder, RunFolderError
 from ..runner import JudgeEvent
+from ..view import write_view
 from . import stats
 from .compare import Comparison, JudgeSetError, compare_reports
 from .gate import EXIT_INPUT_ERROR, Thresholds
@@ -180,6 +181,9 @@ def validate(
         )
     print_comparison(comparison, out)
     err.print(f'comparison: {out_dir}/comparison.json, {out_dir}/comparison.md', highlight=False)
+    sides = [old_reports, new_reports] if old_reports is not None else [out_dir / 'old', out_dir / 'new']
+    if all(p is not None and p.is_dir() for p in sides):  # the two runs side by side, as one HTML file
+        err.print(f'view: {write_view([p for p in sides if p is not None], out_dir / "view.html")}', highlight=False)
     raise typer.Exit(comparison.exit_code)
 
 

@@ -20,10 +20,20 @@ from sensei_eval.evaluators.investigation import PROMPT_HASH, parse_missing_tool
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models import JudgeModel
 from sensei_eval.service.migrate import upgrade
-from sensei_eval.service.store import EvaluationRow, MissingToolRow, ScoreRow, Store, new_id, now_us
+from sensei_eval.service.store import EvaluationRow, MissingToolRow, ScoreRow, SessionRow, Store, new_id, now_us
 from tests.service.conftest import ScriptedScorer, alert_record, fast_settings, live_server
 
-__all__ = ('DashboardServer', 'ScriptedScorer', 'alert_record', 'dashboard_server', 'ingest', 'insert_evaluation', 'insert_score')
+__all__ = (
+    'DashboardServer',
+    'ScriptedScorer',
+    'alert_record',
+    'dashboard_server',
+    'ingest',
+    'insert_evaluation',
+    'insert_score',
+    'plain_record',
+    'set_created',
+)
 
 DAY_US = 86_400 * 1_000_000
 CHROMIUM = '/usr/bin/chromium'
@@ -76,6 +86,14 @@ def ingest(server: DashboardServer, record: dict[str, Any], *, agent: str | None
     return session_id
 
 
+def set_created(store: Store, session_id: str, days_ago: float) -> None:
+    """Date a session `days_ago` in the past (the patterns and the date filters go by a run's ingest time)."""
+    with store.write() as db:
+        row = db.get(SessionRow, session_id)
+        assert row is not None
+        row.created_at_us = now_us() - int(days_ago * DAY_US)
+
+
 def insert_score(
     store: Store,
     session_id: str,
@@ -125,27 +143,82 @@ def insert_score(
     return score_id
 
 
-def insert_evaluation(store: Store, session_id: str, issues: dict[str, list[dict[str, Any]]]) -> str:
-    """A completed failure-mode evaluation whose report holds `issues` (failure mode → issue dicts)."""
-    from sensei_eval.reports import FAILURE_MODES
+def insert_evaluation(
+    store: Store,
+    session_id: str,
+    issues: dict[str, list[dict[str, Any]]],
+    *,
+    passed: tuple[str, ...] = (),
+    days_ago: float = 0,
+) -> str:
+    """A completed failure-mode evaluation of the session's record, as the worker stores one: a report
+    built by the library (`build_report`) from a failed verdict per mode in `issues` that has items (a
+    passed one when its list is empty) and a passed verdict per judge in `passed`. Each mode's score is
+    its judge's own (`1 - Σ issue_weight`), so the overall score is the library's arithmetic."""
+    from sensei_eval.records import QueryRecord
+    from sensei_eval.reports import FAILURE_MODES, JudgeResult, build_report
 
-    report: dict[str, Any] = {'failure_modes': [m for m in FAILURE_MODES if issues.get(m)], 'criteria_hashes': {}}
-    for mode, items in issues.items():
-        report[FAILURE_MODES[mode][2]] = items
-        report['criteria_hashes'][mode] = JUDGES[mode]().criteria_hash()
+    with store.read() as db:
+        row = db.get(SessionRow, session_id)
+        assert row is not None
+        record = QueryRecord.model_validate(row.record)
+    results = []
+    for mode, items in [*issues.items(), *((name, []) for name in passed)]:
+        judge = JUDGES[mode]()
+        model = FAILURE_MODES[mode][1]
+        score = max(0.0, 1.0 - sum(judge.issue_weight(model.model_validate(i)) for i in items))
+        results.append(
+            JudgeResult(
+                judge=mode,
+                failure_mode=mode,
+                category=FAILURE_MODES[mode][0],
+                criteria_hash=judge.criteria_hash(),
+                model='function:scripted',
+                status='ok',
+                passed=not items,
+                score=score,
+                reasoning=f'{mode}: the run falls short here; see the cited steps.' if items else 'fine',
+                issues=items,
+            )
+        )
+    report = build_report(record, results, run_id='dashboard-test', model='function:scripted')
+    when = now_us() - int(days_ago * DAY_US)
     evaluation_id = new_id()
     with store.write() as db:
         db.add(
             EvaluationRow(
                 evaluation_id=evaluation_id,
                 session_id=session_id,
-                evaluators=sorted(issues),
+                evaluators=sorted(report.judges),
                 status='completed',
                 triggered_by='test',
-                started_at_us=now_us() - 1000,
-                completed_at_us=now_us(),
-                overall_score=0.5,
-                report=report,
+                started_at_us=when - 1000,
+                completed_at_us=when,
+                overall_score=report.overall_score,
+                model='function:scripted',
+                report=report.model_dump(mode='json'),
             )
         )
     return evaluation_id
+
+
+def plain_record(query_id: str, **extra: Any) -> dict[str, Any]:
+    """A run that is not an alert (no alert_data): a user question, one tool call, an answer."""
+    record: dict[str, Any] = {
+        'query_id': query_id,
+        'message_format': 'openai',
+        'prompt_version': 'v1',
+        'messages': [
+            {'role': 'user', 'content': 'How do I set a retry policy on an httpx client?'},
+            {
+                'role': 'assistant',
+                'content': None,
+                'tool_calls': [
+                    {'id': 'c1', 'type': 'function', 'function': {'name': 'search_docs', 'arguments': '{"q": "httpx retries"}'}}
+                ],
+            },
+            {'role': 'tool', 'tool_call_id': 'c1', 'content': 'httpx.HTTPTransport(retries=3) retries failed connections.'},
+            {'role': 'assistant', 'content': 'Pass transport=httpx.HTTPTransport(retries=3) to httpx.Client.'},
+        ],
+    }
+    return {**record, **extra}

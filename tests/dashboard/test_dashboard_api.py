@@ -4,6 +4,7 @@ the patterns aggregate (current criteria only), and the security headers on the 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,17 @@ import pytest
 from sensei_eval.service.dashboard import CSP, queries
 from sensei_eval.service.store import ScoreRow
 
-from .seed import DashboardServer, ScriptedScorer, alert_record, dashboard_server, ingest, insert_evaluation, insert_score
+from .seed import (
+    DashboardServer,
+    ScriptedScorer,
+    alert_record,
+    dashboard_server,
+    ingest,
+    insert_evaluation,
+    insert_score,
+    plain_record,
+    set_created,
+)
 
 HALLUCINATION = {
     'hallucinated_claim': 'the pod is mining',
@@ -163,3 +174,65 @@ def test_breakdown_and_missing_tools_are_read_from_columns_and_rows_not_text(ser
     # the dashboard's queries hold no text parser any more
     assert not hasattr(queries, 'parse_breakdown') and not hasattr(queries, 'parse_missing_tools')
     assert '\nimport re\n' not in Path(queries.__file__).read_text()
+
+
+def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) -> None:
+    """Each row carries its latest evaluation; the patterns give rates with their denominators; the list
+    takes the filters a click from a bar sets (failed judge, overall range, prompt version, dates)."""
+    missed = {'missed_aspects': ['the retry policy'], 'reasoning': 'left out', 'steps': [4]}
+    ids = {}
+    for name, version, days, fails in [('a', 'v1', 9, True), ('b', 'v1', 8, False), ('c', 'v2', 1, True), ('d', 'v2', 0, False)]:
+        ids[name] = sid = ingest(server, plain_record(f'j-{name}', prompt_version=version), agent='judged')
+        set_created(server.store, sid, days)
+        insert_evaluation(server.store, sid, {'completeness': [missed] if fails else []}, passed=('hallucination',))
+    rows = {i['session_id']: i for i in _page(server, agent='judged')['items']}
+    assert rows[ids['a']]['overall_score'] == 0.75 and rows[ids['b']]['overall_score'] == 1.0  # output: (0.5 + 1) / 2
+    assert rows[ids['a']]['failed_judges'] == ['completeness'] and rows[ids['a']]['is_alert'] is False
+    assert rows[ids['a']]['evaluation_status'] == 'completed' and rows[ids['a']]['prompt_version'] == 'v1'
+
+    p = server.client.get('/api/v1/dashboard/patterns', params={'agent': 'judged'}).json()
+    rates = {r['label']: (r['count'], r['total']) for r in p['judge_pass_rates']}
+    assert rates == {'completeness': (2, 4), 'hallucination': (4, 4)}
+    assert [(r['label'], r['count'], r['total']) for r in p['mode_failure_rates']] == [
+        ('completeness', 2, 4),
+        ('hallucination', 0, 4),
+    ]
+    assert sum(b['count'] for b in p['overall_histogram']) == 4
+    assert {b['label']: b['count'] for b in p['overall_histogram']}['0.7-0.8'] == 2
+    weekly = server.client.get('/api/v1/dashboard/patterns', params={'agent': 'judged', 'group': 'prompt_version'}).json()
+    by_version = {s['group']: s['points'] for s in weekly['failure_trend']}
+    assert sorted(by_version) == ['v1', 'v2']
+    assert [(pt['failed'], pt['evaluated']) for pt in by_version['v1']] == [(1, 1), (0, 1)]  # two days
+    v2 = server.client.get('/api/v1/dashboard/patterns', params={'agent': 'judged', 'prompt_version': 'v2'}).json()
+    assert {r['label']: (r['count'], r['total']) for r in v2['judge_pass_rates']}['completeness'] == (1, 2)
+
+    def listed(**params: Any) -> set[str]:
+        return {i['session_id'] for i in _page(server, agent='judged', **params)['items']}
+
+    assert listed(judge='completeness') == {ids['a'], ids['c']}
+    assert listed(failed='false') == {ids['b'], ids['d']}
+    assert listed(min_overall=0.7, max_overall=0.7999) == {ids['a'], ids['c']}
+    assert listed(prompt_version='v2') == {ids['c'], ids['d']}
+    today = datetime.now(UTC).strftime('%Y-%m-%d')
+    assert listed(since=today) == {ids['d']}
+    assert server.client.get('/api/v1/dashboard/sessions', params={'since': 'yesterday'}).status_code == 422
+
+
+def test_session_view_carries_the_judgement_with_each_verdict(server: DashboardServer) -> None:
+    sid = ingest(server, plain_record('j-view'), agent='judged')
+    claim = {
+        'hallucinated_claim': 'retries HTTP 500s',
+        'what_tools_actually_said': 'connections only',
+        'severity': 'major',
+        'steps': [3],
+    }
+    insert_evaluation(server.store, sid, {'hallucination': [claim]}, passed=('completeness',))
+    view = server.client.get(f'/api/v1/dashboard/sessions/{sid}').json()
+    assert view['is_alert'] is False and view['prompt_version'] == 'v1'
+    judgement = view['judgement']
+    assert judgement['overall_score'] == 0.75 and judgement['failure_modes'] == ['hallucination']
+    first, second = judgement['verdicts']  # failed verdicts first
+    assert (first['judge'], first['passed'], first['status']) == ('hallucination', False, 'ok')
+    assert first['reasoning'].startswith('hallucination: the run falls short')
+    assert first['issues'][0]['steps'] == [3] and first['issues'][0]['fields']['severity'] == 'major'
+    assert (second['judge'], second['passed']) == ('completeness', True)

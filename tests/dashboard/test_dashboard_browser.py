@@ -30,6 +30,8 @@ from .seed import (
     ingest,
     insert_evaluation,
     insert_score,
+    plain_record,
+    set_created,
 )
 
 if not os.path.exists(CHROMIUM):
@@ -156,7 +158,11 @@ def test_filters_sort_and_paging(page: Page, server: DashboardServer) -> None:
         ids[name] = ingest(server, alert_record(name), agent='filters')
         insert_score(server.store, ids[name], total)
     ids['f-none'] = ingest(server, alert_record('f-none'), agent='filters')
-    insert_evaluation(server.store, ids['f-low'], {'completeness': [{'missing_parts': ['the cause'], 'steps': [4]}]})
+    insert_evaluation(
+        server.store,
+        ids['f-low'],
+        {'completeness': [{'missed_aspects': ['the cause'], 'reasoning': 'the answer leaves this out', 'steps': [4]}]},
+    )
     _open(page, server)
     page.locator('select[name=agent]').select_option('filters')
     rows = page.locator('[data-testid=session-row]')
@@ -227,7 +233,7 @@ def test_issue_links_jump_to_cited_steps(page: Page, server: DashboardServer) ->
     expect(panel.locator('.issue[data-mode=hallucination]')).to_contain_text('cpu only')
     panel.locator('a.step-link[data-step="3"]').click()
     step = page.locator('#step-3')
-    expect(step).to_have_class('step tool_result cited')
+    expect(step).to_have_class('step tool_result flagged cited')  # flagged: a failed verdict cites it
     expect(step.locator('details')).to_have_attribute('open', '')
     expect(step.locator('pre')).to_contain_text('miner-7f cpu=3980m')
 
@@ -240,13 +246,83 @@ def test_errors_are_shown(page: Page, server: DashboardServer) -> None:
     expect(page.locator('[data-testid=error]')).to_contain_text('400')
     expect(page.locator('[data-testid=error]')).to_contain_text('only a finished session')
 
-    # no alert_data: the worker fails the scoring, and the failure event's message is shown
-    plain = {k: v for k, v in alert_record('err-plain').items() if k != 'alert_data'}
-    sid = ingest(server, plain, agent='errors')
-    _open(page, server, f'#/session/{sid}/score')
-    page.locator('[data-testid=score-button]').click()
-    expect(page.locator('[data-testid=errors] [data-testid=error]').first).to_contain_text('not an alert investigation')
-    expect(page.locator('.session-head [data-testid=score-badge]')).to_have_text('Scoring failed')
+    # no alert_data: the investigation scorer does not apply. Scored anyway through the API, the run is
+    # still not shown as a failed scoring: it has no score button and a dash for the alert score
+    sid = ingest(server, plain_record('err-plain'), agent='errors-plain')
+    assert server.client.post(f'/api/v1/scoring/sessions/{sid}/score', json={}).status_code == 202
+    _wait(lambda: server.client.get(f'/api/v1/scoring/sessions/{sid}/score').json()['status'] == 'failed')
+    _open(page, server, '#/?agent=errors-plain')
+    row = _row(page, sid)
+    expect(row.locator('[data-testid=judgement-badge]')).to_have_text('Not judged')
+    expect(row).not_to_contain_text('Scoring failed')
+    expect(row).not_to_contain_text('Not scored')
+    row.locator('a.query-link').click()
+    expect(page.locator('[data-testid=judge-button]')).to_have_text('Judge run')
+    expect(page.locator('.session-head')).not_to_contain_text('Scoring failed')
+    expect(page.locator('[data-testid=score-button]')).to_have_count(0)
+
+
+def _wait(done: Any, timeout_s: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.05)
+
+
+def test_a_non_alert_run_judged_with_checks_shows_its_overall_score(page: Page, server: DashboardServer) -> None:
+    """Must show: a run that is not an alert, evaluated with the checks through the API, shows its overall
+    score in its list row (arriving live), and neither "Not scored" nor "Scoring failed"."""
+    sid = ingest(server, plain_record('plain-checks'), agent='plain')
+    _open(page, server, '#/?agent=plain')
+    row = _row(page, sid)
+    badge = row.locator('[data-testid=judgement-badge]')
+    expect(badge).to_have_text('Not judged')
+    response = server.client.post(f'/api/v1/sessions/{sid}/evaluate', json={'evaluators': ['checks']})
+    assert response.status_code == 202, response.text
+    _wait(lambda: server.client.get(f'/api/v1/sessions/{sid}/evaluation').json()['status'] not in ('pending', 'in_progress'))
+    evaluation = server.client.get(f'/api/v1/sessions/{sid}/evaluation').json()
+    assert evaluation['status'] == 'completed', evaluation
+    overall = evaluation['overall_score']
+    assert overall is not None
+    expect(badge).to_have_text(f'{overall:.2f}')  # pushed by the evaluation.completed event, no reload
+    expect(badge).to_have_attribute('data-state', 'completed')
+    for text in ('Not scored', 'Scoring failed'):
+        expect(row).not_to_contain_text(text)
+    expect(row.locator('[data-testid=no-tarsy]')).to_have_text('—')
+
+    badge.click()  # the badge leads to the judgement: every judge's verdict
+    panel = page.locator('[data-testid=judgement-panel]')
+    expect(panel).to_contain_text(f'{overall:.2f}')
+    judges = set(evaluation['report']['judges'])
+    expect(panel.locator('[data-testid=verdict]')).to_have_count(len(judges))
+    for name in judges:
+        expect(panel.locator(f'[data-testid=verdict][data-judge="{name}"]')).to_be_visible()
+    for text in ('Not scored', 'Scoring failed', 'not been scored'):
+        expect(page.locator('main')).not_to_contain_text(text)
+
+
+def test_judgement_verdicts_link_to_cited_steps(page: Page, server: DashboardServer) -> None:
+    sid = ingest(server, plain_record('plain-cited'), agent='plain-cited')
+    claim = {
+        'hallucinated_claim': 'retries=3 also retries HTTP 500s',
+        'what_tools_actually_said': 'failed connections only',
+        'severity': 'major',
+        'steps': [3],
+    }
+    insert_evaluation(server.store, sid, {'hallucination': [claim]}, passed=('completeness',))
+    _open(page, server, f'#/session/{sid}/judgement')
+    failed = page.locator('[data-testid=verdict][data-verdict=fail]')
+    expect(failed).to_have_count(1)
+    expect(failed).to_contain_text('hallucination: the run falls short here')
+    expect(failed).to_contain_text('failed connections only')
+    expect(page.locator('[data-testid=verdict][data-verdict=pass]')).to_have_attribute('data-judge', 'completeness')
+    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.75')  # output: (0.5 + 1) / 2
+    failed.locator('a.step-link[data-step="3"]').click()
+    step = page.locator('#step-3')
+    expect(step).to_have_class('step tool_result flagged cited')
+    expect(step.locator('.flag')).to_have_text('cited by hallucination')
 
 
 def test_patterns_page_renders_charts(page: Page, server: DashboardServer) -> None:
@@ -258,14 +334,67 @@ def test_patterns_page_renders_charts(page: Page, server: DashboardServer) -> No
             sid,
             {'tool_selection': [{'missed_tools': ['logs'], 'unnecessary_tools': [], 'reasoning': 'r', 'steps': [2]}]},
         )
-    _open(page, server, '#/patterns')
+    _open(page, server, '#/patterns?agent=patterns')
     expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
-    for chart in ('failure-modes', 'missing-tools', 'histogram', 'trend'):
+    for chart in (
+        'judge-pass-rates',
+        'mode-failure-rates',
+        'failure-trend',
+        'overall-histogram',
+        'failure-modes',
+        'missing-tools',
+        'histogram',
+        'trend',
+    ):
         expect(page.locator(f'svg[data-chart={chart}]')).to_be_visible()
     expect(page.locator('svg[data-chart=failure-modes]')).to_contain_text('tool selection')
     expect(page.locator('svg[data-chart=missing-tools]')).to_contain_text('kubectl-logs')
     expect(page.locator('svg[data-chart=histogram] rect.bar')).to_have_count(10)
+    expect(page.locator('svg[data-chart=mode-failure-rates]')).to_contain_text('100% (3/3)')
     assert page.locator('svg[data-chart=trend] circle.dot').count() >= 1
+
+
+def test_patterns_answer_questions_and_lead_to_the_runs(page: Page, server: DashboardServer) -> None:
+    """Rates with their denominators, filters, and a click from a bar to the runs behind it."""
+    runs = [('pq-1', 'v1', 3, True), ('pq-2', 'v1', 3, False), ('pq-3', 'v2', 1, True), ('pq-4', 'v2', 0, False)]
+    ids = {}
+    for name, version, days, fails in runs:
+        ids[name] = sid = ingest(server, plain_record(name, prompt_version=version), agent='pq')
+        set_created(server.store, sid, days)
+        issue = {'missed_aspects': ['the version'], 'reasoning': 'the answer leaves this out', 'steps': [4]}
+        insert_evaluation(
+            server.store,
+            sid,
+            {'completeness': [issue] if fails else []},
+            passed=('hallucination',),
+        )
+    _open(page, server, '#/patterns?agent=pq')
+    expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
+    rates = page.locator('svg[data-chart=judge-pass-rates]')
+    expect(rates).to_contain_text('50% (2/4)')  # completeness passed 2 of 4
+    expect(rates).to_contain_text('100% (4/4)')  # hallucination
+    expect(rates.locator('rect[data-label=completeness] title')).to_have_text('completeness: 50% (2 of 4)')
+    expect(page.locator('svg[data-chart=failure-trend] circle.dot')).to_have_count(3)  # three distinct days
+
+    page.locator('select[name=prompt_version]').select_option('v2')
+    expect(rates).to_contain_text('50% (1/2)')
+    page.locator('select[name=group]').select_option('prompt_version')
+    expect(page.locator('svg[data-chart=failure-trend]')).to_contain_text('v2')
+    page.locator('select[name=prompt_version]').select_option('')
+    expect(page.locator('svg[data-chart=failure-trend] circle.dot[data-group=v1]')).to_have_count(1)
+
+    page.locator('svg[data-chart=judge-pass-rates] a', has=page.locator('rect[data-label=completeness]')).click()
+    rows = page.locator('[data-testid=session-row]')
+    expect(rows).to_have_count(2)
+    assert {rows.nth(i).get_attribute('data-session') for i in range(2)} == {ids['pq-1'], ids['pq-3']}
+    expect(page.locator('[data-testid=extra-filters]')).to_contain_text('judge failed completeness')
+
+    page.goto(f'{server.url}/#/patterns?agent=pq')
+    expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
+    # the failed runs score (0.5 + 1) / 2 = 0.75 in the output category, hence overall
+    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.7-0.8"]')).click()
+    expect(rows).to_have_count(2)
+    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text(['0.75', '0.75'])
 
 
 def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServer) -> None:
@@ -284,7 +413,11 @@ def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServ
     record['alert_data'] = {'pod': XSS_IMG}
     sid = ingest(server, record, agent='xss')
     insert_score(server.store, sid, 40, missing=f'1. {XSS_IMG}: tool name with markup', tools=[(XSS_IMG, 'markup')])
-    insert_evaluation(server.store, sid, {'completeness': [{'missing_parts': [XSS_SCRIPT], 'steps': [3]}]})
+    insert_evaluation(
+        server.store,
+        sid,
+        {'completeness': [{'missed_aspects': [XSS_SCRIPT], 'reasoning': 'the answer leaves this out', 'steps': [3]}]},
+    )
 
     _open(page, server, '#/?agent=xss')
     expect(page.locator('[data-testid=session-row]')).to_contain_text(XSS_IMG)
@@ -303,12 +436,12 @@ def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServ
     assert page.locator('img[src=x]').count() == 0
 
 
-def test_screenshot_script_writes_the_three_pages(tmp_path: Path) -> None:
+def test_screenshot_script_writes_the_four_pages(tmp_path: Path) -> None:
     """`scripts/screenshots.py` (what made docs/screenshots/) still runs end to end."""
     script = Path(__file__).resolve().parents[2] / 'scripts' / 'screenshots.py'
     done = subprocess.run([sys.executable, str(script), '--out', str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    for name in ('sessions.png', 'session.png', 'patterns.png'):
+    for name in ('sessions.png', 'session.png', 'patterns.png', 'view.png'):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b'\x89PNG') and len(data) > 10_000, name
 

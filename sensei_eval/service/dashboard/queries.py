@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -36,7 +37,7 @@ from ...records import QueryRecord
 from ...reports import FAILURE_MODES
 from ...transcript import render_transcript
 from .. import repository
-from ..schemas import ScoreOut
+from ..schemas import EvaluationOut, ScoreOut
 from ..store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, Store
 
 __all__ = (
@@ -44,9 +45,14 @@ __all__ = (
     'DashboardPage',
     'DashboardRow',
     'IssueOut',
+    'JudgementView',
     'Patterns',
+    'Rate',
+    'RatePoint',
+    'RateSeries',
     'SessionView',
     'StepOut',
+    'VerdictOut',
     'current_hash',
     'list_sessions',
     'patterns',
@@ -82,6 +88,12 @@ class DashboardRow(BaseModel):
     smoke: bool = Field(default=False, description='That score was made by the embedded model (smoke test, not a verdict).')
     current_prompt_used: bool | None
     failure_modes: list[str]
+    is_alert: bool = Field(default=False, description='The record has alert_data: the investigation scorer applies.')
+    prompt_version: str | None = None
+    evaluation_status: str | None = Field(default=None, description='Latest failure-mode evaluation of any status.')
+    overall_score: float | None = Field(default=None, description="The latest completed evaluation's overall score (0-1).")
+    evaluation_smoke: bool = False
+    failed_judges: list[str] = Field(default_factory=list, description='Judges whose verdict failed in that evaluation.')
 
 
 class DashboardPage(BaseModel):
@@ -91,6 +103,7 @@ class DashboardPage(BaseModel):
     offset: int
     agents: list[str] = Field(description='Every agent seen, for the filter menu.')
     failure_modes: list[str] = Field(description='Every failure mode a judge can report, for the filter menu.')
+    judges: list[str] = Field(default_factory=list, description='Every judge the service knows, for the filter menu.')
 
 
 class StepOut(BaseModel):
@@ -107,6 +120,37 @@ class IssueOut(BaseModel):
     steps: list[int]
     source: str
     fields: dict[str, Any]
+
+
+class VerdictOut(BaseModel):
+    """One judge's verdict in an evaluation: status (ok, error, inconclusive), pass/fail, why, what it cited."""
+
+    judge: str
+    failure_mode: str | None
+    status: str
+    passed: bool | None
+    score: float | None
+    reasoning: str | None
+    error: str | None
+    issues: list[IssueOut]
+
+
+class JudgementView(BaseModel):
+    """The run's latest evaluation as the page shows it."""
+
+    evaluation_id: str
+    status: str
+    evaluators: list[str]
+    model: str | None
+    smoke: bool
+    completed_at_us: int | None
+    error: str | None
+    overall_score: float | None
+    category_scores: dict[str, float]
+    primary_failure_mode: str | None
+    failure_modes: list[str]
+    verdicts: list[VerdictOut]
+    skipped: dict[str, str]
 
 
 class ScoreView(BaseModel):
@@ -134,6 +178,9 @@ class SessionView(BaseModel):
     evaluation_error: str | None
     failure_modes: list[str]
     issues: list[IssueOut]
+    is_alert: bool = False
+    prompt_version: str | None = None
+    judgement: JudgementView | None = None
 
 
 class Bar(BaseModel):
@@ -147,6 +194,30 @@ class TrendPoint(BaseModel):
     count: int
 
 
+class Rate(BaseModel):
+    """A pass or failure rate with its denominator: `count` of `total`."""
+
+    label: str
+    count: int
+    total: int
+    rate: float | None
+    errors: int = 0
+    inconclusive: int = 0
+
+
+class RatePoint(BaseModel):
+    period: str = Field(description='The day (YYYY-MM-DD) or the Monday of the ISO week.')
+    until: str = Field(description='The last day of the period.')
+    failed: int
+    evaluated: int
+    rate: float
+
+
+class RateSeries(BaseModel):
+    group: str = Field(description='The agent or prompt version ("all" when not grouped).')
+    points: list[RatePoint]
+
+
 class Patterns(BaseModel):
     prompt_hash: str
     scored_sessions: int
@@ -157,6 +228,15 @@ class Patterns(BaseModel):
     missing_tools: list[Bar]
     histogram: list[Bar]
     trend: list[TrendPoint]
+    judge_pass_rates: list[Rate] = Field(default_factory=list, description='Per judge: passed of its ok verdicts.')
+    mode_failure_rates: list[Rate] = Field(
+        default_factory=list, description='Per failure mode: runs that failed it, of the runs a judge of it judged.'
+    )
+    failure_trend: list[RateSeries] = Field(default_factory=list, description='Share of judged runs that failed, per period.')
+    overall_histogram: list[Bar] = Field(default_factory=list, description='Overall scores (0-1) of the latest evaluations.')
+    agents: list[str] = Field(default_factory=list)
+    prompt_versions: list[str] = Field(default_factory=list)
+    judges: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -232,8 +312,22 @@ def _latest_completed_scores() -> Any:
     )
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, tuple[Any, Any, bool]]:
-    """Per session: (failure_modes, criteria_hashes, smoke) of its latest completed evaluation."""
+@dataclass(frozen=True)
+class _Eval:
+    """What the list and the patterns need of a session's latest completed evaluation."""
+
+    modes: Any
+    hashes: Any
+    smoke: bool
+    overall: float | None
+    judges: dict[str, Any]
+
+    def failed_judges(self) -> list[str]:
+        return [n for n, j in self.judges.items() if isinstance(j, dict) and j.get('status') == 'ok' and j.get('passed') is False]
+
+
+def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
+    """Per session: its latest completed evaluation (failure modes, criteria hashes, smoke, overall, verdicts)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -247,9 +341,39 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
         EvaluationRow.report['failure_modes'],
         EvaluationRow.report['criteria_hashes'],
         EvaluationRow.smoke,
+        EvaluationRow.overall_score,
+        EvaluationRow.report['judges'],
     ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
     rows = db.execute(query.where(EvaluationRow.status == 'completed'))
-    return {sid: (modes, hashes, bool(smoke)) for sid, modes, hashes, smoke in rows}
+    return {
+        sid: _Eval(modes, hashes, bool(smoke), overall, judges if isinstance(judges, dict) else {})
+        for sid, modes, hashes, smoke, overall, judges in rows
+    }
+
+
+def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
+    """Per session: the status of its latest evaluation of any status."""
+    if not session_ids:
+        return {}
+    newest = (
+        select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
+        .where(EvaluationRow.session_id.in_(session_ids))
+        .group_by(EvaluationRow.session_id)
+        .subquery()
+    )
+    query = select(EvaluationRow.session_id, EvaluationRow.status).join(
+        newest, and_(EvaluationRow.session_id == newest.c.session_id, EvaluationRow.started_at_us == newest.c.started)
+    )
+    return {sid: status for sid, status in db.execute(query)}
+
+
+def _day_bounds(since: str | None, until: str | None) -> tuple[int | None, int | None]:
+    """`since`/`until` (YYYY-MM-DD, UTC, both days included) as microsecond bounds."""
+    low = int(datetime.strptime(since, '%Y-%m-%d').replace(tzinfo=UTC).timestamp() * 1e6) if since else None
+    high = (
+        int((datetime.strptime(until, '%Y-%m-%d').replace(tzinfo=UTC) + timedelta(days=1)).timestamp() * 1e6) if until else None
+    )
+    return low, high
 
 
 def list_sessions(
@@ -266,8 +390,18 @@ def list_sessions(
     q: str | None = None,
     sort: SortKey = 'date',
     order: Order = 'desc',
+    judge: str | None = None,
+    failed: bool | None = None,
+    min_overall: float | None = None,
+    max_overall: float | None = None,
+    prompt_version: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> DashboardPage:
-    """One page of sessions, filtered and sorted; unscored sessions sort last by score."""
+    """One page of sessions, filtered and sorted; unscored sessions sort last by score.
+
+    The judgement filters read each session's latest completed evaluation: `judge` (that judge's verdict
+    failed), `failed` (any failure mode / none), `min_overall`..`max_overall` (overall score, 0-1)."""
     with store.read() as db:
         latest = _latest_completed_scores()
         base: Select[Any] = select(SessionRow, latest.c.total_score, latest.c.prompt_hash, latest.c.smoke).outerjoin(
@@ -289,9 +423,19 @@ def list_sessions(
         if q:
             pattern = f'%{q.lower()}%'
             conditions.append(func.lower(SessionRow.query_id).like(pattern))
-        if failure_mode:
+        if prompt_version:
+            conditions.append(SessionRow.record['prompt_version'].as_string() == prompt_version)
+        low, high = _day_bounds(since, until)
+        if low is not None:
+            conditions.append(SessionRow.created_at_us >= low)
+        if high is not None:
+            conditions.append(SessionRow.created_at_us < high)
+        judged = failure_mode or judge or failed is not None or min_overall is not None or max_overall is not None
+        if judged:
             ids = [
-                sid for sid, (modes, _, _) in _latest_evaluations(db).items() if isinstance(modes, list) and failure_mode in modes
+                sid
+                for sid, e in _latest_evaluations(db).items()
+                if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
             ]
             conditions.append(SessionRow.session_id.in_(ids))
         if conditions:
@@ -306,6 +450,7 @@ def list_sessions(
         ids = [r[0].session_id for r in rows]
         states = _scoring_states(db, ids)
         evaluations = _latest_evaluations(db, ids)
+        evaluation_states = _evaluation_states(db, ids)
         agents = sorted(a for a in db.scalars(select(SessionRow.agent).distinct()) if a)
         items = [
             DashboardRow(
@@ -320,11 +465,46 @@ def list_sessions(
                 total_score=total_score,
                 smoke=bool(smoke),
                 current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=[str(m) for m in (evaluations.get(s.session_id, (None, None, False))[0] or [])],
+                failure_modes=[str(m) for m in (e.modes if e and isinstance(e.modes, list) else [])],
+                is_alert=_is_alert(s.record),
+                prompt_version=_prompt_version(s.record),
+                evaluation_status=evaluation_states.get(s.session_id),
+                overall_score=e.overall if e else None,
+                evaluation_smoke=e.smoke if e else False,
+                failed_judges=e.failed_judges() if e else [],
             )
             for s, total_score, prompt_hash, smoke in rows
+            for e in [evaluations.get(s.session_id)]
         ]
-    return DashboardPage(items=items, total=total, limit=limit, offset=offset, agents=agents, failure_modes=list(FAILURE_MODES))
+    return DashboardPage(
+        items=items,
+        total=total,
+        limit=limit,
+        offset=offset,
+        agents=agents,
+        failure_modes=list(FAILURE_MODES),
+        judges=sorted(JUDGES),
+    )
+
+
+def _matches(
+    e: _Eval,
+    failure_mode: str | None,
+    judge: str | None,
+    failed: bool | None,
+    min_overall: float | None,
+    max_overall: float | None,
+) -> bool:
+    modes = e.modes if isinstance(e.modes, list) else []
+    if failure_mode and failure_mode not in modes:
+        return False
+    if judge and judge not in e.failed_judges():
+        return False
+    if failed is not None and bool(modes or e.failed_judges()) != failed:
+        return False
+    if min_overall is not None and (e.overall is None or e.overall < min_overall):
+        return False
+    return not (max_overall is not None and (e.overall is None or e.overall > max_overall))
 
 
 def session_view(store: Store, session_id: str) -> SessionView:
@@ -367,19 +547,114 @@ def session_view(store: Store, session_id: str) -> SessionView:
         evaluation_error=evaluation.error_message if evaluation is not None else None,
         failure_modes=modes,
         issues=issues,
+        is_alert=record.alert_data is not None,
+        prompt_version=record.prompt_version,
+        judgement=_judgement(evaluation) if evaluation is not None else None,
     )
 
 
-def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool = False) -> Patterns:
-    """Failure-mode frequency, missing tools by name, score histogram and daily trend, under today's criteria.
+def _issue_out(mode: str | None, issue: dict[str, Any]) -> IssueOut:
+    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source')}
+    steps_cited = [int(n) for n in issue.get('steps') or [] if isinstance(n, int)]
+    return IssueOut(failure_mode=mode or '', steps=steps_cited, source=str(issue.get('source', 'judge')), fields=fields)
 
+
+def _judgement(evaluation: EvaluationOut) -> JudgementView:
+    """An evaluation with its per-judge verdicts (each with its reasoning and cited issues), read from its report."""
+    report = evaluation.report or {}
+    verdicts = []
+    judges = report.get('judges') if isinstance(report.get('judges'), dict) else {}
+    for name, j in (judges or {}).items():
+        if not isinstance(j, dict):
+            continue
+        mode = j.get('failure_mode')
+        verdicts.append(
+            VerdictOut(
+                judge=str(name),
+                failure_mode=str(mode) if mode else None,
+                status=str(j.get('status', 'error')),
+                passed=j.get('passed') if isinstance(j.get('passed'), bool) else None,
+                score=j.get('score') if isinstance(j.get('score'), int | float) else None,
+                reasoning=j.get('reasoning') if isinstance(j.get('reasoning'), str) else None,
+                error=j.get('error') if isinstance(j.get('error'), str) else None,
+                issues=[_issue_out(mode, i) for i in j.get('issues') or [] if isinstance(i, dict)],
+            )
+        )
+    # failed verdicts first, then errors and inconclusive ones, then passes
+    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'pass': 3}
+    verdicts.sort(
+        key=lambda v: (
+            rank[
+                'fail'
+                if v.status == 'ok' and v.passed is False
+                else 'pass'
+                if v.status == 'ok'
+                else v.status
+                if v.status in rank
+                else 'error'
+            ],
+            v.judge,
+        )
+    )
+    categories = report.get('category_scores')
+    skipped = report.get('skipped')
+    return JudgementView(
+        evaluation_id=evaluation.evaluation_id,
+        status=evaluation.status.value,
+        evaluators=list(evaluation.evaluators),
+        model=evaluation.model,
+        smoke=evaluation.smoke,
+        completed_at_us=evaluation.completed_at_us,
+        error=evaluation.error_message,
+        overall_score=evaluation.overall_score,
+        category_scores={str(k): float(v) for k, v in categories.items()} if isinstance(categories, dict) else {},
+        primary_failure_mode=report.get('primary_failure_mode'),
+        failure_modes=[str(m) for m in report.get('failure_modes') or []],
+        verdicts=verdicts,
+        skipped={str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {},
+    )
+
+
+Bucket = Literal['day', 'week']
+Group = Literal['all', 'agent', 'prompt_version']
+
+
+def patterns(
+    store: Store,
+    variant: str,
+    *,
+    top: int = 15,
+    include_smoke: bool = False,
+    agent: str | None = None,
+    prompt_version: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    judge: str | None = None,
+    bucket: Bucket = 'day',
+    group: Group = 'all',
+) -> Patterns:
+    """What the judges found, under today's criteria, over the runs the filters select.
+
+    Pass rate per judge (passed of its ok verdicts; errors and inconclusive verdicts counted beside it),
+    failure rate per failure mode (runs that failed it, of the runs a judge of it judged), the share of
+    judged runs that failed per day or ISO week (grouped by agent or prompt version), the overall-score
+    distribution; and, for alert runs, the investigation scores (histogram, daily mean, missing tools).
+    A run's date is when it was ingested. `judge` narrows every judgement figure to that judge.
     Smoke scores and evaluations (the embedded model's) are left out unless `include_smoke`."""
     prompt_hash = current_hash(variant)
+    low, high = _day_bounds(since, until)
     with store.read() as db:
+        session_rows = db.execute(
+            select(SessionRow.session_id, SessionRow.agent, SessionRow.record['prompt_version'], SessionRow.created_at_us)
+        )
+        sessions: dict[str, tuple[str | None, str | None, int]] = {
+            sid: (a, str(v) if v else None, created) for sid, a, v, created in session_rows
+        }
         latest = _latest_completed_scores()
         rows = list(
             db.execute(
                 select(
+                    latest.c.session_id,
                     latest.c.score_id,
                     latest.c.total_score,
                     latest.c.completed_at_us,
@@ -387,12 +662,28 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
                 ).where(latest.c.prompt_hash == prompt_hash)
             )
         )
-        smoke_left_out = 0
-        if not include_smoke:
-            smoke_left_out = sum(1 for r in rows if r.smoke)
-            rows = [r for r in rows if not r.smoke]
-        stored_tools = _missing_tool_names(db, [r.score_id for r in rows])
         evaluations = _latest_evaluations(db)
+    agents = sorted({a for a, _, _ in sessions.values() if a})
+    versions = sorted({v for _, v, _ in sessions.values() if v})
+
+    def selected(sid: str) -> bool:
+        if sid not in sessions:
+            return False
+        a, v, created = sessions[sid]
+        return (
+            (not agent or a == agent)
+            and (not prompt_version or v == prompt_version)
+            and (low is None or created >= low)
+            and (high is None or created < high)
+        )
+
+    rows = [r for r in rows if selected(r.session_id)]
+    smoke_left_out = 0
+    if not include_smoke:
+        smoke_left_out = sum(1 for r in rows if r.smoke)
+        rows = [r for r in rows if not r.smoke]
+    with store.read() as db:
+        stored_tools = _missing_tool_names(db, [r.score_id for r in rows])
     tools: Counter[str] = Counter()
     buckets = [0] * (100 // _BUCKET)
     by_day: dict[str, list[int]] = defaultdict(list)
@@ -405,18 +696,91 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
             if r.completed_at_us:
                 day = datetime.fromtimestamp(r.completed_at_us / 1e6, UTC).strftime('%Y-%m-%d')
                 by_day[day].append(score)
+    known = _judge_hashes()
     modes: Counter[str] = Counter()
+    mode_failed: Counter[str] = Counter()
+    mode_judged: Counter[str] = Counter()
+    judge_tally: dict[str, Counter[str]] = defaultdict(Counter)
+    overall = [0] * 10
+    periods: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (group, period) -> [failed, judged]
     evaluated = 0
-    for report_modes, hashes, smoke in evaluations.values():
-        if smoke and not include_smoke:
+    for sid, e in evaluations.items():
+        if not selected(sid):
+            continue
+        if e.smoke and not include_smoke:
             smoke_left_out += 1
             continue
+        hashes = e.hashes if isinstance(e.hashes, dict) else {}
+        current = [
+            (name, j)
+            for name, j in e.judges.items()
+            if isinstance(j, dict) and (not judge or name == judge) and (name not in known or hashes.get(name) == known[name][0])
+        ]
+        if judge and not current:
+            continue  # that judge did not run (under today's criteria) on this run
         evaluated += 1
-        modes.update(_current_modes(report_modes, hashes))
+        report_modes = _current_modes(e.modes, hashes)
+        if judge:
+            judge_mode = known.get(judge, ('', None))[1]
+            report_modes = [m for m in report_modes if m == judge_mode]
+        modes.update(report_modes)
+        judged_modes: set[str] = set()
+        for name, j in current:
+            tally = judge_tally[name]
+            status = j.get('status')
+            if status == 'ok' and isinstance(j.get('passed'), bool):
+                tally['ok'] += 1
+                tally['passed'] += bool(j['passed'])
+                if j.get('failure_mode'):
+                    judged_modes.add(str(j['failure_mode']))
+            elif status == 'inconclusive':
+                tally['inconclusive'] += 1
+            else:
+                tally['errors'] += 1
+        if not e.judges:  # a report without per-judge results: its judged modes are those it has hashes for
+            judged_modes = {m for n, (_, m) in known.items() if m and n in hashes and hashes[n] == known[n][0]}
+        for m in judged_modes:
+            mode_judged[m] += 1
+            mode_failed[m] += m in report_modes
+        if e.overall is not None and not judge:
+            overall[min(int(max(0.0, min(1.0, e.overall)) * 10), 9)] += 1
+        fails = bool(report_modes) or any(j.get('status') == 'ok' and j.get('passed') is False for _, j in current)
+        a, v, created = sessions[sid]
+        key = a if group == 'agent' else v if group == 'prompt_version' else 'all'
+        counts = periods[(key or '(none)', _period(created, bucket))]
+        counts[0] += fails
+        counts[1] += 1
     histogram = [
         Bar(label=f'{i * _BUCKET}-{i * _BUCKET + _BUCKET - 1 if i < len(buckets) - 1 else 100}', count=n)
         for i, n in enumerate(buckets)
     ]
+    series: dict[str, list[RatePoint]] = defaultdict(list)
+    for (name, period), (n_failed, n_judged) in sorted(periods.items()):
+        end = datetime.strptime(period, '%Y-%m-%d') + timedelta(days=6 if bucket == 'week' else 0)
+        series[name].append(
+            RatePoint(
+                period=period,
+                until=end.strftime('%Y-%m-%d'),
+                failed=n_failed,
+                evaluated=n_judged,
+                rate=round(n_failed / n_judged, 4),
+            )
+        )
+    judge_rates = [
+        Rate(
+            label=name,
+            count=t['passed'],
+            total=t['ok'],
+            rate=round(t['passed'] / t['ok'], 4) if t['ok'] else None,
+            errors=t['errors'],
+            inconclusive=t['inconclusive'],
+        )
+        for name, t in sorted(judge_tally.items())
+    ]
+    mode_rates = sorted(
+        (Rate(label=m, count=mode_failed[m], total=n, rate=round(mode_failed[m] / n, 4)) for m, n in mode_judged.items()),
+        key=lambda r: (-(r.rate or 0), r.label),
+    )
     return Patterns(
         prompt_hash=prompt_hash,
         scored_sessions=len(rows),
@@ -427,7 +791,22 @@ def patterns(store: Store, variant: str, *, top: int = 15, include_smoke: bool =
         missing_tools=[Bar(label=t, count=n) for t, n in tools.most_common(top)],
         histogram=histogram,
         trend=[TrendPoint(day=d, mean_score=round(sum(v) / len(v), 1), count=len(v)) for d, v in sorted(by_day.items())],
+        judge_pass_rates=judge_rates,
+        mode_failure_rates=mode_rates,
+        failure_trend=[RateSeries(group=g, points=p) for g, p in sorted(series.items())],
+        overall_histogram=[Bar(label=f'{i / 10:.1f}-{(i + 1) / 10:.1f}', count=n) for i, n in enumerate(overall)],
+        agents=agents,
+        prompt_versions=versions,
+        judges=sorted(JUDGES),
     )
+
+
+def _period(created_us: int, bucket: Bucket) -> str:
+    """The day of a run (UTC), or the Monday of its ISO week."""
+    day = datetime.fromtimestamp(created_us / 1e6, UTC)
+    if bucket == 'week':
+        day -= timedelta(days=day.weekday())
+    return day.strftime('%Y-%m-%d')
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -458,6 +837,15 @@ def _scoring_states(db: Session, session_ids: list[str]) -> dict[str, str]:
         newest, and_(ScoreRow.session_id == newest.c.session_id, ScoreRow.started_at_us == newest.c.started)
     )
     return {sid: status for sid, status in db.execute(query)}
+
+
+def _is_alert(record: Any) -> bool:
+    return isinstance(record, dict) and record.get('alert_data') is not None
+
+
+def _prompt_version(record: Any) -> str | None:
+    version = record.get('prompt_version') if isinstance(record, dict) else None
+    return str(version) if version else None
 
 
 def _query_text(record: Any) -> str:

@@ -9,12 +9,18 @@ untrusted session text with `textContent` only, so a transcript containing `<scr
 Endpoints (read-only; writes go through the service's own API):
 
 * `GET /api/v1/dashboard/sessions` — the list: filters `agent`, `status`, `min_score`, `max_score`,
-  `scored`, `failure_mode`, `q` (query id contains), `sort` (`date` | `score`), `order`, `limit`/`offset`;
+  `scored`, `failure_mode`, `judge` (that judge failed), `failed`, `min_overall`/`max_overall` (0-1),
+  `prompt_version`, `since`/`until` (YYYY-MM-DD), `q` (query id contains), `sort` (`date` | `score`),
+  `order`, `limit`/`offset`; each row carries its latest evaluation (overall score, failure modes,
+  failed judges) and, for alerts, its investigation score;
 * `GET /api/v1/dashboard/sessions/{id}` — one session's page: record, numbered transcript steps,
-  latest scoring, score with its four-category breakdown, history, failure-mode issues;
-* `GET /api/v1/dashboard/patterns` — failure-mode frequency, missing tools by name, score histogram,
-  daily trend, restricted to the current criteria hash; smoke scores (embedded model) are left out
-  unless `include_smoke=true`.
+  the latest evaluation with every judge's verdict, reasoning and cited steps, and (alerts) the
+  latest scoring, score with its four-category breakdown, history;
+* `GET /api/v1/dashboard/patterns` — pass rate per judge, failure rate per failure mode (with their
+  denominators), failure rate per day/week (`bucket`) per agent or prompt version (`group`), the
+  overall-score distribution, and the investigation scores' histogram, trend and missing tools;
+  filters `agent`, `prompt_version`, `since`, `until`, `judge`; current criteria only; smoke results
+  (embedded model) left out unless `include_smoke=true`.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from ..schemas import Limit, Offset, SessionId
 from ..state import State
 from ..store import SessionStatus
 from . import queries
-from .queries import DashboardPage, Order, Patterns, SessionView, SortKey
+from .queries import Bucket, DashboardPage, Group, Order, Patterns, SessionView, SortKey
 
 __all__ = ('CSP', 'STATIC_DIR', 'mount_dashboard', 'router')
 
@@ -52,6 +58,9 @@ _SECURITY_HEADERS = {
     'Cache-Control': 'no-cache',
 }
 
+# A day, YYYY-MM-DD (UTC): the date filters of the list and the patterns (an empty value means no filter).
+Day = Annotated[str | None, Query(pattern=r'^(\d{4}-\d{2}-\d{2})?$')]
+
 router = APIRouter(prefix='/api/v1/dashboard', tags=['dashboard'])
 
 
@@ -69,6 +78,13 @@ def dashboard_sessions(
     q: Annotated[str | None, Query(max_length=200)] = None,
     sort: SortKey = 'date',
     order: Order = 'desc',
+    judge: Annotated[str | None, Query(max_length=100)] = None,
+    failed: bool | None = None,
+    min_overall: Annotated[float | None, Query(ge=0, le=1)] = None,
+    max_overall: Annotated[float | None, Query(ge=0, le=1)] = None,
+    prompt_version: Annotated[str | None, Query(max_length=255)] = None,
+    since: Day = None,
+    until: Day = None,
 ) -> DashboardPage:
     if failure_mode and failure_mode not in FAILURE_MODES:
         known = ', '.join(FAILURE_MODES)
@@ -89,6 +105,13 @@ def dashboard_sessions(
         q=q or None,
         sort=sort,
         order=order,
+        judge=judge or None,
+        failed=failed,
+        min_overall=min_overall,
+        max_overall=max_overall,
+        prompt_version=prompt_version or None,
+        since=since or None,
+        until=until or None,
     )
 
 
@@ -98,8 +121,29 @@ def dashboard_session(session_id: SessionId, state: State) -> SessionView:
 
 
 @router.get('/patterns', response_model=Patterns)
-def dashboard_patterns(state: State, include_smoke: bool = False) -> Patterns:
-    return queries.patterns(state.store, state.settings.scorer, include_smoke=include_smoke)
+def dashboard_patterns(
+    state: State,
+    include_smoke: bool = False,
+    agent: Annotated[str | None, Query(max_length=255)] = None,
+    prompt_version: Annotated[str | None, Query(max_length=255)] = None,
+    since: Day = None,
+    until: Day = None,
+    judge: Annotated[str | None, Query(max_length=100)] = None,
+    bucket: Bucket = 'day',
+    group: Group = 'all',
+) -> Patterns:
+    return queries.patterns(
+        state.store,
+        state.settings.scorer,
+        include_smoke=include_smoke,
+        agent=agent or None,
+        prompt_version=prompt_version or None,
+        since=since or None,
+        until=until or None,
+        judge=judge or None,
+        bucket=bucket,
+        group=group,
+    )
 
 
 class _SecureStatic(StaticFiles):

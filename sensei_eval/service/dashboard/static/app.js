@@ -3,7 +3,7 @@
 // from the WebSocket. Every piece of session data is written as text (see dom.js).
 
 import { api, getJSON, query } from './api.js';
-import { barChart, histogram, lineChart } from './charts.js';
+import { barChart, countBars, lineChart, rateChart, rateLines } from './charts.js';
 import { append, clear, fmtTime, h, truncate } from './dom.js';
 import { Live } from './live.js';
 
@@ -47,6 +47,34 @@ export function scoreBadge(scoringStatus, totalScore) {
   });
 }
 
+/** The run's judgement: its latest evaluation's overall score (0-1), "Judging…" while one runs, else why there is none. */
+export function judgementBadge(evaluationStatus, overall, smoke = false) {
+  let cls = 'none';
+  let text = 'Not judged';
+  if (overall !== null && overall !== undefined) {
+    cls = overall >= 0.75 ? 'good' : overall >= 0.5 ? 'weak' : 'bad';
+    text = overall.toFixed(2);
+  } else if (ACTIVE.has(evaluationStatus)) {
+    cls = 'active';
+    text = 'Judging…';
+  } else if (['failed', 'timed_out', 'cancelled'].includes(evaluationStatus)) {
+    cls = 'error';
+    text = `Judging ${evaluationStatus.replace('_', ' ')}`;
+  }
+  return h('span', {
+    class: `badge judgement-badge ${cls}${smoke ? ' is-smoke' : ''}`,
+    title: 'Overall score of the latest failure-mode evaluation (0-1: the mean of the category scores)',
+    dataset: { testid: 'judgement-badge', state: evaluationStatus || 'not_judged', overall: overall ?? '' },
+    text,
+  });
+}
+
+/** A verdict in one word: fail, pass, error or inconclusive. */
+function verdictWord(v) {
+  if (v.status !== 'ok') return v.status;
+  return v.passed === false ? 'fail' : v.passed === true ? 'pass' : 'no verdict';
+}
+
 /** A grey mark for a score made by the embedded model: a smoke test of the pipeline, not a verdict. */
 function smokeBadge(smoke) {
   if (!smoke) return null;
@@ -83,10 +111,11 @@ function parseRoute() {
   if (parts[0] === 'session' && parts[1]) {
     const route = { kind: 'session', id: parts[1], tab: 'transcript', step: null };
     if (parts[2] === 'score') route.tab = 'score';
+    if (parts[2] === 'judgement') route.tab = 'judgement';
     if (parts[2] === 'step' && parts[3]) route.step = Number(parts[3]);
     return route;
   }
-  if (parts[0] === 'patterns') return { kind: 'patterns' };
+  if (parts[0] === 'patterns') return { kind: 'patterns', params };
   if (parts[0] === 'alerts') return { kind: 'alerts' };
   return { kind: 'sessions', params };
 }
@@ -101,7 +130,7 @@ function route() {
   clear(app);
   markNav(r.kind === 'session' ? 'sessions' : r.kind);
   if (r.kind === 'session') view = sessionView(r);
-  else if (r.kind === 'patterns') view = patternsView();
+  else if (r.kind === 'patterns') view = patternsView(r.params);
   else if (r.kind === 'alerts') view = alertsView();
   else view = sessionsView(r.params);
 }
@@ -123,16 +152,40 @@ function sessionsView(initial) {
     sort: initial.sort || 'date',
     order: initial.order || 'desc',
     offset: Number(initial.offset || 0),
+    // set by a click from Patterns (a bar leads to the runs behind it; a bucket's upper edge belongs to the
+    // next bucket, as in the histogram); shown and clearable above the table
+    judge: initial.judge || '',
+    failed: initial.failed || '',
+    min_overall: initial.min_overall || '',
+    max_overall: initial.max_overall || '',
+    prompt_version: initial.prompt_version || '',
+    since: initial.since || '',
+    until: initial.until || '',
   };
+  const FROM_PATTERNS = ['judge', 'failed', 'min_overall', 'max_overall', 'prompt_version', 'since', 'until'];
   let menus = null;
   let pending = null;
   let loads = 0;
   const root = h('section', { class: 'sessions' });
   const filters = h('form', { class: 'filters', dataset: { testid: 'filters' } });
   const errors = h('div');
+  const extra = h('div', { class: 'extra-filters', dataset: { testid: 'extra-filters' } });
   const table = h('div', { class: 'table-wrap' });
   const pager = h('div', { class: 'pager' });
-  append(root, h('h1', {}, 'Sessions'), filters, errors, table, pager);
+  append(root, h('h1', {}, 'Sessions'), filters, extra, errors, table, pager);
+
+  function showExtra() {
+    clear(extra);
+    const names = { judge: 'judge failed', failed: 'failed', min_overall: 'overall ≥', max_overall: 'overall ≤', prompt_version: 'prompt version', since: 'from', until: 'until' };
+    const active = FROM_PATTERNS.filter((k) => state[k]);
+    if (!active.length) return;
+    append(
+      extra,
+      h('span', { class: 'muted small' }, 'Also filtered by: '),
+      active.map((k) => h('span', { class: 'chip filter' }, `${names[k]} ${state[k]}`)),
+      h('button', { type: 'button', class: 'link', onclick: () => { for (const k of FROM_PATTERNS) state[k] = ''; state.offset = 0; load(); } }, 'clear'),
+    );
+  }
   app.append(root);
 
   function field(label, control) {
@@ -178,9 +231,14 @@ function sessionsView(initial) {
 
   function row(item) {
     const link = h('a', { href: sessionHref(item.session_id), class: 'query-link' }, truncate(item.query || item.query_id, 140));
-    const modes = item.failure_modes.length
-      ? h('div', { class: 'modes' }, item.failure_modes.map((m) => h('span', { class: 'chip' }, m.replaceAll('_', ' '))))
+    const failedJudges = item.failed_judges.filter((j) => !item.failure_modes.includes(j));
+    const modes = item.failure_modes.length || failedJudges.length
+      ? h('div', { class: 'modes' }, item.failure_modes.map((m) => h('span', { class: 'chip' }, m.replaceAll('_', ' '))), failedJudges.map((j) => h('span', { class: 'chip judge' }, j)))
       : null;
+    // the investigation score applies to alerts only: any other run shows a dash there, never "Not scored"
+    const tarsy = item.is_alert || item.total_score !== null
+      ? [h('a', { href: sessionHref(item.session_id, '/score') }, scoreBadge(item.scoring_status, item.total_score)), item.total_score !== null ? smokeBadge(item.smoke) : null]
+      : [h('span', { class: 'muted', title: 'Not an alert: the investigation scorer does not apply', dataset: { testid: 'no-tarsy' } }, '—')];
     const outdated = item.current_prompt_used === false ? h('span', { class: 'badge outdated', title: 'Scored with older criteria' }, 'outdated') : null;
     return h(
       'tr',
@@ -189,7 +247,8 @@ function sessionsView(initial) {
       h('td', {}, item.agent || '—'),
       h('td', {}, item.rating === null ? '—' : `${item.rating.toFixed(1)}/5`),
       h('td', {}, h('span', { class: `status ${item.status}` }, item.status.replace('_', ' '))),
-      h('td', { class: 'score-cell' }, h('a', { href: sessionHref(item.session_id, '/score') }, scoreBadge(item.scoring_status, item.total_score)), item.total_score !== null ? smokeBadge(item.smoke) : null, outdated),
+      h('td', { class: 'judgement-cell' }, h('a', { href: sessionHref(item.session_id, '/judgement') }, judgementBadge(item.evaluation_status, item.overall_score, item.evaluation_smoke)), item.overall_score !== null ? smokeBadge(item.evaluation_smoke) : null),
+      h('td', { class: 'score-cell' }, tarsy, outdated),
       h('td', { class: 'muted small nowrap' }, fmtTime(item.created_at_us)),
     );
   }
@@ -210,6 +269,7 @@ function sessionsView(initial) {
     }
     if (mine !== loads) return; // a newer request (filter change, live event) is in flight: its answer wins
     clear(errors);
+    showExtra();
     if (!menus || menus.agents.join() !== page.agents.join()) {
       menus = page;
       buildFilters(page);
@@ -222,7 +282,7 @@ function sessionsView(initial) {
         h(
           'table',
           { class: 'list', dataset: { testid: 'sessions-table' } },
-          h('thead', {}, h('tr', {}, ['Query / alert', 'Agent', 'Rating', 'Status', 'Score', 'Created'].map((t) => h('th', {}, t)))),
+          h('thead', {}, h('tr', {}, ['Query / alert', 'Agent', 'Rating', 'Status', 'Judgement', 'Alert score', 'Created'].map((t) => h('th', {}, t)))),
           h('tbody', {}, page.items.map(row)),
         ),
       );
@@ -309,8 +369,10 @@ function sessionView(initial) {
       h(
         'div',
         { class: 'meta' },
-        scoreBadge(data.scoring_status, data.score ? data.score.score.total_score : null),
+        h('span', { class: 'labelled' }, h('span', { class: 'muted' }, 'judgement '), judgementBadge(data.evaluation_status, data.judgement ? data.judgement.overall_score : null, data.judgement ? data.judgement.smoke : false)),
+        data.is_alert || data.score ? scoreBadge(data.scoring_status, data.score ? data.score.score.total_score : null) : null,
         h('span', {}, `agent: ${data.agent || '—'}`),
+        data.prompt_version ? h('span', {}, `prompt: ${data.prompt_version}`) : null,
         h('span', {}, `status: ${data.status}`),
         h('span', {}, data.rating ? `rating: ${data.rating.mean}/5` : 'not rated'),
         h('span', { class: 'muted' }, `query id: ${data.query_id}`),
@@ -319,18 +381,29 @@ function sessionView(initial) {
     );
     clear(actions);
     const rescore = Boolean(data.latest_scoring);
+    const judging = ACTIVE.has(data.evaluation_status);
+    // the main action: the failure-mode judges for any run, and the investigation scorer too for an alert
     append(
       actions,
       h(
         'button',
-        { type: 'button', class: 'primary', disabled: active, dataset: { testid: 'score-button' }, onclick: () => score(rescore) },
-        active ? 'Scoring…' : data.score ? 'Re-score' : 'Score session',
+        { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: data.is_alert ? 'Run the failure-mode judges and the investigation scorer' : 'Run the failure-mode judges' },
+        judging || active ? 'Judging…' : data.evaluation_status ? 'Judge again' : 'Judge run',
       ),
-      h(
-        'button',
-        { type: 'button', disabled: ACTIVE.has(data.evaluation_status), dataset: { testid: 'evaluate-button' }, onclick: evaluate },
-        ACTIVE.has(data.evaluation_status) ? 'Judging…' : data.evaluation_status ? 'Re-run failure-mode judges' : 'Run failure-mode judges',
-      ),
+      data.is_alert
+        ? h(
+          'button',
+          { type: 'button', disabled: active, dataset: { testid: 'score-button' }, onclick: () => score(rescore) },
+          active ? 'Scoring…' : data.score ? 'Re-score' : 'Score session',
+        )
+        : null,
+      data.is_alert
+        ? h(
+          'button',
+          { type: 'button', disabled: judging, dataset: { testid: 'evaluate-button' }, onclick: evaluate },
+          judging ? 'Judging…' : data.evaluation_status ? 'Re-run failure-mode judges only' : 'Failure-mode judges only',
+        )
+        : null,
     );
     if (!active && !ACTIVE.has(data.evaluation_status)) stopPoll();
     else startPoll();
@@ -357,22 +430,94 @@ function sessionView(initial) {
 
   function renderTabs() {
     clear(tabs);
-    const scoreLabel = data.score ? `Score ${data.score.score.total_score}/100` : 'Score';
-    for (const [key, label] of [['transcript', `Transcript (${data.steps.length} steps)`], ['score', scoreLabel]]) {
+    const scoreLabel = data.score ? `Alert score ${data.score.score.total_score}/100` : 'Alert score';
+    const j = data.judgement;
+    const judgementLabel = j && j.overall_score !== null ? `Judgement ${j.overall_score.toFixed(2)}` : 'Judgement';
+    const tabsShown = [['transcript', `Transcript (${data.steps.length} steps)`], ['judgement', judgementLabel]];
+    if (data.is_alert || data.score) tabsShown.push(['score', scoreLabel]);
+    for (const [key, label] of tabsShown) {
       tabs.append(
         h(
           'a',
-          { role: 'tab', class: tab === key ? 'tab current' : 'tab', 'aria-selected': String(tab === key), href: sessionHref(id, key === 'score' ? '/score' : ''), dataset: { tab: key } },
+          { role: 'tab', class: tab === key ? 'tab current' : 'tab', 'aria-selected': String(tab === key), href: sessionHref(id, key === 'transcript' ? '' : `/${key}`), dataset: { tab: key } },
           label,
         ),
       );
     }
     clear(panel);
-    panel.append(tab === 'score' ? scorePanel() : transcriptPanel());
+    panel.append(tab === 'score' ? scorePanel() : tab === 'judgement' ? judgementPanel() : transcriptPanel());
+  }
+
+  /** Steps cited by a failed verdict: step number → the judges that cite it. */
+  function citedSteps() {
+    const cited = new Map();
+    for (const v of (data.judgement ? data.judgement.verdicts : [])) {
+      if (verdictWord(v) !== 'fail') continue;
+      for (const issue of v.issues) for (const n of issue.steps) cited.set(n, [...(cited.get(n) || []), v.judge]);
+    }
+    return cited;
+  }
+
+  function judgementPanel() {
+    const box = h('div', { class: 'judgement-panel', dataset: { testid: 'judgement-panel' } });
+    const j = data.judgement;
+    if (!j) {
+      box.append(h('p', { class: 'muted' }, ACTIVE.has(data.evaluation_status) ? 'Judging…' : 'The failure-mode judges have not run on this session yet: "Judge run" runs them.'));
+      return box;
+    }
+    const head = h(
+      'div',
+      { class: 'total' },
+      judgementBadge(j.status, j.overall_score, j.smoke),
+      smokeBadge(j.smoke),
+      h('span', { class: 'muted' }, ` overall score · ${j.evaluators.join(', ')} · ${j.model || 'no model'} · ${fmtTime(j.completed_at_us)}`),
+    );
+    box.append(head);
+    if (ACTIVE.has(j.status)) box.append(h('p', { class: 'muted' }, 'Judging…'));
+    if (j.error) box.append(errorBox(`Evaluation ${j.status.replace('_', ' ')}: ${j.error}`));
+    const cats = Object.entries(j.category_scores);
+    if (cats.length) {
+      const grid = h('div', { class: 'breakdown', dataset: { testid: 'categories' } });
+      for (const [name, value] of cats) {
+        grid.append(h('div', { class: 'cat' }, h('span', {}, name.replaceAll('_', ' ')), h('progress', { max: 1, value }), h('span', { class: 'pts' }, value.toFixed(2))));
+      }
+      box.append(h('h3', {}, 'Category scores'), grid);
+    }
+    box.append(h('h3', {}, 'Failure modes'));
+    box.append(j.failure_modes.length ? h('div', { class: 'modes' }, j.failure_modes.map((m) => h('a', { class: 'chip', href: `#/?failure_mode=${encodeURIComponent(m)}`, title: 'Every run with this failure mode' }, m.replaceAll('_', ' ')))) : h('p', { class: 'muted' }, 'None.'));
+    box.append(h('h3', {}, `Verdicts (${j.verdicts.length})`));
+    const list = h('div', { dataset: { testid: 'verdicts' } });
+    for (const v of j.verdicts) {
+      const word = verdictWord(v);
+      const issues = v.issues.map((issue) => {
+        const fields = h('dl', {});
+        for (const [k, val] of Object.entries(issue.fields)) fields.append(h('dt', {}, k.replaceAll('_', ' ')), h('dd', {}, fieldText(val)));
+        const cites = issue.steps.length
+          ? h('p', { class: 'cites' }, 'Cites: ', issue.steps.map((n) => h('a', { href: sessionHref(id, `/step/${n}`), class: 'step-link', dataset: { step: n } }, `step ${n}`)))
+          : null;
+        return h('div', { class: 'issue-fields' }, fields, cites);
+      });
+      list.append(
+        h(
+          'div',
+          { class: `verdict ${word.replace(' ', '-')}`, dataset: { judge: v.judge, verdict: word, testid: 'verdict' } },
+          h('div', { class: 'verdict-head' }, h('strong', {}, v.judge), h('span', { class: `tag ${word.replace(' ', '-')}` }, word), v.score !== null ? h('span', { class: 'muted small' }, ` score ${v.score.toFixed(2)}`) : null, v.failure_mode && v.failure_mode !== v.judge ? h('span', { class: 'muted small' }, ` · ${v.failure_mode.replaceAll('_', ' ')}`) : null),
+          v.error ? h('pre', { class: 'text why' }, v.error) : null,
+          v.reasoning ? h('pre', { class: 'text reasoning' }, v.reasoning) : null,
+          issues,
+        ),
+      );
+    }
+    if (!j.verdicts.length) list.append(h('p', { class: 'muted' }, 'This evaluation has no per-judge verdicts.'));
+    box.append(list);
+    const skipped = Object.entries(j.skipped);
+    if (skipped.length) box.append(h('p', { class: 'muted small' }, `Not run here: ${skipped.map(([k, why]) => `${k} (${why})`).join('; ')}`));
+    return box;
   }
 
   function transcriptPanel() {
     const list = h('ol', { class: 'steps', dataset: { testid: 'transcript' } });
+    const cited = citedSteps();
     for (const step of data.steps) {
       const title = [`[${step.number}]`, step.kind.replace('_', ' '), step.tool_name || ''].join(' ');
       const body = h('pre', { class: 'text' }, step.text);
@@ -382,7 +527,9 @@ function sessionView(initial) {
       } else {
         item = h('div', {}, h('div', { class: 'step-title' }, h('strong', {}, title)), body);
       }
-      list.append(h('li', { id: `step-${step.number}`, class: `step ${step.kind}`, dataset: { step: step.number } }, item));
+      const by = cited.get(step.number);
+      const flag = by ? h('span', { class: 'flag', title: `Cited by a failed verdict of ${by.join(', ')}` }, `cited by ${[...new Set(by)].join(', ')}`) : null;
+      list.append(h('li', { id: `step-${step.number}`, class: `step ${step.kind}${by ? ' flagged' : ''}`, dataset: { step: step.number } }, flag, item));
     }
     return list;
   }
@@ -505,6 +652,18 @@ function sessionView(initial) {
     await refresh();
   }
 
+  async function judgeRun() {
+    clear(errors);
+    const jobs = [api(`/api/v1/sessions/${encodeURIComponent(id)}/evaluate`, { method: 'POST', body: { force: Boolean(data.evaluation_status) } })];
+    if (data.is_alert) jobs.push(api(`/api/v1/scoring/sessions/${encodeURIComponent(id)}/score`, { method: 'POST', body: { force_rescore: Boolean(data.latest_scoring) } }));
+    for (const outcome of await Promise.allSettled(jobs)) if (outcome.status === 'rejected') showError(outcome.reason.message);
+    if (tab === 'transcript') {
+      tab = 'judgement';
+      history.replaceState(null, '', sessionHref(id, '/judgement'));
+    }
+    await refresh();
+  }
+
   async function evaluate() {
     clear(errors);
     try {
@@ -596,42 +755,101 @@ function sessionView(initial) {
 // ---------------------------------------------------------------------------------------------------
 // Patterns
 
-function patternsView() {
+function patternsView(initial = {}) {
   const root = h('section', { class: 'patterns' });
   app.append(root);
   let pending = null;
-  let includeSmoke = false;
+  const state = {
+    agent: initial.agent || '',
+    prompt_version: initial.prompt_version || '',
+    since: initial.since || '',
+    until: initial.until || '',
+    judge: initial.judge || '',
+    bucket: initial.bucket || 'day',
+    group: initial.group || 'all',
+    include_smoke: initial.include_smoke || '',
+  };
+
+  /** The session list behind a bar: the same filters, plus what the bar counts. */
+  function listHref(extra) {
+    const base = { agent: state.agent, prompt_version: state.prompt_version, since: state.since, until: state.until };
+    return `#/${query({ ...base, ...extra })}`;
+  }
+
+  function filterBar(p) {
+    const form = h('form', { class: 'filters', dataset: { testid: 'pattern-filters' } });
+    form.addEventListener('submit', (e) => e.preventDefault());
+    const pick = (name, label, options) => {
+      const el = h('select', { name });
+      for (const [value, text] of options) el.append(h('option', { value, selected: state[name] === value }, text));
+      el.addEventListener('change', () => { state[name] = el.value; load(); });
+      return h('label', {}, h('span', {}, label), el);
+    };
+    const day = (name, label) => {
+      const el = h('input', { type: 'date', name, value: state[name] });
+      el.addEventListener('change', () => { state[name] = el.value; load(); });
+      return h('label', {}, h('span', {}, label), el);
+    };
+    append(
+      form,
+      pick('agent', 'Agent', [['', 'All agents'], ...p.agents.map((a) => [a, a])]),
+      pick('prompt_version', 'Prompt version', [['', 'All versions'], ...p.prompt_versions.map((v) => [v, v])]),
+      pick('judge', 'Judge', [['', 'All judges'], ...p.judges.map((j) => [j, j])]),
+      day('since', 'From'),
+      day('until', 'Until'),
+      pick('bucket', 'Per', [['day', 'day'], ['week', 'week']]),
+      pick('group', 'Lines', [['all', 'all runs'], ['agent', 'per agent'], ['prompt_version', 'per prompt version']]),
+    );
+    return form;
+  }
+
+  function card(title, note, chart) {
+    return h('figure', { class: 'card' }, h('figcaption', {}, title, note ? h('span', { class: 'muted small' }, ` ${note}`) : null), chart);
+  }
 
   async function load() {
+    const hash = `#/patterns${query(state.bucket === 'day' && state.group === 'all' ? { ...state, bucket: '', group: '' } : state)}`;
+    if (window.location.hash !== hash) history.replaceState(null, '', hash);
     let p;
     try {
-      p = await getJSON(`/api/v1/dashboard/patterns${query({ include_smoke: includeSmoke ? 'true' : '' })}`);
+      p = await getJSON(`/api/v1/dashboard/patterns${query(state)}`);
     } catch (e) {
       clear(root).append(h('h1', {}, 'Patterns'), errorBox(e.message));
       return;
     }
     clear(root);
+    const judgeNote = state.judge ? `judge ${state.judge} only` : '';
     append(
       root,
       h('h1', {}, 'Patterns'),
+      filterBar(p),
       h(
         'p',
-        { class: 'muted' },
-        `Current criteria ${p.prompt_hash.slice(0, 12)} · ${p.scored_sessions} scored session(s) · ${p.evaluated_sessions} evaluated session(s). Older criteria are left out.`,
+        { class: 'muted', dataset: { testid: 'pattern-counts' } },
+        `${p.evaluated_sessions} judged run(s) · ${p.scored_sessions} scored alert(s). Only verdicts under today's criteria count. Click a bar or a point for the runs behind it.`,
       ),
       h(
         'label',
         { class: 'muted small', dataset: { testid: 'smoke-toggle' } },
-        h('input', { type: 'checkbox', name: 'include_smoke', checked: includeSmoke, onchange: (e) => { includeSmoke = e.target.checked; load(); } }),
-        includeSmoke ? ' Smoke results (embedded model) included' : ` Include smoke results from the embedded model (${p.smoke_left_out} left out)`,
+        h('input', { type: 'checkbox', name: 'include_smoke', checked: Boolean(state.include_smoke), onchange: (e) => { state.include_smoke = e.target.checked ? 'true' : ''; load(); } }),
+        state.include_smoke ? ' Smoke results (embedded model) included' : ` Include smoke results from the embedded model (${p.smoke_left_out} left out)`,
       ),
       h(
         'div',
         { class: 'grid' },
-        h('figure', { class: 'card' }, h('figcaption', {}, 'Failure modes (sessions)'), barChart(p.failure_modes.map((b) => ({ ...b, label: b.label.replaceAll('_', ' ') })), { name: 'failure-modes', emptyText: 'No failure-mode evaluations under the current criteria.' })),
-        h('figure', { class: 'card' }, h('figcaption', {}, 'Most frequent missing tools'), barChart(p.missing_tools, { name: 'missing-tools', emptyText: 'No missing tools reported.' })),
-        h('figure', { class: 'card' }, h('figcaption', {}, 'Score distribution'), histogram(p.histogram, { name: 'histogram' })),
-        h('figure', { class: 'card' }, h('figcaption', {}, 'Mean score per day'), lineChart(p.trend, { name: 'trend' })),
+        card('Pass rate per judge', '(passed of its verdicts)', rateChart(p.judge_pass_rates, { name: 'judge-pass-rates', axis: 'verdicts that passed', tone: 'good', emptyText: 'No judge verdicts under the current criteria.', href: (r) => listHref({ judge: r.label }) })),
+        card('Failure rate per failure mode', '(runs that failed it, of the runs judged on it)', rateChart(p.mode_failure_rates, { name: 'mode-failure-rates', axis: 'runs that failed', tone: 'bad', emptyText: 'No failure-mode verdicts under the current criteria.', href: (r) => listHref({ failure_mode: r.label }) })),
+        card(`Failed runs per ${state.bucket}`, judgeNote || '(runs with a failed verdict, of the runs judged)', rateLines(p.failure_trend, { name: 'failure-trend', emptyText: 'No judged runs in this range.', href: (pt, group) => listHref({ since: pt.period, until: pt.until, failed: state.judge ? '' : 'true', judge: state.judge, ...(state.group === 'all' || group === '(none)' ? {} : { [state.group]: group }) }) })),
+        card('Overall score distribution', '(latest evaluation of each run)', countBars(p.overall_histogram, { name: 'overall-histogram', axis: 'overall score (0-1)', emptyText: state.judge ? 'Not shown for one judge (the overall score combines them all).' : 'No judged runs yet.', band: (b) => { const low = parseFloat(b.label); return low >= 0.75 ? 'good' : low >= 0.5 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_overall: lo, max_overall: hi === '1.0' ? hi : (parseFloat(hi) - 0.0001).toFixed(4) }); } })),
+      ),
+      h('h2', { class: 'section' }, 'Alert investigations (investigation scorer)'),
+      h(
+        'div',
+        { class: 'grid' },
+        card('Score distribution', '', countBars(p.histogram, { name: 'histogram', axis: 'score (0-100)', emptyText: 'No alert scores under the current criteria yet.', band: (b) => { const low = parseInt(b.label, 10); return low >= 75 ? 'good' : low >= 50 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_score: lo, max_score: hi }); } })),
+        card('Mean score per day', '', lineChart(p.trend, { name: 'trend' })),
+        card('Failure modes (runs)', '', barChart(p.failure_modes.map((b) => ({ ...b, label: b.label.replaceAll('_', ' ') })), { name: 'failure-modes', emptyText: 'No failure-mode evaluations under the current criteria.' })),
+        card('Most frequent missing tools', '', barChart(p.missing_tools, { name: 'missing-tools', emptyText: 'No missing tools reported.' })),
       ),
     );
     root.dataset.loaded = 'true';
