@@ -326,8 +326,9 @@ class _Eval:
         return [n for n, j in self.judges.items() if isinstance(j, dict) and j.get('status') == 'ok' and j.get('passed') is False]
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
-    """Per session: its latest completed evaluation (failure modes, criteria hashes, smoke, overall, verdicts)."""
+def _latest_evaluations(db: Session, session_ids: list[str] | None = None, *, verdicts: bool = True) -> dict[str, _Eval]:
+    """Per session: its latest completed evaluation (failure modes, criteria hashes, smoke, overall, and with
+    `verdicts` the per-judge results, the largest part of a report: read only where they are needed)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -342,7 +343,7 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
         EvaluationRow.report['criteria_hashes'],
         EvaluationRow.smoke,
         EvaluationRow.overall_score,
-        EvaluationRow.report['judges'],
+        EvaluationRow.report['judges'] if verdicts else EvaluationRow.overall_score,
     ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
     rows = db.execute(query.where(EvaluationRow.status == 'completed'))
     return {
@@ -434,7 +435,7 @@ def list_sessions(
         if judged:
             ids = [
                 sid
-                for sid, e in _latest_evaluations(db).items()
+                for sid, e in _latest_evaluations(db, verdicts=bool(judge or failed is not None)).items()
                 if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
             ]
             conditions.append(SessionRow.session_id.in_(ids))
