@@ -4,8 +4,11 @@ The metric is the mean judge score over every (query, judge) pair whose judge ra
 errors — agent runs that failed, judges that errored — are excluded from the mean and counted, so a
 prompt that makes the agent crash can never score well by having fewer bad runs to judge. Each
 evaluation also keeps the issues the judges found (the failure examples the variant generator is
-fed) and what it cost in model calls (agent requests + judge requests that were not cache hits), which
-is what the optimizer's budget counts. With `runs` > 1 every query is run that many times; `per_query`
+fed), each under the failure mode of the finding itself (`reports.mode_verdicts`, not the judge's class
+constant) and labelled by what went wrong (`issue_label`), each query's score per failure mode (what the
+optimizer's acceptance test reads), the runs every judge passed (`success_examples`) and what it cost
+in model calls (agent requests + judge requests that were not cache hits), which is what the
+optimizer's budget counts. With `runs` > 1 every query is run that many times; `per_query`
 then averages a query's runs, because the query — not the run — is the unit a paired test compares.
 """
 

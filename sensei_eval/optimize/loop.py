@@ -1,22 +1,29 @@
 """The sequential component optimizer (DSPy): one component at a time, kept only when it generalises.
 
-    split the queries: train (failure examples, candidate search) and validation (acceptance)
-    baseline: evaluate the prompt as it is, on both
-    route every failure the judges found on train to a prompt component (`sensei_eval.routing`:
-        the user's map, else the agent profile's map, else lexical similarity)
-    for each component with failures, most first:
-        generate N variants (DSPy, fed with the failure examples routed to it)
+    baseline: evaluate the prompt as it is on every query (once), then split the queries into train
+        (failure examples, candidate search) and validation (acceptance) within each group of queries
+        that failed the same failure modes (a stratified split; by seed alone with validation_queries)
+    route every finding on train, under its own failure mode (`reports.mode_verdicts`), to a prompt
+        component (`sensei_eval.routing`: the user's map, else the agent profile's map, else lexical)
+    for each component with failures, most first, in rounds (at most `rounds`):
+        generate N variants (DSPy), fed the failures routed to it grouped by what went wrong (a count
+            and `examples_per_issue` examples per kind) and `success_examples` passing runs
         evaluate every full prompt = frozen components + one variant on the training queries
-        the best variant, if it beats the current text on train, is run on the validation queries
-        (`runs` times each) and frozen only if a paired one-sided sign-flip test over the validation
-        queries says it beats the current text there (p < `alpha`, mean gain > `margin`) with no
-        more errors; else the component stays as it is
+        the best `top_k` that beat the current text on train are run on the validation queries (`runs`
+            times each) and tested against the current text on the *test queries* — the validation
+            queries plus the train queries the generator was not shown — by a one-sided paired
+            sign-flip test on the failure modes of the findings the variants were written from; the first
+            with p < alpha / components / N, a mean gain over every judge above `margin` and no more
+            errors is frozen, and a next round starts from the failures left; else the component ends
 
-The train score picks a candidate; only the validation test accepts one, so a variant that changes
-nothing, or helps only the queries it was written from, is not frozen. With too few validation queries
-no gain can reach `alpha` (the exact one-sided test's smallest p is 0.5^n): the run refuses to start
-and says so. Components with no routed failure are not visited unless `all_components` is set; the
-run folder says why each was skipped.
+The train score picks candidates; only the test accepts one, so a variant that changes nothing, or
+helps only the queries it was written from, is not frozen. The test level splits `alpha` over the
+components (Bonferroni) and the variants of a round (the train ranking saw them all on the unseen train
+queries the test reuses); rounds form a fixed sequence. `acceptance_plan` states, before anything is
+tested, the smallest gain a split can accept. With too few validation queries no gain can reach `alpha`
+(the exact one-sided test's smallest p is 0.5^n): the run refuses to start and says so. Components with
+no routed failure are not visited unless `all_components` is set; the run folder says why each was
+skipped.
 
 Budget: `budget_calls` counts model calls (agent requests, judge requests that missed the cache, and
 variant-generator requests); before each step the loop checks the step's expected cost — the cost of
@@ -25,8 +32,8 @@ the last evaluation of that kind — against what is left, so it stops *before* 
 DSPy's GEPA budgets in. `max_components` caps the components visited.
 
 Everything is saved under the run folder as it happens — `state.json` (rewritten atomically after
-every candidate), `candidates/<component>/<k>.json` (the variant, its full prompt, its evaluations and
-cost), `candidates/baseline.json` — so a killed run resumed with the same folder continues where it
+every candidate), `candidates/<component>/r<round>-<k>.json` (the variant, its full prompt, its evaluations,
+its test), `candidates/baseline.json` — so a killed run resumed with the same folder continues where it
 stopped: generated variants are reused, evaluated candidates are not re-run. At the end it writes
 `suggestions.json` (`PromptSuggestion`s, for a human to review: nothing is applied to the
 agent) and `prompts.yaml` / `prompts.diff` (the optimized components and their diff).

@@ -2,7 +2,9 @@
 
 Input: the component's name and current text, the rest of the prompt (so a variant doesn't repeat or
 contradict the frozen sections), and failure examples — issues the judges found in the current
-prompt's runs that the routing sent to this component. Output: up to N distinct rewrites.
+prompt's runs that the routing sent to this component; the loop sends them grouped by what went wrong
+(one entry per kind: its count and a few examples) — plus, optionally, a few runs that passed every
+judge (`successful_runs`), so a rewrite keeps what already works. Output: up to N distinct rewrites.
 
 It asks for **one variant per call**, as JSON constrained by a schema (`{"variant": "<text>"}`), with a
 small output limit and a per-call time limit: a task shaped for a 135M local model, which, asked for a

@@ -99,7 +99,9 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     wide = console.width >= _WIDE
     means_too = console.width >= _MEDIUM
     table = Table(title='before → after (paired by query)', title_justify='left', box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column('metric', no_wrap=True)
+    # a metric is a judge's mode (`tool_parameters/reference_check`): whole on a wide console, cut on a
+    # narrow one so the numbers keep their room
+    table.add_column('metric', no_wrap=True, max_width=max(16, console.width * 2 // 7), overflow='ellipsis')
     if wide:
         table.add_column('n', justify='right')
     if means_too:
