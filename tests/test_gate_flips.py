@@ -71,7 +71,9 @@ def test_eight_of_nineteen_through_the_library_entry_points() -> None:
     assert 'Dropped from the family' in str(info.value)
     # re-gating a finished comparison recomputes the family for the new alpha
     c = compare_reports(old, new)
-    strict = c.model_copy(update={'thresholds': Thresholds(alpha=0.001)}, deep=True)
+    # (max_drop off: overall_score compounds findings, so 8 of 19 runs failing one mode also drop the
+    # overall mean past the default 0.05; this test is about the flips alone)
+    strict = c.model_copy(update={'thresholds': Thresholds(alpha=0.001, max_drop=1.0)}, deep=True)
     decide(strict)
     # 0.5^8 = 0.0039 > 0.001: at this alpha the 8 flips can never be significant, so the mode is dropped too
     why = strict.metric(BROKEN).dropped_reason

@@ -107,7 +107,8 @@ def test_the_loader_streams_and_skips_an_oversized_line_without_reading_it(tmp_p
 
 def _same_for_hallucination(prompt: str, n: int) -> dict[str, Any]:
     if 'judge `hallucination`' in prompt:
-        return {'reasoning': 'The agent answered the question using the tool output well.', 'issues': []}
+        # cites a step (so only the run-wide rule can catch it), the same on every record
+        return {'reasoning': 'The answer at [5] uses the tool output at [4] well.', 'issues': []}
     return no_issues(prompt, n)
 
 
@@ -147,7 +148,7 @@ def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: P
 def test_one_different_reasoning_keeps_every_verdict(tmp_path: Path) -> None:
     def answer(prompt: str, n: int) -> dict[str, Any]:
         text = 'Fine.' if 'number 2' not in prompt else 'The answer at [5] follows the tool result at [4].'
-        return {'reasoning': f'{text} The agent answered well.', 'issues': []}
+        return {'reasoning': f'{text} The agent answered well at [5].', 'issues': []}
 
     records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(5)]
     run = asyncio.run(judge_stream(records, [Hallucination()], ScriptedJudge(answer).model(), run_dir=tmp_path))
