@@ -115,8 +115,11 @@ class RunFolder:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        # report file names taken in this folder, by their case-folded form (see `report_path`)
-        self._names: dict[str, str] | None = None
+        # report file names taken in this folder, by the hash of their case-folded form (see `report_path`):
+        # a set for names already in folded form (most), a dict to the exact name's hash for the others;
+        # ints, not strings, so a run of millions of records keeps well under 100 bytes a name
+        self._folded: set[int] | None = None
+        self._mixed: dict[int, int] = {}
 
     def __repr__(self) -> str:
         return f'RunFolder({str(self.path)!r})'
@@ -144,17 +147,32 @@ class RunFolder:
         """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `reports.encode_query_id`),
         or `records/<encoded id>~<hash>[.r<N>].json` when another id took that name in another case."""
         path = report_path(self.path, query_id, repeat)
-        if self._names is None:
+        if self._folded is None:
+            self._folded = set()
             records = self.path / RECORDS_DIR
-            self._names = {p.name.casefold(): p.name for p in records.glob('*.json')} if records.is_dir() else {}
-        taken = self._names.setdefault(path.name.casefold(), path.name)
-        if taken == path.name:
+            for existing in records.glob('*.json') if records.is_dir() else ():
+                self._claim(existing.name)
+        if self._claim(path.name):
             return path
         stem = path.name.removesuffix('.json')
         base, dot, rep = stem.rpartition('.r') if repeat != 1 else (stem, '', '')
         tagged = f'{base}~{hashlib.sha256(query_id.encode()).hexdigest()[:12]}{dot}{rep}.json'
-        self._names.setdefault(tagged.casefold(), tagged)
+        self._claim(tagged)
         return path.with_name(tagged)
+
+    def _claim(self, name: str) -> bool:
+        """Take `name` unless another name equal to it under case folding was taken first; whether it is ours."""
+        assert self._folded is not None
+        folded = name.casefold()
+        key = hash(folded)
+        if name == folded:
+            if key in self._mixed:
+                return False
+            self._folded.add(key)
+            return True
+        if key in self._folded:
+            return False
+        return self._mixed.setdefault(key, hash(name)) == hash(name)
 
     # -- writing ---------------------------------------------------------------------------------------
 

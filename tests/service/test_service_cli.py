@@ -30,11 +30,13 @@ def test_serve_command_runs_the_service(tmp_path: Path) -> None:
     try:
         with httpx.Client(base_url=f'http://127.0.0.1:{port}', timeout=5) as anonymous:
             wait_until_up(anonymous, what='serve up')  # the health check is open
-            assert anonymous.get('/api/v1/health').json()['model'] == 'test'
+            # without the token it says only that the service is up (issue 23: no model URL, no worker id)
+            assert anonymous.get('/api/v1/health').json() == {'status': 'ok'}
             assert anonymous.get('/openapi.json').status_code == 401  # with a token, everything else needs it
         auth = {'Authorization': 'Bearer tok'}
         with httpx.Client(base_url=f'http://127.0.0.1:{port}', timeout=5, headers=auth) as c:
             assert c.get('/openapi.json').json()['info']['title'] == 'sensei-eval scoring service'
+            assert c.get('/api/v1/health').json()['model'] == 'test'
             session_id = c.post('/api/v1/sessions', json=alert_record()).json()['session_id']
             assert c.post(f'/api/v1/scoring/sessions/{session_id}/score', json={}).status_code == 202
 
