@@ -240,10 +240,13 @@ async def get_latest_score_async(store: Store, session_id: str) -> ScoreOut:
     assert engine is not None
     statement = _latest_score_sql(engine.dialect)
     async with store.async_read_slot, engine.connect() as conn:
-        rows = [tuple(r) for r in (await conn.exec_driver_sql(statement.sql, statement.params(session_id))).all()]
+        # the driver's own asyncio connection (psycopg, autocommit): no result adaptation per row
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
+        rows = await (await driver.execute(statement.sql, statement.params(session_id))).fetchall()
         if not rows:
             exists = _session_exists_sql(engine.dialect)
-            found = (await conn.exec_driver_sql(exists.sql, exists.params(session_id))).first()
+            found = await (await driver.execute(exists.sql, exists.params(session_id))).fetchone()
             raise _not_scored(session_id, found is not None)
     return _score_from_rows(rows)
 
