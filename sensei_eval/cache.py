@@ -50,6 +50,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from .reports import JudgeResult
+from .sanitize import loads_limited
 
 __all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'JudgeCache', 'default_cache_dir')
 
@@ -178,7 +179,7 @@ class JudgeCache:
 def _decode(raw: str, key: str) -> JudgeResult | None:
     """The stored result, or None (one warning per key) when it is not one: a miss, never a crash."""
     try:
-        result = JudgeResult.model_validate_json(raw)
+        result = JudgeResult.model_validate(loads_limited(raw, where=f'judge cache entry {key[:16]}'))
         if result.status not in _CACHED_STATUSES:
             raise ValueError(f'status {result.status!r} is never cached')
         return result
@@ -467,7 +468,7 @@ def _journal_entries(journal: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                entry = json.loads(line)
+                entry = loads_limited(line, where=f'{journal}:{number}')
                 if not (isinstance(entry, dict) and isinstance(entry.get('key'), str) and isinstance(entry.get('result'), dict)):
                     raise ValueError('expected {"key": ..., "result": {...}}')
                 result = entry['result']
