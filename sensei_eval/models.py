@@ -29,7 +29,7 @@ Failing fast on a wrong or unreachable model:
 * the preflight's request goes through a client of its own, opened and closed in the preflight's
   event loop: the judging loop's connection pool never holds a connection of a loop that has ended
   (which fails a keep-alive server's first judge call with "Event loop is closed");
-* one retry layer: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
+* one retry layer, `sensei_eval.retry`: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
   build, and on the SDK client of a model we infer from a string); every request a judge makes goes
   through `JudgeModel.request_model`, which retries under the one policy of `sensei_eval.retry`
   (Retry-After honoured up to a cap, backoff with jitter, three attempts);
