@@ -105,8 +105,7 @@ def judge(
         typer.Option(
             '--fuse',
             help='Judge several failure modes in one model call per group: categories or judge names joined '
-            'with +, groups separated by commas, or all (e.g. output,methodology); none: one call per judge. '
-            'Default: all for the embedded model (one call per record), none otherwise; see docs/fused.md.',
+            'with +, groups separated by commas, or all (e.g. output,methodology). Opt-in: see docs/fused.md.',
             show_default=False,
         ),
     ] = None,
@@ -134,8 +133,7 @@ def judge(
         _print_judges()
         return
     try:
-        no_fuse = fuse is not None and [f.strip() for f in fuse] == ['none']
-        judges = make_judges(split_names(judge_names), fuse=None if no_fuse else fuse)
+        judges = make_judges(split_names(judge_names), fuse=fuse)
     except (UnknownJudgeError, FuseSpecError) as e:
         err.print(f'[red]error:[/] {e}')
         raise typer.Exit(2) from None
@@ -172,8 +170,6 @@ def judge(
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
-        if judge_model.embedded and fuse is None and not batch and queue is None:
-            judges = _fused_for_embedded(judges)
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
@@ -421,26 +417,6 @@ class _PlainProgress:
         self._stop.set()
         self._ticker.join(2)
         self._maybe_print(force=True)
-
-
-def _fused_for_embedded(judges: list[Judge]) -> list[Judge]:
-    """The embedded model judges a record's LLM judges in one call (prefill of the transcript once, not
-    once per judge: about three times fewer calls for the default judges). Its verdicts are smoke
-    either way; a fused prompt that does not fit its context falls back to the single judges."""
-    from .evaluators.fused import FusedJudge, fuse_judges
-
-    try:
-        fused = fuse_judges(judges, ['all'])
-    except FuseSpecError:  # no failure-mode judge among them: nothing to fuse
-        return judges
-    group = next((j for j in fused if isinstance(j, FusedJudge)), None)
-    if group is not None:
-        err.print(
-            f'[yellow]note:[/] the embedded model judges {", ".join(group.member_names)} in one call per record '
-            '(--fuse none: one call per judge)',
-            highlight=False,
-        )
-    return fused
 
 
 def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model: JudgeModel | None) -> None:

@@ -85,8 +85,9 @@ DEFAULT_TRANSCRIPT_BUDGET = 60_000
 # under two minutes; a server that holds the connection longer is treated as dead for that call.
 DEFAULT_CALL_TIMEOUT_S = 120.0
 # The embedded model on two busy cores takes minutes for a long prompt (and waits its turn at the
-# machine's one shared server), so it gets longer.
-EMBEDDED_CALL_TIMEOUT_S = 600.0
+# machine's one shared server, which may be starting): 600 s cut a first call on a machine at load 15,
+# so it gets half an hour.
+EMBEDDED_CALL_TIMEOUT_S = 1800.0
 # Connection failures in a row (across all judges) after which a run stops calling the model.
 CONNECTION_FAILURES_TO_STOP = 3
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
