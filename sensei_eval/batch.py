@@ -78,6 +78,9 @@ DEFAULT_MAX_POLL_S = 300.0
 # Attempts at one poll or download (connection errors, 5xx, 429 retried under `sensei_eval.retry`)
 # before the waiting requests fail; the batch keeps running at the provider and a resumed run finds it.
 CHECK_ATTEMPTS = 6
+# Retry-After of the lines of an expired batch: the same for all (not the policy's jittered backoff),
+# so the judges' retries reach the collector together and are submitted as one new batch.
+EXPIRED_RETRY_AFTER_S = 1
 TERMINAL_STATES = frozenset({'completed', 'failed', 'expired', 'cancelled'})
 _STATE_ORDER = ('validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled')
 _ENDPOINTS = ('/v1/chat/completions', '/v1/responses')
@@ -177,11 +180,12 @@ class _Answer:
 
     status_code: int
     body: bytes
+    retry_after_s: int | None = None  # sent as Retry-After: when the judges' retry may go out
 
     @classmethod
-    def error(cls, status_code: int, message: str, code: str | None = None) -> _Answer:
+    def error(cls, status_code: int, message: str, code: str | None = None, retry_after_s: int | None = None) -> _Answer:
         body = {'error': {'message': message, 'type': 'batch_error', 'code': code}}
-        return cls(status_code, json.dumps(body).encode())
+        return cls(status_code, json.dumps(body).encode(), retry_after_s)
 
 
 @dataclass
@@ -522,7 +526,10 @@ def _answer_for(finished: _Finished, custom_id: str) -> _Answer:
     if record.status == 'failed':
         return _Answer.error(400, f'batch {record.id} failed validation{": " + notes if notes else ""}')
     if record.status == 'expired':
-        return _Answer.error(503, f'batch {record.id} expired before running this request', 'batch_expired')
+        # one wait for every line of the batch, so their retries arrive together and go out in one new batch
+        return _Answer.error(
+            503, f'batch {record.id} expired before running this request', 'batch_expired', EXPIRED_RETRY_AFTER_S
+        )
     if record.status == 'cancelled':
         return _Answer.error(409, f'batch {record.id} was cancelled before running this request', 'batch_cancelled')
     return _Answer.error(
@@ -567,9 +574,10 @@ class _CaptureTransport(httpx2.AsyncBaseTransport):
             answer = _Answer.error(400, f'{request.method} {path} cannot go through the Batch API')
         else:
             answer = await self.collector.ask(endpoint, body)
-        return httpx2.Response(
-            answer.status_code, content=answer.body, headers={'content-type': 'application/json'}, request=request
-        )
+        headers = {'content-type': 'application/json'}
+        if answer.retry_after_s is not None:
+            headers['retry-after'] = str(answer.retry_after_s)
+        return httpx2.Response(answer.status_code, content=answer.body, headers=headers, request=request)
 
 
 class BatchModel(WrapperModel):

@@ -79,7 +79,7 @@ TimeoutOption = Annotated[
         envvar='SENSEI_EVAL_TIMEOUT',
         min=1.0,
         help='Deadline of one judge call in seconds, every retry included; a call past it is an error '
-        '[env: SENSEI_EVAL_TIMEOUT; default: 120, 600 for the embedded model].',
+        '[env: SENSEI_EVAL_TIMEOUT; default: 120, 1800 for the embedded model].',
         show_default=False,
         show_envvar=False,
     ),

@@ -17,6 +17,7 @@ import asyncio
 import shlex
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -442,7 +443,8 @@ _PLAIN_STEP = 0.05
 
 class _PlainProgress:
     """Progress as plain lines for a console that is not a terminal: records done, errors, model calls
-    and tokens, at least every `_PLAIN_EVERY_S` seconds (when something happened) and every 5% of the run."""
+    and tokens, every `_PLAIN_EVERY_S` seconds (a ticker thread, so a slow judge call is not silence)
+    and at every 5% of the records."""
 
     def __init__(self, total: int, console: Console) -> None:
         self.total, self.console = total, console
@@ -450,33 +452,47 @@ class _PlainProgress:
         self._start = self._last = time.monotonic()
         self._last_records = 0
         self._shown: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name='sensei-eval-progress', daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._maybe_print()
 
     def judged(self, event: JudgeEvent) -> None:
         result = event.result
-        self.errors += result.status == 'error'
-        if not result.cached:
-            self.calls += result.requests
-            self.tokens += result.input_tokens + result.output_tokens
+        with self._lock:
+            self.errors += result.status == 'error'
+            if not result.cached:
+                self.calls += result.requests
+                self.tokens += result.input_tokens + result.output_tokens
         self._maybe_print()
 
     def reported(self, done: int) -> None:
-        self.records = done
+        with self._lock:
+            self.records = done
         self._maybe_print()
 
     def _maybe_print(self, force: bool = False) -> None:
-        now = time.monotonic()
-        step = max(1, int(self.total * _PLAIN_STEP))
-        state = (self.records, self.errors, self.calls)
-        due = now - self._last >= _PLAIN_EVERY_S or self.records - self._last_records >= step
-        if state != self._shown and (force or due):
+        with self._lock:
+            now = time.monotonic()
+            state = (self.records, self.errors, self.calls)
+            by_time = now - self._last >= _PLAIN_EVERY_S
+            by_step = self.records - self._last_records >= max(1, int(self.total * _PLAIN_STEP))
+            if not (by_time or by_step or (force and state != self._shown)):
+                return
             self._last, self._last_records, self._shown = now, self.records, state
-            self.console.print(
+            line = (
                 f'progress: {self.records}/{self.total} records · {self.errors} error(s) · {self.calls} model '
-                f'call(s) · {self.tokens:,} tokens · {now - self._start:.0f} s',
-                highlight=False,
+                f'call(s) · {self.tokens:,} tokens · {now - self._start:.0f} s'
             )
+        self.console.print(line, highlight=False)
 
     def finish(self) -> None:
+        self._stop.set()
+        self._ticker.join(2)
         self._maybe_print(force=True)
 
 
@@ -524,12 +540,17 @@ def _run(
             if plain is not None:
                 plain.reported(done[0])
 
-        run = asyncio.run(
-            judge_stream(
-                source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
-                on_judge=on_judge, on_report=on_report, profile=profile,
-            )
-        )  # fmt: skip
+        try:
+            run = asyncio.run(
+                judge_stream(
+                    source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
+                    on_judge=on_judge, on_report=on_report, profile=profile,
+                )
+            )  # fmt: skip
+        except BaseException:
+            if plain is not None:
+                plain.finish()
+            raise
         progress.update(task, total=run.reports, completed=run.reports)
         if plain is not None:
             plain.finish()

@@ -29,7 +29,7 @@ Failing fast on a wrong or unreachable model:
 * the preflight's request goes through a client of its own, opened and closed in the preflight's
   event loop: the judging loop's connection pool never holds a connection of a loop that has ended
   (which fails a keep-alive server's first judge call with "Event loop is closed");
-* one retry layer: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
+* one retry layer, `sensei_eval.retry`: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
   build, and on the SDK client of a model we infer from a string); every request a judge makes goes
   through `JudgeModel.request_model`, which retries under the one policy of `sensei_eval.retry`
   (Retry-After honoured up to a cap, backoff with jitter, three attempts);
@@ -86,8 +86,9 @@ DEFAULT_TRANSCRIPT_BUDGET = 60_000
 # under two minutes; a server that holds the connection longer is treated as dead for that call.
 DEFAULT_CALL_TIMEOUT_S = 120.0
 # The embedded model on two busy cores takes minutes for a long prompt (and waits its turn at the
-# machine's one shared server), so it gets longer.
-EMBEDDED_CALL_TIMEOUT_S = 600.0
+# machine's one shared server, which may be starting): 600 s cut a first call on a machine at load 15,
+# so it gets half an hour.
+EMBEDDED_CALL_TIMEOUT_S = 1800.0
 # Connection failures in a row (across all judges) after which a run stops calling the model.
 CONNECTION_FAILURES_TO_STOP = 3
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.

@@ -157,8 +157,13 @@ def retrying(
 
 
 async def with_retries(fn: Callable[[], Awaitable[T]], **policy: Any) -> T:
-    """`await fn()` under the policy (keyword arguments as `retrying`)."""
-    result: T = await retrying(**policy)(fn)
+    """`await fn()` under the policy (keyword arguments as `retrying`). `fn` may be any callable returning
+    an awaitable (a lambda, a partial): tenacity awaits only what a coroutine function returns."""
+
+    async def attempt() -> T:
+        return await fn()
+
+    result: T = await retrying(**policy)(attempt)
     return result
 
 

@@ -137,3 +137,11 @@ def test_preflight_against_a_closed_port_exits_1_naming_the_url(tmp_path: Path) 
     )  # fmt: skip
     assert done.returncode == 1
     assert url.split('//')[1].split('/')[0] in done.stderr
+
+
+def test_batch_against_a_server_without_the_batch_api_is_one_message(tmp_path: Path) -> None:
+    with serve() as server:
+        done, _ = run_cli(server, tmp_path, '--batch')
+    assert done.returncode == 2
+    assert 'offers no Batch API (GET /batches answered 404); run without --batch' in done.stderr
+    assert server.completions() == []  # nothing judged, nothing paid
