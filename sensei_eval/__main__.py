@@ -23,7 +23,6 @@ from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
 from .judge import judge as _judge
 from .sample_cli import sample as _sample
 from .validate.cli import validate as _validate
-from .worker_cli import worker as _worker
 
 try:
     from .optimize.__main__ import optimize as _optimize
@@ -64,7 +63,6 @@ else:
 app.command('validate', short_help='Compare an old and a new prompt; gate on regressions.')(_validate)
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
-app.command('worker', short_help='Judge jobs of runs enqueued with judge --queue.')(_worker)
 
 
 @app.command(short_help='Run the scoring service (API, dashboard, WebSocket).')
