@@ -215,8 +215,9 @@ class RayJudging:
         if not any(j.needs_model for j in self.judges):
             return self  # checks only: nothing to send
         try:
-            count = self.workers or max(1, int(ray.cluster_resources().get('CPU', 1) // max(self.cpus_per_worker, 1e-3)))
-            actor = ray.remote(_Worker).options(  # type: ignore[attr-defined]
+            cpus = float(ray.cluster_resources().get('CPU', 1))  # type: ignore[no-untyped-call]
+            count = self.workers or max(1, int(cpus // max(self.cpus_per_worker, 1e-3)))
+            actor = ray.remote(_Worker).options(
                 num_cpus=self.cpus_per_worker,
                 max_restarts=MAX_RESTARTS,
                 max_task_retries=MAX_TASK_RETRIES,

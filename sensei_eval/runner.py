@@ -354,8 +354,8 @@ async def _judge_run(
                 done = await asyncio.gather(*(tracked(j, m) for j, m, _ in calls))
             else:
                 done = await caller.call_remote(calls, record, transcript, rep, remote)
-                for group in done if on_judge is not None else ():
-                    for result in group:
+                if on_judge is not None:
+                    for result in (r for group in done for r in group):
                         on_judge(JudgeEvent(record.query_id, rep, result))
             results = [r for group in done for r in group]
             telemetry.end_record_span(span, results, len(skipped), problems)
