@@ -13,7 +13,7 @@ from sensei_eval.__main__ import app as root
 from sensei_eval.cli import split_names
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
-COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'worker')
+COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample')
 
 
 def _run80(args: list[str]) -> tuple[int, str]:
