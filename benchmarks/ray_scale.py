@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 HERE = Path(__file__).resolve().parent
@@ -46,8 +46,11 @@ LATENCY_ENV = 'RAY_SCALE_LATENCY'  # the fake model's latency on the workers (th
 
 async def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     await asyncio.sleep(float(os.environ.get(LATENCY_ENV, '0.2')))
-    # one reasoning per transcript: the same text on every record would be marked inconclusive
-    seen = hashlib.sha256(str(messages[-1]).encode()).hexdigest()[:8]
+    # one reasoning per transcript (the same text on every record would be marked inconclusive), from
+    # the prompt's text only: a message's repr carries its timestamp, which differs between two runs
+    parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
+    prompt = ''.join(str(p.content) for p in parts if isinstance(p, UserPromptPart))
+    seen = hashlib.sha256(prompt.encode()).hexdigest()[:8]
     return ModelResponse(parts=[TextPart(json.dumps({'reasoning': f'Nothing wrong at [3] ({seen}).', 'issues': []}))])
 
 
