@@ -25,7 +25,6 @@ from .judge import judge as _judge
 from .sample_cli import sample as _sample
 from .validate.cli import validate as _validate
 from .view import view as _view
-from .worker_cli import worker as _worker
 
 try:
     from .optimize.__main__ import optimize as _optimize
@@ -69,7 +68,6 @@ app.command('validate', short_help='Compare an old and a new prompt; gate on reg
 app.command('calibrate', short_help='Compare a judge run with labels (AUROC, F1, κ, ρ).')(_calibrate)
 app.command('sample', short_help='Pick which traced runs get judged (rate, complaints, budget).')(_sample)
 app.command('view', short_help='Write a run (or two, compared) as one HTML file.')(_view)
-app.command('worker', short_help='Judge jobs of runs enqueued with judge --queue.')(_worker)
 app.add_typer(_cache_app, name='cache', short_help='Judge cache: stats, clear, prune --older-than.')
 
 

@@ -8,6 +8,7 @@ are extras, installed by name:
 * `service` — the scoring service, `sensei-eval serve` (FastAPI, uvicorn, SQLAlchemy, Alembic, psycopg);
 * `stats` — calibration against labels and the before/after gate (scipy, scikit-learn);
 * `optimize` — the prompt optimizer (DSPy with its pinned litellm);
+* `ray` — judge runs on a Ray cluster, `judge --ray` (Ray);
 * `all` — every extra above.
 
 Code that needs an extra imports it inside `requires_extra(...)`: an `ImportError` there becomes a
@@ -26,7 +27,7 @@ from typing import Literal, ParamSpec, TypeVar
 
 __all__ = ('EXTRAS', 'Extra', 'MissingExtraError', 'exit_on_missing_extra', 'require_extra', 'requires_extra')
 
-Extra = Literal['embedded', 'service', 'stats', 'optimize', 'otel']
+Extra = Literal['embedded', 'service', 'stats', 'optimize', 'otel', 'ray']
 
 # extra -> what it enables (the README's table says the same)
 EXTRAS: dict[str, str] = {
@@ -35,6 +36,7 @@ EXTRAS: dict[str, str] = {
     'stats': 'calibration (sensei_eval.calibrate) and the before/after gate (sensei_eval.validate)',
     'optimize': 'the prompt optimizer (sensei_eval.optimize, DSPy)',
     'otel': "exporting the judge spans (the OpenTelemetry SDK; the API comes with pydantic-ai)",
+    'ray': 'judging on a Ray cluster (judge --ray: sensei_eval.ray_engine)',
 }
 
 P = ParamSpec('P')

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -45,12 +45,15 @@ from .data import SAMPLE_DATASET
 from .evaluators.base import Judge
 from .evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
 from .extras import exit_on_missing_extra
-from .models import JudgeModel, preflight, resolve_model
+from .models import EMBEDDED_NOTICE, JudgeModel, preflight, resolve_model
 from .profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from .records import LoadError, QueryRecord, iter_datasets
 from .reports import EvaluationReport, JudgeResult, RunSummary, RunTally, to_pydantic_evals_report
 from .run_folder import RunFolder, RunIdError, validate_run_id
 from .runner import JudgeEvent, StreamedRun, judge_stream, report_judges
+
+if TYPE_CHECKING:
+    from .ray_engine import RayJudging
 
 __all__ = ('app', 'main')
 
@@ -112,17 +115,23 @@ def judge(
             show_default=False,
         ),
     ] = None,
-    queue: Annotated[
+    ray: Annotated[
+        bool,
+        typer.Option(
+            '--ray',
+            help='Make the model calls on Ray workers (the "ray" extra): on the cluster at --ray-address, else a '
+            'local Ray; reports, summary and cache stay here. See docs/ray.md.',
+        ),
+    ] = False,
+    ray_address: Annotated[
         str | None,
         typer.Option(
-            '--queue',
-            help='Enqueue the run in this database (postgresql://user@host/db) for `sensei-eval worker` processes, then '
-            'collect their reports here; see docs/workers.md.',
+            '--ray-address', envvar='RAY_ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
         ),
     ] = None,
-    no_wait: Annotated[
-        bool, typer.Option('--no-wait', help='With --queue: only enqueue; collect later with the same command and --run-id.')
-    ] = False,
+    ray_workers: Annotated[
+        int | None, typer.Option('--ray-workers', min=1, help='With --ray: worker processes (default: one per cluster CPU).')
+    ] = None,
     list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
     verbose: Annotated[
         bool,
@@ -165,20 +174,16 @@ def judge(
         err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
         raise typer.Exit(1)
 
-    if queue is not None:  # worker processes judge the run: enqueue it, collect their reports (docs/workers.md)
-        from .worker_cli import judge_queued
-
-        if batch:
-            err.print('[red]error:[/] --batch and --queue do not go together (workers call the model live)')
-            raise typer.Exit(2)
-        judge_queued(
-            queue, source, judges, fuse=fuse, profile=run_profile, model=model, base_url=base_url,
-            max_transcript_tokens=max_transcript_tokens, cache=not no_cache, folder=RunFolder.create(out_dir, run_id),
-            repeat=repeat, wait=not no_wait, datasets=datasets, started=started, verbose=verbose,
-        )  # fmt: skip
     setup_telemetry(err)
     judge_model: JudgeModel | None = None
-    if any(j.needs_model for j in judges):
+    remote: RayJudging | None = None
+    if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
+        if batch:
+            err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
+            raise typer.Exit(2)
+        remote = _ray_workers(model, base_url, max_transcript_tokens, ray_address, ray_workers, concurrency, judges, run_profile)
+        judge_model = remote.model
+    elif any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
 
     _print_header(datasets, judges, judge_model)
@@ -189,8 +194,11 @@ def judge(
         judge_model = _batched(judge_model, run_dir)
     failures = _Failures()
     try:
-        run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures)
+        run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures, remote)
     except KeyboardInterrupt:
+        if remote is not None:
+            err.print(f'interrupted: resume with the same command and --run-id {run_id} (the cache keeps what was judged)')
+            raise typer.Exit(130) from None
         if not batch:
             _interrupted(folder, judges, judge_model, source, datasets, started, repeat, cache, run_profile)
         err.print(
@@ -200,7 +208,9 @@ def judge(
         )
         raise typer.Exit(130) from None
     finally:
-        if judge_model is not None:
+        if remote is not None:
+            remote.close()
+        elif judge_model is not None:
             judge_model.close()
     failures.forget(run.same_text)  # those verdicts were set aside as inconclusive after the fact
 
@@ -288,7 +298,7 @@ def finish_run(
     folder: RunFolder, summary: RunSummary, reports: int, failures: _Failures, *, verbose: bool, stopped: str | None = None
 ) -> NoReturn:
     """Write `summary.json`, show the run (the compact table, or with `verbose` every record) and exit with
-    the summary's code: the end of a local run and of a queued one alike."""
+    the summary's code."""
     folder.write_summary(summary)
     if reports and verbose:
         loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
@@ -422,6 +432,39 @@ def _judge_model(
     )  # fmt: skip
 
 
+def _ray_workers(
+    model: str | None,
+    base_url: str | None,
+    max_transcript_tokens: int | None,
+    address: str | None,
+    workers: int | None,
+    concurrency: int | None,
+    judges: Sequence[Judge],
+    profile: Profile,
+) -> RayJudging:
+    """Ray workers started and their judge model checked (resolved on the workers, with their keys); a
+    problem ends the run here with a local run's exit code. This machine's model choice
+    (`SENSEI_EVAL_MODEL` / `SENSEI_EVAL_BASE_URL`) is what the workers resolve."""
+    import os
+
+    from .models import ModelSetupError
+    from .ray_engine import ModelSpec, RayJudging
+
+    if model is None and base_url is None:
+        model = os.environ.get('SENSEI_EVAL_MODEL') or None
+        base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
+    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=max_transcript_tokens)
+    session = RayJudging(judges, spec, address=address, workers=workers, concurrency=concurrency, profile=profile)
+    try:
+        session.start()
+    except ModelSetupError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(e.exit_code) from None
+    if session.model is not None and session.model.embedded:
+        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}', highlight=False)
+    return session
+
+
 def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
     """The judge model calling through the Batch API, its batches kept in the run folder; state changes printed."""
     from .batch import BatchError, batch_judge_model, check_batch_api
@@ -517,6 +560,7 @@ def _run(
     cache: JudgeCache | None,
     profile: Profile,
     failures: _Failures,
+    remote: RayJudging | None = None,
 ) -> StreamedRun:
     total = source.expected(repeat)
     plain = None if err.is_terminal else _PlainProgress(total, err)
@@ -545,6 +589,8 @@ def _run(
                 judge_stream(
                     source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
                     on_judge=on_judge, on_report=on_report, profile=profile,
+                    remote=remote if remote is not None and remote.model is not None else None,
+                    window=remote.window if remote is not None and remote.model is not None else None,
                 )
             )  # fmt: skip
         except BaseException:

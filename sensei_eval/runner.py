@@ -30,6 +30,11 @@ three or more different transcripts) has those verdicts marked inconclusive. The
 model judge, only the first reasoning, whether every later one matched, and which reports it is in;
 only those reports are read back, rewritten and re-counted.
 
+The model calls can be made elsewhere (`judge_stream(remote=...)`, e.g. on a Ray cluster:
+`sensei_eval.ray_engine`): the calls a record needs and the cache does not answer go out together as
+`JudgeCall`s and come back as results; the other side makes them with `RemoteJudgeCalls`, the same
+per-call code. Transcripts, cache, checks, reports and the summary stay in this process.
+
 Every record and every judge call is an OpenTelemetry span (`sensei_eval.telemetry`): free when no
 tracer provider is configured.
 """
@@ -39,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,8 +63,10 @@ from .run_folder import RunFolder
 from .transcript import Transcript, render_transcript
 
 __all__ = (
+    'JudgeCall',
     'JudgeEvent',
-    'ReportCollector',
+    'RemoteJudge',
+    'RemoteJudgeCalls',
     'StreamedRun',
     'count_judge_calls',
     'judge_records',
@@ -69,6 +76,27 @@ __all__ = (
 )
 
 Records = Iterable[QueryRecord] | AsyncIterable[QueryRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCall:
+    """One judge call a record needs, named so that another process holding the run's judges and
+    profiles makes the same call (`RemoteJudgeCalls`): the judge's place in the run's judges, the profile
+    that configures it, and for a fused judge the members judged (`narrowed`: restricted to them)."""
+
+    judge: int
+    profile: str
+    members: tuple[str, ...] = ()
+    narrowed: bool = False
+
+
+class RemoteJudge(Protocol):
+    """Makes a record's uncached model calls elsewhere (`sensei_eval.ray_engine`): one result list per
+    call, in order. Raising is a lost call: each of its judges reports an error, never a verdict."""
+
+    def __call__(
+        self, record: QueryRecord, transcript: Transcript, calls: list[JudgeCall], repeat: int
+    ) -> Awaitable[list[list[JudgeResult]]]: ...
 
 
 @dataclass(frozen=True)
@@ -119,18 +147,23 @@ async def judge_stream(
     profiles: Mapping[str, Profile] | None = None,
     window: int | None = None,
     tracer_provider: TracerProvider | None = None,
+    remote: RemoteJudge | None = None,
 ) -> StreamedRun:
     """Judge a stream of records in constant memory: every report goes to the run folder, none is kept.
 
     `records` may be any iterable (a generator over a file: `records.iter_datasets`) or async iterable.
     At most `window` records (× repeat) are in flight (default: twice the concurrency, at least 8).
     `on_report` sees each report in record order, and again when the run-wide rule rewrites it. The
-    run id defaults to the folder's name. Returns the counts `summary.json` is built from."""
+    run id defaults to the folder's name. Returns the counts `summary.json` is built from.
+
+    `remote`: the model calls a record needs and the cache does not answer are made there (a Ray
+    cluster: `sensei_eval.ray_engine`), all of one record in one go; everything else (transcripts,
+    cache, checks, reports, the summary) stays here, so the run folder is the one a local run writes."""
     folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
     return await _judge_run(
         records, judges, model, run_id=run_id or folder.run_id, store=_FolderStore(folder), concurrency=concurrency,
         repeat=repeat, cache=cache, on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles,
-        window=window, tracer_provider=tracer_provider,
+        window=window, tracer_provider=tracer_provider, remote=remote,
     )  # fmt: skip
 
 
@@ -150,21 +183,19 @@ async def judge_records(
     profiles: Mapping[str, Profile] | None = None,
     window: int | None = None,
     tracer_provider: TracerProvider | None = None,
-    first_repeat: int = 1,
 ) -> list[EvaluationReport]:
     """Judge every record with every judge; returns the reports in record order (all in memory: for
     small inputs; a large run is `judge_stream`).
 
     `profile` is the run's agent profile; `profiles` the ones a record may name besides the built-ins.
     With `run_dir` (a `RunFolder` or its path), each report is written there as soon as it is done.
-    `first_repeat`: judge only repeats `first_repeat`..`repeat` (a worker judging one repeat of a record).
     """
     folder = run_dir if isinstance(run_dir, RunFolder) or run_dir is None else RunFolder(run_dir)
     store = _MemoryStore(folder)
     await _judge_run(
         records, judges, model, run_id=run_id, store=store, concurrency=concurrency, repeat=repeat, cache=cache,
         on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles, window=window,
-        tracer_provider=tracer_provider, first_repeat=first_repeat,
+        tracer_provider=tracer_provider,
     )  # fmt: skip
     return [store.reports[seq] for seq in sorted(store.reports)]
 
@@ -263,7 +294,7 @@ async def _judge_run(
     profiles: Mapping[str, Profile] | None,
     window: int | None,
     tracer_provider: TracerProvider | None,
-    first_repeat: int = 1,
+    remote: RemoteJudge | None = None,
 ) -> StreamedRun:
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
@@ -305,8 +336,8 @@ async def _judge_run(
         transcript = render_transcript(record, budget_tokens=budget)
         chosen, problems = _record_profile(record, profile, known)
         skipped: dict[str, str] = {}
-        calls: list[tuple[Judge, list[Judge]]] = []
-        for judge in (for_profile(chosen, j) for j in judges):
+        calls: list[tuple[Judge, list[Judge], JudgeCall]] = []
+        for index, judge in enumerate(for_profile(chosen, j) for j in judges):
             members = members_of(judge)
             active = []
             for target in members or [judge]:
@@ -317,15 +348,16 @@ async def _judge_run(
                     skipped[target.name] = why
             if not members:
                 if active:
-                    calls.append((judge, []))
+                    calls.append((judge, [], JudgeCall(index, chosen.name)))
                 continue
             if len(active) < len(members) and hasattr(judge, 'restricted_to'):
                 # a fused judge narrowed to the members that apply: no rubric paid for and thrown away
                 narrowed = judge.restricted_to({m.name for m in active}) if active else None
                 if narrowed is not None:
-                    calls.append((narrowed, members_of(narrowed)))
+                    kept = members_of(narrowed)
+                    calls.append((narrowed, kept, JudgeCall(index, chosen.name, tuple(m.name for m in kept), True)))
             elif active:
-                calls.append((judge, active))
+                calls.append((judge, active, JudgeCall(index, chosen.name, tuple(m.name for m in active))))
 
         async def tracked(judge: Judge, members: list[Judge]) -> list[JudgeResult]:
             results = await caller.call(judge, members, record, transcript, rep)
@@ -337,7 +369,13 @@ async def _judge_run(
         with telemetry.record_span(
             caller.tracer, query_id=record.query_id, repeat=rep, profile=chosen.name, run_id=run_id
         ) as span:
-            done = await asyncio.gather(*(tracked(j, m) for j, m in calls))
+            if remote is None:
+                done = await asyncio.gather(*(tracked(j, m) for j, m, _ in calls))
+            else:
+                done = await caller.call_remote(calls, record, transcript, rep, remote)
+                if on_judge is not None:
+                    for result in (r for group in done for r in group):
+                        on_judge(JudgeEvent(record.query_id, rep, result))
             results = [r for group in done for r in group]
             telemetry.end_record_span(span, results, len(skipped), problems)
         report = build_report(
@@ -370,7 +408,7 @@ async def _judge_run(
     seq = 0
     try:
         async for record in _aiter(records):
-            for rep in range(first_repeat, repeat + 1):
+            for rep in range(1, repeat + 1):
                 pending.append(asyncio.create_task(one_record(record, rep, seq)))
                 seq += 1
                 while len(pending) >= in_flight:
@@ -387,51 +425,47 @@ async def _judge_run(
     return run
 
 
-class ReportCollector:
-    """Reports judged elsewhere (worker processes: `sensei_eval.work_queue`) made into a run as
-    `judge_stream` makes one: each written to the run folder, counted for the summary, and the run-wide
-    "same reasoning everywhere" rule applied by `finish()`.
-
-    `add(report, seq)` takes a report in any order (`seq`: its place in the run); `written=True` counts a
-    report already in the folder (a resumed collection) without writing it again. `speakers(query_id,
-    repeat)` gives who spoke at which step, for the few reports the rule rewrites (multi-agent runs)."""
+class RemoteJudgeCalls:
+    """The other side of `judge_stream(remote=...)`: makes the judge calls a run sends (`JudgeCall`s)
+    with the same judges, profiles and per-call code as a local run (crash guard, spans), no cache (the
+    sending side has one). `concurrency` bounds the model calls in flight here, across records."""
 
     def __init__(
         self,
-        folder: RunFolder,
         judges: Sequence[Judge],
+        model: JudgeModel | None,
         *,
-        on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
-        speakers: Callable[[str, int], dict[int, str] | None] | None = None,
+        profile: Profile = DEFAULT_PROFILE,
+        profiles: Mapping[str, Profile] | None = None,
+        concurrency: int | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
-        self.store = _FolderStore(folder)
-        self.run = StreamedRun(RunTally(report_judges(judges)))
-        self.on_report = on_report
-        self.speakers = speakers
-        self._same_text = {j.name: _SameText() for j in report_judges(judges) if j.needs_model}
+        self.judges = list(judges)
+        self.known = _known_profiles(profile, profiles)
+        limit = max(1, concurrency or (model.default_concurrency if model else 4))
+        self.caller = _Caller(model, asyncio.Semaphore(limit), None, telemetry.get_tracer(tracer_provider))
+        self._configured: dict[tuple[str, int], Judge] = {}
 
-    def add(self, report: EvaluationReport, seq: int, *, written: bool = False) -> Path | None:
-        path = None if written else self.store.write(report, seq)
-        self.run.tally.add(report, seq)
-        self.run.reports += 1
-        key = _Key(report.query_id, report.repeat, seq, None)
-        for name, rule in self._same_text.items():
-            result = report.judges.get(name)
-            if result is not None and result.status == 'ok':
-                rule.add(report.transcript_sha256 or '', result.reasoning or '', key)
-        if self.on_report is not None:
-            self.on_report(report, path)
-        return path
+    def resolve(self, call: JudgeCall) -> tuple[Judge, list[Judge]]:
+        """The judge (configured by the call's profile) and the members a call names."""
+        key = (call.profile, call.judge)
+        if key not in self._configured:
+            self._configured[key] = self.known[call.profile].configure(self.judges[call.judge])
+        judge = self._configured[key]
+        if call.narrowed:
+            narrowed = judge.restricted_to(set(call.members))  # type: ignore[attr-defined]
+            if narrowed is None:
+                raise ValueError(f'{judge.name}: cannot be narrowed to {", ".join(call.members)}')
+            judge = narrowed
+        wanted = set(call.members)
+        return judge, [m for m in members_of(judge) if m.name in wanted] if call.members else []
 
-    def finish(self) -> StreamedRun:
-        """Apply the run-wide rule (rewriting only the reports it changes); the run's counts."""
-        if self.speakers is not None:
-            for rule in self._same_text.values():
-                if rule.fired:
-                    speakers = self.speakers
-                    rule.entries = [_Key(k.query_id, k.repeat, k.seq, speakers(k.query_id, k.repeat)) for k in rule.entries]
-        _apply_same_text(self.run, self._same_text, self.store, self.on_report)
-        return self.run
+    async def run(
+        self, record: QueryRecord, transcript: Transcript, calls: Sequence[JudgeCall], repeat: int
+    ) -> list[list[JudgeResult]]:
+        """Each call's results (one, or one per member), in call order."""
+        resolved = [self.resolve(c) for c in calls]
+        return list(await asyncio.gather(*(self.caller.call(j, m, record, transcript, repeat) for j, m in resolved)))
 
 
 async def _aiter(records: Records) -> AsyncIterator[QueryRecord]:
@@ -500,19 +534,9 @@ class _Caller:
     ) -> list[JudgeResult]:
         """The results of `judge` (one), or of a fused judge's active `members` (one each, in member order)."""
         model = self.model if judge.needs_model else None
-        keys: list[str] = []
-        if self.cache is not None and judge.needs_model:
-            hashes = _member_hashes(judge, members) if members else [judge.criteria_hash()]
-            keys = [JudgeCache.key(h, self.model_name, self.settings, transcript.sha256, rep) for h in hashes]
-            hits = [self.cache.get(k) for k in keys]
-            cached = [h for h in hits if h is not None]
-            if len(cached) == len(keys):
-                with telemetry.judge_span(
-                    self.tracer, judge, query_id=record.query_id, repeat=rep, model=model, members=members
-                ) as span:
-                    telemetry.end_judge_span(span, judge, cached, latency_s=0.0)
-                return cached
-            self.cache.hits -= len(cached)  # a partly cached fused judge is called whole: not a hit
+        cached, keys = self._cached(judge, members, record, transcript, rep)
+        if cached is not None:
+            return cached
         async with self.semaphore:
             with telemetry.judge_span(
                 self.tracer, judge, query_id=record.query_id, repeat=rep, model=model, members=members
@@ -524,6 +548,78 @@ class _Caller:
             for key, result in zip(keys, results, strict=False):
                 self.cache.put(key, result)
         return results
+
+    def _cached(
+        self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, rep: int
+    ) -> tuple[list[JudgeResult] | None, list[str]]:
+        """The call's results when the cache holds every one of them (else None), and its cache keys."""
+        keys: list[str] = []
+        if self.cache is not None and judge.needs_model:
+            hashes = _member_hashes(judge, members) if members else [judge.criteria_hash()]
+            keys = [JudgeCache.key(h, self.model_name, self.settings, transcript.sha256, rep) for h in hashes]
+            hits = [self.cache.get(k) for k in keys]
+            cached = [h for h in hits if h is not None]
+            if len(cached) == len(keys):
+                with telemetry.judge_span(
+                    self.tracer, judge, query_id=record.query_id, repeat=rep, model=self.model, members=members
+                ) as span:
+                    telemetry.end_judge_span(span, judge, cached, latency_s=0.0)
+                return cached, keys
+            self.cache.hits -= len(cached)  # a partly cached fused judge is called whole: not a hit
+        return None, keys
+
+    async def call_remote(
+        self,
+        calls: Sequence[tuple[Judge, list[Judge], JudgeCall]],
+        record: QueryRecord,
+        transcript: Transcript,
+        rep: int,
+        remote: RemoteJudge,
+    ) -> list[list[JudgeResult]]:
+        """A record's calls with the model calls made by `remote`: the cache is read before and written
+        after here, checks (no model) run here, the rest go in one `remote` call."""
+        out: list[list[JudgeResult]] = [[] for _ in calls]
+        here: list[int] = []
+        away: dict[int, list[str]] = {}  # call -> its cache keys
+        for i, (judge, members, _) in enumerate(calls):
+            if not judge.needs_model:
+                here.append(i)
+                continue
+            cached, keys = self._cached(judge, members, record, transcript, rep)
+            if cached is None:
+                away[i] = keys
+            else:
+                out[i] = cached
+
+        async def send() -> list[list[JudgeResult]]:
+            if not away:
+                return []
+            try:
+                got = list(await remote(record, transcript, [calls[i][2] for i in away], rep))
+                if len(got) != len(away) or any(len(g) != len(calls[i][1] or [0]) for g, i in zip(got, away, strict=False)):
+                    raise RuntimeError(f'{len(got)} answer(s) for {len(away)} call(s)')
+            except Exception as e:  # a lost call: each of its judges an error, never a verdict
+                first = (str(e).strip().splitlines() or [''])[0]
+                why = f'not judged: {type(e).__name__}: {first}'[:500]
+                return [[_crashed(t, self.model, why) for t in calls[i][1] or [calls[i][0]]] for i in away]
+            return got
+
+        local, sent = await asyncio.gather(
+            asyncio.gather(*(self.call(calls[i][0], calls[i][1], record, transcript, rep) for i in here)), send()
+        )
+        for i, results in zip(here, local, strict=True):
+            out[i] = results
+        for (i, keys), results in zip(away.items(), sent, strict=True):
+            judge, members, _ = calls[i]
+            with telemetry.judge_span(
+                self.tracer, judge, query_id=record.query_id, repeat=rep, model=self.model, members=members
+            ) as span:
+                telemetry.end_judge_span(span, judge, results, latency_s=max(r.latency_s for r in results))
+            if self.cache is not None:
+                for key, result in zip(keys, results, strict=False):
+                    self.cache.put(key, result)
+            out[i] = results
+        return out
 
     async def _invoke(
         self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, model: JudgeModel | None

@@ -14,7 +14,7 @@ from sensei_eval.cli import split_names
 from sensei_eval.reports import load_reports
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
-COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'view', 'worker')
+COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'view')
 
 
 def _run80(args: list[str]) -> tuple[int, str]:

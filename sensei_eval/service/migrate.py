@@ -18,7 +18,7 @@ from .store import normalise_url
 
 __all__ = ('HEAD', 'alembic_config', 'current_revision', 'downgrade', 'upgrade')
 
-HEAD = '0006'
+HEAD = '0007'
 _SCRIPTS = Path(__file__).parent / 'migrations'
 
 

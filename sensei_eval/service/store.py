@@ -81,7 +81,6 @@ __all__ = (
     'InvalidTransitionError',
     'JobMixin',
     'JobStatus',
-    'JudgeJobRow',
     'MissingToolRow',
     'SamplingRow',
     'ScoreRow',
@@ -497,36 +496,3 @@ class AlertRow(Base):
     fired_at_us: Mapped[int] = mapped_column(BigInteger, index=True)
     resolved_at_us: Mapped[int | None] = mapped_column(BigInteger)
     webhook_status: Mapped[str | None] = mapped_column(String(500))
-
-
-class JudgeJobRow(Base):
-    """One record (× repeat) of a judge run spread over worker processes (`sensei_eval.work_queue`).
-
-    Claimed with `FOR UPDATE SKIP LOCKED` under a lease the worker renews; a row whose lease ran out (its
-    worker died) is claimed again. The report is written on the row in the transaction that completes it,
-    and only by the lease's holder, so each report exists once."""
-
-    __tablename__ = 'judge_jobs'
-
-    job_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    run_id: Mapped[str] = mapped_column(String(255))
-    seq: Mapped[int] = mapped_column(Integer)
-    query_id: Mapped[str] = mapped_column(String(255))
-    repeat: Mapped[int] = mapped_column(Integer)
-    record: Mapped[dict[str, Any]] = mapped_column(JSON)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # judges, profile, model: how the run is judged
-    status: Mapped[str] = mapped_column(String(16))
-    owner: Mapped[str | None] = mapped_column(String(64))
-    lease_until_us: Mapped[int | None] = mapped_column(BigInteger)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    error: Mapped[str | None] = mapped_column(Text)
-    collected: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at_us: Mapped[int] = mapped_column(BigInteger)
-    completed_at_us: Mapped[int | None] = mapped_column(BigInteger)
-
-    __table_args__ = (
-        Index('uq_judge_jobs_run_query_repeat', 'run_id', 'query_id', 'repeat', unique=True),
-        Index('ix_judge_jobs_status_lease', 'status', 'lease_until_us'),
-        Index('ix_judge_jobs_run_status', 'run_id', 'status'),
-    )

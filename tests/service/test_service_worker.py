@@ -388,7 +388,7 @@ def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: 
     url = f'sqlite:///{tmp_path / "m.db"}' if backend == 'sqlite' else request.getfixturevalue('pg_url')
     expected = {
         'sessions', 'session_scores', 'score_missing_tools', 'session_evaluations', 'service_workers',
-        'traces', 'trace_spans', 'session_sampling', 'alerts', 'judge_jobs',
+        'traces', 'trace_spans', 'session_sampling', 'alerts',
     }  # fmt: skip
     upgrade(url)
     assert current_revision(url) == HEAD and _tables(url) == expected
