@@ -651,7 +651,10 @@ def _member_hashes(fused: Judge, members: list[Judge]) -> list[str]:
     own hash marked as judged in that fused call) when it has them, so fused and single verdicts never
     mix. All at once: the fused prompt is hashed once, not once per member."""
     of = getattr(fused, 'member_criteria_hashes', None)
-    return [str(h) for h in of(members)] if callable(of) else [m.criteria_hash() for m in members]
+    if callable(of):
+        return [str(h) for h in of(members)]
+    one = getattr(fused, 'member_criteria_hash', None)  # a fused judge of the user's that hashes one at a time
+    return [str(one(m)) for m in members] if callable(one) else [m.criteria_hash() for m in members]
 
 
 def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResult:

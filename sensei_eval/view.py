@@ -108,7 +108,12 @@ class _Comparison:
 def _load(path: str | Path) -> _Run:
     folder = RunFolder(path)
     loaded = folder.load()  # raises FileNotFoundError / RunFolderError for a missing folder or a file
-    return _Run(folder.path, folder.load_summary(), loaded.reports, loaded.problems)
+    try:
+        summary = folder.load_summary()
+    except RunFolderError as e:  # a bad summary is listed like a bad report; the records still show
+        summary = None
+        loaded.problems.append(ReportProblem(folder.summary_path, str(e).removeprefix(f'{folder.summary_path}: ')))
+    return _Run(folder.path, summary, loaded.reports, loaded.problems)
 
 
 def _verdict(result: JudgeResult | None) -> str:

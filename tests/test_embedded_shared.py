@@ -356,7 +356,7 @@ def test_the_service_starts_no_server_until_a_request_needs_it(spawns: list[list
     from sensei_eval.service import ServiceSettings, create_app
 
     settings = ServiceSettings(db_url=f'sqlite:///{tmp_path / "s.db"}', concurrency=0)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url='http://localhost') as client:
         health = client.get('/api/v1/health').json()
         assert health['model'] == 'embedded:SmolLM2-135M-Instruct'
         assert spawns == []

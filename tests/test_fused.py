@@ -310,6 +310,7 @@ async def test_the_fused_prompt_is_built_and_indexed_once_per_call_whatever_the_
         built = 0
         results = await fused_judge.judge_members(record, transcript, ScriptedJudge(_answer).model())
         assert len(results) == len(fused_judge.members) and {r.status for r in results} == {'ok'}
-        assert inconclusive._prompt_index.cache_info().misses == 1
+        # the fused prompt and the schema's own texts (the paraphrase rule), each indexed once per call
+        assert inconclusive._prompt_index.cache_info().misses == 2
         per_call[len(fused_judge.members)] = built
     assert len(per_call) == 2 and len(set(per_call.values())) == 1, per_call
