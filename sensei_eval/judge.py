@@ -181,7 +181,9 @@ def judge(
         if batch:
             err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
             raise typer.Exit(2)
-        remote = _ray_workers(model, base_url, max_transcript_tokens, ray_address, ray_workers, concurrency, judges, run_profile)
+        remote = _ray_workers(
+            model, base_url, max_transcript_tokens, ray_address, ray_workers, concurrency, judges, run_profile, timeout
+        )
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
@@ -441,6 +443,7 @@ def _ray_workers(
     concurrency: int | None,
     judges: Sequence[Judge],
     profile: Profile,
+    timeout: float | None = None,
 ) -> RayJudging:
     """Ray workers started and their judge model checked (resolved on the workers, with their keys); a
     problem ends the run here with a local run's exit code. This machine's model choice
@@ -453,7 +456,7 @@ def _ray_workers(
     if model is None and base_url is None:
         model = os.environ.get('SENSEI_EVAL_MODEL') or None
         base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
-    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=max_transcript_tokens)
+    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=max_transcript_tokens, call_timeout_s=timeout)
     session = RayJudging(judges, spec, address=address, workers=workers, concurrency=concurrency, profile=profile)
     try:
         session.start()

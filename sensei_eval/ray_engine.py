@@ -85,6 +85,7 @@ class ModelSpec:
     transcript_budget: int | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     factory: str | None = None
+    call_timeout_s: float | None = None  # `--timeout`: each judge call's deadline on the worker (None: the model's default)
 
     def build(self) -> JudgeModel:
         """The judge model, resolved in this process (a worker)."""
@@ -96,6 +97,8 @@ class ModelSpec:
             made = resolve_model(self.model, base_url=self.base_url, transcript_budget=self.transcript_budget)
         if self.settings:
             made.settings = {**made.settings, **self.settings}  # type: ignore[typeddict-item]
+        if self.call_timeout_s is not None:
+            made.call_timeout_s = self.call_timeout_s
         return made
 
 

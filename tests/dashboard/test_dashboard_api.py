@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.reports import MODEL_CONFIDENCE
 from sensei_eval.service.dashboard import CSP, queries
 from sensei_eval.service.store import ScoreRow
 
@@ -32,6 +33,10 @@ HALLUCINATION = {
     'steps': [3, 4],
     'source': 'judge',
 }
+
+# a run whose LLM hallucination verdict scores 0.5 and every other mode 1: the product of the mode scores,
+# each raised to its confidence (docs: the overall score)
+FAILED_OVERALL = pytest.approx(0.5**MODEL_CONFIDENCE)
 
 
 @pytest.fixture(params=['sqlite', 'postgresql'])
@@ -186,7 +191,7 @@ def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) 
         set_created(server.store, sid, days)
         insert_evaluation(server.store, sid, {'completeness': [missed] if fails else []}, passed=('hallucination',))
     rows = {i['session_id']: i for i in _page(server, agent='judged')['items']}
-    assert rows[ids['a']]['overall_score'] == 0.75 and rows[ids['b']]['overall_score'] == 1.0  # output: (0.5 + 1) / 2
+    assert rows[ids['a']]['overall_score'] == FAILED_OVERALL and rows[ids['b']]['overall_score'] == 1.0
     assert rows[ids['a']]['failed_judges'] == ['completeness'] and rows[ids['a']]['is_alert'] is False
     assert rows[ids['a']]['evaluation_status'] == 'completed' and rows[ids['a']]['prompt_version'] == 'v1'
 
@@ -198,7 +203,7 @@ def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) 
         ('hallucination', 0, 4),
     ]
     assert sum(b['count'] for b in p['overall_histogram']) == 4
-    assert {b['label']: b['count'] for b in p['overall_histogram']}['0.7-0.8'] == 2
+    assert {b['label']: b['count'] for b in p['overall_histogram']}['0.5-0.6'] == 2
     weekly = server.client.get('/api/v1/dashboard/patterns', params={'agent': 'judged', 'group': 'prompt_version'}).json()
     by_version = {s['group']: s['points'] for s in weekly['failure_trend']}
     assert sorted(by_version) == ['v1', 'v2']
@@ -211,7 +216,7 @@ def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) 
 
     assert listed(judge='completeness') == {ids['a'], ids['c']}
     assert listed(failed='false') == {ids['b'], ids['d']}
-    assert listed(min_overall=0.7, max_overall=0.7999) == {ids['a'], ids['c']}
+    assert listed(min_overall=0.5, max_overall=0.5999) == {ids['a'], ids['c']}
     assert listed(prompt_version='v2') == {ids['c'], ids['d']}
     today = datetime.now(UTC).strftime('%Y-%m-%d')
     assert listed(since=today) == {ids['d']}
@@ -230,7 +235,7 @@ def test_session_view_carries_the_judgement_with_each_verdict(server: DashboardS
     view = server.client.get(f'/api/v1/dashboard/sessions/{sid}').json()
     assert view['is_alert'] is False and view['prompt_version'] == 'v1'
     judgement = view['judgement']
-    assert judgement['overall_score'] == 0.75 and judgement['failure_modes'] == ['hallucination']
+    assert judgement['overall_score'] == FAILED_OVERALL and judgement['failure_modes'] == ['hallucination']
     first, second = judgement['verdicts']  # failed verdicts first
     assert (first['judge'], first['passed'], first['status']) == ('hallucination', False, 'ok')
     assert first['reasoning'].startswith('hallucination: the run falls short')

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.reports import MODEL_CONFIDENCE
+
 from .seed import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -42,6 +44,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 XSS_SCRIPT = '<script>window.__pwned=1</script>'
 XSS_IMG = '<img src=x onerror="window.__pwned=1">'
 TIMEOUT_MS = 15_000
+
 
 
 @pytest.fixture(scope='module')
@@ -318,7 +321,7 @@ def test_judgement_verdicts_link_to_cited_steps(page: Page, server: DashboardSer
     expect(failed).to_contain_text('hallucination: the run falls short here')
     expect(failed).to_contain_text('failed connections only')
     expect(page.locator('[data-testid=verdict][data-verdict=pass]')).to_have_attribute('data-judge', 'completeness')
-    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.75')  # output: (0.5 + 1) / 2
+    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text(f'{0.5**MODEL_CONFIDENCE:.2f}')
     failed.locator('a.step-link[data-step="3"]').click()
     step = page.locator('#step-3')
     expect(step).to_have_class('step tool_result flagged cited')
@@ -391,10 +394,10 @@ def test_patterns_answer_questions_and_lead_to_the_runs(page: Page, server: Dash
 
     page.goto(f'{server.url}/#/patterns?agent=pq')
     expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
-    # the failed runs score (0.5 + 1) / 2 = 0.75 in the output category, hence overall
-    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.7-0.8"]')).click()
+    # the failed runs score 0.5 ** MODEL_CONFIDENCE (0.57) overall
+    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.5-0.6"]')).click()
     expect(rows).to_have_count(2)
-    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text(['0.75', '0.75'])
+    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text([f'{0.5**MODEL_CONFIDENCE:.2f}'] * 2)
 
 
 def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServer) -> None:

@@ -63,7 +63,7 @@ export function judgementBadge(evaluationStatus, overall, smoke = false) {
   }
   return h('span', {
     class: `badge judgement-badge ${cls}${smoke ? ' is-smoke' : ''}`,
-    title: 'Overall score of the latest failure-mode evaluation (0-1: the mean of the category scores)',
+    title: 'Overall score of the latest failure-mode evaluation (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)',
     dataset: { testid: 'judgement-badge', state: evaluationStatus || 'not_judged', overall: overall ?? '' },
     text,
   });
