@@ -86,7 +86,9 @@ def test_traced_runs_become_sampled_judged_sessions(db_url: str, tmp_path: Path)
             elif not decision['sampled']:
                 assert decision['reason'] == 'not_sampled' and decision['evaluation_id'] is None
         sampled = [sid for sid, d in decisions.items() if d['sampled']]
-        assert 2 < len(sampled) < 10  # the fixed salt puts some runs in and some out
+        # the badly rated runs always; the others as their trace ids hash (checked run by run above). The ids are
+        # random, so how many of the 8 others get in varies: all or none happens 1 run in 128
+        assert len(sampled) >= len(rated_badly)
 
         for sid in sampled:
             done = wait_for(
