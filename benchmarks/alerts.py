@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sensei_eval.alerts import AlertMonitor, JudgedRun
+from sensei_eval.production.alerts import AlertMonitor, JudgedRun
 
 MODES = ('hallucination', 'tool_selection', 'reference_check', 'citation', 'version_mismatch')
 

@@ -35,10 +35,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sensei_eval.agents import Query
-from sensei_eval.components import PromptComponents
+from sensei_eval.agents.components import PromptComponents
+from sensei_eval.agents.runner import Query
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.optimize.scripted import ScriptedLM
-from sensei_eval.records import ExpectedToolCall, QueryRecord
 
 __all__ = ('COMPONENTS', 'COMPONENT_MAP', 'BillingRunner', 'follows', 'make_queries', 'proposer_lm')
 

@@ -3,7 +3,7 @@
 Deterministic checks are never cached (they cost less than an entry), so a checks-only run does not
 touch the cache; to measure the cache the run adds one model judge answered instantly by a scripted
 `FunctionModel` (no latency, no network): every second of difference between the rows is cache work.
-It is run against the SQLite cache (`sensei_eval.cache.JudgeCache`) and, for comparison, against the
+It is run against the SQLite cache (`sensei_eval.judging.cache.JudgeCache`) and, for comparison, against the
 oldest layout (one JSON file per entry, written with an fsync each, from the event loop), reimplemented
 here. Cold timings include `close()` (the last batch committed); warm runs read the cache from disk.
 For a million entries (lookup latency, memory) see `benchmarks/cache_scale.py`.
@@ -27,12 +27,12 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.cache import JudgeCache
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, write_json_atomic
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import JudgeResult, write_json_atomic
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import JudgeModel
 
 
 class PerEntryFileCache(JudgeCache):

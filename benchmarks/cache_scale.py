@@ -31,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _key(i: int) -> str:
-    from sensei_eval.cache import JudgeCache
+    from sensei_eval.judging.cache import JudgeCache
 
     return JudgeCache.key('c' * 64, 'openai:gpt-5.2', {'temperature': 0.0}, f'{i:064x}', 1)
 
 
 def fill(directory: Path, n: int) -> float:
-    from sensei_eval import cache
-    from sensei_eval.reports import JudgeResult
+    from sensei_eval.core.reports import JudgeResult
+    from sensei_eval.judging import cache
 
     template = JudgeResult(
         judge='completeness', failure_mode='incomplete_answer', category='answer', criteria_hash='c' * 64,
@@ -78,8 +78,8 @@ def _rss_mib() -> float:
 
 def probe(directory: str, n: int, lookups: int) -> None:
     """Child process: memory to open, lookup latency. Prints one JSON line."""
-    from sensei_eval.cache import JudgeCache
-    from sensei_eval.reports import JudgeResult  # noqa: F401  (imported before measuring: not the cache's cost)
+    from sensei_eval.core.reports import JudgeResult  # noqa: F401  (imported before measuring: not the cache's cost)
+    from sensei_eval.judging.cache import JudgeCache
 
     keys = [_key(random.randrange(n)) for _ in range(lookups)] + [_key(n + i) for i in range(lookups // 2)]
     random.shuffle(keys)
@@ -106,7 +106,7 @@ def judge_run(directory: str, records: int) -> None:
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     from cache_io import _record, _run
 
-    from sensei_eval.cache import JudgeCache
+    from sensei_eval.judging.cache import JudgeCache
 
     rows = [_record(i) for i in range(records)]
     _run(rows[:20], None)  # imports, agent construction

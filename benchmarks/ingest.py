@@ -44,8 +44,8 @@ def _serve(db_url: str, port: int) -> None:
     import uvicorn
     from pydantic_ai.models.test import TestModel
 
-    from sensei_eval.models import JudgeModel
-    from sensei_eval.sampler import SamplerConfig
+    from sensei_eval.models.judge_model import JudgeModel
+    from sensei_eval.production.sampler import SamplerConfig
     from sensei_eval.service import ServiceSettings, create_app
 
     settings = ServiceSettings(db_url=db_url, concurrency=0, sampler=SamplerConfig(rate=0.1))
@@ -118,8 +118,8 @@ def _run_backend(name: str, db_url: str, bodies: list[bytes], spans: int, traces
 def _sampler_overhead(template: list[Any], n: int) -> dict[str, float]:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from sensei_eval.sampler import Sampler, SamplerConfig
-    from sensei_eval.traces import build_trace, spans_from_protobuf
+    from sensei_eval.core.traces import build_trace, spans_from_protobuf
+    from sensei_eval.production.sampler import Sampler, SamplerConfig
 
     spans, _ = spans_from_protobuf(encode_spans(template).SerializeToString())
     start = time.perf_counter()

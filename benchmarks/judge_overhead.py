@@ -19,10 +19,10 @@ import time
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import JudgeModel
 
 
 def _record(i: int) -> QueryRecord:

@@ -15,11 +15,11 @@ import argparse
 import asyncio
 import time
 
+from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.base import FailureModeJudge
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel, resolve_model
-from sensei_eval.records import QueryRecord, load_dataset
-from sensei_eval.transcript import render_transcript
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
 
 
 async def _evict(model: JudgeModel, other: QueryRecord, judge: FailureModeJudge) -> None:

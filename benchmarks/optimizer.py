@@ -40,7 +40,7 @@ os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
 os.environ.setdefault('TQDM_DISABLE', '1')  # DSPy's per-minibatch progress bars would bury the table
 
 from benchmarks.billing_agent import COMPONENT_MAP, COMPONENTS, BillingRunner, ProposerKind, follows, make_queries, proposer_lm
-from sensei_eval.components import PromptComponents
+from sensei_eval.agents.components import PromptComponents
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.optimize.evaluate import evaluate_prompt
 from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer

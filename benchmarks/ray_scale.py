@@ -56,7 +56,7 @@ async def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
 
 def fake_model() -> Any:
     """The fake judge model (built by name on each Ray worker: `ray_scale:fake_model`)."""
-    from sensei_eval.models import JudgeModel
+    from sensei_eval.models.judge_model import JudgeModel
 
     return JudgeModel(FunctionModel(_answer, model_name='fake'), 'function:fake', 60_000)
 
@@ -84,7 +84,7 @@ def _record(i: int) -> dict[str, Any]:
 
 
 def _records(n: int) -> Iterator[Any]:
-    from sensei_eval.records import QueryRecord
+    from sensei_eval.core.records import QueryRecord
 
     for i in range(n):
         yield QueryRecord.model_validate(_record(i))
@@ -116,8 +116,8 @@ def _judges() -> list[Any]:
 def throughput(records: int, latency: float, workers: list[int], concurrency: int) -> list[tuple[str, float, int, int]]:
     import ray
 
-    from sensei_eval.ray_engine import ModelSpec, judge_on_ray
-    from sensei_eval.runner import judge_stream
+    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
+    from sensei_eval.judging.runner import judge_stream
 
     os.environ[LATENCY_ENV] = str(latency)
     rows: list[tuple[str, float, int, int]] = []  # (what, seconds, reports, differing reports)
@@ -158,8 +158,8 @@ def memory_child(n: int, latency: float, workers: int, concurrency: int) -> None
     """Judge N records from a dataset file on Ray, as `judge --ray` does; print the driver's peak RSS."""
     import ray
 
-    from sensei_eval.ray_engine import ModelSpec, judge_on_ray
-    from sensei_eval.records import LoadError, iter_datasets
+    from sensei_eval.core.records import LoadError, iter_datasets
+    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
 
     with tempfile.TemporaryDirectory(prefix='ray-scale-mem-') as tmp:
         data = Path(tmp) / 'data.jsonl'

@@ -89,7 +89,7 @@ def run(n: int, workdir: Path) -> dict[str, float]:
 
 def long_record(pairs: int) -> Any:
     """One run of `pairs` tool calls with long results (what the budget cuts first) and long turns."""
-    from sensei_eval.records import QueryRecord
+    from sensei_eval.core.records import QueryRecord
 
     messages: list[dict[str, Any]] = [
         {'role': 'system', 'content': 'You are a support agent. Follow the policy. ' * 100},
@@ -105,7 +105,7 @@ def long_record(pairs: int) -> Any:
 
 def cut_table(pairs_list: list[int], budget: int, reference: bool) -> None:
     """CPU per step of cutting a transcript far over `budget`, as the run grows."""
-    from sensei_eval import transcript
+    from sensei_eval.core import transcript
 
     cuts: list[tuple[str, Any]] = [('linear', transcript._cut_to)]
     if reference:

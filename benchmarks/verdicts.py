@@ -43,12 +43,12 @@ from typing import Any
 
 from sklearn.metrics import roc_auc_score
 
+from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.profiles import BUILTIN_PROFILES
-from sensei_eval.records import QueryRecord, load_dataset
-from sensei_eval.reports import EvaluationReport
-from sensei_eval.runner import judge_records
-from sensei_eval.transcript import render_transcript
+from sensei_eval.judging.profiles import BUILTIN_PROFILES
+from sensei_eval.judging.runner import judge_records
 
 _DATASETS = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
 _DEFAULT_DATA = _DATASETS / 'tau2-airline'
@@ -226,7 +226,7 @@ def _judge_run(run_dir: Path) -> int:
     verdict's reasoning printed so a reader can confirm none is paraphrased or empty (a false pass)."""
     from collections import Counter
 
-    from sensei_eval.reports import load_reports
+    from sensei_eval.core.reports import load_reports
 
     statuses: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

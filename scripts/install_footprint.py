@@ -35,11 +35,11 @@ TOOLING = {'pip', 'setuptools', 'wheel'}
 SKIP = ('.git', '.venv', 'reports', 'build', 'dist', '*.egg-info', '__pycache__', '.*_cache', 'notebooks', 'benchmarks')
 
 IMPORTS = """
-from sensei_eval.records import QueryRecord, load_datasets
+from sensei_eval.core.records import QueryRecord, load_datasets
 from sensei_eval.evaluators.output import Hallucination
 from sensei_eval.evaluators.base import set_default_judge_model
-from sensei_eval.models import resolve_model
-import sensei_eval.judge
+from sensei_eval.models.judge_model import resolve_model
+import sensei_eval.cli.judge
 print('imports ok')
 """
 
@@ -50,7 +50,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
 from pydantic_evals import Case, Dataset
 from sensei_eval.evaluators.output import Hallucination
-from sensei_eval.records import QueryRecord
+from sensei_eval.core.records import QueryRecord
 
 record = QueryRecord.model_validate({
     'query_id': 'r1',

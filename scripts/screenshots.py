@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sensei_eval.view import write_view  # noqa: E402
+from sensei_eval.judging.view import write_view  # noqa: E402
 from tests.dashboard.seed import (  # noqa: E402  (the repository root goes on sys.path first)
     CHROMIUM,
     CHROMIUM_ARGS,

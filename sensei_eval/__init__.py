@@ -22,49 +22,48 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import calibrate
-    from .agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
-    from .calibrate import CalibrationResult
-    from .components import PromptComponents, load_components
-    from .evaluators.base import FailureModeJudge, Judge
-    from .evaluators.registry import make_judges
-    from .models import JudgeModel, resolve_model
-    from .profiles import Profile, resolve_profile
-    from .records import QueryRecord, Rating, load_dataset, load_datasets
-    from .reports import EvaluationReport, JudgeResult, JudgeSummary, RunSummary, load_reports, to_dataframe
-    from .run_folder import RunFolder
-    from .runner import judge_records
-    from .validate import assert_no_regression, compare_reports
+    from sensei_eval.agents.components import PromptComponents, load_components
+    from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
+    from sensei_eval.core.records import QueryRecord, Rating, load_dataset, load_datasets
+    from sensei_eval.core.reports import EvaluationReport, JudgeResult, JudgeSummary, RunSummary, load_reports, to_dataframe
+    from sensei_eval.evaluators.base import FailureModeJudge, Judge
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.judging.profiles import Profile, resolve_profile
+    from sensei_eval.judging.run_folder import RunFolder
+    from sensei_eval.judging.runner import judge_records
+    from sensei_eval.models.judge_model import JudgeModel, resolve_model
+    from sensei_eval.validate import assert_no_regression, calibrate, compare_reports
+    from sensei_eval.validate.calibrate import CalibrationResult
 
 _WHERE = {
-    'AgentRunner': 'agents',
-    'PydanticAIRunner': 'agents',
-    'Query': 'agents',
-    'load_queries': 'agents',
-    'load_runner': 'agents',
-    'run_and_judge': 'agents',
-    'CalibrationResult': 'calibrate',
-    'PromptComponents': 'components',
-    'load_components': 'components',
+    'AgentRunner': 'agents.runner',
+    'PydanticAIRunner': 'agents.runner',
+    'Query': 'agents.runner',
+    'load_queries': 'agents.runner',
+    'load_runner': 'agents.runner',
+    'run_and_judge': 'agents.runner',
+    'CalibrationResult': 'validate.calibrate',
+    'PromptComponents': 'agents.components',
+    'load_components': 'agents.components',
     'FailureModeJudge': 'evaluators.base',
     'Judge': 'evaluators.base',
     'make_judges': 'evaluators.registry',
-    'JudgeModel': 'models',
-    'resolve_model': 'models',
-    'Profile': 'profiles',
-    'resolve_profile': 'profiles',
-    'QueryRecord': 'records',
-    'Rating': 'records',
-    'load_dataset': 'records',
-    'load_datasets': 'records',
-    'EvaluationReport': 'reports',
-    'JudgeResult': 'reports',
-    'JudgeSummary': 'reports',
-    'RunSummary': 'reports',
-    'load_reports': 'reports',
-    'to_dataframe': 'reports',
-    'RunFolder': 'run_folder',
-    'judge_records': 'runner',
+    'JudgeModel': 'models.judge_model',
+    'resolve_model': 'models.judge_model',
+    'Profile': 'judging.profiles',
+    'resolve_profile': 'judging.profiles',
+    'QueryRecord': 'core.records',
+    'Rating': 'core.records',
+    'load_dataset': 'core.records',
+    'load_datasets': 'core.records',
+    'EvaluationReport': 'core.reports',
+    'JudgeResult': 'core.reports',
+    'JudgeSummary': 'core.reports',
+    'RunSummary': 'core.reports',
+    'load_reports': 'core.reports',
+    'to_dataframe': 'core.reports',
+    'RunFolder': 'judging.run_folder',
+    'judge_records': 'judging.runner',
     'assert_no_regression': 'validate',
     'compare_reports': 'validate',
 }
@@ -105,12 +104,12 @@ __all__ = (
 
 
 # Submodules exported as themselves.
-_MODULES = frozenset({'calibrate'})
+_MODULES = {'calibrate': 'validate.calibrate'}
 
 
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
-        return importlib.import_module(f'.{name}', __name__)
+        return importlib.import_module(f'.{_MODULES[name]}', __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

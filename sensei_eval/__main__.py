@@ -1,10 +1,10 @@
 """`sensei-eval` (or `python -m sensei_eval`): one command line, `judge`, `optimize`, `validate`,
-`calibrate`, `view`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cache_cli`).
+`calibrate`, `view`, `serve` and `cache` (stats, clear, prune; `sensei_eval.cli.cache`).
 
-Each command is the one its module defines (`sensei_eval.judge`, `.optimize`, `.validate`, `.calibrate`),
+Each command is the one its module defines (`sensei_eval.cli.judge`, `.optimize`, `.validate`, `.calibrate`),
 mounted here unchanged, so `python -m sensei_eval.judge` and friends keep working; shared options and
-the judge-model set-up live in `sensei_eval.cli`. `serve` is defined here: it turns flags into
-`ServiceSettings`, resolves the judge model with `sensei_eval.models.resolve_model` (flag, then
+the judge-model set-up live in `sensei_eval.cli.common`. `serve` is defined here: it turns flags into
+`ServiceSettings`, resolves the judge model with `sensei_eval.models.judge_model.resolve_model` (flag, then
 `SENSEI_EVAL_MODEL`, else the embedded model) and runs `sensei_eval.service.create_app` under uvicorn.
 """
 
@@ -17,17 +17,17 @@ from typing import Annotated, Literal
 
 import typer
 
-from .cache_cli import app as _cache_app
-from .calibrate import main as _calibrate
-from .cli import BaseUrlOption, EmbeddedThreadsOption, ModelOption, make_app, quiet_third_party
-from .extras import MissingExtraError, exit_on_missing_extra, requires_extra
-from .judge import judge as _judge
-from .sample_cli import sample as _sample
-from .validate.cli import validate as _validate
-from .view import view as _view
+from sensei_eval.cli.cache import app as _cache_app
+from sensei_eval.cli.common import BaseUrlOption, EmbeddedThreadsOption, ModelOption, make_app, quiet_third_party
+from sensei_eval.cli.judge import judge as _judge
+from sensei_eval.cli.sample import sample as _sample
+from sensei_eval.cli.validate import validate as _validate
+from sensei_eval.core.extras import MissingExtraError, exit_on_missing_extra, requires_extra
+from sensei_eval.judging.view import view as _view
+from sensei_eval.validate.calibrate import main as _calibrate
 
 try:
-    from .optimize.__main__ import optimize as _optimize
+    from sensei_eval.optimize.__main__ import optimize as _optimize
 
     _optimize_missing: MissingExtraError | None = None
 except MissingExtraError as e:  # no "optimize" extra (DSPy): the command only says which extra it needs
@@ -123,18 +123,18 @@ def serve(
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
     from rich.console import Console
 
-    from .cli import setup_judge_model, setup_telemetry
+    from sensei_eval.cli.common import setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
         import uvicorn
 
-        from .service import ServiceSettings, create_app
-        from .service.config import DEFAULT_DB_URL
+        from sensei_eval.service import ServiceSettings, create_app
+        from sensei_eval.service.config import DEFAULT_DB_URL
 
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
-    from .sampler import SamplerConfig, SamplerConfigError, load_sampler_config
+    from sensei_eval.production.sampler import SamplerConfig, SamplerConfigError, load_sampler_config
 
     try:
         sampler = load_sampler_config(sampling) if sampling is not None else SamplerConfig()

@@ -1,6 +1,6 @@
 """A local stand-in for the OpenAI Batch API, for the batch tests: files, batches and a model list.
 
-It implements what `sensei_eval.batch` uses — `POST /v1/files` (multipart upload, purpose=batch),
+It implements what `sensei_eval.judging.batch` uses — `POST /v1/files` (multipart upload, purpose=batch),
 `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`
 and `GET /v1/models` (the CLI's preflight) — on a free loopback port, in a thread. A batch moves
 validating → in_progress → finalizing → completed over `polls_to_complete` retrieves (never while

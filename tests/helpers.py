@@ -11,8 +11,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.models.judge_model import JudgeModel
 
 
 def openai_record(

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval import judge as judge_cli
-from sensei_eval.models import JudgeModel
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import about, user_prompt
 

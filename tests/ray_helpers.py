@@ -11,7 +11,7 @@ import os
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.models import JudgeModel
+from sensei_eval.models.judge_model import JudgeModel
 from tests.helpers import about, user_prompt
 
 # env: the file whose creation marks "this run's worker was killed once" (set by the test)

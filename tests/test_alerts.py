@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from sensei_eval.alerts import AlertMonitor, AlertRule, JudgedRun, judged_run
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import JudgeResult, build_report
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, build_report
+from sensei_eval.production.alerts import AlertMonitor, AlertRule, JudgedRun, judged_run
 
 MODES = ('hallucination', 'tool_selection', 'reference_check', 'citation', 'version_mismatch')
 

@@ -19,7 +19,8 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from typer.testing import CliRunner
 
-from sensei_eval.batch import (
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.batch import (
     BATCH_CONCURRENCY,
     BATCHES_FILE,
     BatchError,
@@ -28,10 +29,9 @@ from sensei_eval.batch import (
     BatchState,
     batch_judge_model,
 )
-from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel, resolve_model
-from sensei_eval.run_folder import RunFolder
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
 
 from .batch_server import BatchServer, last_user_text
 from .helpers import about, openai_record
@@ -224,7 +224,7 @@ def test_cli_batch_interrupted_then_resumed(tmp_path: Path) -> None:
         assert len(server.created) == 1
 
         server.hold = False
-        from sensei_eval import judge as judge_cli
+        from sensei_eval.cli import judge as judge_cli
 
         result = CliRunner().invoke(judge_cli.app, args, env=env)
     assert result.exit_code == 0, result.output
@@ -323,7 +323,7 @@ def test_unreachable_batch_check_is_an_error_without_resubmission(tmp_path: Path
 
 
 def test_cli_refuses_batch_for_a_model_without_batch_api(tmp_path: Path) -> None:
-    from sensei_eval import judge as judge_cli
+    from sensei_eval.cli import judge as judge_cli
 
     dataset = tmp_path / 'data.jsonl'
     dataset.write_text(openai_record('r1').model_dump_json() + '\n')

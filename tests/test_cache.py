@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import cache as cache_module
 from sensei_eval.__main__ import app as main_app
-from sensei_eval.cache import JudgeCache
-from sensei_eval.cache_cli import parse_duration
-from sensei_eval.reports import JudgeResult, write_json_atomic
+from sensei_eval.cli.cache import parse_duration
+from sensei_eval.core.reports import JudgeResult, write_json_atomic
+from sensei_eval.judging import cache as cache_module
+from sensei_eval.judging.cache import JudgeCache
 
 Row = tuple[str, str, str, str | None]
 
@@ -99,7 +99,7 @@ def test_a_bad_entry_is_a_miss_with_one_warning_and_the_fresh_result_replaces_it
             "INSERT INTO judge_results (key, result, status, model, written_at) VALUES (?, CAST(x'fffe' AS TEXT), 'ok', 'm', 0)",
             (key(5),),
         )
-    caplog.set_level(logging.WARNING, logger='sensei_eval.cache')
+    caplog.set_level(logging.WARNING, logger='sensei_eval.judging.cache')
     reader = JudgeCache(tmp_path)
     for _ in range(6):  # six judges asking for the same entries: still one warning each
         assert reader.get(key(0)) is not None
@@ -115,7 +115,7 @@ def test_a_database_that_is_not_one_runs_without_a_cache(tmp_path: Path, caplog:
     path = tmp_path / 'judge' / cache_module.DB_NAME
     path.parent.mkdir(parents=True)
     path.write_bytes(b'this is not a database' * 100)
-    caplog.set_level(logging.WARNING, logger='sensei_eval.cache')
+    caplog.set_level(logging.WARNING, logger='sensei_eval.judging.cache')
     cache = JudgeCache(tmp_path)
     assert cache.get(key(0)) is None
     cache.put(key(0), result(0))
@@ -129,7 +129,7 @@ def test_the_former_journal_is_imported_once(tmp_path: Path, caplog: pytest.LogC
     good = [json.dumps({'key': key(n), 'result': result(n).model_dump(mode='json')}) for n in range(3)]
     torn = good[2][:70]
     journal.write_text(f'{good[0]}\n{{"key": 1}}\nnot json\n{good[1]}\n{torn}')
-    caplog.set_level(logging.WARNING, logger='sensei_eval.cache')
+    caplog.set_level(logging.WARNING, logger='sensei_eval.judging.cache')
     cache = JudgeCache(tmp_path)
     assert cache.get(key(0)) is not None and cache.get(key(1)) is not None and cache.get(key(2)) is None
     messages = [r.getMessage() for r in caplog.records]
@@ -201,8 +201,8 @@ def test_one_transaction_per_batch_not_per_entry(tmp_path: Path, monkeypatch: py
 
 WRITER = """
 import os, sys
-from sensei_eval.cache import JudgeCache
-from sensei_eval.reports import JudgeResult
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.core.reports import JudgeResult
 cache = JudgeCache(sys.argv[1])
 def put(n):
     fields = dict(judge='j', failure_mode='m', category='c', criteria_hash='h', model='m', status='ok')

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import calibrate as cal
-from sensei_eval.reports import JudgeResult, build_report, report_filename, write_json_atomic
+from sensei_eval.core.reports import JudgeResult, build_report, report_filename, write_json_atomic
+from sensei_eval.validate import calibrate as cal
 
 from .helpers import openai_record
 
@@ -352,9 +352,9 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
     transcript steps, compared with the decisive step/agent a scripted judge cites, next to baselines."""
     import asyncio
 
+    from sensei_eval.core.records import QueryRecord
     from sensei_eval.evaluators.output import Hallucination
-    from sensei_eval.records import QueryRecord
-    from sensei_eval.runner import judge_records
+    from sensei_eval.judging.runner import judge_records
 
     from .helpers import ScriptedJudge
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.reports import EvaluationReport
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.registry import GROUPS, make_judges
-from sensei_eval.records import QueryRecord, load_dataset
-from sensei_eval.reports import EvaluationReport
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.runner import judge_records
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
 
@@ -99,7 +99,7 @@ def test_reference_check_fails_a_wrong_trajectory() -> None:
 
 
 def test_failed_tool_calls_are_failed_spans() -> None:
-    from sensei_eval.spans import span_tree
+    from sensei_eval.core.spans import span_tree
 
     record = next(r for r in load_dataset(SAMPLE).records if r.query_id == 'docs-013')
     statuses = [n.status for n in span_tree(record) if n.name.startswith('execute_tool')]

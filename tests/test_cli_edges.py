@@ -15,11 +15,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
-from sensei_eval import retry
-from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import CONNECTION_FAILURES_TO_STOP, JudgeModel, ModelUsageError, resolve_model
-from sensei_eval.reports import (
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.reports import (
     EvaluationReport,
     decode_query_id,
     encode_query_id,
@@ -28,7 +25,10 @@ from sensei_eval.reports import (
     report_paths,
     write_json_atomic,
 )
-from sensei_eval.runner import judge_records
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models import retry
+from sensei_eval.models.judge_model import CONNECTION_FAILURES_TO_STOP, JudgeModel, ModelUsageError, resolve_model
 
 from .helpers import ScriptedJudge, no_issues, openai_record
 

@@ -16,9 +16,9 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolCallPart
 from examples.docs_agent import prompts, tools
 from examples.docs_agent.agent import AGENT_MODEL_ENV, make_agent
 from examples.docs_agent.simulated import RULE_COMPONENTS, RULES, detect_rules, improved_components, improved_prompt
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.records import QueryRecord
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.runner import judge_records
 
 QUERIES_PATH = Path(__file__).parent.parent / 'examples' / 'docs_agent' / 'queries.jsonl'
 QUERIES: list[dict[str, Any]] = [json.loads(line) for line in QUERIES_PATH.read_text().splitlines() if line.strip()]

@@ -15,11 +15,11 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.profiles import BUILTIN_PROFILES
 from sensei_eval.optimize.gepa import GepaError, run_gepa
 from sensei_eval.optimize.loop import OptimizeConfig
 from sensei_eval.optimize.metrics import JudgeMetric, MetricError, compile_checked, prediction_record
 from sensei_eval.optimize.scripted import ScriptedLM
-from sensei_eval.profiles import BUILTIN_PROFILES
 
 from .test_optimize import COMPONENTS, QUERIES, RuleAgent
 

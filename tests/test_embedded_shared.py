@@ -28,14 +28,14 @@ from pydantic_ai.messages import ModelRequest, TextPart
 from pydantic_ai.models import override_allow_model_requests
 from typer.testing import CliRunner
 
-from sensei_eval import embedded
-from sensei_eval import judge as judge_cli
-from sensei_eval.cache import JudgeCache, default_cache_dir
-from sensei_eval.cli import setup_judge_model
-from sensei_eval.embedded import SharedServer
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.cli.common import setup_judge_model
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import ModelUsageError, embedded_model, preflight, resolve_model
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.cache import JudgeCache, default_cache_dir
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models import embedded
+from sensei_eval.models.embedded import SharedServer
+from sensei_eval.models.judge_model import ModelUsageError, embedded_model, preflight, resolve_model
 
 from .helpers import openai_record
 
@@ -245,7 +245,7 @@ def test_two_judge_models_share_one_server(spawns: list[list[str]], tmp_path: Pa
 
 CLIENT = """
 import sys
-from sensei_eval.embedded import SharedServer
+from sensei_eval.models.embedded import SharedServer
 server = SharedServer(sys.argv[1])
 print(server.acquire().port, flush=True)
 sys.stdin.readline()

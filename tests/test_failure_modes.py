@@ -9,6 +9,26 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from sensei_eval.core.issues import (
+    AgentFormatIssue,
+    AmbiguityIssue,
+    CitationIssue,
+    CompletenessIssue,
+    ConfidenceIssue,
+    DecompositionIssue,
+    HallucinationIssue,
+    Issue,
+    ReportingIssue,
+    ResearchDepthIssue,
+    SolutionEvaluationIssue,
+    SourceQualityIssue,
+    SourceSelectionIssue,
+    SynthesisIssue,
+    ToolParameterIssue,
+    ToolSelectionIssue,
+)
+from sensei_eval.core.modes import MODES
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, render_transcript
 from sensei_eval.evaluators import format as format_judges
 from sensei_eval.evaluators import methodology, output, sources, tool_usage
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
@@ -29,26 +49,6 @@ from sensei_eval.evaluators.output import (
 )
 from sensei_eval.evaluators.sources import SourceQuality, SourceSelection
 from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
-from sensei_eval.issues import (
-    AgentFormatIssue,
-    AmbiguityIssue,
-    CitationIssue,
-    CompletenessIssue,
-    ConfidenceIssue,
-    DecompositionIssue,
-    HallucinationIssue,
-    Issue,
-    ReportingIssue,
-    ResearchDepthIssue,
-    SolutionEvaluationIssue,
-    SourceQualityIssue,
-    SourceSelectionIssue,
-    SynthesisIssue,
-    ToolParameterIssue,
-    ToolSelectionIssue,
-)
-from sensei_eval.modes import MODES
-from sensei_eval.transcript import FENCE_END, FENCE_START, render_transcript
 
 from .helpers import ScriptedJudge, no_issues, openai_record, user_prompt
 
@@ -71,7 +71,7 @@ JUDGES: list[type[FailureModeJudge]] = [
 ]
 
 # The standard failure modes' categories as the product documents them (the table in
-# `sensei_eval.modes` must say the same; `tests/test_modes.py` checks that nothing else lists them).
+# `sensei_eval.core.modes` must say the same; `tests/test_modes.py` checks that nothing else lists them).
 STANDARD_CATEGORIES = {
     'tool_selection': 'tool_usage',
     'tool_parameters': 'tool_usage',

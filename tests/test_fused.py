@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from sensei_eval import retry
+from sensei_eval.core.reports import build_report
+from sensei_eval.core.transcript import FENCE_END, render_transcript
 from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecError, fuse_judges, parse_fuse_spec
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.evaluators.tool_usage import ToolSelection
-from sensei_eval.reports import build_report
-from sensei_eval.transcript import FENCE_END, render_transcript
+from sensei_eval.models import retry
 
 from .helpers import ScriptedJudge, about, openai_record
 
@@ -238,7 +238,7 @@ def test_judge_cli_fuse_option_makes_one_call_per_record(tmp_path: Any, monkeypa
 
     from typer.testing import CliRunner
 
-    from sensei_eval import judge as judge_cli
+    from sensei_eval.cli import judge as judge_cli
 
     scripted = ScriptedJudge(_answer)
     monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model())
@@ -264,8 +264,8 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.settings import ModelSettings
 
-    from sensei_eval.models import JudgeModel
-    from sensei_eval.tokens import default_transcript_budget
+    from sensei_eval.models.judge_model import JudgeModel
+    from sensei_eval.models.tokens import default_transcript_budget
 
     scripted = ScriptedJudge(_answer)
     model = JudgeModel(

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval.reports import FAILURE_MODES, EvaluationReport, JudgeResult, build_report
+from sensei_eval.cli import validate as validate_cli
+from sensei_eval.core.reports import FAILURE_MODES, EvaluationReport, JudgeResult, build_report
 from sensei_eval.validate import Thresholds, assert_no_regression, compare_reports, stats, to_markdown
-from sensei_eval.validate import cli as validate_cli
 from sensei_eval.validate.gate import decide
 
 from .test_validate import _BASE, report

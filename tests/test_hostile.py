@@ -22,6 +22,10 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.reports import build_report
+from sensei_eval.core.sanitize import MAX_ID_LENGTH
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, UNTRUSTED_DATA_RULE, FailureModeJudge, fill_template
 from sensei_eval.evaluators.investigation import (
     INVESTIGATION_SYSTEM_PROMPT,
@@ -29,11 +33,7 @@ from sensei_eval.evaluators.investigation import (
     StructuredInvestigationScorer,
 )
 from sensei_eval.evaluators.registry import JUDGES
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord, load_dataset
-from sensei_eval.reports import build_report
-from sensei_eval.sanitize import MAX_ID_LENGTH
-from sensei_eval.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import system_prompt, user_prompt
 

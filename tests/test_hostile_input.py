@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
-from sensei_eval.records import load_dataset
-from sensei_eval.reports import build_report
-from sensei_eval.run_folder import MAX_RUN_ID_LENGTH, RunFolder, RunIdError, validate_run_id
-from sensei_eval.sanitize import MAX_JSON_DEPTH, JsonLimitError, JsonTooDeepError, loads_limited
-from sensei_eval.transcript import FENCE_END, render_transcript
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.records import load_dataset
+from sensei_eval.core.reports import build_report
+from sensei_eval.core.sanitize import MAX_JSON_DEPTH, JsonLimitError, JsonTooDeepError, loads_limited
+from sensei_eval.core.transcript import FENCE_END, render_transcript
+from sensei_eval.judging.run_folder import MAX_RUN_ID_LENGTH, RunFolder, RunIdError, validate_run_id
 
 from .helpers import openai_record
 
@@ -121,7 +121,7 @@ def test_a_report_that_cannot_be_serialised_never_stops_the_run(tmp_path: Path) 
     import asyncio
 
     from sensei_eval.evaluators.registry import make_judges
-    from sensei_eval.runner import judge_records
+    from sensei_eval.judging.runner import judge_records
 
     reports = asyncio.run(
         judge_records([openai_record('a'), deep, openai_record('b')], make_judges(['checks']), None, run_id='r', run_dir=folder)

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.issues import ToolSelectionIssue
+from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
 from sensei_eval.evaluators.inconclusive import copied_from, same_text_everywhere, why_inconclusive
 from sensei_eval.evaluators.output import Hallucination
 from sensei_eval.evaluators.tool_usage import ToolSelection
-from sensei_eval.issues import ToolSelectionIssue
-from sensei_eval.runner import judge_records
-from sensei_eval.transcript import render_transcript
+from sensei_eval.judging.runner import judge_records
 from tests.helpers import ScriptedJudge, openai_record
 
 # What the embedded model answered on 49 of 51 calls: the schema's own field description as its reasoning.

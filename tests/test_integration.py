@@ -14,8 +14,8 @@ import pytest
 from pydantic_ai.models import override_allow_model_requests
 
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import resolve_model
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import resolve_model
 
 from .helpers import openai_record
 

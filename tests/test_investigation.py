@@ -10,6 +10,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, render_transcript
 from sensei_eval.evaluators import investigation
 from sensei_eval.evaluators.investigation import (
     FOLLOWUP_MISSING_TOOLS_PROMPT,
@@ -22,9 +24,7 @@ from sensei_eval.evaluators.investigation import (
     extract_score,
     is_current_prompt,
 )
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord
-from sensei_eval.transcript import FENCE_END, FENCE_START, render_transcript
+from sensei_eval.models.judge_model import JudgeModel
 
 
 def tarsy_record() -> QueryRecord:

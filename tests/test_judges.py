@@ -9,14 +9,14 @@ import pytest
 from pydantic_ai.exceptions import ModelServerError
 from pydantic_evals import Case, Dataset
 
-from sensei_eval import retry
+from sensei_eval.core.issues import HallucinationIssue, ToolSelectionIssue
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, render_transcript
 from sensei_eval.evaluators import base
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import GROUPS, UnknownJudgeError, make_judges, resolve_names
 from sensei_eval.evaluators.tool_usage import ToolSelection
-from sensei_eval.issues import HallucinationIssue, ToolSelectionIssue
-from sensei_eval.transcript import FENCE_END, FENCE_START, render_transcript
+from sensei_eval.models import retry
 
 from .helpers import ScriptedJudge, no_issues, openai_record
 

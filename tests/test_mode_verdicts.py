@@ -15,11 +15,11 @@ from typing import Any
 from rich.console import Console
 from typer.testing import CliRunner
 
+from sensei_eval.cli import validate as validate_cli
+from sensei_eval.core.reports import EvaluationReport, JudgeResult, build_report, mode_verdicts
 from sensei_eval.optimize.evaluate import summarise
 from sensei_eval.optimize.loop import route_failures
-from sensei_eval.reports import EvaluationReport, JudgeResult, build_report, mode_verdicts
-from sensei_eval.routing import resolve_routing
-from sensei_eval.validate import cli as validate_cli
+from sensei_eval.optimize.routing import resolve_routing
 from sensei_eval.validate import compare_reports, to_markdown
 from sensei_eval.validate.compare import JudgeSetError
 from sensei_eval.validate.render import print_comparison

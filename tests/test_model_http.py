@@ -3,7 +3,7 @@
 Each test runs `sensei-eval judge` as a subprocess (the in-process tests forbid model requests), with the
 hallucination judge on sample records, and asserts the exit code, the verdicts in the reports and the
 requests the server saw: one `GET /models` (the preflight) and one chat completion per judge call,
-unless the policy of `sensei_eval.retry` says to try again.
+unless the policy of `sensei_eval.models.retry` says to try again.
 """
 
 from __future__ import annotations

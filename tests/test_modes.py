@@ -10,13 +10,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sensei_eval import modes, reports
+from sensei_eval.core import modes, reports
+from sensei_eval.core.issues import Issue
+from sensei_eval.core.modes import MODES, FailureMode, register_mode, unregister_mode
+from sensei_eval.core.reports import EvaluationReport, load_reports
 from sensei_eval.evaluators import registry
 from sensei_eval.evaluators.base import FailureModeJudge, Judge
-from sensei_eval.issues import Issue
-from sensei_eval.modes import MODES, FailureMode, register_mode, unregister_mode
-from sensei_eval.reports import EvaluationReport, load_reports
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, about, openai_record
 

@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 import sensei_eval.optimize.__main__ as cli
 from examples.docs_agent.proposer import proposer_lm
-from sensei_eval.agents import load_queries, load_runner
-from sensei_eval.components import load_components
+from sensei_eval.agents.components import load_components
+from sensei_eval.agents.runner import load_queries, load_runner
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.optimize.evaluate import evaluate_prompt
 from sensei_eval.optimize.scripted import ScriptedLM
-from sensei_eval.run_folder import RunFolder
 from sensei_eval.validate import validate_prompts
 from tests.helpers import ScriptedJudge, no_issues
 

@@ -23,7 +23,7 @@ pytest.importorskip('opentelemetry.exporter.otlp.proto.http')
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from sensei_eval.telemetry import configure_from_env
+from sensei_eval.judging.telemetry import configure_from_env
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.checks import ErrorRecoveryCheck, RepeatedCallCheck
 from sensei_eval.evaluators.reference import ReferenceCheck, read_only_tools
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import JudgeResult
-from sensei_eval.transcript import render_transcript
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +207,7 @@ def test_a_prefix_is_not_taken_for_a_speaker_unless_consistent_or_named() -> Non
 
 
 def test_a_profile_sets_the_reference_rules_and_names_its_mistakes(tmp_path: Any) -> None:
-    from sensei_eval.profiles import ProfileError, load_profile
+    from sensei_eval.judging.profiles import ProfileError, load_profile
 
     good = tmp_path / 'p.yaml'
     good.write_text(
@@ -224,7 +224,7 @@ def test_a_profile_sets_the_reference_rules_and_names_its_mistakes(tmp_path: Any
 
 
 def _mode_result(judge: str, mode: str, score: float, model: str | None, status: str = 'ok') -> Any:
-    from sensei_eval.reports import FAILURE_MODES
+    from sensei_eval.core.reports import FAILURE_MODES
 
     return JudgeResult(
         judge=judge, failure_mode=mode, category=FAILURE_MODES[mode][0], criteria_hash='h', model=model,
@@ -233,7 +233,7 @@ def _mode_result(judge: str, mode: str, score: float, model: str | None, status:
 
 
 def test_overall_score_is_a_confidence_weighted_product_of_mode_scores() -> None:
-    from sensei_eval.reports import MODEL_CONFIDENCE, build_report
+    from sensei_eval.core.reports import MODEL_CONFIDENCE, build_report
 
     record = QueryRecord.model_validate({'query_id': 'o', 'messages': [{'role': 'user', 'content': 'hi'}]})
     check = _mode_result('repeated_call_check', 'tool_parameters', 0.5, None)

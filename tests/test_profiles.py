@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import EvaluationReport
 from sensei_eval.evaluators.registry import GROUPS, make_judges
-from sensei_eval.profiles import AGNOSTIC_CHECKS, BUILTIN_PROFILES, ProfileError, load_profile, resolve_profile
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import EvaluationReport
-from sensei_eval.runner import count_judge_calls, judge_records
+from sensei_eval.judging.profiles import AGNOSTIC_CHECKS, BUILTIN_PROFILES, ProfileError, load_profile, resolve_profile
+from sensei_eval.judging.runner import count_judge_calls, judge_records
 
 DOCS_CONVENTIONS = {'version_check', 'docs_tool_check', 'greeting_check', 'citation_check'}
 

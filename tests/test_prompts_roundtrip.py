@@ -18,10 +18,10 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.agents import AgentPromptError, PromptFactoryRunner, PydanticAIRunner, Query, load_runner
-from sensei_eval.components import ComponentsError, PromptComponents, load_components, save_components, saved_prompt_path
-from sensei_eval.records import QueryRecord
-from sensei_eval.transcript import render_transcript
+from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components, save_components, saved_prompt_path
+from sensei_eval.agents.runner import AgentPromptError, PromptFactoryRunner, PydanticAIRunner, Query, load_runner
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import render_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_AGENT = ROOT / 'examples' / 'docs_agent'
@@ -130,7 +130,7 @@ def test_instructions_and_system_prompt_text_together_are_refused() -> None:
 def test_a_capability_that_restores_the_agents_own_prompt_is_an_error_not_a_run() -> None:
     from pydantic_ai.capabilities import ReinjectSystemPrompt
 
-    from sensei_eval.agents import AgentRunError, run_query
+    from sensei_eval.agents.runner import AgentRunError, run_query
 
     told = Told()
     agent = Agent(FunctionModel(told), system_prompt='OWN', capabilities=[ReinjectSystemPrompt(replace_existing=True)])
@@ -342,7 +342,7 @@ def test_prompts_module_with_relative_imports_loads_from_another_tree(tmp_path: 
 def test_validate_compares_a_worktree_prompt_with_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from sensei_eval.validate.cli import app
+    from sensei_eval.cli.validate import app
 
     tree = tmp_path / 'wt' / 'examples'
     shutil.copytree(ROOT / 'examples', tree, ignore=shutil.ignore_patterns('__pycache__', 'corpus'))

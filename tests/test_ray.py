@@ -1,4 +1,4 @@
-"""Judge runs on Ray (`sensei_eval.ray_engine`, `judge --ray`) on a local Ray of 2 CPUs, started once
+"""Judge runs on Ray (`sensei_eval.judging.ray_engine`, `judge --ray`) on a local Ray of 2 CPUs, started once
 for this module: a run on Ray writes the run folder a local run writes, a re-run is answered from
 the cache, and a worker killed mid-run loses no report and doubles none."""
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval.cache import JudgeCache
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.run_folder import RunFolder
-from sensei_eval.runner import judge_stream
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.runner import judge_stream
 from tests.helpers import openai_record
 from tests.ray_helpers import KILL_MARKER_ENV, fake_model
 
@@ -55,7 +55,7 @@ def _reports(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _ray_run(records: list[Any], out: Path, factory: str, cache: JudgeCache | None = None, **kw: Any) -> Any:
-    from sensei_eval.ray_engine import ModelSpec, judge_on_ray
+    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
 
     judges = make_judges(['hallucination', 'completeness', 'checks'])
     return asyncio.run(
@@ -112,7 +112,7 @@ def test_a_killed_worker_loses_no_report_and_doubles_none(tmp_path: Path) -> Non
 
 
 def test_judge_cli_with_ray_ends_like_a_local_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sensei_eval.judge import app
+    from sensei_eval.cli.judge import app
 
     data = tmp_path / 'd.jsonl'
     data.write_text(''.join(r.model_dump_json() + '\n' for r in _records(5)) + '{"broken": \n')
@@ -139,8 +139,8 @@ def _now() -> Any:
 def test_without_the_extra_the_error_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
-    from sensei_eval.extras import MissingExtraError
-    from sensei_eval.ray_engine import ModelSpec, RayJudging
+    from sensei_eval.core.extras import MissingExtraError
+    from sensei_eval.judging.ray_engine import ModelSpec, RayJudging
 
     real_import = builtins.__import__
 

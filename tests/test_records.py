@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from sensei_eval.records import (
+from sensei_eval.core.records import (
     LoadError,
     LoadResult,
     QueryRecord,

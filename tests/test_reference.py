@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord, load_dataset
+from sensei_eval.core.reports import EvaluationReport, JudgeResult
+from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.reference import ReferenceCheck, match_expected_calls
-from sensei_eval.records import ExpectedToolCall, QueryRecord, load_dataset
-from sensei_eval.reports import EvaluationReport, JudgeResult
-from sensei_eval.runner import judge_records
-from sensei_eval.transcript import render_transcript
+from sensei_eval.judging.runner import judge_records
 
 TAU2 = Path(__file__).parent / 'data' / 'tau2_airline'
 

@@ -10,14 +10,14 @@ import dspy
 import pytest
 
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE
 from sensei_eval.optimize.agent import Query
 from sensei_eval.optimize.components import PromptComponents
 from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, judges_for_component
+from sensei_eval.optimize.routing import Routing, RoutingError, best_component, resolve_routing
 from sensei_eval.optimize.scripted import ScriptedLM
 from sensei_eval.optimize.variants import VariantGenerator
-from sensei_eval.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE
-from sensei_eval.routing import Routing, RoutingError, best_component, resolve_routing
 from tests.test_optimize import RuleAgent
 
 # A user's agent whose sections are named nothing like the documentation agent's

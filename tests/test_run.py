@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval import judge as judge_cli
-from sensei_eval.cache import JudgeCache
-from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.reports import (
+from sensei_eval.cli import judge as judge_cli
+from sensei_eval.core.reports import (
     EvaluationReport,
     RunSummary,
     build_report,
@@ -21,8 +19,10 @@ from sensei_eval.reports import (
     to_dataframe,
     to_pydantic_evals_report,
 )
-from sensei_eval.run_folder import RunFolder
-from sensei_eval.runner import judge_records
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, about, no_issues, openai_record
 

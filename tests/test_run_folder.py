@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import sensei_eval
+from sensei_eval.core.reports import RunSummary, load_reports
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.reports import RunSummary, load_reports
-from sensei_eval.run_folder import RunFolder, RunFolderError, new_run_id
-from sensei_eval.runner import judge_records
+from sensei_eval.judging.run_folder import RunFolder, RunFolderError, new_run_id
+from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, no_issues, openai_record
 
@@ -106,7 +106,7 @@ def test_validate_imports_nothing_from_optimize() -> None:
         bad = {n for n in _imports_of(path) if n == 'sensei_eval.optimize' or n.startswith('sensei_eval.optimize.')}
         assert not bad, f'{path.name} imports {bad}'
     code = (
-        'import sys, sensei_eval.validate, sensei_eval.validate.cli, sensei_eval.validate.run\n'
+        'import sys, sensei_eval.validate, sensei_eval.cli.validate, sensei_eval.validate.run\n'
         "print(sorted(m for m in sys.modules if m.startswith('sensei_eval.optimize')))"
     )
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)

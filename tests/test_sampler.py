@@ -12,8 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.__main__ import app
-from sensei_eval.records import QueryRecord
-from sensei_eval.sampler import AgentJudging, Sampler, SamplerConfig, SamplerConfigError, load_sampler_config, trace_fraction
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.production.sampler import (
+    AgentJudging,
+    Sampler,
+    SamplerConfig,
+    SamplerConfigError,
+    load_sampler_config,
+    trace_fraction,
+)
 
 DATA = Path(__file__).parent / 'data' / 'otlp'
 

@@ -14,16 +14,16 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sensei_eval.cache import JudgeCache
+from sensei_eval.core.records import QueryRecord, iter_dataset, iter_datasets, load_dataset
+from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunSummary
+from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord, iter_dataset, iter_datasets, load_dataset
-from sensei_eval.reports import EvaluationReport, JudgeResult, RunSummary
-from sensei_eval.run_folder import RunFolder
-from sensei_eval.runner import JudgeEvent, count_judge_calls, judge_records, judge_stream
-from sensei_eval.transcript import Transcript
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.runner import JudgeEvent, count_judge_calls, judge_records, judge_stream
+from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import ScriptedJudge, no_issues, openai_record
 
@@ -49,8 +49,8 @@ _MEASURE = """
 import asyncio, json, sys, tracemalloc
 from pathlib import Path
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.records import QueryRecord, iter_datasets
-from sensei_eval.runner import judge_stream
+from sensei_eval.core.records import QueryRecord, iter_datasets
+from sensei_eval.judging.runner import judge_stream
 
 def peak(path, out):
     records = (r for r in iter_datasets([Path(path)]) if isinstance(r, QueryRecord))
@@ -326,7 +326,7 @@ def test_a_fused_judge_is_narrowed_to_the_members_that_apply(tmp_path: Path) -> 
 def test_cli_lists_the_first_failed_verdicts_and_counts_the_rest(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from sensei_eval import judge as judge_cli
+    from sensei_eval.cli import judge as judge_cli
 
     data = tmp_path / 'd.jsonl'
     lines = [openai_record(f'g{i:02d}', answer=f'Great question! Happy to help. Use Depends() ({i}).') for i in range(25)]

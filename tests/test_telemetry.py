@@ -14,11 +14,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, StatusCode
 from pydantic_ai import Agent, InstrumentationSettings
 
-from sensei_eval import telemetry
-from sensei_eval.cache import JudgeCache
 from sensei_eval.evaluators.output import Completeness
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.runner import judge_records
+from sensei_eval.judging import telemetry
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, no_issues, openai_record
 

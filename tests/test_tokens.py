@@ -11,13 +11,13 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.settings import ModelSettings
 
-from sensei_eval import tokens
+from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.transcript import estimate_tokens, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
 from sensei_eval.evaluators.fused import FusedJudge
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import JudgeModel
-from sensei_eval.records import QueryRecord, load_dataset
-from sensei_eval.transcript import estimate_tokens, render_transcript
+from sensei_eval.models import tokens
+from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import ScriptedJudge, about
 
@@ -53,7 +53,7 @@ def _smollm2() -> Any:
     """A second, independent load of the SmolLM2 tokenizer to check our counts against."""
     from llama_cpp._utils import suppress_stdout_stderr
 
-    from sensei_eval.embedded import gguf_path
+    from sensei_eval.models.embedded import gguf_path
 
     with suppress_stdout_stderr(disable=False):
         return llama_cpp.Llama(model_path=str(gguf_path()), vocab_only=True, verbose=False)
@@ -131,7 +131,7 @@ def test_a_fused_prompt_fits_too() -> None:
     record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     [fused] = make_judges(['output'], fuse=['output'])
     assert isinstance(fused, FusedJudge)
-    from sensei_eval.tokens import fit_transcript
+    from sensei_eval.models.tokens import fit_transcript
 
     fit = fit_transcript(
         record,

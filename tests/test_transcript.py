@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.records import QueryRecord
-from sensei_eval.transcript import FENCE_END, FENCE_START, estimate_tokens, render_transcript
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, estimate_tokens, render_transcript
 
 SYSTEM = 'You are sensei, a documentation assistant. Always cite your sources.'
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensei_eval import transcript as transcript_module
-from sensei_eval.records import QueryRecord
-from sensei_eval.transcript import _CHARS_PER_TOKEN, _PREVIEW_CHARS, Step, StepKind, _cut_to, estimate_tokens
+from sensei_eval.core import transcript as transcript_module
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import _CHARS_PER_TOKEN, _PREVIEW_CHARS, Step, StepKind, _cut_to, estimate_tokens
 
 
 def reference_cut_to(

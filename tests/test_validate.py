@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensei_eval.reports import FAILURE_MODES, MODEL_CONFIDENCE, EvaluationReport, JudgeResult, build_report
+from sensei_eval.core.reports import FAILURE_MODES, MODEL_CONFIDENCE, EvaluationReport, JudgeResult, build_report
 from sensei_eval.validate import Comparison, Thresholds, assert_no_regression, compare_reports, split_run_id, to_markdown
 
 from .helpers import openai_record

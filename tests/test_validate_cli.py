@@ -12,8 +12,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from sensei_eval.reports import report_filename, write_json_atomic
-from sensei_eval.validate import cli
+from sensei_eval.cli import validate as cli
+from sensei_eval.core.reports import report_filename, write_json_atomic
 from tests.test_validate import MVP, side, truth_for
 
 

@@ -16,10 +16,10 @@ from typing import Any
 from typer.testing import CliRunner
 
 from sensei_eval.__main__ import app
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import JudgeResult, RunSummary, build_report
-from sensei_eval.run_folder import RunFolder
-from sensei_eval.view import compare_runs, write_view
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, RunSummary, build_report
+from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.view import compare_runs, write_view
 
 # Longer than any line a console would print: the page must show every word.
 LONG_REASON = (

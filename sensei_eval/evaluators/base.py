@@ -39,15 +39,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
-from ..issues import Issue, Verdict
-from ..models import JudgeModel, resolve_model
-from ..modes import ModeCategory
-from ..records import QueryRecord
-from ..reports import JudgeResult
-from ..retry import RunStoppedError
-from ..tokens import PromptFit, fit_transcript, largest_single_task
-from ..transcript import FENCE_END, FENCE_START, Transcript, render_transcript
-from .inconclusive import why_inconclusive
+from sensei_eval.core.issues import Issue, Verdict
+from sensei_eval.core.modes import ModeCategory
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+from sensei_eval.evaluators.inconclusive import why_inconclusive
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
+from sensei_eval.models.retry import RunStoppedError
+from sensei_eval.models.tokens import PromptFit, fit_transcript, largest_single_task
 
 __all__ = (
     'JUDGE_SYSTEM_PROMPT',
@@ -98,7 +98,7 @@ async def call_model(agent: Agent[None, Any], prompt: str, settings: Any, model:
     """Run the judge agent once, under the call's deadline (`model.timeout_s`, every attempt included).
 
     The agent is built on `model.request_model`, so each of its requests is retried under the one policy
-    (`sensei_eval.retry`) and counted by the run's connection watch; this only turns the outcome into a
+    (`sensei_eval.models.retry`) and counted by the run's connection watch; this only turns the outcome into a
     `ModelCall`: the run, or an error naming the timeout, the stopped run or the last failure."""
     messages: list[ModelMessage] = []
     watch = model.connection

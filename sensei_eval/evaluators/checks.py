@@ -16,7 +16,7 @@ as the LLM judge of its failure mode, with `source="check"`, so a report shows t
 They are heuristics; each says exactly what it matched, so a false positive is easy to see. Four of
 them encode one agent's conventions (`version_check`, `docs_tool_check`, `greeting_check`,
 `citation_check`: the documentation-research agent's) and run only under the `docs-agent` profile;
-`sensei_eval.profiles` decides which checks run for which agent, and the report lists the others as
+`sensei_eval.judging.profiles` decides which checks run for which agent, and the report lists the others as
 skipped.
 
 A check's criteria hash is the SHA256 of its source code and parameters: change the logic, the hash
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ..issues import (
+from sensei_eval.core.issues import (
     AgentFormatIssue,
     CitationIssue,
     HallucinationIssue,
@@ -44,11 +44,11 @@ from ..issues import (
     ToolParameterIssue,
     ToolSelectionIssue,
 )
-from ..models import JudgeModel
-from ..records import QueryRecord, looks_like_error
-from ..reports import FAILURE_MODES, JudgeResult
-from ..transcript import Step, Transcript
-from .base import Judge
+from sensei_eval.core.records import QueryRecord, looks_like_error
+from sensei_eval.core.reports import FAILURE_MODES, JudgeResult
+from sensei_eval.core.transcript import Step, Transcript
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
     'CHECKS',

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..issues import AgentFormatIssue, Issue
-from .base import FailureModeJudge
+from sensei_eval.core.issues import AgentFormatIssue, Issue
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('AgentFormat',)
 

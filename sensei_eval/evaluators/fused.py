@@ -44,13 +44,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
 
-from ..issues import Issue, Verdict
-from ..models import JudgeModel, resolve_model
-from ..records import QueryRecord
-from ..reports import JudgeResult
-from ..tokens import fit_transcript
-from ..transcript import Transcript, render_transcript
-from .base import (
+from sensei_eval.core.issues import Issue, Verdict
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.transcript import Transcript, render_transcript
+from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
     Judge,
@@ -67,7 +65,9 @@ from .base import (
     record_from_context,
     short_errors,
 )
-from .inconclusive import why_inconclusive
+from sensei_eval.evaluators.inconclusive import why_inconclusive
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
+from sensei_eval.models.tokens import fit_transcript
 
 __all__ = ('FUSION_MARKER', 'FuseSpecError', 'FusedJudge', 'fuse_judges', 'parse_fuse_spec')
 
@@ -396,7 +396,7 @@ def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Jud
     member stood. Group tokens are judge names, groups or categories (`output`), or `all`; a judge goes
     into the first group that names it; a group left with one selected judge stays that single judge.
     Raises `FuseSpecError` for an unknown name or a group matching none of the selected LLM judges."""
-    from .registry import GROUPS, JUDGES
+    from sensei_eval.evaluators.registry import GROUPS, JUDGES
 
     groups = parse_fuse_spec(spec or ())
     if not groups:

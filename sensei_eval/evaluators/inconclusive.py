@@ -36,8 +36,8 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from .. import issues as _issue_models
-from ..issues import Issue
+from sensei_eval.core import issues as _issue_models
+from sensei_eval.core.issues import Issue
 
 __all__ = (
     'MIN_RECORDS_FOR_SAME_TEXT',

@@ -15,9 +15,9 @@ from typing import ClassVar
 
 from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
-from ..issues import InstructionIssue, Issue
-from ..records import QueryRecord
-from .base import FailureModeJudge
+from sensei_eval.core.issues import InstructionIssue, Issue
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('InstructionFollowing',)
 

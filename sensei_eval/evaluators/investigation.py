@@ -53,11 +53,10 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 
-from ..models import EMBEDDED_NOTICE, JudgeModel, resolve_model
-from ..records import QueryRecord
-from ..reports import JudgeResult
-from ..transcript import Transcript, Truncation
-from .base import (
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.transcript import Transcript, Truncation
+from sensei_eval.evaluators.base import (
     UNTRUSTED_DATA_RULE,
     Judge,
     describe_error,
@@ -67,6 +66,7 @@ from .base import (
     short_errors,
     timed_out,
 )
+from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, resolve_model
 
 __all__ = (
     'FOLLOWUP_MISSING_TOOLS_PROMPT',

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..issues import (
+from sensei_eval.core.issues import (
     AmbiguityIssue,
     ConfidenceIssue,
     DecompositionIssue,
@@ -32,7 +32,7 @@ from ..issues import (
     ResearchDepthIssue,
     SolutionEvaluationIssue,
 )
-from .base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = (
     'AmbiguityHandling',

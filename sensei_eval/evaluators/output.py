@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..issues import CitationIssue, CompletenessIssue, HallucinationIssue, Issue, ReportingIssue, SynthesisIssue
-from .base import FailureModeJudge
+from sensei_eval.core.issues import CitationIssue, CompletenessIssue, HallucinationIssue, Issue, ReportingIssue, SynthesisIssue
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('CitationQuality', 'Completeness', 'Hallucination', 'ReportingQuality', 'SynthesisQuality')
 

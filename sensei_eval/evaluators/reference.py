@@ -63,13 +63,13 @@ from typing import Any, ClassVar, Literal
 from pydantic_evals.evaluators import EvaluatorContext, ToolCorrectness
 from pydantic_evals.online import run_evaluators
 
-from ..issues import Issue, ToolParameterIssue, ToolSelectionIssue
-from ..models import JudgeModel
-from ..records import ExpectedToolCall, QueryRecord, ToolCall
-from ..reports import JudgeResult
-from ..spans import span_tree
-from ..transcript import Transcript
-from .base import Judge
+from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.spans import span_tree
+from sensei_eval.core.transcript import Transcript
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
     'DEFAULT_READ_ONLY_PATTERNS',

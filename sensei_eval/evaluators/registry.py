@@ -7,10 +7,10 @@ model), `investigation` (the TARSy scorer) and `all`. `EXTRA_MODES` names the ju
 the fifteen standard ones, so `--list` can say so. Unknown names fail with the list of known ones, never
 silently run less than asked. `make_judges(..., fuse=...)` answers groups of LLM judges with one model
 call each (`sensei_eval.evaluators.fused`). Which checks run on a record is then up to its agent profile
-(`sensei_eval.profiles`).
+(`sensei_eval.judging.profiles`).
 
 The groups, `JUDGES`, `EXTRA_MODES` and `COMPONENTS` (failure mode → prompt components, as data the
-optimizer reads) follow the failure-mode table (`sensei_eval.modes`), also when a mode is registered
+optimizer reads) follow the failure-mode table (`sensei_eval.core.modes`), also when a mode is registered
 at runtime; they are updated in place, so a module that imported them sees the change.
 """
 
@@ -18,18 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import modes
-from .base import Judge
-from .checks import CHECKS
-from .format import AgentFormat
-from .fused import FuseSpecError, fuse_judges
-from .instructions import InstructionFollowing
-from .investigation import InvestigationScorer, StructuredInvestigationScorer
-from .methodology import AmbiguityHandling, ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation
-from .output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
-from .reference import ReferenceCheck
-from .sources import SourceQuality, SourceSelection
-from .tool_usage import ToolParameters, ToolSelection
+from sensei_eval.core import modes
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.checks import CHECKS
+from sensei_eval.evaluators.format import AgentFormat
+from sensei_eval.evaluators.fused import FuseSpecError, fuse_judges
+from sensei_eval.evaluators.instructions import InstructionFollowing
+from sensei_eval.evaluators.investigation import InvestigationScorer, StructuredInvestigationScorer
+from sensei_eval.evaluators.methodology import (
+    AmbiguityHandling,
+    ConfidenceCommunication,
+    QueryDecomposition,
+    ResearchDepth,
+    SolutionEvaluation,
+)
+from sensei_eval.evaluators.output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
+from sensei_eval.evaluators.reference import ReferenceCheck
+from sensei_eval.evaluators.sources import SourceQuality, SourceSelection
+from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
 
 __all__ = (
     'COMPONENTS',

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..issues import Issue, SourceQualityIssue, SourceSelectionIssue
-from .base import FailureModeJudge
+from sensei_eval.core.issues import Issue, SourceQualityIssue, SourceSelectionIssue
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('SourceQuality', 'SourceSelection')
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..issues import Issue, ToolParameterIssue, ToolSelectionIssue
-from .base import FailureModeJudge
+from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('ToolParameters', 'ToolSelection')
 

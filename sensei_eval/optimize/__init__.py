@@ -9,16 +9,24 @@ The CLI is `python -m sensei_eval.optimize`. Nothing here changes the agent: the
 
 from __future__ import annotations
 
-from ..extras import requires_extra
+from sensei_eval.core.extras import requires_extra
 
 # DSPy (and its pinned litellm) come with the "optimize" extra: without it, MissingExtraError names the command
 with requires_extra('optimize', 'the prompt optimizer'):
-    from .agent import AgentRunError, AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_query
-    from .components import ComponentsError, PromptComponents, load_components, save_components
-    from .evaluate import FailureExample, PromptEvaluation, evaluate_prompt
-    from .loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
-    from .metrics import AgentProgram, JudgeMetric, MetricError, compile_checked, prediction_record
-    from .variants import VariantGenerator
+    from sensei_eval.optimize.agent import (
+        AgentRunError,
+        AgentRunner,
+        PydanticAIRunner,
+        Query,
+        load_queries,
+        load_runner,
+        run_query,
+    )
+    from sensei_eval.optimize.components import ComponentsError, PromptComponents, load_components, save_components
+    from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, evaluate_prompt
+    from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
+    from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, MetricError, compile_checked, prediction_record
+    from sensei_eval.optimize.variants import VariantGenerator
 
 __all__ = (
     'AgentProgram',

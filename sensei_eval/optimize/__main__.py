@@ -33,8 +33,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from ..cache import JudgeCache
-from ..cli import (
+from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
     ModelOption,
@@ -46,12 +45,13 @@ from ..cli import (
     setup_telemetry,
     split_names,
 )
-from ..evaluators.registry import UnknownJudgeError, make_judges
-from ..models import JudgeModel, preflight, resolve_model
-from .agent import load_queries, load_runner
-from .components import ComponentsError, PromptComponents, load_components, saved_prompt_path
-from .loop import OptimizeConfig, OptimizeState, SequentialOptimizer
-from .variants import VariantGenerator
+from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
+from sensei_eval.optimize.agent import load_queries, load_runner
+from sensei_eval.optimize.components import ComponentsError, PromptComponents, load_components, saved_prompt_path
+from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
+from sensei_eval.optimize.variants import VariantGenerator
 
 __all__ = ('MapEntry', 'RunConfigError', 'app', 'check_component_map', 'load_run_config', 'main', 'parse_map')
 
@@ -320,7 +320,7 @@ def parse_map(values: list[str]) -> list[MapEntry]:
 def check_component_map(entries: list[MapEntry], components: PromptComponents) -> dict[str, list[str]]:
     """The map the loop takes (`OptimizeConfig.component_map`), every entry checked against the known failure
     modes and the prompt's components; an error names where the bad entry was written and lists the choices."""
-    from ..modes import MODES
+    from sensei_eval.core.modes import MODES
 
     merged: dict[str, list[str]] = {}
     for entry in entries:
@@ -427,7 +427,7 @@ def dspy_lm(model: JudgeModel | None) -> Any:
     """The DSPy LM that writes variants, talking to the same endpoint the judge model does."""
     import dspy
 
-    from .variants import make_dspy_lm
+    from sensei_eval.optimize.variants import make_dspy_lm
 
     if model is None:
         raise ValueError('the variant generator needs a model')
@@ -455,7 +455,7 @@ def _gepa(
     run_dir: Path, config: OptimizeConfig, cache: JudgeCache | None, adapter: Any,
 ) -> int:  # fmt: skip
     """dspy.GEPA with the sequential loop's split, routing and acceptance test (`config`)."""
-    from .gepa import run_gepa
+    from sensei_eval.optimize.gepa import run_gepa
 
     result = run_gepa(
         components, runner, queries, judges, judge_model, reflection_lm=lm, max_metric_calls=metric_calls, run_dir=run_dir,

@@ -1,8 +1,8 @@
-"""Compatibility: the agent runner lives in `sensei_eval.agents`."""
+"""Compatibility: the agent runner lives in `sensei_eval.agents.runner`."""
 
 from __future__ import annotations
 
-from ..agents import (
+from sensei_eval.agents.runner import (
     AgentPromptError,
     AgentRunError,
     AgentRunner,

@@ -1,8 +1,8 @@
-"""Compatibility: prompt components live in `sensei_eval.components`."""
+"""Compatibility: prompt components live in `sensei_eval.agents.components`."""
 
 from __future__ import annotations
 
-from ..components import (
+from sensei_eval.agents.components import (
     PLAIN_TEXT_COMPONENT,
     Assembly,
     ComponentsError,

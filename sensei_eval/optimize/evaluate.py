@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..agents import AgentRunner, Query, prompt_version, run_and_judge
-from ..cache import JudgeCache
-from ..evaluators.base import Judge
-from ..models import JudgeModel
-from ..records import QueryRecord
-from ..reports import EvaluationReport, mode_verdicts
+from sensei_eval.agents.runner import AgentRunner, Query, prompt_version, run_and_judge
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import EvaluationReport, mode_verdicts
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
     'FailureExample',

@@ -33,17 +33,17 @@ import dspy
 from dspy.teleprompt.gepa import InstructionProposer
 from pydantic import BaseModel, Field
 
-from ..cache import JudgeCache
-from ..evaluators.base import Judge
-from ..models import JudgeModel
-from ..profiles import Profile
-from ..reports import write_json_atomic
-from ..routing import resolve_routing
-from .agent import AgentRunner, Query
-from .components import PromptComponents, save_components
-from .evaluate import PromptEvaluation
-from .loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
-from .metrics import AgentProgram, JudgeMetric
+from sensei_eval.core.reports import write_json_atomic
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.profiles import Profile
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.optimize.agent import AgentRunner, Query
+from sensei_eval.optimize.components import PromptComponents, save_components
+from sensei_eval.optimize.evaluate import PromptEvaluation
+from sensei_eval.optimize.loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
+from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
+from sensei_eval.optimize.routing import resolve_routing
 
 __all__ = ('GepaError', 'GepaResult', 'run_gepa')
 

@@ -4,7 +4,7 @@
         (failure examples, candidate search) and validation (acceptance) within each group of queries
         that failed the same failure modes (a stratified split; by seed alone with validation_queries)
     route every finding on train, under its own failure mode (`reports.mode_verdicts`), to a prompt
-        component (`sensei_eval.routing`: the user's map, else the agent profile's map, else lexical)
+        component (`sensei_eval.optimize.routing`: the user's map, else the agent profile's map, else lexical)
     for each component with failures, most first, in rounds (at most `rounds`):
         generate N variants (DSPy), fed the failures routed to it grouped by what went wrong (a count
             and `examples_per_issue` examples per kind) and `success_examples` passing runs
@@ -55,16 +55,16 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ..cache import JudgeCache
-from ..evaluators.base import Judge
-from ..models import JudgeModel
-from ..profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
-from ..reports import EvaluationReport, write_json_atomic
-from ..routing import Routing, RoutingError, resolve_routing
-from .agent import AgentRunner, Query
-from .components import PromptComponents, save_components, section_diff
-from .evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
-from .variants import VariantGenerator
+from sensei_eval.core.reports import EvaluationReport, write_json_atomic
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.optimize.agent import AgentRunner, Query
+from sensei_eval.optimize.components import PromptComponents, save_components, section_diff
+from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
+from sensei_eval.optimize.routing import Routing, RoutingError, resolve_routing
+from sensei_eval.optimize.variants import VariantGenerator
 
 __all__ = (
     'CandidateResult',
@@ -946,7 +946,7 @@ def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
 def _interval(old: Sequence[float], new: Sequence[float]) -> tuple[float | None, float | None]:
     if len(old) < 2:
         return None, None
-    from ..validate.stats import paired_bootstrap_ci
+    from sensei_eval.validate.stats import paired_bootstrap_ci
 
     ci = paired_bootstrap_ci(old, new, level=0.95, resamples=2000, rng=0)
     return float(ci.low), float(ci.high)
@@ -978,7 +978,7 @@ def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:
 
 def _p_better(old: Sequence[float], new: Sequence[float]) -> float:
     """One-sided p of the paired sign-flip test for new > old (the two-sided p halved on an older stats module)."""
-    from ..validate.stats import sign_flip_test
+    from sensei_eval.validate.stats import sign_flip_test
 
     if 'alternative' in inspect.signature(sign_flip_test).parameters:
         return float(sign_flip_test(old, new, alternative='better'))  # type: ignore[call-arg,unused-ignore]

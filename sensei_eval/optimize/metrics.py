@@ -4,7 +4,7 @@
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
   optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
-  feedback lists the issues routed to component `pred_name` (`sensei_eval.routing`: the user's map, else the
+  feedback lists the issues routed to component `pred_name` (`sensei_eval.optimize.routing`: the user's map, else the
   profile's, else lexical similarity to the component texts the run used), or every issue when no
   component is named. A run whose judges all errored has no
   score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
@@ -34,17 +34,17 @@ from typing import Any, Generic, TypeVar
 
 import dspy
 
-from ..cache import JudgeCache
-from ..evaluators.base import Judge, JudgeError
-from ..models import JudgeModel
-from ..profiles import DEFAULT_PROFILE, Profile
-from ..records import QueryRecord
-from ..reports import EvaluationReport, mode_verdicts
-from ..routing import Routing, resolve_routing
-from ..runner import judge_records
-from .agent import AgentRunner, Query, run_query
-from .components import PromptComponents
-from .evaluate import issue_summary
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import EvaluationReport, mode_verdicts
+from sensei_eval.evaluators.base import Judge, JudgeError
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.profiles import DEFAULT_PROFILE, Profile
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.optimize.agent import AgentRunner, Query, run_query
+from sensei_eval.optimize.components import PromptComponents
+from sensei_eval.optimize.evaluate import issue_summary
+from sensei_eval.optimize.routing import Routing, resolve_routing
 
 __all__ = (
     'AgentProgram',

@@ -11,16 +11,16 @@ status table), `scoring` (the background worker), `reliability` (retries, circui
 
 from __future__ import annotations
 
-from ..extras import requires_extra
+from sensei_eval.core.extras import requires_extra
 
 # FastAPI, SQLAlchemy, Alembic, psycopg and uvicorn come with the "service" extra; without it, importing
 # the service raises MissingExtraError (one line naming the pip command) instead of a bare ImportError.
 with requires_extra('service', 'the scoring service'):
     import uvicorn  # noqa: F401  (`serve` runs the app under it)
 
-    from .api import create_app
-    from .config import ServiceSettings
-    from .migrate import downgrade, upgrade
-    from .store import JobStatus, SessionStatus, Store
+    from sensei_eval.service.api import create_app
+    from sensei_eval.service.config import ServiceSettings
+    from sensei_eval.service.migrate import downgrade, upgrade
+    from sensei_eval.service.store import JobStatus, SessionStatus, Store
 
 __all__ = ('JobStatus', 'ServiceSettings', 'SessionStatus', 'Store', 'create_app', 'downgrade', 'upgrade')

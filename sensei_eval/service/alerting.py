@@ -24,12 +24,12 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from ..alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
-from ..reports import EvaluationReport
-from ..retry import with_retries
-from .config import ServiceSettings
-from .events import EventHub
-from .store import AlertRow, EvaluationRow, JobStatus, SessionRow, Store, now_us
+from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.models.retry import with_retries
+from sensei_eval.production.alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
+from sensei_eval.service.config import ServiceSettings
+from sensei_eval.service.events import EventHub
+from sensei_eval.service.store import AlertRow, EvaluationRow, JobStatus, SessionRow, Store, now_us
 
 __all__ = ('AlertWatcher', 'deliver_webhook')
 
@@ -183,7 +183,7 @@ async def deliver_webhook(
     timeout_s: float = 10.0,
     sleep: Callable[[float], Any] = asyncio.sleep,
 ) -> str:
-    """POST the event under the one retry policy (`sensei_eval.retry`: connection errors, 5xx and 429 are
+    """POST the event under the one retry policy (`sensei_eval.models.retry`: connection errors, 5xx and 429 are
     retried, the receiver's Retry-After honoured; another refusal is final). Returns what happened."""
     import httpx2
 

@@ -37,21 +37,21 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
-from ..models import JudgeModel, resolve_model
-from .alerting import AlertWatcher
-from .config import ServiceSettings
-from .dashboard import mount_dashboard
-from .errors import BodyLimit, install_error_handlers
-from .events import PgEventRelay
-from .guard import Guard, ProxyPeer
-from .migrate import upgrade
-from .routers import ROUTERS
-from .routers.scoring import FAST_GET_SCORE
-from .routers.traces import router as traces_router
-from .scoring import ScoringWorker
-from .state import ServiceState
-from .store import normalise_url
-from .trace_ingest import sweep_traces
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
+from sensei_eval.service.alerting import AlertWatcher
+from sensei_eval.service.config import ServiceSettings
+from sensei_eval.service.dashboard import mount_dashboard
+from sensei_eval.service.errors import BodyLimit, install_error_handlers
+from sensei_eval.service.events import PgEventRelay
+from sensei_eval.service.guard import Guard, ProxyPeer
+from sensei_eval.service.migrate import upgrade
+from sensei_eval.service.routers import ROUTERS
+from sensei_eval.service.routers.scoring import FAST_GET_SCORE
+from sensei_eval.service.routers.traces import router as traces_router
+from sensei_eval.service.scoring import ScoringWorker
+from sensei_eval.service.state import ServiceState
+from sensei_eval.service.store import normalise_url
+from sensei_eval.service.trace_ingest import sweep_traces
 
 __all__ = ('ServiceState', 'create_app')
 

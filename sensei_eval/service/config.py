@@ -12,9 +12,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..alerts import AlertRule
-from ..sampler import SamplerConfig
-from ..traces import MAX_REQUEST_ATTRIBUTES, MAX_REQUEST_SPANS, TraceConfig
+from sensei_eval.core.traces import MAX_REQUEST_ATTRIBUTES, MAX_REQUEST_SPANS, TraceConfig
+from sensei_eval.production.alerts import AlertRule
+from sensei_eval.production.sampler import SamplerConfig
 
 __all__ = ('DEFAULT_DB_URL', 'ServiceSettings')
 
@@ -57,7 +57,7 @@ class ServiceSettings:
     default_evaluators: tuple[str, ...] = ('mvp',)
     # Agents/chains whose completed sessions are scored on ingestion; '*' means every agent.
     auto_score_agents: frozenset[str] = frozenset()
-    # Model requests: attempts per request and the first backoff bound (the one retry policy, `sensei_eval.retry`).
+    # Model requests: attempts per request and the first backoff bound (the one retry policy, `sensei_eval.models.retry`).
     model_attempts: int = 3
     retry_backoff_s: float = 1.0
     # Circuit breaker: consecutive failed calls that open it, and how long it stays open before one trial call.

@@ -11,8 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
-from .asgi import ASGIApp, Message, Receive, Scope, Send
-from .repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
+from sensei_eval.service.asgi import ASGIApp, Message, Receive, Scope, Send
+from sensei_eval.service.repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
 
 __all__ = ('BodyLimit', 'install_error_handlers')
 

@@ -35,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .store import now_us
+from sensei_eval.service.store import now_us
 
 __all__ = (
     'ALERTS_CHANNEL',

@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
-from ..sanitize import (
+from sensei_eval.core.sanitize import (
     MAX_ID_LENGTH,
     MAX_JSON_DEPTH,
     JsonLimitError,
@@ -60,8 +60,8 @@ from ..sanitize import (
     json_depth,
     loads_limited,
 )
-from .asgi import ASGIApp, Message, Receive, Scope, Send
-from .config import ServiceSettings
+from sensei_eval.service.asgi import ASGIApp, Message, Receive, Scope, Send
+from sensei_eval.service.config import ServiceSettings
 
 __all__ = (
     'ANONYMOUS',

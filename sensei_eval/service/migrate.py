@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from .store import normalise_url
+from sensei_eval.service.store import normalise_url
 
 __all__ = ('HEAD', 'alembic_config', 'current_revision', 'downgrade', 'upgrade')
 

@@ -3,7 +3,7 @@
 `ReliableModel` wraps the judge model (a pydantic-ai `WrapperModel`), so every model request a judge
 makes — both turns of the freeform scorer, every failure-mode judge — passes the `CircuitBreaker`,
 shared by the whole process. Retrying is not done here: the model it wraps is the judge model behind
-the one retry policy of `sensei_eval.retry` (`JudgeModel.retrying_model`; the service's
+the one retry policy of `sensei_eval.models.retry` (`JudgeModel.retrying_model`; the service's
 `model_attempts` and `retry_backoff_s` set its attempts and backoff), so the breaker sees one outcome
 per model call, after its attempts:
 
@@ -29,7 +29,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, infer_model
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from ..retry import is_retryable
+from sensei_eval.models.retry import is_retryable
 
 __all__ = ('CircuitBreaker', 'CircuitOpenError', 'ReliableModel')
 
@@ -86,7 +86,7 @@ class CircuitBreaker:
 
 
 class ReliableModel(WrapperModel):
-    """The judge model behind the shared circuit breaker (retries: `sensei_eval.retry`, one layer down)."""
+    """The judge model behind the shared circuit breaker (retries: `sensei_eval.models.retry`, one layer down)."""
 
     def __init__(self, wrapped: Model | str, *, breaker: CircuitBreaker) -> None:
         super().__init__(wrapped if isinstance(wrapped, Model) else infer_model(wrapped))

@@ -28,9 +28,9 @@ from sqlalchemy import Dialect, Select, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
-from ..records import QueryRecord
-from .schemas import (
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
+from sensei_eval.service.schemas import (
     EvaluationOut,
     ScoreOut,
     SessionDetail,
@@ -40,7 +40,7 @@ from .schemas import (
     score_out,
     session_query,
 )
-from .store import (
+from sensei_eval.service.store import (
     ACTIVE_STATUSES,
     SESSION_TERMINAL_STATUSES,
     EvaluationRow,

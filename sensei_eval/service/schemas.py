@@ -20,10 +20,10 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..evaluators.investigation import is_current_prompt
-from ..records import QueryRecord
-from ..sanitize import MAX_ID_LENGTH
-from .store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.sanitize import MAX_ID_LENGTH
+from sensei_eval.evaluators.investigation import is_current_prompt
+from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
 
 __all__ = (
     'MAX_OFFSET',

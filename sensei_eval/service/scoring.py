@@ -10,7 +10,7 @@ worker; the worker
   several processes share the work and each row runs exactly once (SQLite has one writer at a time:
   `BEGIN IMMEDIATE` gives the same guarantee on one machine);
 * **runs** the judge through `ReliableModel` (the process-wide circuit breaker, around each request
-  retried under the one policy of `sensei_eval.retry`) under a per-scoring timeout; publishes `scoring.started`,
+  retried under the one policy of `sensei_eval.models.retry`) under a per-scoring timeout; publishes `scoring.started`,
   `scoring.progress` for each phase the scorer reports through its callback (`analyzing_methodology` for its `scoring` phase,
   `identifying_missing_tools` for `missing_tools`), then `scoring.completed` (with `total_score`) or
   `scoring.failed` (with `error_message` and the final status: `failed`, `timed_out` or `cancelled`);
@@ -48,22 +48,22 @@ from typing import Any, Literal
 
 from sqlalchemy import delete, select
 
-from ..evaluators.base import describe_error
-from ..evaluators.investigation import (
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import render_transcript
+from sensei_eval.evaluators.base import describe_error
+from sensei_eval.evaluators.investigation import (
     InvestigationResult,
     InvestigationScorer,
     ScoringPhase,
     StructuredInvestigationScorer,
 )
-from ..evaluators.registry import make_judges
-from ..models import JudgeModel
-from ..records import QueryRecord
-from ..runner import judge_records
-from ..transcript import render_transcript
-from .config import ServiceSettings
-from .events import EventHub, evaluation_event, score_event
-from .reliability import CircuitBreaker, ReliableModel
-from .store import (
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.runner import judge_records
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.service.config import ServiceSettings
+from sensei_eval.service.events import EventHub, evaluation_event, score_event
+from sensei_eval.service.reliability import CircuitBreaker, ReliableModel
+from sensei_eval.service.store import (
     ACTIVE_STATUSES,
     BREAKDOWN_COLUMNS,
     JOB_TABLES,

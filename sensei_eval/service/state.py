@@ -13,15 +13,15 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
-from ..models import JudgeModel
-from . import repository
-from .alerting import AlertWatcher
-from .config import ServiceSettings
-from .events import EventHub
-from .guard import ANONYMOUS
-from .schemas import ScoreOut
-from .scoring import ScoringWorker
-from .store import SessionStatus, Store
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.service import repository
+from sensei_eval.service.alerting import AlertWatcher
+from sensei_eval.service.config import ServiceSettings
+from sensei_eval.service.events import EventHub
+from sensei_eval.service.guard import ANONYMOUS
+from sensei_eval.service.schemas import ScoreOut
+from sensei_eval.service.scoring import ScoringWorker
+from sensei_eval.service.store import SessionStatus, Store
 
 __all__ = ('AUTO_SCORE_USER', 'ServiceState', 'State', 'Writer', 'auto_score', 'get_state')
 

@@ -480,7 +480,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
 
 
 class AlertRow(Base):
-    """A degradation alert (`sensei_eval.alerts`): stored when it fires, updated when it gains a metric or
+    """A degradation alert (`sensei_eval.production.alerts`): stored when it fires, updated when it gains a metric or
     resolves. The id is derived from the run that fired it, so every process (and a restart replaying the
     evaluations) computes the same id and the row is written once."""
 

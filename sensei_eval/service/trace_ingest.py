@@ -4,7 +4,7 @@ root span is in (or its wait is over), and let the sampler decide which of them 
 * `ingest_spans` stores a request's spans (one transaction; a span sent twice, as exporters do on
   retry, is kept once) under their trace's `traces` row, and finishes every trace whose root span is
   now present. Spans of a trace already finished are refused (counted in the OTLP `partial_success`).
-* `finish_trace` builds the trace's records (`sensei_eval.traces.build_trace`), stores each as a
+* `finish_trace` builds the trace's records (`sensei_eval.core.traces.build_trace`), stores each as a
   session (`completed`, or `failed` when the agent run ended in error; agent from the run), asks the
   `Sampler` about it and records the decision in `session_sampling`; a sampled session gets a pending
   evaluation with its agent's judges, which the scoring worker runs like any other. The trace becomes
@@ -28,11 +28,11 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..records import LoadError
-from ..sampler import JudgeSets, Sampler
-from ..traces import Span, build_trace
-from .config import ServiceSettings
-from .store import (
+from sensei_eval.core.records import LoadError
+from sensei_eval.core.traces import Span, build_trace
+from sensei_eval.production.sampler import JudgeSets, Sampler
+from sensei_eval.service.config import ServiceSettings
+from sensei_eval.service.store import (
     EvaluationRow,
     JobStatus,
     SamplingRow,

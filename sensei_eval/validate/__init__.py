@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..agents import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
-from ..components import PromptComponents, load_components
-from ..evaluators.base import Judge
-from ..models import JudgeModel, resolve_model
-from ..reports import EvaluationReport
-from .compare import (
+from sensei_eval.agents.components import PromptComponents, load_components
+from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
+from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.models.judge_model import JudgeModel, resolve_model
+from sensei_eval.validate.compare import (
     OVERALL,
     Comparison,
     JudgeSetError,
@@ -34,9 +34,9 @@ from .compare import (
     compare_reports,
     split_run_id,
 )
-from .gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
-from .render import print_comparison, to_markdown
-from .run import run_agent, validate_prompts
+from sensei_eval.validate.gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
+from sensei_eval.validate.render import print_comparison, to_markdown
+from sensei_eval.validate.run import run_agent, validate_prompts
 
 __all__ = (
     'EXIT_INPUT_ERROR',
@@ -161,7 +161,7 @@ def _queries(queries: Sequence[Query] | str | Path) -> list[Query]:
 
 
 def _judges(judges: Sequence[str] | Sequence[Judge]) -> list[Judge]:
-    from ..evaluators.registry import make_judges
+    from sensei_eval.evaluators.registry import make_judges
 
     if all(isinstance(j, Judge) for j in judges):
         return [j for j in judges if isinstance(j, Judge)]
@@ -178,7 +178,7 @@ def _model(model: JudgeModel | str | None, judges: Sequence[str] | Sequence[Judg
 
 def _reports(x: Reports) -> list[EvaluationReport]:
     if isinstance(x, str | Path):
-        from ..run_folder import RunFolder
+        from sensei_eval.judging.run_folder import RunFolder
 
         return RunFolder(x).load_reports(require=True)
     return list(x)

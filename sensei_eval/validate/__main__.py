@@ -1,5 +1,5 @@
 """`python -m sensei_eval.validate`."""
 
-from .cli import main
+from sensei_eval.cli.validate import main
 
 main()

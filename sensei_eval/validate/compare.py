@@ -43,9 +43,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..reports import FAILURE_MODES, EvaluationReport, mode_verdicts, rebuild_report
-from . import stats
-from .gate import GateResult, Thresholds, decide
+from sensei_eval.core.reports import FAILURE_MODES, EvaluationReport, mode_verdicts, rebuild_report
+from sensei_eval.validate import stats
+from sensei_eval.validate.gate import GateResult, Thresholds, decide
 
 __all__ = (
     'OVERALL',

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import stats
+from sensei_eval.validate import stats
 
 if TYPE_CHECKING:
-    from .compare import Comparison, MetricComparison, Verdict
+    from sensei_eval.validate.compare import Comparison, MetricComparison, Verdict
 
 __all__ = (
     'EXIT_INPUT_ERROR',

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..agents import (
+from sensei_eval.agents.components import PromptComponents
+from sensei_eval.agents.runner import (
     AgentRunner,
     JudgedRuns,
     Query,
@@ -30,16 +31,15 @@ from ..agents import (
     run_and_judge_many,
     run_record_id,
 )
-from ..cache import JudgeCache
-from ..components import PromptComponents
-from ..evaluators.base import Judge
-from ..models import JudgeModel
-from ..records import QueryRecord
-from ..reports import write_json_atomic
-from ..runner import JudgeEvent
-from . import stats
-from .compare import Comparison, RunError, SideSummary, compare_reports
-from .gate import Thresholds
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import write_json_atomic
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.runner import JudgeEvent
+from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.validate import stats
+from sensei_eval.validate.compare import Comparison, RunError, SideSummary, compare_reports
+from sensei_eval.validate.gate import Thresholds
 
 __all__ = ('RunEvent', 'SideRun', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
 

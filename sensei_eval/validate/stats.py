@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..extras import requires_extra
+from sensei_eval.core.extras import requires_extra
 
 __all__ = (
     'Alternative',

@@ -18,7 +18,7 @@ import httpx
 
 from sensei_eval.evaluators.investigation import PROMPT_HASH, parse_missing_tools
 from sensei_eval.evaluators.registry import JUDGES
-from sensei_eval.models import JudgeModel
+from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service.migrate import upgrade
 from sensei_eval.service.store import EvaluationRow, MissingToolRow, ScoreRow, SessionRow, Store, new_id, now_us
 from tests.service.conftest import ScriptedScorer, alert_record, fast_settings, live_server
@@ -155,8 +155,8 @@ def insert_evaluation(
     built by the library (`build_report`) from a failed verdict per mode in `issues` that has items (a
     passed one when its list is empty) and a passed verdict per judge in `passed`. Each mode's score is
     its judge's own (`1 - Σ issue_weight`), so the overall score is the library's arithmetic."""
-    from sensei_eval.records import QueryRecord
-    from sensei_eval.reports import FAILURE_MODES, JudgeResult, build_report
+    from sensei_eval.core.records import QueryRecord
+    from sensei_eval.core.reports import FAILURE_MODES, JudgeResult, build_report
 
     with store.read() as db:
         row = db.get(SessionRow, session_id)

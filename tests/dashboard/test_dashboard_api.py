@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.reports import MODEL_CONFIDENCE
+from sensei_eval.core.reports import MODEL_CONFIDENCE
 from sensei_eval.service.dashboard import CSP, queries
 from sensei_eval.service.store import ScoreRow
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.reports import MODEL_CONFIDENCE
+from sensei_eval.core.reports import MODEL_CONFIDENCE
 
 from .seed import (
     CHROMIUM,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sensei_eval.reports import load_reports
-from sensei_eval.view import write_view
+from sensei_eval.core.reports import load_reports
+from sensei_eval.judging.view import write_view
 from tests.test_view import LONG_REASON, NEW, OLD, make_run
 
 from .seed import CHROMIUM, CHROMIUM_ARGS

@@ -12,7 +12,7 @@ import uvicorn
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.models import JudgeModel
+from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import ServiceSettings, create_app
 
 

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 import httpx
 
-from sensei_eval.alerts import AlertRule
-from sensei_eval.records import QueryRecord
-from sensei_eval.reports import JudgeResult, build_report
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, build_report
+from sensei_eval.production.alerts import AlertRule
 from sensei_eval.service.alerting import AlertWatcher, deliver_webhook
 from sensei_eval.service.events import ALERTS_CHANNEL, EventHub, Subscriber
 from sensei_eval.service.migrate import upgrade

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import select, text
 
-from sensei_eval.models import JudgeModel, redact_url, resolve_model
+from sensei_eval.models.judge_model import JudgeModel, redact_url, resolve_model
 from sensei_eval.service.store import EvaluationRow, ScoreRow, Store, TraceSpanRow
 
 from .conftest import ScriptedScorer, alert_record, fast_settings, live_server, wait_for
@@ -132,7 +132,7 @@ def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowl
     from typer.testing import CliRunner
 
     from sensei_eval import __main__ as entry
-    from sensei_eval import models
+    from sensei_eval.models import judge_model as models
 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, 'run', lambda app, **kw: seen.update(kw, settings=app.state.service.settings))

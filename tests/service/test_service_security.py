@@ -22,8 +22,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from sensei_eval.models import JudgeModel
-from sensei_eval.sanitize import MAX_ID_LENGTH, REPLACEMENT
+from sensei_eval.core.sanitize import MAX_ID_LENGTH, REPLACEMENT
+from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import ServiceSettings
 from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgrade
 from sensei_eval.service.store import Store

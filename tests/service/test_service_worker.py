@@ -19,7 +19,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select
 from websockets.asyncio.client import connect
 
-from sensei_eval.records import QueryRecord
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.service import repository
 from sensei_eval.service.events import EventHub
 from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgrade

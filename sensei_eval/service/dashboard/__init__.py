@@ -9,6 +9,6 @@ written with `textContent`, behind a strict Content-Security-Policy.
 
 from __future__ import annotations
 
-from .routes import CSP, mount_dashboard
+from sensei_eval.service.dashboard.routes import CSP, mount_dashboard
 
 __all__ = ('CSP', 'mount_dashboard')

@@ -31,14 +31,14 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
-from ...evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH, is_current_prompt
-from ...evaluators.registry import JUDGES
-from ...records import QueryRecord
-from ...reports import FAILURE_MODES
-from ...transcript import render_transcript
-from .. import repository
-from ..schemas import EvaluationOut, ScoreOut
-from ..store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, Store
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import FAILURE_MODES
+from sensei_eval.core.transcript import render_transcript
+from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH, is_current_prompt
+from sensei_eval.evaluators.registry import JUDGES
+from sensei_eval.service import repository
+from sensei_eval.service.schemas import EvaluationOut, ScoreOut
+from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, Store
 
 __all__ = (
     'CATEGORY_LABELS',

@@ -34,12 +34,12 @@ from fastapi.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from ...reports import FAILURE_MODES
-from ..schemas import Limit, Offset, SessionId
-from ..state import State
-from ..store import SessionStatus
-from . import queries
-from .queries import Bucket, DashboardPage, Group, Order, Patterns, SessionView, SortKey
+from sensei_eval.core.reports import FAILURE_MODES
+from sensei_eval.service.dashboard import queries
+from sensei_eval.service.dashboard.queries import Bucket, DashboardPage, Group, Order, Patterns, SessionView, SortKey
+from sensei_eval.service.schemas import Limit, Offset, SessionId
+from sensei_eval.service.state import State
+from sensei_eval.service.store import SessionStatus
 
 __all__ = ('CSP', 'STATIC_DIR', 'mount_dashboard', 'router')
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import alerts, evaluation, events, health, scoring, sessions
+from sensei_eval.service.routers import alerts, evaluation, events, health, scoring, sessions
 
 __all__ = ('ROUTERS',)
 

@@ -10,10 +10,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from ...alerts import MetricChange
-from ..schemas import Limit, Offset
-from ..state import ServiceState, State
-from ..store import AlertRow
+from sensei_eval.production.alerts import MetricChange
+from sensei_eval.service.schemas import Limit, Offset
+from sensei_eval.service.state import ServiceState, State
+from sensei_eval.service.store import AlertRow
 
 __all__ = ('AlertOut', 'router')
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
-from ...evaluators.registry import UnknownJudgeError, resolve_names
-from .. import repository
-from ..schemas import EvaluateRequest, EvaluationOut, SessionId
-from ..state import State, Writer
+from sensei_eval.evaluators.registry import UnknownJudgeError, resolve_names
+from sensei_eval.service import repository
+from sensei_eval.service.schemas import EvaluateRequest, EvaluationOut, SessionId
+from sensei_eval.service.state import State, Writer
 
 __all__ = ('router',)
 

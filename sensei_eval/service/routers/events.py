@@ -14,9 +14,9 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from ..events import ALERTS_CHANNEL, GLOBAL_CHANNEL, Subscriber
-from ..guard import JsonRefusedError, JsonTooDeepError, loads_bounded
-from ..state import ServiceState, State
+from sensei_eval.service.events import ALERTS_CHANNEL, GLOBAL_CHANNEL, Subscriber
+from sensei_eval.service.guard import JsonRefusedError, JsonTooDeepError, loads_bounded
+from sensei_eval.service.state import ServiceState, State
 
 __all__ = ('router',)
 

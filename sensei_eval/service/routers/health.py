@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..guard import ANONYMOUS
-from ..state import State
+from sensei_eval.service.guard import ANONYMOUS
+from sensei_eval.service.state import State
 
 __all__ = ('router',)
 

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.routing import Route
 
-from ...sanitize import MAX_ID_LENGTH
-from .. import repository
-from ..schemas import ScoreOut, ScoreRequest, SessionId
-from ..state import ServiceState, State, Writer
+from sensei_eval.core.sanitize import MAX_ID_LENGTH
+from sensei_eval.service import repository
+from sensei_eval.service.schemas import ScoreOut, ScoreRequest, SessionId
+from sensei_eval.service.state import ServiceState, State, Writer
 
 __all__ = ('FAST_GET_SCORE', 'router')
 

@@ -11,10 +11,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from .. import repository
-from ..schemas import Limit, Offset, SessionCreate, SessionCreated, SessionDetail, SessionId, SessionPage, SessionUpdate
-from ..state import State, Writer, auto_score
-from ..store import SessionStatus
+from sensei_eval.service import repository
+from sensei_eval.service.schemas import (
+    Limit,
+    Offset,
+    SessionCreate,
+    SessionCreated,
+    SessionDetail,
+    SessionId,
+    SessionPage,
+    SessionUpdate,
+)
+from sensei_eval.service.state import State, Writer, auto_score
+from sensei_eval.service.store import SessionStatus
 
 __all__ = ('router',)
 

@@ -24,13 +24,13 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from ...sanitize import JsonLimitError, loads_limited
-from ...traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
-from ..guard import OTLP_TRACES_PATH
-from ..schemas import Limit, Offset
-from ..state import State, Writer
-from ..store import SamplingRow, Store, TraceRow
-from ..trace_ingest import ingest_spans
+from sensei_eval.core.sanitize import JsonLimitError, loads_limited
+from sensei_eval.core.traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
+from sensei_eval.service.guard import OTLP_TRACES_PATH
+from sensei_eval.service.schemas import Limit, Offset
+from sensei_eval.service.state import State, Writer
+from sensei_eval.service.store import SamplingRow, Store, TraceRow
+from sensei_eval.service.trace_ingest import ingest_spans
 
 __all__ = ('router',)
 

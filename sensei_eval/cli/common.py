@@ -1,0 +1,190 @@
+"""What the commands of `sensei-eval` share: one name, type and help text per common option, the typer
+app settings that keep help readable at 80 columns, the judge-model set-up every judging command does,
+and the silencing of third-party banners and warnings in our output.
+
+The root app (`sensei-eval judge|optimize|validate|calibrate|serve`) is `sensei_eval.__main__.app`; each
+command module keeps its own app too, so `python -m sensei_eval.judge` and friends still work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import warnings
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from sensei_eval.core.extras import MissingExtraError
+from sensei_eval.models.judge_model import (
+    EMBEDDED_NOTICE,
+    JudgeModel,
+    ModelSetupError,
+    ModelUnreachableError,
+    preflight,
+    resolve_model,
+)
+
+__all__ = (
+    'BaseUrlOption',
+    'EmbeddedThreadsOption',
+    'JudgesOption',
+    'ModelOption',
+    'OutOption',
+    'TimeoutOption',
+    'make_app',
+    'quiet_third_party',
+    'setup_judge_model',
+    'setup_telemetry',
+    'split_names',
+)
+
+# click's plain help formatter: option names are never cut and help text wraps to the terminal, which
+# typer's rich panels do not manage at 80 columns (they squeeze the names column to `--max-metric-ca…`).
+CONTEXT_SETTINGS: dict[str, Any] = {'max_content_width': 100, 'help_option_names': ['--help', '-h']}
+
+
+def make_app(help: str | None = None, **kwargs: Any) -> typer.Typer:
+    """A typer app with the settings every sensei-eval command uses."""
+    return typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS, help=help, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared options: one name, one type, one help text each
+
+JUDGES_HELP = 'Judge names or groups (mvp, checks, all); comma-separated or repeated. Default: mvp,checks.'
+JudgesOption = Annotated[list[str] | None, typer.Option('--judges', help=JUDGES_HELP, show_default=False)]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        '--model',
+        help='Judge model, any pydantic-ai model string (openai:gpt-5.2). Default: $SENSEI_EVAL_MODEL, else the embedded model.',
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option('--base-url', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'),
+]
+OutOption = Annotated[Path, typer.Option('--out', help='Where run folders go.')]
+EmbeddedThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        '--embedded-threads',
+        min=1,
+        help='Threads of the embedded model server, if this command starts it [env: SENSEI_EMBEDDED_THREADS; default: cores].',
+        show_default=False,
+    ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        '--timeout',
+        envvar='SENSEI_EVAL_TIMEOUT',
+        min=1.0,
+        help='Deadline of one judge call in seconds, every retry included; a call past it is an error '
+        '[env: SENSEI_EVAL_TIMEOUT; default: 120, 1800 for the embedded model].',
+        show_default=False,
+        show_envvar=False,
+    ),
+]
+DEFAULT_JUDGES = ('mvp', 'checks')
+
+
+def split_names(values: list[str] | None) -> list[str]:
+    """`--judges a,b --judges c` → `['a', 'b', 'c']`; nothing given → the default judges."""
+    names = [n.strip() for v in values or () for n in v.split(',') if n.strip()]
+    return names or list(DEFAULT_JUDGES)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The judge model
+
+
+def setup_judge_model(
+    model: str | None,
+    base_url: str | None,
+    *,
+    err: Console,
+    transcript_budget: int | None = None,
+    embedded_threads: int | None = None,
+    note: str = '',
+    fail_code: int | None = None,
+    timeout: float | None = None,
+    unreachable_ok: bool = False,
+    resolve: Callable[..., JudgeModel] = resolve_model,
+    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
+) -> JudgeModel:
+    """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`, else embedded), print the embedded-model
+    notice, and check with one request that it answers. A problem is printed once and ends the command:
+    exit `fail_code` when given, else the `ModelSetupError`'s code (2 usage, 1 unreachable), 1 otherwise.
+    The embedded model is not started here: it starts (or joins the machine's shared server) on the
+    first model request, so a run answered entirely from the cache never starts it.
+
+    With `unreachable_ok` (the service), a server that cannot be reached is a warning naming it, not an exit.
+    `timeout` is each judge call's deadline (`JudgeModel.call_timeout_s`; None keeps the model's default).
+    `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
+    replace them per command."""
+    extra: dict[str, Any] = {} if embedded_threads is None else {'embedded_threads': embedded_threads}
+    try:
+        judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget, **extra)
+    except MissingExtraError:
+        raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
+    except ModelSetupError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(fail_code or e.exit_code) from None
+    except Exception as e:
+        err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
+        raise typer.Exit(fail_code or 1) from None
+    judge_model.call_timeout_s = timeout
+    if judge_model.embedded:
+        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
+    try:
+        asyncio.run(check(judge_model))
+    except ModelUnreachableError as e:
+        if not unreachable_ok:
+            judge_model.close()
+            err.print(f'[red]error:[/] {e}', highlight=False)
+            raise typer.Exit(fail_code or e.exit_code) from None
+        err.print(f'[yellow]warning:[/] {e} (starting anyway: scorings fail until it answers)', highlight=False)
+    except ModelSetupError as e:
+        judge_model.close()
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(fail_code or e.exit_code) from None
+    return judge_model
+
+
+def setup_telemetry(err: Console) -> None:
+    """Export spans where the standard OpenTelemetry environment says (`telemetry.configure_from_env`),
+    and say so on the console."""
+    from sensei_eval.judging.telemetry import configure_from_env
+
+    done = configure_from_env()
+    if done:
+        err.print(f'telemetry: {done}', highlight=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Third-party output
+
+
+def quiet_third_party() -> None:
+    """Keep other libraries' banners and setup warnings out of our output, at their source: pydantic-ai's
+    first-run banner (on stderr, in the middle of the progress bar) and logfire's "not configured"
+    warning, which pydantic-evals' spans trigger when logfire is installed but not configured."""
+    os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
+    os.environ.setdefault('LOGFIRE_IGNORE_NO_CONFIG', '1')
+    try:
+        import pydantic_ai
+
+        pydantic_ai.BANNER_ENABLED = False
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    try:  # by name: logfire is not a dependency, only present when something else brought it
+        config = importlib.import_module('logfire._internal.config')
+        warnings.filterwarnings('ignore', category=config.LogfireNotConfiguredWarning)
+    except (ImportError, AttributeError):  # pragma: no cover - logfire absent, or moved the class
+        pass

@@ -1,0 +1,729 @@
+"""`python -m sensei_eval.judge`: judge rated query histories and write issue reports.
+
+A thin layer over the library: load datasets (`records`), pick judges (`evaluators.registry`), resolve
+the model (`models`), run (`runner`), write and show reports (`reports`).
+
+Exit codes: 0 when every record loaded and every judge ran (issues found are not errors); 1 when any
+record failed to load, an asked-for query id was not found, or any judge errored — everything else is
+still judged and written; 1 too when there is nothing to judge (an empty, blank or BOM-only dataset,
+no loadable record, or every record filtered out) and when the judge model's server cannot be reached
+(checked once before judging: `models.preflight`); 2 for usage errors, including a model string
+without a provider prefix, an unknown provider, or a missing or rejected API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sensei_eval.cli.common import (
+    BaseUrlOption,
+    EmbeddedThreadsOption,
+    ModelOption,
+    OutOption,
+    TimeoutOption,
+    make_app,
+    quiet_third_party,
+    setup_judge_model,
+    setup_telemetry,
+    split_names,
+)
+from sensei_eval.core.extras import exit_on_missing_extra
+from sensei_eval.core.records import LoadError, QueryRecord, iter_datasets
+from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunSummary, RunTally, to_pydantic_evals_report
+from sensei_eval.data import SAMPLE_DATASET
+from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
+from sensei_eval.judging.run_folder import RunFolder, RunIdError, validate_run_id
+from sensei_eval.judging.runner import JudgeEvent, StreamedRun, judge_stream, report_judges
+from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, preflight, resolve_model
+
+if TYPE_CHECKING:
+    from sensei_eval.judging.ray_engine import RayJudging
+
+__all__ = ('app', 'main')
+
+DEFAULT_DATASET = SAMPLE_DATASET  # the packaged sample (sensei_eval/data/), found wherever the command runs
+
+app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
+err = Console(stderr=True)
+out = Console()
+
+
+@app.command()
+def judge(
+    dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
+    query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
+    judge_names: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--judges',
+            '--evaluators',
+            help='Judge names or groups (mvp, checks, all); comma-separated or repeated. '
+            'Default: mvp,checks. --evaluators is the old name.',
+            show_default=False,
+        ),
+    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    timeout: TimeoutOption = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help='Judge calls in flight at once (default 1 for the embedded model, 4 otherwise).')
+    ] = None,
+    out_dir: OutOption = Path('reports'),
+    repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
+    no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the on-disk judge cache.')] = False,
+    run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    max_transcript_tokens: Annotated[
+        int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")
+    ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            help='Agent profile: which checks fit this agent (default, docs-agent, tarsy, or a YAML/TOML file). '
+            "A record's metadata.profile overrides it."
+        ),
+    ] = 'default',
+    batch: Annotated[
+        bool,
+        typer.Option(
+            '--batch',
+            help='Send the judge calls through the OpenAI Batch API (about half the price, answers within 24 hours). '
+            'An interrupted run resumes its batches when started again with the same --run-id.',
+        ),
+    ] = False,
+    fuse: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--fuse',
+            help='Judge several failure modes in one model call per group: categories or judge names joined '
+            'with +, groups separated by commas, or all (e.g. output,methodology). Opt-in: see docs/fused.md.',
+            show_default=False,
+        ),
+    ] = None,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            '--ray',
+            help='Make the model calls on Ray workers (the "ray" extra): on the cluster at --ray-address, else a '
+            'local Ray; reports, summary and cache stay here. See docs/ray.md.',
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            '--ray-address', envvar='RAY_ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
+        ),
+    ] = None,
+    ray_workers: Annotated[
+        int | None, typer.Option('--ray-workers', min=1, help='With --ray: worker processes (default: one per cluster CPU).')
+    ] = None,
+    list_judges: Annotated[bool, typer.Option('--list', help='List the judges and groups, then exit.')] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option('--verbose', '-v', help="Also list every failed verdict and print pydantic-evals' per-record table."),
+    ] = False,
+    embedded_threads: EmbeddedThreadsOption = None,
+) -> None:
+    """Judge rated query histories and write one JSON issue report per record."""
+    quiet_third_party()
+    if list_judges:
+        _print_judges()
+        return
+    try:
+        judges = make_judges(split_names(judge_names), fuse=fuse)
+    except (UnknownJudgeError, FuseSpecError) as e:
+        err.print(f'[red]error:[/] {e}')
+        raise typer.Exit(2) from None
+    try:
+        run_profile = resolve_profile(profile)
+    except ProfileError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    datasets = dataset or [DEFAULT_DATASET]
+    unreadable = [problem for p in datasets if (problem := _dataset_problem(p)) is not None]
+    if unreadable:
+        for problem in unreadable:
+            err.print(f'[red]error:[/] {problem}', highlight=False)
+        raise typer.Exit(2)
+    if run_id is not None:
+        try:
+            validate_run_id(run_id)
+        except RunIdError as e:
+            err.print(f'[red]error:[/] {e}', highlight=False)
+            raise typer.Exit(2) from None
+
+    started = datetime.now(UTC)
+    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None)
+    if source.peek() is None:  # the whole input read: no record to judge
+        load_errors = source.finish()
+        err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
+        raise typer.Exit(1)
+
+    setup_telemetry(err)
+    judge_model: JudgeModel | None = None
+    remote: RayJudging | None = None
+    if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
+        if batch:
+            err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
+            raise typer.Exit(2)
+        remote = _ray_workers(
+            model, base_url, max_transcript_tokens, ray_address, ray_workers, concurrency, judges, run_profile, timeout
+        )
+        judge_model = remote.model
+    elif any(j.needs_model for j in judges):
+        judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
+
+    _print_header(datasets, judges, judge_model)
+    folder = RunFolder.create(out_dir, run_id)
+    run_id, run_dir = folder.run_id, folder.path
+    cache = None if no_cache else JudgeCache()
+    if batch and judge_model is not None:
+        judge_model = _batched(judge_model, run_dir)
+    failures = _Failures()
+    try:
+        run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures, remote)
+    except KeyboardInterrupt:
+        if remote is not None:
+            err.print(f'interrupted: resume with the same command and --run-id {run_id} (the cache keeps what was judged)')
+            raise typer.Exit(130) from None
+        if not batch:
+            _interrupted(folder, judges, judge_model, source, datasets, started, repeat, cache, run_profile)
+        err.print(
+            f'interrupted: submitted batches keep running at the provider; resume them with the same command '
+            f'and --run-id {run_id}',
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if remote is not None:
+            remote.close()
+        elif judge_model is not None:
+            judge_model.close()
+    failures.forget(run.same_text)  # those verdicts were set aside as inconclusive after the fact
+
+    summary = run.tally.summary(
+        run_id,
+        started_at=started,
+        model=judge_model.name if judge_model else None,
+        datasets=datasets,
+        records_loaded=source.loaded,
+        load_errors=source.finish(),
+        repeat=repeat,
+        cache_hits=cache.hits if cache else 0,
+        profile=run_profile.name,
+    )
+    stopped = judge_model.connection.stopped if judge_model else None
+    finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
+
+
+def _dataset_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a dataset (missing, a folder, a FIFO or device), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f'no such dataset: {path}'
+    except OSError as e:
+        return f'cannot read the dataset {path}: {e.strerror or e}'
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        'a folder'
+        if stat.S_ISDIR(mode)
+        else 'a FIFO'
+        if stat.S_ISFIFO(mode)
+        else 'a device'
+        if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))
+        else 'a socket'
+        if stat.S_ISSOCK(mode)
+        else 'not a regular file'
+    )
+    return f'dataset {path} is {kind}: --dataset takes a JSONL file (or an .otlp.jsonl trace file)'
+
+
+def _interrupted(
+    folder: RunFolder, judges: Sequence[Judge], judge_model: JudgeModel | None, source: _RecordSource,
+    datasets: Sequence[Path], started: datetime, repeat: int, cache: JudgeCache | None, profile: Profile,
+) -> NoReturn:  # fmt: skip
+    """Ctrl-C: `summary.json` of the reports written so far, and the command that finishes the run."""
+    tally = RunTally(report_judges(judges))
+    for seq, report in enumerate(folder.load().reports):
+        tally.add(report, seq)
+    summary = tally.summary(
+        folder.run_id, started_at=started, model=judge_model.name if judge_model else None, datasets=datasets,
+        records_loaded=source.loaded, load_errors=list(source.load_errors), repeat=repeat,
+        cache_hits=cache.hits if cache else 0, profile=profile.name, exit_code=130,
+    )  # fmt: skip
+    folder.write_summary(summary)
+    again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
+    err.print(
+        f'\ninterrupted: {tally.reports} report(s) written, summary in {folder.summary_path}. '
+        f'To finish the run ({again}):\n  {_resume_command(folder.run_id)}',
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(130)
+
+
+def _resume_command(run_id: str) -> str:
+    """This command line again, with `--run-id run_id` (replacing any given)."""
+    args = sys.argv[1:]
+    if not args or args[0] != 'judge':
+        args = ['judge', *args]
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == '--run-id':
+            skip = True
+        elif not arg.startswith('--run-id='):
+            kept.append(arg)
+    return shlex.join(['sensei-eval', *kept, '--run-id', run_id])
+
+
+def finish_run(
+    folder: RunFolder, summary: RunSummary, reports: int, failures: _Failures, *, verbose: bool, stopped: str | None = None
+) -> NoReturn:
+    """Write `summary.json`, show the run (the compact table, or with `verbose` every record) and exit with
+    the summary's code."""
+    folder.write_summary(summary)
+    if reports and verbose:
+        loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
+        shown = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
+        to_pydantic_evals_report(shown, name=summary.run_id).print(include_durations=False, console=out)
+        failures = _Failures(limit=None, full=True)
+        for report in loaded:
+            failures.add(report)
+    if reports:
+        _print_compact(summary, failures, stopped)
+    _print_footer(summary, folder.path, stopped)
+    raise typer.Exit(summary.exit_code)
+
+
+class _RecordSource:
+    """The records to judge, read from the datasets as the run needs them: a bad line is printed when
+    it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
+
+    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None) -> None:
+        self.datasets = datasets
+        self.wanted = wanted
+        self.loaded = 0
+        self.load_errors: list[str] = []
+        self._found: set[str] = set()
+        self._items = self._records()
+        self._head: list[QueryRecord] = []
+        self._finished: list[str] | None = None
+
+    def _records(self) -> Iterator[QueryRecord]:
+        for item in iter_datasets(self.datasets):
+            if isinstance(item, LoadError):
+                self.load_errors.append(str(item))
+                err.print(f'[red]bad record:[/] {item}', highlight=False)
+                continue
+            self.loaded += 1
+            if self.wanted is None or item.query_id in self.wanted:
+                self._found.add(item.query_id)
+                yield item
+
+    def peek(self) -> QueryRecord | None:
+        """The first record to judge (reading up to it), or None when there is none at all."""
+        if not self._head:
+            self._head = [r for r in [next(self._items, None)] if r is not None]
+        return self._head[0] if self._head else None
+
+    def __iter__(self) -> Iterator[QueryRecord]:
+        yield from self._head
+        self._head = []
+        yield from self._items
+
+    def finish(self) -> list[str]:
+        """Every load error, the asked-for ids never found last (once the input is read to its end)."""
+        if self._finished is None:
+            for q in self.wanted or []:
+                if q not in self._found:
+                    self.load_errors.append(f'query id {q!r} not found in {", ".join(map(str, self.datasets))}')
+                    err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
+            self._finished = self.load_errors
+        return self._finished
+
+    def expected(self, repeat: int) -> int:
+        """How many reports the run will write, at most (a line count: what the progress bar counts to)."""
+        if self.wanted is not None:
+            return len(self.wanted) * repeat
+        return repeat * sum(_count_lines(p) for p in self.datasets)
+
+
+def _count_lines(path: Path) -> int:
+    lines, last = 0, b'\n'
+    try:
+        with path.open('rb') as f:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b'\n')
+                last = chunk[-1:]
+    except OSError:
+        return 0
+    return lines + (last != b'\n')
+
+
+class _Failures:
+    """The failed verdicts the console lists: the first `limit` of them (all with `--verbose`)."""
+
+    def __init__(self, limit: int | None = 20, *, full: bool = False) -> None:
+        self.limit = limit
+        self.full = full  # --verbose: every reason in full, not cut to one line
+        self.shown: dict[tuple[str, str], str] = {}
+
+    def add(self, report: EvaluationReport) -> None:
+        for name, result in report.judges.items():
+            if self.limit is not None and len(self.shown) >= self.limit:
+                return
+            if result.status == 'ok' and result.passed is False:
+                reason = _full_reason(result) if self.full else _short_reason(result)
+                self.shown.setdefault((_record_label(report), name), reason)
+
+    def forget(self, judges: Iterable[str]) -> None:
+        gone = set(judges)
+        self.shown = {k: v for k, v in self.shown.items() if k[1] not in gone}
+
+
+def _shorten_stopped(report: EvaluationReport, stopped: str) -> EvaluationReport:
+    """For the table: judges the "first failure" rule stopped say so briefly; the footer gives the reason once."""
+    judges = {
+        name: r.model_copy(update={'error': 'not run (judge model unreachable, see below)'}) if r.error == stopped else r
+        for name, r in report.judges.items()
+    }
+    return report.model_copy(update={'judges': judges})
+
+
+def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[str]) -> str:
+    names = ', '.join(map(str, datasets))
+    if loaded:
+        return f'no record of {names} matches --query-id'
+    if load_errors:
+        return f'no record of {names} could be loaded ({len(load_errors)} error(s), listed above)'
+    return f'{names} has no records (the file is empty or blank)' if len(datasets) == 1 else f'{names} have no records'
+
+
+def _judge_model(
+    model: str | None,
+    base_url: str | None,
+    max_transcript_tokens: int | None,
+    embedded_threads: int | None = None,
+    timeout: float | None = None,
+) -> JudgeModel:
+    """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
+    # this module's names, so tests can replace them here
+    return setup_judge_model(
+        model, base_url, err=err, transcript_budget=max_transcript_tokens, embedded_threads=embedded_threads,
+        timeout=timeout, resolve=resolve_model, check=preflight,
+    )  # fmt: skip
+
+
+def _ray_workers(
+    model: str | None,
+    base_url: str | None,
+    max_transcript_tokens: int | None,
+    address: str | None,
+    workers: int | None,
+    concurrency: int | None,
+    judges: Sequence[Judge],
+    profile: Profile,
+    timeout: float | None = None,
+) -> RayJudging:
+    """Ray workers started and their judge model checked (resolved on the workers, with their keys); a
+    problem ends the run here with a local run's exit code. This machine's model choice
+    (`SENSEI_EVAL_MODEL` / `SENSEI_EVAL_BASE_URL`) is what the workers resolve."""
+    import os
+
+    from sensei_eval.judging.ray_engine import ModelSpec, RayJudging
+    from sensei_eval.models.judge_model import ModelSetupError
+
+    if model is None and base_url is None:
+        model = os.environ.get('SENSEI_EVAL_MODEL') or None
+        base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
+    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=max_transcript_tokens, call_timeout_s=timeout)
+    session = RayJudging(judges, spec, address=address, workers=workers, concurrency=concurrency, profile=profile)
+    try:
+        session.start()
+    except ModelSetupError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(e.exit_code) from None
+    if session.model is not None and session.model.embedded:
+        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}', highlight=False)
+    return session
+
+
+def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
+    """The judge model calling through the Batch API, its batches kept in the run folder; state changes printed."""
+    from sensei_eval.judging.batch import BatchError, batch_judge_model, check_batch_api
+
+    try:
+        asyncio.run(check_batch_api(judge_model))  # one message now, rather than one 404 per judge
+        return batch_judge_model(judge_model, run_dir, on_progress=lambda p: err.print(p.describe(), highlight=False))
+    except BatchError as e:
+        judge_model.close()
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+
+
+# Without a terminal (CI, a log file) a progress line goes out at least this often, and at every
+# `_PLAIN_STEP` of the records, so a long run is never silent.
+_PLAIN_EVERY_S = 10.0
+_PLAIN_STEP = 0.05
+
+
+class _PlainProgress:
+    """Progress as plain lines for a console that is not a terminal: records done, errors, model calls
+    and tokens, every `_PLAIN_EVERY_S` seconds (a ticker thread, so a slow judge call is not silence)
+    and at every 5% of the records."""
+
+    def __init__(self, total: int, console: Console) -> None:
+        self.total, self.console = total, console
+        self.records = self.errors = self.calls = self.tokens = 0
+        self._start = self._last = time.monotonic()
+        self._last_records = 0
+        self._shown: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name='sensei-eval-progress', daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._maybe_print()
+
+    def judged(self, event: JudgeEvent) -> None:
+        result = event.result
+        with self._lock:
+            self.errors += result.status == 'error'
+            if not result.cached:
+                self.calls += result.requests
+                self.tokens += result.input_tokens + result.output_tokens
+        self._maybe_print()
+
+    def reported(self, done: int) -> None:
+        with self._lock:
+            self.records = done
+        self._maybe_print()
+
+    def _maybe_print(self, force: bool = False) -> None:
+        with self._lock:
+            now = time.monotonic()
+            state = (self.records, self.errors, self.calls)
+            by_time = now - self._last >= _PLAIN_EVERY_S
+            by_step = self.records - self._last_records >= max(1, int(self.total * _PLAIN_STEP))
+            if not (by_time or by_step or (force and state != self._shown)):
+                return
+            self._last, self._last_records, self._shown = now, self.records, state
+            line = (
+                f'progress: {self.records}/{self.total} records · {self.errors} error(s) · {self.calls} model '
+                f'call(s) · {self.tokens:,} tokens · {now - self._start:.0f} s'
+            )
+        self.console.print(line, highlight=False)
+
+    def finish(self) -> None:
+        self._stop.set()
+        self._ticker.join(2)
+        self._maybe_print(force=True)
+
+
+def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model: JudgeModel | None) -> None:
+    """What the run is about to do, before it does it: the model and its URL (credentials redacted),
+    the dataset(s) and the judges."""
+    model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
+    if judge_model is not None:
+        model += f' · deadline {judge_model.timeout_s:g} s per judge call'
+    err.print(f'judge model: {model}', highlight=False)
+    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False)
+    err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False)
+
+
+def _run(
+    source: _RecordSource,
+    judges: Sequence[Judge],
+    judge_model: JudgeModel | None,
+    folder: RunFolder,
+    concurrency: int | None,
+    repeat: int,
+    cache: JudgeCache | None,
+    profile: Profile,
+    failures: _Failures,
+    remote: RayJudging | None = None,
+) -> StreamedRun:
+    total = source.expected(repeat)
+    plain = None if err.is_terminal else _PlainProgress(total, err)
+    with Progress(
+        TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
+        console=err, transient=False, disable=total == 0 or plain is not None,
+    ) as progress:  # fmt: skip
+        task = progress.add_task('', total=total)
+        done = [0]
+
+        def on_judge(event: JudgeEvent) -> None:
+            mark = 'cached' if event.result.cached else event.result.status
+            progress.update(task, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            if plain is not None:
+                plain.judged(event)
+
+        def on_report(report: EvaluationReport, path: Path | None) -> None:
+            failures.add(report)
+            done[0] += 1  # a bad line counts as done too; a report rewritten at the end is capped
+            progress.update(task, completed=min(total, done[0] + repeat * len(source.load_errors)))
+            if plain is not None:
+                plain.reported(done[0])
+
+        try:
+            run = asyncio.run(
+                judge_stream(
+                    source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
+                    on_judge=on_judge, on_report=on_report, profile=profile,
+                    remote=remote if remote is not None and remote.model is not None else None,
+                    window=remote.window if remote is not None and remote.model is not None else None,
+                )
+            )  # fmt: skip
+        except BaseException:
+            if plain is not None:
+                plain.finish()
+            raise
+        progress.update(task, total=run.reports, completed=run.reports)
+        if plain is not None:
+            plain.finish()
+        return run
+
+
+def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None) -> None:
+    """The run at a glance: one row per judge, then failed verdicts as record · judge · short reason (the
+    first ones; all with --verbose). Errors and inconclusive verdicts are counted here and listed by the footer."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, title='judges', title_justify='left', title_style='bold')
+    table.add_column('judge', overflow='fold')
+    for column in ('ok', 'pass', 'score', 'err', 'inc'):
+        table.add_column(column, justify='right', no_wrap=True)
+    failed = 0
+    for name, j in summary.per_judge.items():
+        failed += j.ok - round((j.pass_rate or 0.0) * j.ok)
+        table.add_row(
+            name,
+            str(j.ok),
+            f'{j.pass_rate:.0%}' if j.pass_rate is not None else '-',
+            f'{j.mean_score:.2f}' if j.mean_score is not None else '-',
+            str(j.errors),
+            str(j.inconclusive),
+        )
+    out.print(table)
+    if failed:
+        out.print(f'[bold]failed verdicts[/] ({failed}):')
+        width = max(40, out.width)
+        for (record, name), reason in failures.shown.items():
+            line = f'  {record} · {name} · {reason}'
+            if len(line) > width and not failures.full:
+                line = line[: width - 1] + '…'
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+        if failed > len(failures.shown):
+            out.print(f'  … and {failed - len(failures.shown)} more (--verbose lists them all; the reports have each)')
+    elif stopped is None:
+        out.print('no failed verdicts')
+
+
+def _record_label(report: EvaluationReport) -> str:
+    return report.query_id if report.repeat == 1 else f'{report.query_id} (r{report.repeat})'
+
+
+def _short_reason(result: JudgeResult) -> str:
+    """One line: the judge's reasoning, or the first issue's first sentence-like text."""
+    texts = [result.reasoning or '']
+    for issue in result.issues[:1]:
+        texts += [v for k, v in issue.items() if isinstance(v, str) and k != 'source']
+    text = next((t for t in texts if ' ' in t.strip()), texts[0] if texts[0] else 'failed')
+    return ' '.join(text.split())
+
+
+def _full_reason(result: JudgeResult) -> str:
+    """Every word of why a verdict failed (--verbose): the reasoning, then each issue's text fields."""
+    parts = [result.reasoning.strip()] if result.reasoning and result.reasoning.strip() else []
+    for issue in result.issues:
+        fields = [f'{k}: {v}' for k, v in issue.items() if k not in ('source', 'steps') and v not in (None, '', [])]
+        steps = issue.get('steps')
+        cited = f' (steps {", ".join(map(str, steps))})' if isinstance(steps, list) and steps else ''
+        if fields:
+            parts.append('; '.join(fields) + cited)
+    return '\n    '.join(parts) or 'failed'
+
+
+def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:
+    err.print(
+        f'{summary.records_judged} record(s) judged by {len(summary.judges)} judge(s) · '
+        f'{summary.model_requests} model request(s), {summary.cache_hits} cached · '
+        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out',
+        highlight=False,
+    )
+    if summary.truncated_records:
+        err.print(
+            f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)'
+        )
+    if summary.load_errors:
+        err.print(f'[red]{len(summary.load_errors)} record(s) could not be loaded[/] (listed above)')
+    if summary.judge_errors:
+        err.print(f'[red]{len(summary.judge_errors)} judge error(s):[/]')
+        # after the "first failure" rule stopped the run, its one reason is printed once, not per judge
+        shared = [e for e in summary.judge_errors if stopped is not None and e.endswith(stopped)]
+        for e in summary.judge_errors:
+            if e not in shared:
+                err.print(f'  {e}', highlight=False)
+        if shared:
+            err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False)
+    if summary.inconclusive:
+        err.print(
+            f'[yellow]{len(summary.inconclusive)} verdict(s) inconclusive[/] (the judge answered without judging; '
+            'left out of the scores, raw output kept in the reports):'
+        )
+        for line in summary.inconclusive[:10]:
+            err.print(f'  {line}', highlight=False)
+        if len(summary.inconclusive) > 10:
+            err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
+    err.print(f'reports: {run_dir}/', highlight=False)
+
+
+def _print_judges() -> None:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column('judge', no_wrap=True)
+    table.add_column('groups')
+    table.add_column('model', no_wrap=True)
+    table.add_column('criteria hash', no_wrap=True)
+    for name, cls in JUDGES.items():
+        groups = ','.join(g for g, names in GROUPS.items() if name in names and g != 'all') or '-'
+        mark = '*' if name in EXTRA_MODES else ''
+        table.add_row(name + mark, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
+    out.print(table)
+    out.print('* beyond the 15 standard failure modes: judges the run against its own instructions')
+    out.print('profiles (--profile, or metadata.profile per record):')
+    for p in BUILTIN_PROFILES.values():
+        out.print(f'  {p.name}: {p.description} Checks: {", ".join(p.checks)}.', highlight=False)
+    out.print('group all: every judge above except investigation_score_structured')
+
+
+@exit_on_missing_extra
+def main() -> None:
+    app(prog_name='python -m sensei_eval.judge')
+
+
+if __name__ == '__main__':
+    main()

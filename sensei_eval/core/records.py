@@ -1,0 +1,842 @@
+"""Rated query histories: one agent run, as the judges see it.
+
+A `QueryRecord` carries the user query (or a TARSy alert), the agent's full message history, an
+optional rating from the calling agent or a human, the prompt version that produced it and, when
+known, the tool calls a good run would make.
+
+Messages arrive in one of three formats, named by `message_format` or detected from their shape:
+
+* `pydantic-ai` — the JSON of `pydantic_ai.messages.ModelMessagesTypeAdapter`;
+* `openai` — chat-completions messages (`system`/`user`/`assistant` with `tool_calls`, `tool` results);
+* `tarsy` — TARSy sessions: `{role, content}` turns with tool use written ReAct-style in the text
+  (`Action:` / `Action Input:` in an assistant turn, `Observation:` in the next user turn).
+
+Whatever the format, the record is normalised once, at validation time, into pydantic-ai
+`ModelMessage`s (`QueryRecord.model_messages`), so the rest of the library reads one shape. A message
+history that can't be normalised is a validation error that names the offending field
+(`messages[3].tool_calls[0].function.arguments`), never a silently shorter history.
+
+A dataset is a JSONL file, one record a line. `iter_datasets` streams datasets a line at a time (a
+record, or one `LoadError` (file, line, field, message) per bad line, so one bad line never hides the
+rest); `load_dataset` / `load_datasets` collect the same stream into lists for small inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
+
+__all__ = (
+    'MAX_RECORD_BYTES',
+    'ExpectedToolCall',
+    'LoadError',
+    'LoadResult',
+    'MessageFormat',
+    'QueryRecord',
+    'Rating',
+    'RecordFieldError',
+    'ToolCall',
+    'detect_format',
+    'iter_dataset',
+    'iter_datasets',
+    'json_error_text',
+    'load_dataset',
+    'load_datasets',
+    'looks_like_error',
+    'pair_tool_calls',
+    'parse_messages',
+    'speaker_of',
+    'speakers_from_prefix',
+    'validation_load_error',
+)
+
+MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
+
+# One JSONL line larger than this is refused: a record that big is almost always a mistake (a log dump
+# pasted into a tool result), and reading it would stall the whole run. Override per call when needed.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+class RecordFieldError(ValueError):
+    """A record's content is wrong at a known place; `field` is a path like `messages[3].content`."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f'{field}: {message}')
+        self.field = field
+        self.message = message
+
+
+class Rating(BaseModel):
+    """The calling agent's (or a human's) rating, in the shape of the agent's `/rate` endpoint."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    correctness: int = Field(ge=1, le=5)
+    relevance: int = Field(ge=1, le=5)
+    usefulness: int = Field(ge=1, le=5)
+    reasoning: str | None = None
+    agent_model: str | None = None
+    agent_system: str | None = None
+    agent_version: str | None = None
+
+    @property
+    def mean(self) -> float:
+        return (self.correctness + self.relevance + self.usefulness) / 3
+
+
+class ExpectedToolCall(BaseModel):
+    """A tool call a good run of this query makes; `args` None means any arguments will do.
+
+    `required` False makes a missing call an advisory finding rather than a failed run; None leaves it
+    to the reference check (read-only tools are advisory by default: `evaluators.reference`)."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    tool_name: str = Field(min_length=1)
+    args: dict[str, Any] | None = None
+    required: bool | None = None
+
+
+# A tool result that reports a failure: error words where tools put their status (the start), an error
+# field, or a short "not found". Docs that merely discuss errors further in don't count.
+_ERROR_START = re.compile(
+    r'^\W{0,3}(error|exception|traceback|failed|failure|fatal)\b|^\{\s*"errors?"\s*:|"status"\s*:\s*"(error|failed)"'
+    r'|^(404|500|502|503)\b',
+    re.IGNORECASE,
+)
+_SHORT_FAILURE = re.compile(r'\b(not found|no such|does not exist|forbidden|unauthorized)\b', re.IGNORECASE)
+
+
+def looks_like_error(text: str) -> bool:
+    """Whether a tool result reports a failure rather than content."""
+    text = text.strip()
+    return bool(_ERROR_START.search(text[:400])) or (len(text) < 300 and bool(_SHORT_FAILURE.search(text)))
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as it happened in the record, with its result (None when it never came back).
+
+    `call_at` and `result_at` are (message, part) positions in `QueryRecord.model_messages`, so the
+    transcript can map a call and its result to their step numbers."""
+
+    tool_name: str
+    args: dict[str, Any] | str
+    tool_call_id: str
+    result: str | None
+    call_at: tuple[int, int] | None = None
+    result_at: tuple[int, int] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.result is not None and looks_like_error(self.result)
+
+
+_Located = tuple[int, int, Any]  # (message index, part index, part)
+
+
+def pair_tool_calls(messages: Sequence[ModelMessage]) -> list[tuple[_Located, _Located | None]]:
+    """Each tool call with its result, by order within the turn; the id is only a hint.
+
+    Many real logs reuse ids (restarting at `call_0` each turn, or one id for every call), so a
+    result is paired with a call still waiting for one: among the waiting calls with its id, the one
+    of the latest turn (the earliest of that turn); failing that, the earliest waiting call of the
+    latest turn with its tool name; failing that, the earliest waiting call of the latest turn.
+    A call whose result never came is paired with None."""
+    pending: list[tuple[int, _Located, int]] = []  # (turn, call, its index in `pairs`) waiting for a result
+    pairs: list[tuple[_Located, _Located | None]] = []
+    turn = 0
+    for i, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            turn += 1
+            for j, rpart in enumerate(message.parts):
+                if isinstance(rpart, ToolCallPart):
+                    pending.append((turn, (i, j, rpart), len(pairs)))
+                    pairs.append(((i, j, rpart), None))
+        else:
+            for j, qpart in enumerate(message.parts):
+                if not isinstance(qpart, ToolReturnPart | RetryPromptPart) or not pending:
+                    continue
+                if isinstance(qpart, RetryPromptPart) and qpart.tool_name is None:
+                    continue
+                pick = _pick_waiting(pending, qpart.tool_call_id, qpart.tool_name)
+                if pick is None:
+                    continue
+                _, call, index = pending.pop(pick)
+                if isinstance(qpart, ToolReturnPart):
+                    pairs[index] = (call, (i, j, qpart))
+    return pairs
+
+
+def _pick_waiting(pending: list[tuple[int, _Located, int]], call_id: str, tool_name: str | None) -> int | None:
+    """The waiting call a result belongs to (see `pair_tool_calls`), as an index into `pending`."""
+    tests: tuple[Callable[[Any], bool], ...] = (
+        lambda c: c.tool_call_id == call_id,
+        lambda c: c.tool_name == tool_name,
+        lambda c: True,
+    )
+    for wanted in tests:
+        fitting = [k for k, (_, c, _) in enumerate(pending) if wanted(c[2])]
+        if fitting:
+            latest = max(pending[k][0] for k in fitting)
+            return next(k for k in fitting if pending[k][0] == latest)
+    return None
+
+
+class QueryRecord(BaseModel):
+    """One rated agent run. `messages` keeps what the user gave; `model_messages` is the normalised form."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    query_id: str = Field(min_length=1)
+    query: str = ''
+    message_format: MessageFormat | None = None
+    messages: list[dict[str, Any]]
+    rating: Rating | None = None
+    prompt_version: str | None = None
+    expected_tool_calls: list[ExpectedToolCall] | None = None
+    alert_data: dict[str, Any] | str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _model_messages: list[ModelMessage] = PrivateAttr(default_factory=list)
+    _input_warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode='after')
+    def _normalise(self) -> QueryRecord:
+        if not self.query_id.strip():
+            raise RecordFieldError('query_id', 'blank: a query_id needs at least one visible character')
+        if not self.messages:
+            raise RecordFieldError('messages', 'the message history is empty')
+        if self.message_format is None:
+            self.message_format = detect_format(self.messages)
+        prefix = self.metadata.get('speaker_prefix')
+        if prefix is not None and not isinstance(prefix, bool | str):
+            raise RecordFieldError('metadata.speaker_prefix', 'expected true, false, "bracket", "colon" or a regular expression')
+        self._model_messages = parse_messages(self.messages, self.message_format, speaker_prefix=prefix)
+        if not self.query.strip():
+            self.query = _first_user_text(self._model_messages) or _alert_summary(self.alert_data)
+        if not self.query.strip():
+            raise RecordFieldError('query', 'empty, and no user turn or alert to take it from')
+        return self
+
+    @property
+    def model_messages(self) -> list[ModelMessage]:
+        return self._model_messages
+
+    @property
+    def input_warnings(self) -> list[str]:
+        """What was changed in the record's text as it was loaded (lone surrogates, NULs); reports carry it."""
+        return self._input_warnings
+
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call in order, each paired with its result (`pair_tool_calls`: the one pairing
+        every check, span and report uses)."""
+        calls: list[ToolCall] = []
+        for call, result in pair_tool_calls(self._model_messages):
+            args = _call_args(call[2])
+            text = result[2].model_response_str() if result is not None else None
+            calls.append(ToolCall(call[2].tool_name, args, call[2].tool_call_id, text, call[:2], result[:2] if result else None))
+        return calls
+
+    def final_answer(self) -> str | None:
+        """The text of the last model response that has text, or None when the agent never answered."""
+        for message in reversed(self._model_messages):
+            if isinstance(message, ModelResponse):
+                text = '\n'.join(p.content for p in message.parts if isinstance(p, TextPart)).strip()
+                if text:
+                    return _strip_final_answer_marker(text)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Format detection and parsing
+
+
+def detect_format(messages: Sequence[Any]) -> MessageFormat:
+    """Tell the format from the first message's keys; ambiguous shapes are an error, not a guess."""
+    first = messages[0]
+    if not isinstance(first, dict):
+        raise RecordFieldError('messages[0]', f'expected an object, got {type(first).__name__}')
+    if 'kind' in first or 'parts' in first:
+        return 'pydantic-ai'
+    if 'role' in first:
+        for msg in messages:
+            if isinstance(msg, dict) and (msg.get('tool_calls') or msg.get('role') == 'tool'):
+                return 'openai'
+        for msg in messages:
+            content = msg.get('content') if isinstance(msg, dict) else None
+            if not isinstance(content, str):
+                continue
+            action = _REACT_ACTION.search(content)
+            # ReAct needs more than an "Action:" line: an input after it, or an observation turn
+            if (action and _REACT_INPUT.search(content, action.end())) or (
+                msg.get('role') == 'user' and _REACT_OBSERVATION.match(content)
+            ):
+                return 'tarsy'
+        return 'openai'
+    raise RecordFieldError(
+        'message_format', 'cannot detect the format: messages have neither `kind`/`parts` nor `role`; set message_format'
+    )
+
+
+def parse_messages(
+    messages: Sequence[Any], message_format: MessageFormat, *, speaker_prefix: bool | str | None = None
+) -> list[ModelMessage]:
+    """Normalise a raw history into pydantic-ai messages, checking every tool result has its call.
+
+    `speaker_prefix` (OpenAI-format logs): None detects a consistent `[Name] ...` prefix naming the
+    speaker (`speakers_from_prefix`); False never reads one; True, `"bracket"`, `"colon"` (`Name: ...`)
+    or a regular expression with a `name` group reads it from every message that has it."""
+    if message_format == 'pydantic-ai':
+        parsed = _parse_pydantic_ai(messages)
+    elif message_format == 'openai':
+        parsed = _parse_openai(messages, speakers_from_prefix(messages, speaker_prefix))
+    else:
+        parsed = _parse_tarsy(messages)
+    _check_tool_pairs(parsed)
+    return parsed
+
+
+def _parse_pydantic_ai(messages: Sequence[Any]) -> list[ModelMessage]:
+    try:
+        return ModelMessagesTypeAdapter.validate_python(messages)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise RecordFieldError('messages' + _loc_path(_without_tags(err['loc'])), err['msg']) from None
+
+
+def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
+    """Drop pydantic's discriminator tags ("request", "user-prompt") that follow an index: not keys of the input."""
+    out: list[int | str] = []
+    previous: int | str | None = None
+    for item in loc:
+        if not (isinstance(previous, int) and isinstance(item, str) and (item in ('request', 'response') or '-' in item)):
+            out.append(item)
+        previous = item
+    return out
+
+
+# A speaker written at the start of a message's text, as multi-agent logs without a `name` field do.
+_BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][\w .\-]{0,59})\]\s*'
+_COLON_PREFIX = r'^\s*(?P<name>[A-Z][\w\-]*(?: [A-Z][\w\-]*){0,3}):\s+'
+# Fewest prefixed messages from which a log's `[Name]` prefixes count as speakers when detected.
+_MIN_PREFIXED = 2
+
+
+def speakers_from_prefix(messages: Sequence[Any], setting: bool | str | None = None) -> dict[int, tuple[str, int]]:
+    """Message index -> (speaker, length of the prefix to drop), for messages that name their speaker
+    in a content prefix rather than in `name`.
+
+    Detected (`setting` None) only when it is consistent: at least two assistant messages without a
+    `name`, and every one of them opens with a `[Name]` prefix. A record can name the form instead
+    (`metadata.speaker_prefix`: "bracket", "colon" or a regular expression with a `name` group)."""
+    if setting is False:
+        return {}
+    if setting is None or setting is True or setting == 'bracket':
+        pattern = re.compile(_BRACKET_PREFIX)
+    elif setting == 'colon':
+        pattern = re.compile(_COLON_PREFIX)
+    else:
+        try:
+            pattern = re.compile(setting)
+        except re.error as e:
+            raise RecordFieldError('metadata.speaker_prefix', f'not a regular expression ({e})') from None
+        if 'name' not in pattern.groupindex:
+            raise RecordFieldError('metadata.speaker_prefix', 'the regular expression needs a (?P<name>...) group')
+    found: dict[int, tuple[str, int]] = {}
+    unnamed_assistant = prefixed_assistant = 0
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get('name') or msg.get('role') not in ('assistant', 'user', 'system'):
+            continue
+        content = msg.get('content')
+        if not isinstance(content, str) or not content.strip():
+            continue
+        m = pattern.match(content)
+        unnamed_assistant += msg.get('role') == 'assistant'
+        if m and m.group('name').strip():
+            found[i] = (m.group('name').strip(), m.end())
+            prefixed_assistant += msg.get('role') == 'assistant'
+    if setting is None and (prefixed_assistant < _MIN_PREFIXED or prefixed_assistant < unnamed_assistant):
+        return {}
+    return found
+
+
+def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] | None = None) -> list[ModelMessage]:
+    prefixed = prefixed or {}
+    out: list[ModelMessage] = []
+    call_names: dict[str, str] = {}
+    waiting: list[tuple[int, str, str]] = []  # (turn, id, tool name) of calls with no result yet
+    pending: list[ModelRequestPart] = []
+    pending_speaker: list[str | None] = [None]
+
+    def flush() -> None:
+        if pending:
+            out.append(ModelRequest(parts=list(pending), metadata=_speaker_metadata(pending_speaker[0])))
+            pending.clear()
+
+    def request(part: ModelRequestPart, speaker: str | None) -> None:
+        if pending and speaker != pending_speaker[0]:
+            flush()  # one speaker per request, so the transcript can say who said what
+        pending.append(part)
+        pending_speaker[0] = speaker
+
+    for i, msg in enumerate(messages):
+        where = f'messages[{i}]'
+        if not isinstance(msg, dict):
+            raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
+        role = msg.get('role')
+        content = _openai_content(msg.get('content'), f'{where}.content')
+        speaker = _speaker_field(msg, ('name',), where) if role != 'tool' else None
+        if i in prefixed and speaker is None and content is not None:
+            speaker, cut = prefixed[i]
+            content = content[cut:]  # the transcript names the speaker; its text keeps the rest
+        if role in ('system', 'developer'):
+            request(SystemPromptPart(content=content or ''), speaker)
+        elif role == 'user':
+            request(UserPromptPart(content=content or ''), speaker)
+        elif role == 'tool':
+            call_id = msg.get('tool_call_id')
+            if not isinstance(call_id, str) or not call_id:
+                raise RecordFieldError(f'{where}.tool_call_id', 'a tool result needs the id of its call')
+            if call_id not in call_names:
+                raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
+            # ids repeat in many logs (restarting each turn): the result answers the waiting call with
+            # its id from the latest turn, as `pair_tool_calls` pairs them
+            same = [k for k, w in enumerate(waiting) if w[1] == call_id]
+            name = call_names[call_id]
+            if same:
+                latest = max(waiting[k][0] for k in same)
+                name = waiting.pop(next(k for k in same if waiting[k][0] == latest))[2]
+            result = ToolReturnPart(tool_name=name, content=content or '', tool_call_id=call_id)
+            request(result, pending_speaker[0] if pending else None)
+        elif role == 'assistant':
+            flush()
+            parts: list[ModelResponsePart] = []
+            if content:
+                parts.append(TextPart(content=content))
+            raw_calls = msg.get('tool_calls') or []
+            if not isinstance(raw_calls, list):
+                raise RecordFieldError(f'{where}.tool_calls', 'expected a list')
+            for j, call in enumerate(raw_calls):
+                cwhere = f'{where}.tool_calls[{j}]'
+                fn = call.get('function') if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get('name'), str) or not fn['name']:
+                    raise RecordFieldError(f'{cwhere}.function.name', 'missing tool name')
+                args = fn.get('arguments', '{}')
+                if isinstance(args, str):
+                    try:
+                        json.loads(args or '{}')
+                    except json.JSONDecodeError as e:
+                        raise RecordFieldError(f'{cwhere}.function.arguments', f'not valid JSON ({e.msg})') from None
+                elif not isinstance(args, dict):
+                    raise RecordFieldError(f'{cwhere}.function.arguments', 'expected a JSON string or an object')
+                call_id = call.get('id') or f'call_{i}_{j}'
+                if not isinstance(call_id, str):
+                    raise RecordFieldError(f'{cwhere}.id', f'a tool call id is text, got {type(call_id).__name__}')
+                call_names[call_id] = fn['name']
+                waiting.append((i, call_id, fn['name']))
+                parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
+            if not parts and content == '' and speaker:
+                # an agent of a multi-agent log that said nothing is still a turn: kept, so the steps
+                # stay aligned with the log's messages (blame labels count them)
+                parts.append(TextPart(content=''))
+            if not parts:
+                raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
+            out.append(ModelResponse(parts=parts, metadata=_speaker_metadata(speaker)))
+        else:
+            raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user, assistant or tool)')
+    flush()
+    return out
+
+
+# ReAct markers as TARSy writes them; anchored at line starts so prose that mentions "Action:" mid-line
+# is not taken for a tool call.
+_REACT_ACTION = re.compile(r'^\s*Action\s*:\s*(?P<name>.+?)\s*$', re.MULTILINE)
+_REACT_INPUT = re.compile(r'^\s*Action Input\s*:\s*(?P<input>.*)', re.MULTILINE | re.DOTALL)
+_REACT_OBSERVATION = re.compile(r'^\s*Observation\s*:\s*', re.MULTILINE)
+_FINAL_ANSWER = re.compile(r'^\s*Final Answer\s*:\s*', re.MULTILINE)
+
+
+def _parse_tarsy(messages: Sequence[Any]) -> list[ModelMessage]:
+    out: list[ModelMessage] = []
+    pending_call: ToolCallPart | None = None
+    n_calls = 0
+    for i, msg in enumerate(messages):
+        where = f'messages[{i}]'
+        if not isinstance(msg, dict):
+            raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
+        role, content = msg.get('role'), msg.get('content')
+        if not isinstance(content, str):
+            raise RecordFieldError(f'{where}.content', f'expected text, got {type(content).__name__}')
+        meta = _speaker_metadata(_speaker_field(msg, _TARSY_SPEAKER_KEYS, where))
+        if role == 'system':
+            out.append(ModelRequest(parts=[SystemPromptPart(content=content)], metadata=meta))
+        elif role == 'user':
+            obs = _REACT_OBSERVATION.match(content)
+            if obs:
+                if pending_call is None:
+                    raise RecordFieldError(f'{where}.content', 'tool result without call: Observation with no Action before it')
+                out.append(
+                    ModelRequest(
+                        parts=[
+                            ToolReturnPart(
+                                tool_name=pending_call.tool_name,
+                                content=content[obs.end() :].strip(),
+                                tool_call_id=pending_call.tool_call_id,
+                            )
+                        ]
+                    )
+                )
+                pending_call = None
+            else:
+                out.append(ModelRequest(parts=[UserPromptPart(content=content)], metadata=meta))
+        elif role == 'assistant':
+            parts: list[ModelResponsePart] = []
+            action = _REACT_ACTION.search(content)
+            final = _FINAL_ANSWER.search(content)
+            if action and (final is None or action.start() < final.start()):
+                thought = content[: action.start()].strip()
+                if thought:
+                    parts.append(TextPart(content=thought))
+                raw_input = ''
+                m_input = _REACT_INPUT.search(content, action.end())
+                if m_input:
+                    raw_input = m_input.group('input').strip()
+                n_calls += 1
+                args: dict[str, Any] | str = _react_args(raw_input)
+                pending_call = ToolCallPart(tool_name=action.group('name'), args=args, tool_call_id=f'react_{n_calls}')
+                parts.append(pending_call)
+            else:
+                parts.append(TextPart(content=content))
+            out.append(ModelResponse(parts=parts, metadata=meta))
+        else:
+            raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user or assistant)')
+    return out
+
+
+# Keys a TARSy turn may name its agent or stage with.
+_TARSY_SPEAKER_KEYS = ('name', 'agent', 'stage')
+
+
+def speaker_of(message: ModelMessage) -> str | None:
+    """Who spoke a message in a multi-agent run: `metadata["speaker"]`, where every loader keeps it."""
+    speaker = (message.metadata or {}).get('speaker')
+    return speaker if isinstance(speaker, str) and speaker.strip() else None
+
+
+def _speaker_field(msg: dict[str, Any], keys: Sequence[str], where: str) -> str | None:
+    for key in keys:
+        value = msg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise RecordFieldError(f'{where}.{key}', f'the speaker name must be text, got {type(value).__name__}')
+        if value.strip():
+            return value.strip()
+    return None
+
+
+def _speaker_metadata(speaker: str | None) -> dict[str, Any] | None:
+    return {'speaker': speaker} if speaker else None
+
+
+def _call_args(part: ToolCallPart) -> dict[str, Any] | str:
+    """Arguments as a dict; arguments that were never JSON (a ReAct free-text input) stay text."""
+    if isinstance(part.args, str):
+        try:
+            value = json.loads(part.args or '{}')
+        except json.JSONDecodeError:
+            return part.args
+        return value if isinstance(value, dict) else {'input': value}
+    return dict(part.args or {})
+
+
+def _react_args(raw: str) -> dict[str, Any] | str:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else {'input': value}
+
+
+def _openai_content(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones, refuse the rest by name
+        texts: list[str] = []
+        for k, part in enumerate(content):
+            if isinstance(part, dict) and part.get('type') == 'text' and isinstance(part.get('text'), str):
+                texts.append(part['text'])
+            else:
+                kind = part.get('type') if isinstance(part, dict) else type(part).__name__
+                raise RecordFieldError(f'{where}[{k}]', f'unsupported content part {kind!r} (only text parts are judged)')
+        return '\n'.join(texts)
+    raise RecordFieldError(where, f'expected text, a list of text parts or null, got {type(content).__name__}')
+
+
+def _check_tool_pairs(messages: list[ModelMessage]) -> None:
+    seen_calls: set[str] = set()
+    for i, message in enumerate(messages):
+        for j, part in enumerate(message.parts):
+            if isinstance(part, ToolCallPart):
+                seen_calls.add(part.tool_call_id)
+            elif isinstance(part, ToolReturnPart) and part.tool_call_id not in seen_calls:
+                raise RecordFieldError(
+                    f'messages[{i}].parts[{j}].tool_call_id',
+                    f'tool result without call: no earlier tool call has id {part.tool_call_id!r}',
+                )
+
+
+def _first_user_text(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ''
+
+
+def _alert_summary(alert: dict[str, Any] | str | None) -> str:
+    if alert is None:
+        return ''
+    if isinstance(alert, str):
+        return alert[:200]
+    for key in ('message', 'summary', 'alert_type', 'title'):
+        if isinstance(alert.get(key), str):
+            return str(alert[key])
+    return json.dumps(alert, sort_keys=True)[:200]
+
+
+def _strip_final_answer_marker(text: str) -> str:
+    m = _FINAL_ANSWER.search(text)
+    return text[m.end() :].strip() if m else text
+
+
+def _loc_path(loc: Iterable[int | str]) -> str:
+    path = ''
+    for item in loc:
+        path += f'[{item}]' if isinstance(item, int) else f'.{item}'
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Loading datasets
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One bad line of a dataset: where it is and what is wrong, worded for the person who wrote it."""
+
+    file: str
+    line: int
+    field: str | None
+    message: str
+    query_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f'{self.file}:{self.line}'
+        rid = f' (query_id {self.query_id!r})' if self.query_id else ''
+        field = f' field `{self.field}`' if self.field else ''
+        return f'{where}{rid}{field}: {self.message}'
+
+
+@dataclass
+class LoadResult:
+    records: list[QueryRecord]
+    errors: list[LoadError]
+    lines: dict[str, int] = field(default_factory=dict)  # query_id -> line it was read from
+
+
+def iter_dataset(
+    path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES, seen: dict[str, int] | None = None
+) -> Iterator[QueryRecord | LoadError]:
+    """Read a JSONL dataset a line at a time: each good line as a record, each bad one as a `LoadError`.
+
+    Memory stays flat whatever the file size: one line is held at a time, and a line over
+    `max_record_bytes` is skipped without being read whole. `seen` (query id -> line) collects the ids
+    read so far, for the duplicate check; pass a dict to keep it. Text is made safe here, once: lone
+    UTF-16 surrogates and NULs (valid JSON escapes no encoder takes) become U+FFFD and the record's
+    `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH` characters is an error on its line."""
+    path = Path(path)
+    seen = {} if seen is None else seen
+    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):  # agent traces: one record per run
+        from sensei_eval.core.traces import iter_traces
+
+        yield from iter_traces(path, seen=seen)
+        return
+    try:
+        f = path.open('rb')
+    except OSError as e:
+        yield LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')
+        return
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in _lines(f, max_record_bytes):
+                if isinstance(line, int):
+                    yield LoadError(
+                        str(path), lineno, None, f'record is {line:,} bytes, over the {max_record_bytes:,}-byte limit'
+                    )
+                    continue
+                if lineno == 1:
+                    line = line.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
+                if not line.strip():
+                    continue
+                record, error = _load_line(str(path), lineno, line, max_record_bytes)
+                if error is not None:
+                    yield error
+                    continue
+                assert record is not None
+                if record.query_id in seen:
+                    yield LoadError(
+                        str(path),
+                        lineno,
+                        'query_id',
+                        f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
+                        record.query_id,
+                    )
+                    continue
+                seen[record.query_id] = lineno
+                yield record
+        except OSError as e:
+            yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
+
+
+def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
+    """(line number, line without its newline), or (line number, size) for a line over `max_bytes`,
+    which is skipped in chunks rather than read whole."""
+    lineno = 0
+    while line := f.readline(max_bytes + 1):
+        lineno += 1
+        if len(line) > max_bytes and not line.endswith(b'\n'):
+            size = len(line)
+            while chunk := f.readline(1 << 20):
+                size += len(chunk)
+                if chunk.endswith(b'\n'):
+                    size -= 1
+                    break
+            yield lineno, size
+            continue
+        yield lineno, line.removesuffix(b'\n')
+
+
+def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[QueryRecord | LoadError]:
+    """Several datasets as one stream, in order; a query_id seen in an earlier file is a `LoadError`, not a second record.
+
+    What stays in memory is one entry per query id (for the duplicate checks), never the records."""
+    earlier: set[str] = set()
+    for path in paths:
+        seen: dict[str, int] = {}
+        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
+            if isinstance(item, QueryRecord) and item.query_id in earlier:
+                message = f'query_id {item.query_id!r} already loaded from an earlier dataset; this line is skipped'
+                yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
+                continue
+            yield item
+        earlier.update(seen)
+
+
+def _collect(items: Iterable[QueryRecord | LoadError], lines: dict[str, int] | None = None) -> LoadResult:
+    records: list[QueryRecord] = []
+    errors: list[LoadError] = []
+    for item in items:
+        (records if isinstance(item, QueryRecord) else errors).append(item)  # type: ignore[arg-type]
+    return LoadResult(records, errors, {} if lines is None else lines)
+
+
+def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Read a JSONL dataset whole: the good records, and one `LoadError` per bad line (`iter_dataset`, collected)."""
+    seen: dict[str, int] = {}
+    return _collect(iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen), seen)
+
+
+def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten (`iter_datasets`, collected)."""
+    return _collect(iter_datasets(paths, max_record_bytes=max_record_bytes))
+
+
+def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[QueryRecord | None, LoadError | None]:
+    if len(line) > max_bytes:
+        return None, LoadError(file, lineno, None, f'record is {len(line):,} bytes, over the {max_bytes:,}-byte limit')
+    try:
+        text = line.decode('utf-8')
+    except UnicodeDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})')
+    try:
+        # one limit on nesting (sanitize.MAX_JSON_DEPTH): a record deeper than it could not be written back
+        data = loads_limited(text, where=f'{file}:{lineno}', allow_nan=True)
+    except json.JSONDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
+    except JsonLimitError as e:
+        return None, LoadError(file, lineno, e.field, e.message)
+    except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
+        return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
+    if not isinstance(data, dict):
+        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+    try:
+        # the one place loaded text is made safe: lone surrogates and NULs become U+FFFD, with a warning
+        data, replaced = clean_value(data)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    if query_id is not None and len(query_id) > MAX_ID_LENGTH:
+        message = f'too long: {len(query_id):,} characters, over the {MAX_ID_LENGTH}-character id limit ({query_id[:40]!r}...)'
+        return None, LoadError(file, lineno, 'query_id', message)
+    try:
+        record = QueryRecord.model_validate(data)
+    except ValidationError as e:
+        return None, validation_load_error(file, lineno, e, query_id)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
+    except Exception as e:  # a shape no parser check foresaw: one bad line must never stop the run
+        return None, LoadError(file, lineno, None, f'cannot read the record ({type(e).__name__}: {e})', query_id)
+    if replaced:
+        more = f' and {len(replaced) - 5} more place(s)' if len(replaced) > 5 else ''
+        record.input_warnings.append(
+            f'line {lineno}: lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}{more}'
+        )
+    return record, None
+
+
+def json_error_text(e: json.JSONDecodeError) -> str:
+    """A JSON error with its column, read as English: 'Unterminated string starting at column 12'."""
+    msg = e.msg.rstrip()
+    return f'{msg} column {e.colno}' if msg.endswith(' at') else f'{msg} at column {e.colno}'
+
+
+def validation_load_error(file: str, lineno: int, e: ValidationError, query_id: str | None = None) -> LoadError:
+    """A model's validation error on one dataset line, as a `LoadError` naming the field the way a user
+    wrote it (`messages[2].tool_calls[0]`), or the record-level field a `RecordFieldError` names."""
+    err = e.errors()[0]
+    cause = (err.get('ctx') or {}).get('error')
+    field: str | None
+    if isinstance(cause, RecordFieldError):
+        field, message = cause.field, cause.message
+    else:
+        field, message = _loc_path(err['loc']).lstrip('.') or None, err['msg']
+    more = f' (and {len(e.errors()) - 1} more problem(s))' if len(e.errors()) > 1 else ''
+    return LoadError(file, lineno, field, message + more, query_id)

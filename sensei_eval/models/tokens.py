@@ -1,0 +1,385 @@
+"""Token counts for the judge model, and a transcript that fits its context with the whole prompt.
+
+A budget is only a guard if it is counted the way the model counts. `counter_for(model)` picks:
+
+* the embedded model: its own tokenizer, read from the GGUF file with llama.cpp's `vocab_only=True`
+  (the vocabulary alone, no weights: loaded once per process in well under a second, no server);
+* an OpenAI model: `tiktoken`'s encoding for that model name, when the encoding file is already on disk
+  (tiktoken downloads encodings on first use; we never do unless `SENSEI_EVAL_TIKTOKEN_DOWNLOAD=1`);
+* anything else, or when the above cannot load: a conservative estimate, UTF-8 bytes / 2.5.
+
+Why bytes / 2.5: over the 50 published tau2-airline runs the SmolLM2 tokenizer (a small, 49k vocabulary,
+so more tokens per text than most) gives 2.55 to 4.30 characters per token (mean 3.26), and 2.56 bytes
+per token at the least; on the sample dataset 2.56 to 3.95. The old characters / 3.2 undercounted the
+densest runs by up to 1.29x; bytes / 2.5 counts every one of those runs high. Text it still undercounts
+exists (long digit strings are one token per digit, emoji and CJK run 1.3 to 1.8 bytes per token), which
+is why an exact counter is used whenever there is one, and why `SAFETY_MARGIN` stays.
+
+The budget is computed on the assembled request: system prompt, fenced transcript, the judge's task
+(question, rubric, schema) and the chat template's own tokens must leave `output_reserve` free in the
+context. `fit_transcript` checks that after rendering, with the real counter, and re-cuts the
+transcript when it does not fit. Judges of one record re-cut to one shared budget (sized for the
+largest single judge's task), so they still send byte-identical prefixes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sensei_eval.core.transcript import Transcript, estimate_tokens, render_transcript
+
+if TYPE_CHECKING:
+    from sensei_eval.core.records import QueryRecord
+    from sensei_eval.models.judge_model import JudgeModel
+
+__all__ = (
+    'DEFAULT_OUTPUT_RESERVE',
+    'ESTIMATE_BYTES_PER_TOKEN',
+    'SAFETY_MARGIN',
+    'PromptFit',
+    'TokenCounter',
+    'context_tokens',
+    'counter_for',
+    'estimate_counter',
+    'fit_transcript',
+    'llama_counter',
+    'output_reserve',
+    'prompt_limit',
+    'tiktoken_counter',
+    'transcript_budget',
+)
+
+ESTIMATE_BYTES_PER_TOKEN = 2.5
+# Tokens kept free besides the output reserve: the transcript and the task are counted apart and added
+# (a token may merge across the seam), and a server's chat template may differ slightly from ours.
+SAFETY_MARGIN = 64
+# The answer's room when the model's settings do not cap it (`max_tokens`).
+DEFAULT_OUTPUT_RESERVE = 1024
+# A transcript budget never goes below this: a prompt that leaves less is reported, not sent empty.
+MIN_TRANSCRIPT_TOKENS = 200
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts tokens of text, and of a two-message chat request (system + user) with its template."""
+
+    name: str
+    exact: bool
+    _count: Callable[[str], int]
+    message_overhead: int = 8  # template tokens around one message
+    reply_overhead: int = 4  # template tokens that open the model's reply (and a BOS token)
+
+    def count(self, text: str) -> int:
+        return self._count(text) if text else 0
+
+    def __call__(self, text: str) -> int:
+        """A counter is also the `count_tokens` callable `render_transcript` takes."""
+        return self.count(text)
+
+    def chat(self, system: str, user: str) -> int:
+        return self.count(system) + self.count(user) + 2 * self.message_overhead + self.reply_overhead
+
+
+def estimate_counter(bytes_per_token: float = ESTIMATE_BYTES_PER_TOKEN) -> TokenCounter:
+    """The conservative estimate (see the module docstring for the measurements behind 2.5); by default
+    the same rule the transcript renderer counts with (`transcript.estimate_tokens`)."""
+    name = f'estimate (UTF-8 bytes / {bytes_per_token:g})'
+    if bytes_per_token == ESTIMATE_BYTES_PER_TOKEN:
+        return TokenCounter(name, False, estimate_tokens)
+    return TokenCounter(name, False, lambda text: math.ceil(len(text.encode('utf-8', 'replace')) / bytes_per_token))
+
+
+@cache
+def llama_counter(gguf: str) -> TokenCounter:
+    """A GGUF model's own tokenizer; `vocab_only` loads the vocabulary without the weights."""
+    from llama_cpp import Llama
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):  # llama.cpp writes its loader log to fd 2 even when not verbose
+        llm = Llama(model_path=gguf, vocab_only=True, verbose=False)
+    # freed while the interpreter still runs: left to the garbage collector at exit, llama.cpp's finaliser
+    # finds its C library already unloaded and prints a traceback after every command
+    atexit.register(llm.close)
+    lock = threading.Lock()  # the llama.cpp vocabulary is not documented as thread-safe
+
+    def tokens(text: str, special: bool = False) -> int:
+        with lock:
+            return len(llm.tokenize(text.encode('utf-8', 'replace'), add_bos=False, special=special))
+
+    # ChatML, as in SmolLM2's template: `<|im_start|>role\n...<|im_end|>\n` per message, then
+    # `<|im_start|>assistant\n`; one more for a BOS token
+    message = tokens('<|im_start|>user\n<|im_end|>\n', special=True)
+    reply = tokens('<|im_start|>assistant\n', special=True) + 1
+    return TokenCounter(f'llama.cpp tokenizer of {Path(gguf).name}', True, tokens, message, reply)
+
+
+def tiktoken_counter(model_name: str, *, allow_download: bool | None = None) -> TokenCounter | None:
+    """tiktoken's encoding for an OpenAI model name, or None when it is unknown or not on disk.
+
+    tiktoken fetches an encoding file the first time it is used; we look for the cached file first and
+    only let it download with `allow_download` (default: the `SENSEI_EVAL_TIKTOKEN_DOWNLOAD=1` setting)."""
+    try:
+        import tiktoken
+        from tiktoken.model import encoding_name_for_model
+    except ImportError:
+        return None
+    try:
+        encoding_name = encoding_name_for_model(model_name)
+    except KeyError:
+        return None
+    if allow_download is None:
+        allow_download = os.environ.get('SENSEI_EVAL_TIKTOKEN_DOWNLOAD') == '1'
+    if not allow_download and not _tiktoken_cached(encoding_name):
+        return None
+    try:
+        encoding = tiktoken.get_encoding(encoding_name)
+    except Exception:  # no network, a corrupt cache: the estimate instead, never a crash
+        return None
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    # OpenAI's chat format: ~3 tokens around each message, 3 to open the reply
+    return TokenCounter(f'tiktoken {encoding_name}', True, count, 3, 3)
+
+
+def _tiktoken_cached(encoding_name: str) -> bool:
+    """Whether tiktoken would read `encoding_name` from its cache (its own cache-path rule) rather than fetch it."""
+    import hashlib
+    import tempfile
+
+    cache_dir = os.environ.get('TIKTOKEN_CACHE_DIR') or os.environ.get('DATA_GYM_CACHE_DIR')
+    if cache_dir is None:
+        cache_dir = os.path.join(tempfile.gettempdir(), 'data-gym-cache')
+    if not cache_dir:
+        return False
+    url = f'https://openaipublic.blob.core.windows.net/encodings/{encoding_name}.tiktoken'
+    return os.path.isfile(os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest()))
+
+
+def counter_for(model: JudgeModel) -> TokenCounter:
+    """The most exact counter available for the judge model (see the module docstring)."""
+    if model.embedded:
+        return _embedded_counter()
+    name = _openai_model_name(model)
+    if name is not None and (counter := tiktoken_counter(name)) is not None:
+        return counter
+    return estimate_counter()
+
+
+@cache
+def _embedded_counter() -> TokenCounter:
+    try:
+        from sensei_eval.models.embedded import gguf_path
+
+        return llama_counter(str(gguf_path()))
+    except Exception:  # the embedded extra missing, the file unreadable: count conservatively
+        return estimate_counter()
+
+
+def _openai_model_name(model: JudgeModel) -> str | None:
+    if isinstance(model.model, str):
+        provider, _, name = model.model.partition(':')
+        return name if provider == 'openai' and name else None
+    if getattr(model.model, 'system', None) == 'openai':
+        model_name = getattr(model.model, 'model_name', None)
+        return model_name if isinstance(model_name, str) else None
+    return None
+
+
+def context_tokens(model: JudgeModel) -> int | None:
+    """The model's context window in tokens, when we know it (the embedded model's); None otherwise."""
+    if model.embedded:
+        from sensei_eval.models.embedded import N_CTX
+
+        return N_CTX
+    return None
+
+
+def output_reserve(model: JudgeModel) -> int:
+    """Tokens kept free for the answer: the model's `max_tokens`, else `DEFAULT_OUTPUT_RESERVE`."""
+    max_tokens: Any = model.settings.get('max_tokens')
+    return max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else DEFAULT_OUTPUT_RESERVE
+
+
+def prompt_limit(model: JudgeModel) -> int | None:
+    """The most input tokens one request may carry: context - output reserve - margin (None: unknown context)."""
+    context = context_tokens(model)
+    if context is None:
+        return None
+    return context - output_reserve(model) - SAFETY_MARGIN
+
+
+def transcript_budget(model: JudgeModel, fixed_tokens: int) -> int:
+    """Transcript tokens that fit beside `fixed_tokens` of prompt (system, task, template).
+
+    With a known context: what the context leaves, capped by the model's configured budget. Without:
+    the configured budget."""
+    limit = prompt_limit(model)
+    if limit is None:
+        return model.transcript_budget
+    return max(MIN_TRANSCRIPT_TOKENS, min(model.transcript_budget, limit - fixed_tokens))
+
+
+def default_transcript_budget(model: JudgeModel) -> int | None:
+    """For a model of known context: the budget left beside the largest single failure-mode judge's task.
+    What `resolve_model` gives the embedded model when no budget is asked for."""
+    limit = prompt_limit(model)
+    if limit is None:
+        return None
+    return max(MIN_TRANSCRIPT_TOKENS, limit - largest_single_task(model))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fitting one judge's prompt
+
+
+@dataclass(frozen=True)
+class PromptFit:
+    """A transcript that fits, and the counted size of the request it goes into."""
+
+    transcript: Transcript
+    prompt_tokens: int
+    counter: str
+    exact: bool
+    limit: int | None
+    recut: bool
+
+    def details(self) -> dict[str, Any]:
+        """What a judge result records about its prompt's size (`JudgeResult.details`)."""
+        out: dict[str, Any] = {'prompt_tokens_counted': self.prompt_tokens, 'token_counter': self.counter}
+        if self.limit is not None:
+            out['prompt_token_limit'] = self.limit
+        if self.recut:
+            out['transcript_recut'] = True
+        return out
+
+
+def fit_transcript(
+    record: QueryRecord,
+    transcript: Transcript,
+    model: JudgeModel,
+    *,
+    system: str,
+    task: str,
+    shared_task_tokens: int | None = None,
+) -> PromptFit:
+    """The transcript for one request of `system` + fenced transcript + `task`, re-cut if it does not fit.
+
+    The request must leave the output reserve free in the context (`prompt_limit`), and the transcript
+    must stay within the model's transcript budget, both counted with the model's own counter. When
+    either fails, the record is rendered again against a budget sized for `shared_task_tokens` (the
+    largest task among the judges sharing this transcript; default: this task), so every judge of a
+    record that needs a re-cut gets the same bytes."""
+    counter = counter_for(model)
+    limit = prompt_limit(model)
+    fixed = _task_tokens(counter, system, task)
+    fixed_shared = max(fixed, shared_task_tokens or 0)
+
+    def size(t: Transcript) -> tuple[int, int]:
+        body = _count_cached(counter, t.fenced(), t.sha256)
+        return body, body + fixed
+
+    body, total = size(transcript)
+    if body <= model.transcript_budget + _fence_tokens(counter) and (limit is None or total <= limit):
+        return PromptFit(transcript, total, counter.name, counter.exact, limit, False)
+    budget = transcript_budget(model, fixed_shared + _fence_tokens(counter))
+    fitted = transcript
+    for _ in range(4):  # counted apart and added, a re-cut can still be a few tokens over: tighten and retry
+        fitted = _render_cached(record, transcript, budget, counter)
+        body, total = size(fitted)
+        over = total - limit if limit is not None else 0
+        if over <= 0 or budget <= MIN_TRANSCRIPT_TOKENS:
+            break
+        budget = max(MIN_TRANSCRIPT_TOKENS, budget - over - 16)
+    return PromptFit(fitted, total, counter.name, counter.exact, limit, True)
+
+
+def shared_task_tokens(model: JudgeModel, tasks: Iterable[tuple[str, str]]) -> int:
+    """The largest (system, task) pair among judges that share one transcript, counted for `model`."""
+    counter = counter_for(model)
+    return max((_task_tokens(counter, system, task) for system, task in tasks), default=0)
+
+
+def largest_single_task(model: JudgeModel) -> int:
+    """Tokens of the largest single failure-mode judge's prompt without its transcript, for `model`."""
+    from sensei_eval.evaluators.base import FailureModeJudge
+    from sensei_eval.evaluators.registry import JUDGES
+
+    # keyed on the registered judge classes: a mode registered later gets counted, and a judge call on the
+    # hot path does not rebuild every judge's prompt to find the same number again
+    classes = tuple(cls for cls in JUDGES.values() if issubclass(cls, FailureModeJudge))
+    return _largest_single_task(counter_for(model), classes)
+
+
+@cache
+def _largest_single_task(counter: TokenCounter, classes: tuple[type[Any], ...]) -> int:
+    from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
+
+    tasks = tuple(sorted(cls().task_prompt() for cls in classes))
+    return _largest_cached(counter, JUDGE_SYSTEM_PROMPT, tasks)
+
+
+@cache
+def _largest_cached(counter: TokenCounter, system: str, tasks: tuple[str, ...]) -> int:
+    return max((_task_tokens(counter, system, task) for task in tasks), default=0) + _fence_tokens(counter)
+
+
+@cache
+def _task_tokens(counter: TokenCounter, system: str, task: str) -> int:
+    """A request without its transcript: system prompt, the task after the transcript, the chat template."""
+    return counter.chat(system, f'\n\n{task}')
+
+
+@cache
+def _fence_tokens(counter: TokenCounter) -> int:
+    """The fence lines around a transcript (counted with the transcript, not in its budget)."""
+    empty = Transcript('', [], '').fenced()
+    return counter.count(empty)
+
+
+# Counts and re-cuts are shared by the judges of a record: bounded caches keyed by the counter and the
+# transcript's hash (a re-cut also by record and budget).
+_CACHE_SIZE = 256
+_counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+_renders: OrderedDict[tuple[str, str, int], Transcript] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _count_cached(counter: TokenCounter, text: str, sha256: str) -> int:
+    key = (counter.name, f'{sha256}:{len(text)}')
+    with _lock:
+        if key in _counts:
+            _counts.move_to_end(key)
+            return _counts[key]
+    n = counter.count(text)
+    with _lock:
+        _counts[key] = n
+        while len(_counts) > _CACHE_SIZE:
+            _counts.popitem(last=False)
+    return n
+
+
+def _render_cached(record: QueryRecord, given: Transcript, budget: int, counter: TokenCounter) -> Transcript:
+    # keyed by the transcript the judges were given (its hash and how much of the record it cut)
+    original = given.truncation.original_tokens if given.truncation else given.tokens
+    key = (counter.name, f'{record.query_id}:{given.sha256}:{original}', budget)
+    with _lock:
+        if key in _renders:
+            _renders.move_to_end(key)
+            return _renders[key]
+    transcript = render_transcript(record, budget_tokens=budget, count_tokens=counter)
+    with _lock:
+        _renders[key] = transcript
+        while len(_renders) > _CACHE_SIZE:
+            _renders.popitem(last=False)
+    return transcript
