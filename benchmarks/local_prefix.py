@@ -15,7 +15,8 @@ import argparse
 import asyncio
 import time
 
-from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.base import FailureModeJudge
 from sensei_eval.evaluators.registry import make_judges

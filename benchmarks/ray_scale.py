@@ -158,7 +158,8 @@ def memory_child(n: int, latency: float, workers: int, concurrency: int) -> None
     """Judge N records from a dataset file on Ray, as `judge --ray` does; print the driver's peak RSS."""
     import ray
 
-    from sensei_eval.core.records import LoadError, iter_datasets
+    from sensei_eval.core.datasets import iter_datasets
+    from sensei_eval.core.errors import LoadError
     from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
 
     with tempfile.TemporaryDirectory(prefix='ray-scale-mem-') as tmp:

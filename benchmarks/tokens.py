@@ -39,7 +39,8 @@ from pathlib import Path
 
 from pydantic_evals.evaluators import llm_as_a_judge
 
-from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import Transcript, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge, _prompt_schema
 from sensei_eval.evaluators.fused import FusedJudge

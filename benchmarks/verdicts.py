@@ -43,8 +43,9 @@ from typing import Any
 
 from sklearn.metrics import roc_auc_score
 
-from sensei_eval.core.records import QueryRecord, load_dataset
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
@@ -59,16 +60,16 @@ def _auroc(failed: list[bool], risk: list[float]) -> float | None:
     return float(roc_auc_score(failed, risk)) if 0 < sum(failed) < len(failed) else None
 
 
-def _flagged(report: EvaluationReport) -> bool:
+def _flagged(report: RecordReport) -> bool:
     """A check failed the run (minor findings alone do not flag it)."""
     return any(r.status == 'ok' and r.passed is False for r in report.judges.values())
 
 
-def _minor_only(report: EvaluationReport) -> bool:
+def _minor_only(report: RecordReport) -> bool:
     return not _flagged(report) and any(r.status == 'ok' and r.issues for r in report.judges.values())
 
 
-def _verdicts(report: EvaluationReport) -> dict[str, Any]:
+def _verdicts(report: RecordReport) -> dict[str, Any]:
     """What must not change when only the log's spelling changes: every check's verdict and score."""
     return {
         'overall': report.overall_score,
@@ -115,12 +116,12 @@ def _numbers_as_strings(record: QueryRecord) -> QueryRecord:
     return QueryRecord.model_validate(data)
 
 
-def _changed(before: list[EvaluationReport], after: list[EvaluationReport]) -> int:
+def _changed(before: list[RecordReport], after: list[RecordReport]) -> int:
     by_id = {r.query_id: _verdicts(r) for r in after}
     return sum(_verdicts(r) != by_id.get(r.query_id) for r in before)
 
 
-def _figures(reports: list[EvaluationReport], labels: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _figures(reports: list[RecordReport], labels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     agree = total = unmatched_labels = 0
     false_fail_on_full_match = 0
     ref_failed: list[bool] = []
@@ -226,7 +227,7 @@ def _judge_run(run_dir: Path) -> int:
     verdict's reasoning printed so a reader can confirm none is paraphrased or empty (a false pass)."""
     from collections import Counter
 
-    from sensei_eval.core.reports import load_reports
+    from sensei_eval.judging.run_folder import load_reports
 
     statuses: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

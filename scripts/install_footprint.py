@@ -35,7 +35,8 @@ TOOLING = {'pip', 'setuptools', 'wheel'}
 SKIP = ('.git', '.venv', 'reports', 'build', 'dist', '*.egg-info', '__pycache__', '.*_cache', 'notebooks', 'benchmarks')
 
 IMPORTS = """
-from sensei_eval.core.records import QueryRecord, load_datasets
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.datasets import load_datasets
 from sensei_eval.evaluators.output import Hallucination
 from sensei_eval.evaluators.base import set_default_judge_model
 from sensei_eval.models.judge_model import resolve_model

@@ -6,7 +6,7 @@ The library in one place (the command-line tools and the service are thin layers
 * judges: `make_judges`, `Judge`, `FailureModeJudge`, `JudgeModel`, `resolve_model`, `Profile`,
   `resolve_profile`;
 * judging: `judge_records` (async), `RunFolder` (a run's reports and `summary.json`), `RunSummary`;
-* reports: `EvaluationReport`, `JudgeResult`, `load_reports`, `to_dataframe`;
+* reports: `RecordReport`, `JudgeResult`, `load_reports`, `to_dataframe`;
 * agents: `Query`, `load_queries`, `AgentRunner`, `PydanticAIRunner`, `load_runner`, `PromptComponents`,
   `load_components`, `run_and_judge` (async);
 * `calibrate`, the module (`calibrate.calibrate(...)`, `CalibrationResult`: judges against labels; a
@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sensei_eval.agents.components import PromptComponents, load_components
     from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
-    from sensei_eval.core.records import QueryRecord, Rating, load_dataset, load_datasets
-    from sensei_eval.core.reports import EvaluationReport, JudgeResult, JudgeSummary, RunSummary, load_reports, to_dataframe
+    from sensei_eval.core.datasets import load_dataset, load_datasets
+    from sensei_eval.core.records import QueryRecord, Rating
+    from sensei_eval.core.reports import JudgeResult, JudgeSummary, RecordReport, RunSummary
     from sensei_eval.evaluators.base import FailureModeJudge, Judge
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.judging.profiles import Profile, resolve_profile
-    from sensei_eval.judging.run_folder import RunFolder
+    from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
     from sensei_eval.judging.runner import judge_records
     from sensei_eval.models.judge_model import JudgeModel, resolve_model
     from sensei_eval.validate import assert_no_regression, calibrate, compare_reports
@@ -54,14 +55,14 @@ _WHERE = {
     'resolve_profile': 'judging.profiles',
     'QueryRecord': 'core.records',
     'Rating': 'core.records',
-    'load_dataset': 'core.records',
-    'load_datasets': 'core.records',
-    'EvaluationReport': 'core.reports',
+    'load_dataset': 'core.datasets',
+    'load_datasets': 'core.datasets',
+    'RecordReport': 'core.reports',
     'JudgeResult': 'core.reports',
     'JudgeSummary': 'core.reports',
     'RunSummary': 'core.reports',
-    'load_reports': 'core.reports',
-    'to_dataframe': 'core.reports',
+    'load_reports': 'judging.run_folder',
+    'to_dataframe': 'judging.run_folder',
     'RunFolder': 'judging.run_folder',
     'judge_records': 'judging.runner',
     'assert_no_regression': 'validate',
@@ -71,7 +72,6 @@ _WHERE = {
 __all__ = (
     'AgentRunner',
     'CalibrationResult',
-    'EvaluationReport',
     'FailureModeJudge',
     'Judge',
     'JudgeModel',
@@ -83,6 +83,7 @@ __all__ = (
     'Query',
     'QueryRecord',
     'Rating',
+    'RecordReport',
     'RunFolder',
     'RunSummary',
     'assert_no_regression',

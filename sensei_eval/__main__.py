@@ -18,16 +18,16 @@ from typing import Annotated, Literal
 import typer
 
 from sensei_eval.cli.cache import app as _cache_app
+from sensei_eval.cli.calibrate import main as _calibrate
 from sensei_eval.cli.common import BaseUrlOption, EmbeddedThreadsOption, ModelOption, make_app, quiet_third_party
 from sensei_eval.cli.judge import judge as _judge
 from sensei_eval.cli.sample import sample as _sample
 from sensei_eval.cli.validate import validate as _validate
+from sensei_eval.cli.view import view as _view
 from sensei_eval.core.extras import MissingExtraError, exit_on_missing_extra, requires_extra
-from sensei_eval.judging.view import view as _view
-from sensei_eval.validate.calibrate import main as _calibrate
 
 try:
-    from sensei_eval.optimize.__main__ import optimize as _optimize
+    from sensei_eval.cli.optimize import optimize as _optimize
 
     _optimize_missing: MissingExtraError | None = None
 except MissingExtraError as e:  # no "optimize" extra (DSPy): the command only says which extra it needs

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from sensei_eval.cli import calibrate as calibrate_cli
 from sensei_eval.core.reports import JudgeResult, build_report, report_filename, write_json_atomic
 from sensei_eval.validate import calibrate as cal
 
@@ -84,13 +85,13 @@ def test_calibration_matches_hand_computed_values(tmp_path: Path) -> None:
 
 def test_cli_writes_json_and_exits_1_on_label_problems(tmp_path: Path) -> None:
     run = _write_run(tmp_path)
-    outcome = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(_write_labels(tmp_path))])
+    outcome = CliRunner().invoke(calibrate_cli.app, ['--reports', str(run), '--labels', str(_write_labels(tmp_path))])
     assert outcome.exit_code == 1, outcome.output
     data = json.loads((run / 'calibration.json').read_text())
     assert data['judges'][0]['cohen_kappa'] == pytest.approx(1 / 3)
-    assert CliRunner().invoke(cal.app, ['--reports', str(tmp_path / 'nope'), '--labels', 'x']).exit_code == 2
+    assert CliRunner().invoke(calibrate_cli.app, ['--reports', str(tmp_path / 'nope'), '--labels', 'x']).exit_code == 2
     # calibrating the same run again reads the reports, not its own earlier calibration.json
-    again = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(_write_labels(tmp_path))])
+    again = CliRunner().invoke(calibrate_cli.app, ['--reports', str(run), '--labels', str(_write_labels(tmp_path))])
     assert again.exit_code == 1, again.output
 
 
@@ -321,7 +322,9 @@ def test_cli_on_tau2_shaped_labels_prints_readable_tables_at_80_columns(tmp_path
     ]
     out = tmp_path / 'cal.json'
     outcome = CliRunner().invoke(
-        cal.app, ['--reports', str(run), '--labels', str(_jsonl(tmp_path, rows)), '--out', str(out)], env={'COLUMNS': '80'}
+        calibrate_cli.app,
+        ['--reports', str(run), '--labels', str(_jsonl(tmp_path, rows)), '--out', str(out)],
+        env={'COLUMNS': '80'},
     )
     assert outcome.exit_code == 0, outcome.output
     assert '…' not in outcome.output
@@ -334,7 +337,7 @@ def test_cli_on_tau2_shaped_labels_prints_readable_tables_at_80_columns(tmp_path
         'labelled': 1, 'compared': 1, 'no_decisive_step': 0, 'exact': 1.0, 'within_one': 1.0,
     }  # fmt: skip
     assert data['steps']['step_base'] == 'transcript step (from 1)'
-    bad = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(out), '--reward-threshold', '0'])
+    bad = CliRunner().invoke(calibrate_cli.app, ['--reports', str(run), '--labels', str(out), '--reward-threshold', '0'])
     assert bad.exit_code == 2
 
 
@@ -388,7 +391,7 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
     assert (result.agents.labelled, result.agents.accuracy) == (3, pytest.approx(2 / 3))
     assert result.agents.baseline_first_agent == pytest.approx(1 / 3)  # first non-user speaker: Planner
     assert [p for p in result.problems if 'mistake_step' in p] and len(result.problems) == 1
-    printed = CliRunner().invoke(cal.app, ['--reports', str(run), '--labels', str(labels), '--step-base', '0'])
+    printed = CliRunner().invoke(calibrate_cli.app, ['--reports', str(run), '--labels', str(labels), '--step-base', '0'])
     assert 'message index from 0' in printed.output and 'baseline first agent' in printed.output
 
 
@@ -404,9 +407,9 @@ def test_calibrate_a_judge_on_the_shipped_benchmark(tmp_path: Path, monkeypatch:
     # a judge that finds a hallucination in every run: it fails them all, like the baseline
     claim = {'steps': [3], 'hallucinated_claim': 'x', 'what_tools_actually_said': 'y', 'severity': 'major'}
     scripted = ScriptedJudge(lambda p, n: {'reasoning': f'Step [3] is wrong ({about(p)}).', 'issues': [claim]})
-    monkeypatch.setattr(cal, '_judge_model', lambda model, base_url, console: scripted.model())
+    monkeypatch.setattr(calibrate_cli, '_judge_model', lambda model, base_url, console: scripted.model())
     args = ['--benchmark', 'tau2-airline', '--judges', 'hallucination', '--limit', '6', '--run-dir', str(tmp_path)]
-    outcome = CliRunner().invoke(cal.app, args)
+    outcome = CliRunner().invoke(calibrate_cli.app, args)
     assert outcome.exit_code == 0, outcome.output
     assert 'always fail' in outcome.output and 'hallucination' in outcome.output
     assert 'checks only (no model): AUROC' in outcome.output
@@ -414,5 +417,5 @@ def test_calibrate_a_judge_on_the_shipped_benchmark(tmp_path: Path, monkeypatch:
     judged = {f['predictor']: f for f in data['judged']['outcomes']['predictors']}
     assert judged['hallucination']['n'] == 6 and judged['hallucination']['false_alarm_rate'] == 1.0
     assert data['checks_only']['outcomes']['labelled'] == 6
-    unknown = CliRunner().invoke(cal.app, ['--benchmark', 'no-such-set'])
+    unknown = CliRunner().invoke(calibrate_cli.app, ['--benchmark', 'no-such-set'])
     assert unknown.exit_code == 2 and 'neither a shipped benchmark' in unknown.output

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.records import QueryRecord, load_dataset
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.registry import GROUPS, make_judges
 from sensei_eval.judging.runner import judge_records
@@ -33,24 +34,24 @@ CLEAN = ('docs-001', 'docs-002', 'docs-003', 'docs-004', 'docs-long-001', 'tarsy
 
 
 @pytest.fixture(scope='module')
-def reports() -> dict[str, EvaluationReport]:
+def reports() -> dict[str, RecordReport]:
     records = load_dataset(SAMPLE).records
     done = asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='checks'))
     return {r.query_id: r for r in done}
 
 
-def _fired(report: EvaluationReport) -> set[str]:
+def _fired(report: RecordReport) -> set[str]:
     return {name for name, r in report.judges.items() if r.status == 'ok' and r.issues and name != 'reference_check'}
 
 
 @pytest.mark.parametrize('query_id', sorted(set(EXPECTED) | set(CLEAN)))
-def test_checks_find_documented_failures_and_nothing_else(reports: dict[str, EvaluationReport], query_id: str) -> None:
+def test_checks_find_documented_failures_and_nothing_else(reports: dict[str, RecordReport], query_id: str) -> None:
     report = reports[query_id]
     assert all(r.status == 'ok' for r in report.judges.values())
     assert _fired(report) == EXPECTED.get(query_id, set())
 
 
-def test_check_issues_land_in_the_mode_lists_marked_as_checks(reports: dict[str, EvaluationReport]) -> None:
+def test_check_issues_land_in_the_mode_lists_marked_as_checks(reports: dict[str, RecordReport]) -> None:
     r = reports['docs-007']
     [issue] = r.hallucination_issues
     assert issue.source == 'check' and 'retry_policy' in issue.hallucinated_claim
@@ -62,7 +63,7 @@ def test_check_issues_land_in_the_mode_lists_marked_as_checks(reports: dict[str,
     assert reports['docs-011'].citation_issues[0].citations_without_snippets == 2
 
 
-def test_docs_agent_checks_run_only_under_their_profile(reports: dict[str, EvaluationReport]) -> None:
+def test_docs_agent_checks_run_only_under_their_profile(reports: dict[str, RecordReport]) -> None:
     # the sample's documentation-agent records name their profile; the TARSy records get the default one
     assert reports['docs-001'].profile == 'docs-agent' and reports['tarsy-001'].profile == 'default'
     skipped = reports['tarsy-001'].skipped
@@ -70,7 +71,7 @@ def test_docs_agent_checks_run_only_under_their_profile(reports: dict[str, Evalu
     assert not {'repeated_call_check', 'error_recovery_check', 'identifier_check'} & set(skipped)
 
 
-def test_reference_check_passes_the_expected_calls(reports: dict[str, EvaluationReport]) -> None:
+def test_reference_check_passes_the_expected_calls(reports: dict[str, RecordReport]) -> None:
     for qid in ('docs-002', 'docs-003', 'docs-004'):
         result = reports[qid].judges['reference_check']
         assert result.status == 'ok' and result.passed is True and result.score == 1.0, result.reasoning

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from sensei_eval.__main__ import app as root
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.cli.common import split_names
-from sensei_eval.core.reports import load_reports
+from sensei_eval.judging.run_folder import load_reports
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
 COMMANDS = ('judge', 'optimize', 'validate', 'calibrate', 'serve', 'sample', 'view')

@@ -16,16 +16,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.reports import (
-    EvaluationReport,
-    decode_query_id,
-    encode_query_id,
-    load_reports,
-    report_filename,
-    report_paths,
-    write_json_atomic,
-)
+from sensei_eval.core.reports import RecordReport, decode_query_id, encode_query_id, report_filename, write_json_atomic
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.run_folder import load_reports, report_paths
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import retry
 from sensei_eval.models.judge_model import CONNECTION_FAILURES_TO_STOP, JudgeModel, ModelUsageError, resolve_model
@@ -126,7 +119,7 @@ def test_old_layout_run_folders_still_load(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / 'summary.json', '{}')
     write_json_atomic(tmp_path / 'calibration.json', '{}')
     assert [r.query_id for r in load_reports(tmp_path)] == ['old-1']
-    assert isinstance(load_reports(tmp_path)[0], EvaluationReport)
+    assert isinstance(load_reports(tmp_path)[0], RecordReport)
 
 
 # ---------------------------------------------------------------------------------------------------

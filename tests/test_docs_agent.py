@@ -220,7 +220,7 @@ def test_model_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_load_runner_accepts_the_factory() -> None:
-    from sensei_eval.optimize.agent import PydanticAIRunner, load_runner
+    from sensei_eval.agents.runner import PydanticAIRunner, load_runner
 
     assert isinstance(load_runner('examples.docs_agent.agent:make_agent'), PydanticAIRunner)
 
@@ -300,7 +300,7 @@ def test_improved_components_only_append() -> None:
 
 
 def test_optimizer_assembles_the_same_prompt() -> None:
-    from sensei_eval.optimize.components import load_components
+    from sensei_eval.agents.components import load_components
 
     components = load_components('examples.docs_agent.prompts')
     assert list(components.names) == prompts.COMPONENTS

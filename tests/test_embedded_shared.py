@@ -30,8 +30,9 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.cli.common import setup_judge_model
+from sensei_eval.core.config import default_cache_dir
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.judging.cache import JudgeCache, default_cache_dir
+from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import embedded
 from sensei_eval.models.embedded import SharedServer

@@ -9,9 +9,9 @@ import pytest
 
 from sensei_eval.core.reports import build_report
 from sensei_eval.core.transcript import FENCE_END, render_transcript
-from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecError, fuse_judges, parse_fuse_spec
+from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecError, parse_fuse_spec
 from sensei_eval.evaluators.output import Completeness, Hallucination
-from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.evaluators.registry import fuse_judges, make_judges
 from sensei_eval.evaluators.tool_usage import ToolSelection
 from sensei_eval.models import retry
 
@@ -264,8 +264,8 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.settings import ModelSettings
 
+    from sensei_eval.evaluators.base import default_transcript_budget
     from sensei_eval.models.judge_model import JudgeModel
-    from sensei_eval.models.tokens import default_transcript_budget
 
     scripted = ScriptedJudge(_answer)
     model = JudgeModel(

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import validate as validate_cli
-from sensei_eval.core.reports import FAILURE_MODES, EvaluationReport, JudgeResult, build_report
+from sensei_eval.core.reports import FAILURE_MODES, JudgeResult, RecordReport, build_report
 from sensei_eval.validate import Thresholds, assert_no_regression, compare_reports, stats, to_markdown
 from sensei_eval.validate.gate import decide
 
@@ -29,7 +29,7 @@ N_QUERIES = 19
 N_FLIPS = 8
 
 
-def _eight_of_nineteen() -> tuple[list[EvaluationReport], list[EvaluationReport]]:
+def _eight_of_nineteen() -> tuple[list[RecordReport], list[RecordReport]]:
     """19 queries: `completeness` passes on 13 before; after, 8 of those fail, nothing is fixed.
     The five other modes have the same verdict on both sides for every query (some pass, some fail)."""
     old, new = [], []
@@ -104,7 +104,7 @@ def test_eight_of_nineteen_through_the_cli(tmp_path: Path) -> None:
     assert back.exit_code == 0, back.output
 
 
-def _independent_side(rng: np.random.Generator, modes: tuple[str, ...], n: int, pass_rate: float) -> list[EvaluationReport]:
+def _independent_side(rng: np.random.Generator, modes: tuple[str, ...], n: int, pass_rate: float) -> list[RecordReport]:
     """Every query passes every mode with probability `pass_rate`, drawn afresh for this side."""
     return [report(f'q{i:02d}', {m: bool(rng.random() < pass_rate) for m in modes}) for i in range(n)]
 
@@ -127,7 +127,7 @@ def test_a_a_comparisons_pass_in_20_of_20_seeds() -> None:
 def test_majority_of_runs_decides_a_querys_pass() -> None:
     """3 runs per query: 2 of 3 passing runs is a pass; 1 of 3 a fail — so 2/3 → 1/3 is a flip."""
 
-    def runs(qid: str, verdicts: list[bool]) -> list[EvaluationReport]:
+    def runs(qid: str, verdicts: list[bool]) -> list[RecordReport]:
         return [report(f'{qid}#r{r}', {BROKEN: v}) for r, v in enumerate(verdicts, start=1)]
 
     old = runs('q0', [True, True, False]) + runs('q1', [False, False, True]) + runs('q2', [True, True, True])
@@ -152,7 +152,7 @@ def test_too_few_discordant_queries_are_dropped_with_the_attainable_p() -> None:
 def test_flip_rule_overrides_the_mean_and_scores_only_metrics_keep_the_sign_flip_test() -> None:
     """A score-only judge (no pass/fail) is judged on its mean by the sign-flip test, in the same family."""
 
-    def scored(qid: str, score: float, passed: bool) -> EvaluationReport:
+    def scored(qid: str, score: float, passed: bool) -> RecordReport:
         results = [
             JudgeResult(
                 judge='investigation_score', failure_mode=None, category=None, criteria_hash='h-inv',

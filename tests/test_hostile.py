@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import build_report
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.records import load_dataset
+from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.reports import build_report
 from sensei_eval.core.sanitize import MAX_JSON_DEPTH, JsonLimitError, JsonTooDeepError, loads_limited
 from sensei_eval.core.transcript import FENCE_END, render_transcript

@@ -16,7 +16,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from sensei_eval.cli import validate as validate_cli
-from sensei_eval.core.reports import EvaluationReport, JudgeResult, build_report, mode_verdicts
+from sensei_eval.core.reports import JudgeResult, RecordReport, build_report, mode_verdicts
 from sensei_eval.optimize.evaluate import summarise
 from sensei_eval.optimize.loop import route_failures
 from sensei_eval.optimize.routing import resolve_routing
@@ -51,7 +51,7 @@ def reference(lookup_ok: bool, currency_ok: bool) -> JudgeResult:
     )  # fmt: skip
 
 
-def run(query_id: str, *results: JudgeResult) -> EvaluationReport:
+def run(query_id: str, *results: JudgeResult) -> RecordReport:
     return build_report(_BASE.model_copy(update={'query_id': query_id, 'query': f'bill {query_id}'}), list(results), run_id='t')
 
 
@@ -85,7 +85,7 @@ def test_the_optimizer_counts_and_routes_each_finding_under_its_own_mode() -> No
     assert sorted(e.query_id for e in routed['tools']) == ['q0', 'q3']
 
 
-def _mixed() -> tuple[list[EvaluationReport], list[EvaluationReport]]:
+def _mixed() -> tuple[list[RecordReport], list[RecordReport]]:
     """20 queries: the change breaks the lookup on 8 (q00-q07) and fixes the currency on 6 (q10-q15)."""
     old = [run(f'q{i:02d}', reference(lookup_ok=True, currency_ok=not 10 <= i < 16)) for i in range(20)]
     new = [run(f'q{i:02d}', reference(lookup_ok=i >= 8, currency_ok=True)) for i in range(20)]
@@ -127,7 +127,7 @@ def test_an_llm_judge_and_a_check_of_one_mode_are_not_pooled() -> None:
     assert any('--common-judges' in w for w in c.warnings)
 
 
-def _write(path: Path, reports: list[EvaluationReport]) -> Path:
+def _write(path: Path, reports: list[RecordReport]) -> Path:
     _write_run(path, reports)
     return path
 

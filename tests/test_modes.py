@@ -13,9 +13,10 @@ import pytest
 from sensei_eval.core import modes, reports
 from sensei_eval.core.issues import Issue
 from sensei_eval.core.modes import MODES, FailureMode, register_mode, unregister_mode
-from sensei_eval.core.reports import EvaluationReport, load_reports
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators import registry
 from sensei_eval.evaluators.base import FailureModeJudge, Judge
+from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, about, openai_record
@@ -30,7 +31,7 @@ SAVED_REPORT_FIELDS = {
 
 
 def _issue_fields() -> dict[str, Any]:
-    return {n: f.annotation for n, f in EvaluationReport.model_fields.items() if n.endswith('_issues')}
+    return {n: f.annotation for n, f in RecordReport.model_fields.items() if n.endswith('_issues')}
 
 
 def test_everything_that_lists_modes_derives_from_the_table() -> None:
@@ -58,7 +59,7 @@ def test_judges_declare_only_their_mode() -> None:
 
 def test_saved_report_field_names_are_kept(tmp_path: Path) -> None:
     assert set(_issue_fields()) == SAVED_REPORT_FIELDS
-    names = list(EvaluationReport.model_fields)
+    names = list(RecordReport.model_fields)
     # the issue lists sit after the record and before the scores, as in reports saved before the table
     assert names.index('prompt_version') < names.index('tool_selection_issues') < names.index('overall_score')
     saved = {
@@ -68,10 +69,10 @@ def test_saved_report_field_names_are_kept(tmp_path: Path) -> None:
         ],
         'instruction_issues': [{'rule': 'r', 'violation': 'v', 'severity': 'minor', 'reasoning': 'x'}],
     }  # fmt: skip
-    report = EvaluationReport.model_validate(saved)
+    report = RecordReport.model_validate(saved)
     assert report.issues_of('tool_parameters')[0].model_dump()['parameter'] == 'p'
     assert len(report.issues_of('instruction_following')) == 1
-    assert EvaluationReport.model_validate_json(report.model_dump_json()) == report
+    assert RecordReport.model_validate_json(report.model_dump_json()) == report
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def test_registered_mode_gets_a_judge_a_field_and_a_group(politeness: FailureMod
     assert 'politeness' in registry.GROUPS['all'] and 'politeness' in registry.EXTRA_MODES
     assert registry.COMPONENTS['politeness'] == ('TONE',)
     assert Politeness.category == 'manners' and 'manners' in reports.CATEGORIES
-    assert EvaluationReport.model_fields['politeness_issues'].annotation == list[PolitenessIssue]
+    assert RecordReport.model_fields['politeness_issues'].annotation == list[PolitenessIssue]
 
     judges = registry.make_judges(['manners', 'hallucination'])
     [report] = asyncio.run(judge_records([openai_record()], judges, ScriptedJudge(_curt).model(), run_id='r', run_dir=tmp_path))
@@ -137,14 +138,14 @@ def test_unregistering_removes_every_trace() -> None:
     register_mode(POLITENESS, Politeness)
     unregister_mode('politeness')
     assert 'politeness' not in MODES and 'politeness' not in reports.FAILURE_MODES
-    assert 'politeness_issues' not in EvaluationReport.model_fields
+    assert 'politeness_issues' not in RecordReport.model_fields
     assert 'manners' not in registry.GROUPS and 'manners' not in reports.CATEGORIES
     assert 'politeness' not in registry.JUDGES and 'politeness' not in registry.COMPONENTS
     assert set(_issue_fields()) == SAVED_REPORT_FIELDS
 
 
 def test_bad_registrations_leave_the_table_as_it_was() -> None:
-    before = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(EvaluationReport.model_fields))
+    before = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(RecordReport.model_fields))
     with pytest.raises(ValueError, match='already exists'):
         register_mode(FailureMode('hallucination', 'output', PolitenessIssue, 'x_issues'), Politeness)
     with pytest.raises(ValueError, match='already holds'):
@@ -160,5 +161,5 @@ def test_bad_registrations_leave_the_table_as_it_was() -> None:
         register_mode(POLITENESS, Clash)
     with pytest.raises(ValueError, match='not a mode added'):
         unregister_mode('hallucination')
-    after = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(EvaluationReport.model_fields))
+    after = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(RecordReport.model_fields))
     assert after == before

@@ -19,11 +19,11 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components
+from sensei_eval.agents.runner import PydanticAIRunner, Query, load_queries, load_runner
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
-from sensei_eval.optimize.agent import PydanticAIRunner, Query, load_queries, load_runner
-from sensei_eval.optimize.components import ComponentsError, PromptComponents, load_components
 from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer, split_queries, validation_test
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.scripted import ScriptedLM

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import sensei_eval.optimize.__main__ as cli
+import sensei_eval.cli.optimize as cli
 from examples.docs_agent.proposer import proposer_lm
 from sensei_eval.agents.components import load_components
 from sensei_eval.agents.runner import load_queries, load_runner

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.registry import GROUPS, make_judges
 from sensei_eval.judging.profiles import AGNOSTIC_CHECKS, BUILTIN_PROFILES, ProfileError, load_profile, resolve_profile
 from sensei_eval.judging.runner import count_judge_calls, judge_records
@@ -39,7 +39,7 @@ def _support_record(query_id: str = 's1', **metadata: Any) -> QueryRecord:
     )  # fmt: skip
 
 
-def _run(records: list[QueryRecord], **kwargs: Any) -> list[EvaluationReport]:
+def _run(records: list[QueryRecord], **kwargs: Any) -> list[RecordReport]:
     return asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='p', **kwargs))
 
 

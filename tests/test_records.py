@@ -22,16 +22,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from sensei_eval.core.records import (
-    LoadError,
-    LoadResult,
-    QueryRecord,
-    Rating,
-    RecordFieldError,
-    detect_format,
-    load_dataset,
-    load_datasets,
-)
+from sensei_eval.core.datasets import load_dataset, load_datasets
+from sensei_eval.core.errors import LoadError, RecordFieldError
+from sensei_eval.core.records import LoadResult, QueryRecord, Rating, detect_format
 
 # ---------------------------------------------------------------------------------------------------
 # Inline histories, one per format

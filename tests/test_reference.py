@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from sensei_eval.core.records import ExpectedToolCall, QueryRecord, load_dataset
-from sensei_eval.core.reports import EvaluationReport, JudgeResult
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord
+from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.reference import ReferenceCheck, match_expected_calls
 from sensei_eval.judging.runner import judge_records
@@ -39,7 +40,7 @@ def _judge(record: QueryRecord, check: ReferenceCheck | None = None) -> JudgeRes
     return asyncio.run((check or ReferenceCheck()).judge(record, render_transcript(record), None))
 
 
-def _report(record: QueryRecord) -> EvaluationReport:
+def _report(record: QueryRecord) -> RecordReport:
     [report] = asyncio.run(judge_records([record], [ReferenceCheck()], None, run_id='t'))
     return report
 

@@ -9,10 +9,10 @@ from typing import Any
 import dspy
 import pytest
 
+from sensei_eval.agents.components import PromptComponents
+from sensei_eval.agents.runner import Query
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE
-from sensei_eval.optimize.agent import Query
-from sensei_eval.optimize.components import PromptComponents
 from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, judges_for_component
 from sensei_eval.optimize.routing import Routing, RoutingError, best_component, resolve_routing

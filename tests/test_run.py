@@ -11,17 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.reports import (
-    EvaluationReport,
-    RunSummary,
-    build_report,
-    load_reports,
-    to_dataframe,
-    to_pydantic_evals_report,
-)
+from sensei_eval.core.reports import RecordReport, RunSummary, build_report, to_pydantic_evals_report
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.run_folder import RunFolder
+from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
 from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, about, no_issues, openai_record
@@ -89,7 +82,7 @@ def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
     # a critical hallucination scores its mode 0, and findings compound in overall_score (a product)
     assert report.overall_score == pytest.approx(0.0)
-    on_disk = EvaluationReport.model_validate_json((tmp_path / 'records' / 'r1.json').read_text())
+    on_disk = RecordReport.model_validate_json((tmp_path / 'records' / 'r1.json').read_text())
     assert on_disk == report
 
 

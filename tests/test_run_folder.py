@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import sensei_eval
-from sensei_eval.core.reports import RunSummary, load_reports
+from sensei_eval.core.reports import RunSummary
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.judging.run_folder import RunFolder, RunFolderError, new_run_id
+from sensei_eval.judging.run_folder import RunFolder, RunFolderError, load_reports, new_run_id
 from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, no_issues, openai_record
@@ -22,7 +22,7 @@ from .helpers import ScriptedJudge, no_issues, openai_record
 VALIDATE = Path(sensei_eval.__file__).parent / 'validate'
 
 
-def _judged(folder: RunFolder | None = None) -> list[sensei_eval.EvaluationReport]:
+def _judged(folder: RunFolder | None = None) -> list[sensei_eval.RecordReport]:
     records = [openai_record('a'), openai_record('b/c'), openai_record('CON')]
     judges = make_judges(['mvp', 'checks'])
     return asyncio.run(judge_records(records, judges, ScriptedJudge(no_issues).model(), run_id='r', run_dir=folder))

@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sensei_eval.core.records import QueryRecord, iter_dataset, iter_datasets, load_dataset
-from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunSummary
+from sensei_eval.core.datasets import iter_dataset, iter_datasets, load_dataset
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.output import Completeness, Hallucination
@@ -49,7 +50,8 @@ _MEASURE = """
 import asyncio, json, sys, tracemalloc
 from pathlib import Path
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.core.records import QueryRecord, iter_datasets
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.datasets import iter_datasets
 from sensei_eval.judging.runner import judge_stream
 
 def peak(path, out):
@@ -180,7 +182,7 @@ def test_the_streamed_summary_equals_the_in_memory_one_on_the_sample(tmp_path: P
         assert _timeless(on_disk[(report.query_id, report.repeat)]) == _timeless(report)
 
 
-def _timeless(report: EvaluationReport) -> dict[str, Any]:
+def _timeless(report: RecordReport) -> dict[str, Any]:
     """A report without what differs between two runs of the same judging: its times and run id."""
     data = report.model_dump(exclude={'evaluated_at', 'run_id', 'latency_s'})
     for result in data['judges'].values():

@@ -21,7 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import DEFAULT_INSTRUMENTATION_VERSION, InstrumentationSettings
 
-from sensei_eval.core.records import load_dataset
+from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.traces import (
     TraceConfig,
     build_trace,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensei_eval.core.reports import FAILURE_MODES, MODEL_CONFIDENCE, EvaluationReport, JudgeResult, build_report
+from sensei_eval.core.reports import FAILURE_MODES, MODEL_CONFIDENCE, JudgeResult, RecordReport, build_report
 from sensei_eval.validate import Comparison, Thresholds, assert_no_regression, compare_reports, split_run_id, to_markdown
 
 from .helpers import openai_record
@@ -27,7 +27,7 @@ def result(mode: str, passed: bool | None, *, error: bool = False, judge: str | 
     )  # fmt: skip
 
 
-def report(query_id: str, verdicts: dict[str, bool | None], *, repeat: int = 1, errors: tuple[str, ...] = ()) -> EvaluationReport:
+def report(query_id: str, verdicts: dict[str, bool | None], *, repeat: int = 1, errors: tuple[str, ...] = ()) -> RecordReport:
     record = _BASE.model_copy(update={'query_id': query_id})
     results = [result(m, v) for m, v in verdicts.items() if m not in errors]
     results += [result(m, None, error=True) for m in errors]
@@ -36,7 +36,7 @@ def report(query_id: str, verdicts: dict[str, bool | None], *, repeat: int = 1, 
 
 def side(
     truth: dict[str, list[bool]], rng: np.random.Generator | None = None, flip: float = 0.0, runs: int = 1, repeats: int = 1
-) -> list[EvaluationReport]:
+) -> list[RecordReport]:
     """Reports for `truth[mode][i]` (query i passes mode?) with judge verdicts flipped at rate `flip`."""
     n = len(next(iter(truth.values())))
     out = []

@@ -14,8 +14,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.agents.runner import PydanticAIRunner, Query
-from sensei_eval.core.reports import load_reports
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.validate import assert_no_regression, to_markdown, validate_prompts
 
 from .helpers import ScriptedJudge

@@ -51,8 +51,9 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, SystemP
 from pydantic_ai.usage import UsageLimits
 
 from sensei_eval.agents.components import PromptComponents
-from sensei_eval.core.records import ExpectedToolCall, LoadError, QueryRecord, json_error_text, validation_load_error
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.errors import LoadError, json_error_text, validation_load_error
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
@@ -479,7 +480,7 @@ class JudgedRuns:
     records: list[QueryRecord] = field(default_factory=list)
     failed: list[FailedRun] = field(default_factory=list)
     attempts: int = 0
-    reports: list[EvaluationReport] = field(default_factory=list)
+    reports: list[RecordReport] = field(default_factory=list)
 
 
 def run_record_id(query_id: str, run: int, runs: int) -> str:

@@ -40,9 +40,11 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
+from sensei_eval.core.datasets import iter_datasets
+from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.records import LoadError, QueryRecord, iter_datasets
-from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunSummary, RunTally, to_pydantic_evals_report
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
@@ -388,7 +390,7 @@ class _Failures:
         self.full = full  # --verbose: every reason in full, not cut to one line
         self.shown: dict[tuple[str, str], str] = {}
 
-    def add(self, report: EvaluationReport) -> None:
+    def add(self, report: RecordReport) -> None:
         for name, result in report.judges.items():
             if self.limit is not None and len(self.shown) >= self.limit:
                 return
@@ -401,7 +403,7 @@ class _Failures:
         self.shown = {k: v for k, v in self.shown.items() if k[1] not in gone}
 
 
-def _shorten_stopped(report: EvaluationReport, stopped: str) -> EvaluationReport:
+def _shorten_stopped(report: RecordReport, stopped: str) -> RecordReport:
     """For the table: judges the "first failure" rule stopped say so briefly; the footer gives the reason once."""
     judges = {
         name: r.model_copy(update={'error': 'not run (judge model unreachable, see below)'}) if r.error == stopped else r
@@ -580,7 +582,7 @@ def _run(
             if plain is not None:
                 plain.judged(event)
 
-        def on_report(report: EvaluationReport, path: Path | None) -> None:
+        def on_report(report: RecordReport, path: Path | None) -> None:
             failures.add(report)
             done[0] += 1  # a bad line counts as done too; a report rewritten at the end is capped
             progress.update(task, completed=min(total, done[0] + repeat * len(source.load_errors)))
@@ -641,7 +643,7 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
         out.print('no failed verdicts')
 
 
-def _record_label(report: EvaluationReport) -> str:
+def _record_label(report: RecordReport) -> str:
     return report.query_id if report.repeat == 1 else f'{report.query_id} (r{report.repeat})'
 
 

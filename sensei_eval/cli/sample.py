@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from sensei_eval.core.records import load_datasets
+from sensei_eval.core.datasets import load_datasets
 from sensei_eval.production.sampler import Sampler, SamplerConfig, SamplerConfigError, load_sampler_config
 
 __all__ = ('sample',)

@@ -44,7 +44,7 @@ from sensei_eval.cli.common import (
     split_names,
 )
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.reports import EvaluationReport, to_pydantic_evals_report, write_json_atomic
+from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report, write_json_atomic
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
@@ -53,8 +53,9 @@ from sensei_eval.judging.runner import JudgeEvent
 from sensei_eval.judging.view import write_view
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.validate import stats
-from sensei_eval.validate.compare import Comparison, JudgeSetError, compare_reports
-from sensei_eval.validate.gate import EXIT_INPUT_ERROR, Thresholds
+from sensei_eval.validate.compare import JudgeSetError, compare_reports
+from sensei_eval.validate.comparison import Comparison, Thresholds
+from sensei_eval.validate.gate import EXIT_INPUT_ERROR
 from sensei_eval.validate.render import print_comparison, to_markdown
 from sensei_eval.validate.run import RunEvent, validate_prompts
 
@@ -197,7 +198,7 @@ def write_outputs(comparison: Comparison, out_dir: Path) -> None:
     write_json_atomic(out_dir / 'comparison.md', to_markdown(comparison))
 
 
-def load_report_dir(path: Path, option: str) -> list[EvaluationReport]:
+def load_report_dir(path: Path, option: str) -> list[RecordReport]:
     """Every report of a judge run folder (`RunFolder.load_reports`: `records/*.json`, or the top-level
     reports of a folder written before `records/`); an unusable folder or file is an `InputError` naming it."""
     if not path.exists():

@@ -1,6 +1,6 @@
 """The failure-mode table: the one place a failure mode is spelled out.
 
-Each entry gives a mode's name, its category, its issue model, the `EvaluationReport` field that holds
+Each entry gives a mode's name, its category, its issue model, the `RecordReport` field that holds
 its issues, the prompt components a fix for it goes into, and whether it is one of the fifteen standard
 failure modes. Everything else that lists modes reads this table: `reports.FAILURE_MODES` and
 `reports.CATEGORIES`, the report's per-mode issue fields, the judge groups and `COMPONENTS` of
@@ -13,9 +13,9 @@ report, the judges and the registry can all import it without a cycle; they re-d
 the table changes, which is what lets a mode registered at runtime get a report field, a judge and a
 group without being registered before anything is imported.
 
-Why the report's issue fields are added to `EvaluationReport` in place rather than written out or
+Why the report's issue fields are added to `RecordReport` in place rather than written out or
 inherited from a generated base class: a mode registered after `sensei_eval.core.reports` is imported must
-still get its field, and code holding `EvaluationReport` (every `from .reports import ...`) must see
+still get its field, and code holding `RecordReport` (every `from .reports import ...`) must see
 it, so the class is kept and its fields are rebuilt. The fields sit where they always were in the
 JSON (after the record, before the scores), under the names saved reports use. The type checker cannot
 see fields made from data, so library code reads them with `report.issues_of(mode)`.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sensei_eval.core.issues import (
     AgentFormatIssue,
@@ -47,8 +47,12 @@ from sensei_eval.core.issues import (
     ToolSelectionIssue,
 )
 
-if TYPE_CHECKING:
-    from sensei_eval.evaluators.base import Judge
+
+class JudgeClass(Protocol):
+    """What the table needs of a judge class (the judges live above this module: `evaluators`)."""
+
+    name: str
+    failure_mode: str | None
 
 __all__ = (
     'MODES',
@@ -70,7 +74,7 @@ class FailureMode:
     name: str
     category: str
     issue_model: type[Issue]
-    # The `EvaluationReport` field holding its issues (not always `<name>_issues`: saved reports fix them).
+    # The `RecordReport` field holding its issues (not always `<name>_issues`: saved reports fix them).
     field: str
     # Prompt components a fix for this mode goes into (the optimizer's evaluator → component mapping).
     components: tuple[str, ...] = ()
@@ -118,7 +122,7 @@ MODES: dict[str, FailureMode] = {
 }
 
 # Judges of modes registered at runtime; the library's own judges are listed in `evaluators.registry`.
-_judges: dict[str, type[Judge]] = {}
+_judges: dict[str, type[JudgeClass]] = {}
 _listeners: list[Callable[[], None]] = []
 
 
@@ -144,15 +148,15 @@ def on_change(derive: Callable[[], None]) -> None:
     derive()
 
 
-def registered_judges() -> dict[str, type[Judge]]:
+def registered_judges() -> dict[str, type[JudgeClass]]:
     """The judges of modes added with `register_mode`, by mode."""
     return dict(_judges)
 
 
-def register_mode(mode: FailureMode, judge: type[Judge]) -> None:
+def register_mode(mode: FailureMode, judge: type[JudgeClass]) -> None:
     """Add a failure mode judged by `judge`: it gets a report field, a judge name and a category group.
 
-    `judge.failure_mode` must be `mode.name`. Pydantic models that embed `EvaluationReport` and were
+    `judge.failure_mode` must be `mode.name`. Pydantic models that embed `RecordReport` and were
     defined before the call keep validating it without the new field.
     """
     if mode.name in MODES:

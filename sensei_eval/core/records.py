@@ -16,19 +16,16 @@ Whatever the format, the record is normalised once, at validation time, into pyd
 history that can't be normalised is a validation error that names the offending field
 (`messages[3].tool_calls[0].function.arguments`), never a silently shorter history.
 
-A dataset is a JSONL file, one record a line. `iter_datasets` streams datasets a line at a time (a
-record, or one `LoadError` (file, line, field, message) per bad line, so one bad line never hides the
-rest); `load_dataset` / `load_datasets` collect the same stream into lists for small inputs.
+A dataset is a JSONL file, one record a line; `sensei_eval.core.datasets` reads it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_ai.messages import (
@@ -46,30 +43,22 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
+from sensei_eval.core.errors import LoadError, RecordFieldError, field_path
 
 __all__ = (
     'MAX_RECORD_BYTES',
     'ExpectedToolCall',
-    'LoadError',
     'LoadResult',
     'MessageFormat',
     'QueryRecord',
     'Rating',
-    'RecordFieldError',
     'ToolCall',
     'detect_format',
-    'iter_dataset',
-    'iter_datasets',
-    'json_error_text',
-    'load_dataset',
-    'load_datasets',
     'looks_like_error',
     'pair_tool_calls',
     'parse_messages',
     'speaker_of',
     'speakers_from_prefix',
-    'validation_load_error',
 )
 
 MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
@@ -77,15 +66,6 @@ MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
 # One JSONL line larger than this is refused: a record that big is almost always a mistake (a log dump
 # pasted into a tool result), and reading it would stall the whole run. Override per call when needed.
 MAX_RECORD_BYTES = 16 * 1024 * 1024
-
-
-class RecordFieldError(ValueError):
-    """A record's content is wrong at a known place; `field` is a path like `messages[3].content`."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f'{field}: {message}')
-        self.field = field
-        self.message = message
 
 
 class Rating(BaseModel):
@@ -324,7 +304,7 @@ def _parse_pydantic_ai(messages: Sequence[Any]) -> list[ModelMessage]:
         return ModelMessagesTypeAdapter.validate_python(messages)
     except ValidationError as e:
         err = e.errors()[0]
-        raise RecordFieldError('messages' + _loc_path(_without_tags(err['loc'])), err['msg']) from None
+        raise RecordFieldError('messages' + field_path(_without_tags(err['loc'])), err['msg']) from None
 
 
 def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
@@ -636,207 +616,8 @@ def _strip_final_answer_marker(text: str) -> str:
     return text[m.end() :].strip() if m else text
 
 
-def _loc_path(loc: Iterable[int | str]) -> str:
-    path = ''
-    for item in loc:
-        path += f'[{item}]' if isinstance(item, int) else f'.{item}'
-    return path
-
-
-# ---------------------------------------------------------------------------------------------------
-# Loading datasets
-
-
-@dataclass(frozen=True)
-class LoadError:
-    """One bad line of a dataset: where it is and what is wrong, worded for the person who wrote it."""
-
-    file: str
-    line: int
-    field: str | None
-    message: str
-    query_id: str | None = None
-
-    def __str__(self) -> str:
-        where = f'{self.file}:{self.line}'
-        rid = f' (query_id {self.query_id!r})' if self.query_id else ''
-        field = f' field `{self.field}`' if self.field else ''
-        return f'{where}{rid}{field}: {self.message}'
-
-
 @dataclass
 class LoadResult:
     records: list[QueryRecord]
     errors: list[LoadError]
     lines: dict[str, int] = field(default_factory=dict)  # query_id -> line it was read from
-
-
-def iter_dataset(
-    path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES, seen: dict[str, int] | None = None
-) -> Iterator[QueryRecord | LoadError]:
-    """Read a JSONL dataset a line at a time: each good line as a record, each bad one as a `LoadError`.
-
-    Memory stays flat whatever the file size: one line is held at a time, and a line over
-    `max_record_bytes` is skipped without being read whole. `seen` (query id -> line) collects the ids
-    read so far, for the duplicate check; pass a dict to keep it. Text is made safe here, once: lone
-    UTF-16 surrogates and NULs (valid JSON escapes no encoder takes) become U+FFFD and the record's
-    `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH` characters is an error on its line."""
-    path = Path(path)
-    seen = {} if seen is None else seen
-    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):  # agent traces: one record per run
-        from sensei_eval.core.traces import iter_traces
-
-        yield from iter_traces(path, seen=seen)
-        return
-    try:
-        f = path.open('rb')
-    except OSError as e:
-        yield LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')
-        return
-    with f:
-        lineno = 0
-        try:
-            for lineno, line in _lines(f, max_record_bytes):
-                if isinstance(line, int):
-                    yield LoadError(
-                        str(path), lineno, None, f'record is {line:,} bytes, over the {max_record_bytes:,}-byte limit'
-                    )
-                    continue
-                if lineno == 1:
-                    line = line.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
-                if not line.strip():
-                    continue
-                record, error = _load_line(str(path), lineno, line, max_record_bytes)
-                if error is not None:
-                    yield error
-                    continue
-                assert record is not None
-                if record.query_id in seen:
-                    yield LoadError(
-                        str(path),
-                        lineno,
-                        'query_id',
-                        f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
-                        record.query_id,
-                    )
-                    continue
-                seen[record.query_id] = lineno
-                yield record
-        except OSError as e:
-            yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
-
-
-def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
-    """(line number, line without its newline), or (line number, size) for a line over `max_bytes`,
-    which is skipped in chunks rather than read whole."""
-    lineno = 0
-    while line := f.readline(max_bytes + 1):
-        lineno += 1
-        if len(line) > max_bytes and not line.endswith(b'\n'):
-            size = len(line)
-            while chunk := f.readline(1 << 20):
-                size += len(chunk)
-                if chunk.endswith(b'\n'):
-                    size -= 1
-                    break
-            yield lineno, size
-            continue
-        yield lineno, line.removesuffix(b'\n')
-
-
-def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[QueryRecord | LoadError]:
-    """Several datasets as one stream, in order; a query_id seen in an earlier file is a `LoadError`, not a second record.
-
-    What stays in memory is one entry per query id (for the duplicate checks), never the records."""
-    earlier: set[str] = set()
-    for path in paths:
-        seen: dict[str, int] = {}
-        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
-            if isinstance(item, QueryRecord) and item.query_id in earlier:
-                message = f'query_id {item.query_id!r} already loaded from an earlier dataset; this line is skipped'
-                yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
-                continue
-            yield item
-        earlier.update(seen)
-
-
-def _collect(items: Iterable[QueryRecord | LoadError], lines: dict[str, int] | None = None) -> LoadResult:
-    records: list[QueryRecord] = []
-    errors: list[LoadError] = []
-    for item in items:
-        (records if isinstance(item, QueryRecord) else errors).append(item)  # type: ignore[arg-type]
-    return LoadResult(records, errors, {} if lines is None else lines)
-
-
-def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
-    """Read a JSONL dataset whole: the good records, and one `LoadError` per bad line (`iter_dataset`, collected)."""
-    seen: dict[str, int] = {}
-    return _collect(iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen), seen)
-
-
-def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
-    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten (`iter_datasets`, collected)."""
-    return _collect(iter_datasets(paths, max_record_bytes=max_record_bytes))
-
-
-def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[QueryRecord | None, LoadError | None]:
-    if len(line) > max_bytes:
-        return None, LoadError(file, lineno, None, f'record is {len(line):,} bytes, over the {max_bytes:,}-byte limit')
-    try:
-        text = line.decode('utf-8')
-    except UnicodeDecodeError as e:
-        return None, LoadError(file, lineno, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})')
-    try:
-        # one limit on nesting (sanitize.MAX_JSON_DEPTH): a record deeper than it could not be written back
-        data = loads_limited(text, where=f'{file}:{lineno}', allow_nan=True)
-    except json.JSONDecodeError as e:
-        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
-    except JsonLimitError as e:
-        return None, LoadError(file, lineno, e.field, e.message)
-    except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
-        return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
-    if not isinstance(data, dict):
-        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
-    try:
-        # the one place loaded text is made safe: lone surrogates and NULs become U+FFFD, with a warning
-        data, replaced = clean_value(data)
-    except RecursionError:
-        return None, LoadError(file, lineno, None, 'record nested too deeply to read')
-    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
-    if query_id is not None and len(query_id) > MAX_ID_LENGTH:
-        message = f'too long: {len(query_id):,} characters, over the {MAX_ID_LENGTH}-character id limit ({query_id[:40]!r}...)'
-        return None, LoadError(file, lineno, 'query_id', message)
-    try:
-        record = QueryRecord.model_validate(data)
-    except ValidationError as e:
-        return None, validation_load_error(file, lineno, e, query_id)
-    except RecursionError:
-        return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
-    except Exception as e:  # a shape no parser check foresaw: one bad line must never stop the run
-        return None, LoadError(file, lineno, None, f'cannot read the record ({type(e).__name__}: {e})', query_id)
-    if replaced:
-        more = f' and {len(replaced) - 5} more place(s)' if len(replaced) > 5 else ''
-        record.input_warnings.append(
-            f'line {lineno}: lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}{more}'
-        )
-    return record, None
-
-
-def json_error_text(e: json.JSONDecodeError) -> str:
-    """A JSON error with its column, read as English: 'Unterminated string starting at column 12'."""
-    msg = e.msg.rstrip()
-    return f'{msg} column {e.colno}' if msg.endswith(' at') else f'{msg} at column {e.colno}'
-
-
-def validation_load_error(file: str, lineno: int, e: ValidationError, query_id: str | None = None) -> LoadError:
-    """A model's validation error on one dataset line, as a `LoadError` naming the field the way a user
-    wrote it (`messages[2].tool_calls[0]`), or the record-level field a `RecordFieldError` names."""
-    err = e.errors()[0]
-    cause = (err.get('ctx') or {}).get('error')
-    field: str | None
-    if isinstance(cause, RecordFieldError):
-        field, message = cause.field, cause.message
-    else:
-        field, message = _loc_path(err['loc']).lstrip('.') or None, err['msg']
-    more = f' (and {len(e.errors()) - 1} more problem(s))' if len(e.errors()) > 1 else ''
-    return LoadError(file, lineno, field, message + more, query_id)

@@ -1,6 +1,6 @@
 """Issue reports: what a run of the judges wrote, per record and per run.
 
-One `EvaluationReport` per record (the issue lists of every failure mode, plus per judge: criteria hash, model, status,
+One `RecordReport` per record (the issue lists of every failure mode, plus per judge: criteria hash, model, status,
 error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/records/<id>.json` as soon
 as its judges finish, so a crash loses at most the records in flight (`<id>` is the query id, encoded
 so that no id can collide with another or with a run file: `encode_query_id`). `summary.json` at the
@@ -44,30 +44,26 @@ from sensei_eval.core.records import QueryRecord, Rating
 from sensei_eval.core.transcript import Truncation
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
 
 __all__ = (
     'CATEGORIES',
     'FAILURE_MODES',
     'MODEL_CONFIDENCE',
-    'EvaluationReport',
     'JudgeResult',
     'JudgeStatus',
     'JudgeSummary',
     'ModeVerdict',
+    'RecordReport',
     'RunSummary',
     'RunTally',
     'build_report',
     'decode_query_id',
     'encode_query_id',
-    'load_reports',
     'mode_verdicts',
     'rebuild_report',
     'report_filename',
     'report_path',
-    'report_paths',
-    'to_dataframe',
     'to_pydantic_evals_report',
     'write_json_atomic',
 )
@@ -120,7 +116,7 @@ class JudgeResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class EvaluationReport(BaseModel):
+class RecordReport(BaseModel):
     """The evaluation report of one record, plus what the judges cost and how they ran."""
 
     query_id: str
@@ -169,12 +165,12 @@ class EvaluationReport(BaseModel):
 
 
 def _derive_from_modes() -> None:
-    """Re-derive `FAILURE_MODES`, `CATEGORIES` and `EvaluationReport`'s issue fields from the table."""
+    """Re-derive `FAILURE_MODES`, `CATEGORIES` and `RecordReport`'s issue fields from the table."""
     global CATEGORIES
     FAILURE_MODES.clear()
     FAILURE_MODES.update({m.name: (m.category, m.issue_model, m.field) for m in modes.MODES.values()})
     CATEGORIES = modes.categories()
-    fields = EvaluationReport.__pydantic_fields__
+    fields = RecordReport.__pydantic_fields__
     rest = {k: v for k, v in fields.items() if k not in _ISSUE_FIELDS}
     names = list(rest)
     cut = names.index('prompt_version') + 1  # the issue lists follow the record, as in saved reports
@@ -183,7 +179,7 @@ def _derive_from_modes() -> None:
     fields.update({**{k: rest[k] for k in names[:cut]}, **issue_fields, **{k: rest[k] for k in names[cut:]}})
     _ISSUE_FIELDS.clear()
     _ISSUE_FIELDS.update(issue_fields)
-    EvaluationReport.model_rebuild(force=True)
+    RecordReport.model_rebuild(force=True)
 
 
 def _issue_list(model: type[Issue]) -> FieldInfo:
@@ -251,7 +247,7 @@ class RunSummary(BaseModel):
     def build(
         cls,
         run_id: str,
-        reports: Sequence[EvaluationReport],
+        reports: Sequence[RecordReport],
         judges: Iterable[_NamedJudge],
         *,
         started_at: datetime,
@@ -371,7 +367,7 @@ class RunTally:
         self.reports = 0
         self.input_tokens = self.output_tokens = self.model_requests = 0
 
-    def add(self, report: EvaluationReport, seq: int) -> None:
+    def add(self, report: RecordReport, seq: int) -> None:
         """Count one report; `seq` is its place in the run (the order of the summary's lists)."""
         self._ids.add(report.query_id)
         self.reports += 1
@@ -379,12 +375,12 @@ class RunTally:
             self._truncated.add(report.query_id)
         self._count(report, seq, +1)
 
-    def replace(self, old: EvaluationReport, new: EvaluationReport, seq: int) -> None:
+    def replace(self, old: RecordReport, new: RecordReport, seq: int) -> None:
         """Swap a counted report for its rewritten version (same record and repeat)."""
         self._count(old, seq, -1)
         self._count(new, seq, +1)
 
-    def _count(self, report: EvaluationReport, seq: int, sign: int) -> None:
+    def _count(self, report: RecordReport, seq: int, sign: int) -> None:
         if report.overall_score is not None:
             self._overall.add(sign * report.overall_score)
             self._overall_n += sign
@@ -475,7 +471,7 @@ class ModeVerdict(BaseModel):
     error: str | None = None
 
 
-def mode_verdicts(report: EvaluationReport) -> dict[tuple[str, str | None], ModeVerdict]:
+def mode_verdicts(report: RecordReport) -> dict[tuple[str, str | None], ModeVerdict]:
     """(judge, failure mode) -> that judge's verdict on that mode, for every judge result of `report`.
 
     The one place that maps findings to failure modes: each issue counts for the mode it is tagged with
@@ -522,12 +518,12 @@ def build_report(
     skipped: dict[str, str] | None = None,
     profile: str | None = None,
     speakers: dict[int, str] | None = None,
-) -> EvaluationReport:
+) -> RecordReport:
     """Assemble a record's report from its judges' results and compute the summary scores.
 
     `speakers` maps transcript steps to who spoke there (multi-agent runs), for `decisive_agent`.
     """
-    report = EvaluationReport(
+    report = RecordReport(
         query_id=record.query_id,
         run_id=run_id,
         repeat=repeat,
@@ -549,8 +545,8 @@ def build_report(
 
 
 def rebuild_report(
-    report: EvaluationReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None = None
-) -> EvaluationReport:
+    report: RecordReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None = None
+) -> RecordReport:
     """The report with its judges' results replaced and every score, issue list and verdict recomputed;
     the record's fields, and errors that are not a judge's (an unknown profile), are kept. How the
     run-wide rules rewrite a written report without the record it came from."""
@@ -578,7 +574,7 @@ def rebuild_report(
     return fresh
 
 
-def _score(report: EvaluationReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None) -> None:
+def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None) -> None:
     """Fill a report from its judges' results: issue lists, scores, errors, the primary failure mode."""
     mode_scores: dict[str, tuple[float, int]] = {}
     confidence: dict[str, float] = {}  # mode -> confidence of the verdict that gave its score
@@ -632,7 +628,7 @@ def _confidence(result: JudgeResult) -> float:
     return 1.0 if result.model is None else MODEL_CONFIDENCE
 
 
-def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int]], confidence: dict[str, float]) -> None:
+def _summarise(report: RecordReport, mode_scores: dict[str, tuple[float, int]], confidence: dict[str, float]) -> None:
     by_category: dict[str, list[float]] = {}
     for mode, (score, _) in mode_scores.items():
         by_category.setdefault(FAILURE_MODES[mode][0], []).append(score)
@@ -646,7 +642,7 @@ def _summarise(report: EvaluationReport, mode_scores: dict[str, tuple[float, int
         report.primary_failure_mode = min(failed, key=lambda m: (mode_scores[m][0], -mode_scores[m][1], order.index(m)))
 
 
-def _has_issues(report: EvaluationReport, mode: str) -> bool:
+def _has_issues(report: RecordReport, mode: str) -> bool:
     return bool(report.issues_of(mode))
 
 
@@ -739,61 +735,8 @@ def write_json_atomic(path: Path, data: str, *, durable: bool = True) -> None:
         raise
 
 
-def report_paths(run_dir: Path) -> list[Path]:
-    """The record reports of a run folder, in file-name order (`RunFolder.report_paths`: both layouts)."""
-    from sensei_eval.judging.run_folder import RunFolder
-
-    return RunFolder(run_dir).report_paths()
-
-
-def load_reports(run_dir: str | Path) -> list[EvaluationReport]:
-    """Every record report in a run folder (not the summary), in file-name order; both layouts.
-
-    `RunFolder(run_dir).load_reports()`: a missing folder is a `FileNotFoundError`, bad report files a
-    `run_folder.RunFolderError` naming each file and what failed (`RunFolder.load` keeps the good ones)."""
-    from sensei_eval.judging.run_folder import RunFolder
-
-    return RunFolder(run_dir).load_reports()
-
-
-def to_dataframe(run_dir: str | Path | Iterable[EvaluationReport]) -> pd.DataFrame:
-    """One row per (record, repeat, judge): status, score, issues, cost — errors stay rows with NaN scores."""
-    import pandas as pd
-
-    reports = load_reports(run_dir) if isinstance(run_dir, str | Path) else list(run_dir)
-    rows = []
-    for report in reports:
-        for name, result in report.judges.items():
-            rows.append(
-                {
-                    'query_id': report.query_id,
-                    'repeat': report.repeat,
-                    'judge': name,
-                    'failure_mode': result.failure_mode,
-                    'category': result.category,
-                    'status': result.status,
-                    'score': result.score,
-                    'passed': result.passed,
-                    'n_issues': len(result.issues),
-                    'error': result.error,
-                    'criteria_hash': result.criteria_hash,
-                    'model': result.model,
-                    'input_tokens': result.input_tokens,
-                    'output_tokens': result.output_tokens,
-                    'latency_s': result.latency_s,
-                    'cached': result.cached,
-                    'truncated': result.truncation is not None,
-                    'overall_score': report.overall_score,
-                    'primary_failure_mode': report.primary_failure_mode,
-                    'rating_mean': report.agent_rating.mean if report.agent_rating else None,
-                    'prompt_version': report.prompt_version,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 def to_pydantic_evals_report(
-    reports: Sequence[EvaluationReport], name: str = 'sensei-eval'
+    reports: Sequence[RecordReport], name: str = 'sensei-eval'
 ) -> PydanticEvalsReport[Any, Any, Any]:
     """The run as a pydantic-evals report: scores per judge, a pass assertion each, failures as failures."""
     from pydantic_evals.evaluators import EvaluationResult, EvaluatorFailure
@@ -854,7 +797,7 @@ def to_pydantic_evals_report(
     return PEReport(name=name, cases=cases)
 
 
-def dump_report(report: EvaluationReport) -> str:
+def dump_report(report: RecordReport) -> str:
     return report.model_dump_json(indent=2)
 
 

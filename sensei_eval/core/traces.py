@@ -29,7 +29,7 @@ record the judges read from a JSONL line, so the same judges run on live traffic
   as the text `NaN`, `Infinity` or `-Infinity`, from protobuf and JSON requests alike.
 
 Sources: OTLP/JSON files as the OpenTelemetry Collector's file exporter writes them (one
-`ExportTraceServiceRequest` a line; `load_traces`, also reached through `records.load_dataset` for
+`ExportTraceServiceRequest` a line; `load_traces`, also reached through `datasets.load_dataset` for
 `*.otlp.jsonl`), and the protobuf requests of OTLP/HTTP (`spans_from_protobuf`, used by the service).
 """
 
@@ -46,15 +46,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sensei_eval.core.records import (
-    LoadError,
-    LoadResult,
-    QueryRecord,
-    Rating,
-    RecordFieldError,
-    json_error_text,
-    validation_load_error,
-)
+from sensei_eval.core.errors import LoadError, RecordFieldError, json_error_text, validation_load_error
+from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
 
 __all__ = (
@@ -858,7 +851,7 @@ def load_traces(path: str | Path, config: TraceConfig | None = None) -> LoadResu
 def iter_traces(
     path: str | Path, config: TraceConfig | None = None, *, seen: dict[str, int] | None = None
 ) -> Iterator[QueryRecord | LoadError]:
-    """`load_traces` as the dataset stream `records.iter_dataset` yields: errors, then records; a query_id
+    """`load_traces` as the dataset stream `datasets.iter_dataset` yields: errors, then records; a query_id
     already in `seen` (query id -> line) is a duplicate error, and each record's line is added to it."""
     seen = {} if seen is None else seen
     result = load_traces(path, config)

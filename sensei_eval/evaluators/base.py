@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
@@ -47,7 +47,16 @@ from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, rend
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.retry import RunStoppedError
-from sensei_eval.models.tokens import PromptFit, fit_transcript, largest_single_task
+from sensei_eval.models.tokens import (
+    MIN_TRANSCRIPT_TOKENS,
+    PromptFit,
+    SizedModel,
+    TokenCounter,
+    counter_for,
+    fit_transcript,
+    largest_task_tokens,
+    prompt_limit,
+)
 
 __all__ = (
     'JUDGE_SYSTEM_PROMPT',
@@ -511,3 +520,36 @@ def _limit(node: Any, key: str | None = None) -> None:
     elif isinstance(node, list):
         for v in node:
             _limit(v, key)
+
+
+def default_transcript_budget(model: SizedModel) -> int | None:
+    """For a model of known context: the budget left beside the largest single failure-mode judge's task.
+    The most the embedded model's 8k context could take (its default budget is smaller, sized for its speed)."""
+    limit = prompt_limit(model)
+    if limit is None:
+        return None
+    return max(MIN_TRANSCRIPT_TOKENS, limit - largest_single_task(model))
+
+
+# The failure-mode judges the registry knows (`evaluators.registry`, which sits above this module, keeps it
+# current whenever the mode table changes: `set_known_judges`).
+_known_judges: tuple[type[FailureModeJudge], ...] = ()
+
+
+def set_known_judges(classes: Iterable[type[Judge]]) -> None:
+    """Called by the registry with every judge it lists; the failure-mode judges among them size prompts."""
+    global _known_judges
+    _known_judges = tuple(cls for cls in classes if issubclass(cls, FailureModeJudge))
+
+
+def largest_single_task(model: SizedModel) -> int:
+    """Tokens of the largest single failure-mode judge's prompt without its transcript, for `model`."""
+    # keyed on the registered judge classes: a mode registered later gets counted, and a judge call on the
+    # hot path does not rebuild every judge's prompt to find the same number again
+    return _largest_single_task(counter_for(model), _known_judges)
+
+
+@cache
+def _largest_single_task(counter: TokenCounter, classes: tuple[type[Any], ...]) -> int:
+    tasks = tuple(sorted(cls().task_prompt() for cls in classes))
+    return largest_task_tokens(counter, JUDGE_SYSTEM_PROMPT, tasks)

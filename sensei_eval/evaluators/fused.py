@@ -24,7 +24,7 @@ call's own totals are in each member's `details.fused`.
 
 Runner contract: a fused judge has `members` (non-empty) and
 `judge_members(record, transcript, model) -> list[JudgeResult]`, one result per member, in order.
-`fuse_judges(judges, spec)` replaces chosen judges of a list by fused judges (`--fuse output,methodology`,
+`registry.fuse_judges(judges, spec)` replaces chosen judges of a list by fused judges (`--fuse output,methodology`,
 `--fuse hallucination+completeness`, `--fuse all`).
 """
 
@@ -69,7 +69,7 @@ from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.tokens import fit_transcript
 
-__all__ = ('FUSION_MARKER', 'FuseSpecError', 'FusedJudge', 'fuse_judges', 'parse_fuse_spec')
+__all__ = ('FUSION_MARKER', 'FuseSpecError', 'FusedJudge', 'parse_fuse_spec')
 
 FUSION_MARKER = 'fused'
 
@@ -389,40 +389,3 @@ def parse_fuse_spec(spec: Iterable[str]) -> list[list[str]]:
             if tokens:
                 groups.append(tokens)
     return groups
-
-
-def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Judge]:
-    """`judges` with the LLM judges of each `spec` group replaced by one `FusedJudge`, where the first
-    member stood. Group tokens are judge names, groups or categories (`output`), or `all`; a judge goes
-    into the first group that names it; a group left with one selected judge stays that single judge.
-    Raises `FuseSpecError` for an unknown name or a group matching none of the selected LLM judges."""
-    from sensei_eval.evaluators.registry import GROUPS, JUDGES
-
-    groups = parse_fuse_spec(spec or ())
-    if not groups:
-        return list(judges)
-    llm = [j for j in judges if isinstance(j, FailureModeJudge)]
-    taken: set[str] = set()
-    fused_at: dict[str, Judge] = {}  # first member's name -> the judge that replaces the group
-    dropped: set[str] = set()
-    for tokens in groups:
-        wanted: set[str] = set()
-        for token in tokens:
-            if token == 'all':
-                wanted.update(j.name for j in llm)
-            elif token in GROUPS:
-                wanted.update(GROUPS[token])
-            elif token in JUDGES:
-                wanted.add(token)
-            else:
-                known = ', '.join(['all', *GROUPS, *JUDGES])
-                raise FuseSpecError(f'--fuse: unknown judge or group {token!r}; known: {known}')
-        members = [j for j in llm if j.name in wanted and j.name not in taken]
-        if not members:
-            selected = ', '.join(j.name for j in llm) or 'none'
-            raise FuseSpecError(f'--fuse {"+".join(tokens)}: none of the selected LLM judges is in it (selected: {selected})')
-        taken.update(j.name for j in members)
-        if len(members) >= 2:
-            fused_at[members[0].name] = FusedJudge(members=members)
-            dropped.update(j.name for j in members[1:])
-    return [fused_at.get(j.name, j) for j in judges if j.name not in dropped]

@@ -16,13 +16,14 @@ at runtime; they are updated in place, so a module that imported them sees the c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 from sensei_eval.core import modes
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import FailureModeJudge, Judge, set_known_judges
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.format import AgentFormat
-from sensei_eval.evaluators.fused import FuseSpecError, fuse_judges
+from sensei_eval.evaluators.fused import FusedJudge, FuseSpecError, parse_fuse_spec
 from sensei_eval.evaluators.instructions import InstructionFollowing
 from sensei_eval.evaluators.investigation import InvestigationScorer, StructuredInvestigationScorer
 from sensei_eval.evaluators.methodology import (
@@ -44,6 +45,7 @@ __all__ = (
     'JUDGES',
     'FuseSpecError',
     'UnknownJudgeError',
+    'fuse_judges',
     'make_judges',
     'resolve_names',
 )
@@ -65,7 +67,7 @@ EXTRA_MODES: set[str] = set()
 
 def _derive_from_modes() -> None:
     by_mode: dict[str | None, type[Judge]] = {cls.failure_mode: cls for cls in _MODE_JUDGES}
-    by_mode.update(modes.registered_judges())
+    by_mode.update({mode: cast(type[Judge], cls) for mode, cls in modes.registered_judges().items()})
     if missing := [m for m in modes.MODES if m not in by_mode]:
         raise ValueError(f'failure modes without a judge: {", ".join(missing)}')
     mode_judges = [by_mode[m] for m in modes.MODES]
@@ -74,6 +76,7 @@ def _derive_from_modes() -> None:
         raise ValueError('two judges share a name: ' + ', '.join(cls.name for cls in every))
     JUDGES.clear()
     JUDGES.update({cls.name: cls for cls in every})
+    set_known_judges(every)
     GROUPS.clear()
     GROUPS.update(
         {
@@ -116,6 +119,41 @@ def resolve_names(spec: Iterable[str]) -> list[str]:
 
 def make_judges(spec: Iterable[str], *, fuse: Iterable[str] | None = None) -> list[Judge]:
     """The judges `spec` names, in order; with `fuse`, the LLM judges of each fuse group answered by one
-    model call (`evaluators.fused.fuse_judges`; `FuseSpecError` on a bad group)."""
+    model call (`fuse_judges` below; `FuseSpecError` on a bad group)."""
     judges = [JUDGES[name]() for name in resolve_names(spec)]
     return fuse_judges(judges, fuse) if fuse else judges
+
+
+def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Judge]:
+    """`judges` with the LLM judges of each `spec` group replaced by one `FusedJudge`, where the first
+    member stood. Group tokens are judge names, groups or categories (`output`), or `all`; a judge goes
+    into the first group that names it; a group left with one selected judge stays that single judge.
+    Raises `FuseSpecError` for an unknown name or a group matching none of the selected LLM judges."""
+    groups = parse_fuse_spec(spec or ())
+    if not groups:
+        return list(judges)
+    llm = [j for j in judges if isinstance(j, FailureModeJudge)]
+    taken: set[str] = set()
+    fused_at: dict[str, Judge] = {}  # first member's name -> the judge that replaces the group
+    dropped: set[str] = set()
+    for tokens in groups:
+        wanted: set[str] = set()
+        for token in tokens:
+            if token == 'all':
+                wanted.update(j.name for j in llm)
+            elif token in GROUPS:
+                wanted.update(GROUPS[token])
+            elif token in JUDGES:
+                wanted.add(token)
+            else:
+                known = ', '.join(['all', *GROUPS, *JUDGES])
+                raise FuseSpecError(f'--fuse: unknown judge or group {token!r}; known: {known}')
+        members = [j for j in llm if j.name in wanted and j.name not in taken]
+        if not members:
+            selected = ', '.join(j.name for j in llm) or 'none'
+            raise FuseSpecError(f'--fuse {"+".join(tokens)}: none of the selected LLM judges is in it (selected: {selected})')
+        taken.update(j.name for j in members)
+        if len(members) >= 2:
+            fused_at[members[0].name] = FusedJudge(members=members)
+            dropped.update(j.name for j in members[1:])
+    return [fused_at.get(j.name, j) for j in judges if j.name not in dropped]

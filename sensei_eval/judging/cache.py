@@ -38,7 +38,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -49,10 +48,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
+from sensei_eval.core.config import default_cache_dir
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.sanitize import loads_limited
 
-__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'JudgeCache', 'default_cache_dir')
+__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'JudgeCache')
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +88,6 @@ CREATE TABLE IF NOT EXISTS judge_results (
 CREATE INDEX IF NOT EXISTS ix_judge_results_written_at ON judge_results (written_at);
 """
 _INSERT = 'INSERT OR REPLACE INTO judge_results (key, result, status, model, written_at) VALUES (?, ?, ?, ?, ?)'
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get('SENSEI_EVAL_CACHE')
-    if env:
-        return Path(env)
-    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'sensei-eval'
 
 
 @dataclass(frozen=True)

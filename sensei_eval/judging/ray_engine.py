@@ -44,7 +44,7 @@ from opentelemetry.trace import TracerProvider
 
 from sensei_eval.core.extras import requires_extra
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport, JudgeResult
+from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
@@ -319,7 +319,7 @@ async def judge_on_ray(
     profiles: Mapping[str, Profile] | None = None,
     runtime_env: Mapping[str, Any] | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
-    on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
+    on_report: Callable[[RecordReport, Path | None], None] | None = None,
     tracer_provider: TracerProvider | None = None,
 ) -> tuple[StreamedRun, JudgeModel | None]:
     """`runner.judge_stream` with the model calls made by workers on Ray (see the module docstring):

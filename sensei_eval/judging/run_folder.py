@@ -3,7 +3,7 @@
 ```
 <out>/<run-id>/
     summary.json                  the run (`RunSummary`)
-    records/<encoded id>.json     one `EvaluationReport` per record (`.r<N>.json` for repeat N > 1)
+    records/<encoded id>.json     one `RecordReport` per record (`.r<N>.json` for repeat N > 1)
 ```
 
 `RunFolder.create(out)` makes a new folder (run id: a UTC timestamp and a random suffix, unless given);
@@ -26,16 +26,21 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from sensei_eval.core.reports import (
     RECORDS_DIR,
     RUN_FILES,
-    EvaluationReport,
+    RecordReport,
     RunSummary,
     dump_summary,
     report_path,
@@ -50,7 +55,10 @@ __all__ = (
     'RunFolder',
     'RunFolderError',
     'RunIdError',
+    'load_reports',
     'new_run_id',
+    'report_paths',
+    'to_dataframe',
     'validate_run_id',
 )
 
@@ -106,7 +114,7 @@ class ReportProblem:
 class LoadedRun:
     """What `RunFolder.load` found: the reports that loaded and the files that did not."""
 
-    reports: list[EvaluationReport] = field(default_factory=list)
+    reports: list[RecordReport] = field(default_factory=list)
     problems: list[ReportProblem] = field(default_factory=list)
 
 
@@ -176,7 +184,7 @@ class RunFolder:
 
     # -- writing ---------------------------------------------------------------------------------------
 
-    def write_report(self, report: EvaluationReport) -> Path:
+    def write_report(self, report: RecordReport) -> Path:
         """Write one record's report atomically; returns its path. Not flushed to disk one by one (a
         run writes thousands: the flush would be most of its time); a crash of the process loses none."""
         path = self.report_path(report.query_id, report.repeat)
@@ -219,14 +227,14 @@ class RunFolder:
         loaded = LoadedRun()
         for path in self.report_paths():
             try:
-                loaded.reports.append(EvaluationReport.model_validate_json(path.read_text(encoding='utf-8')))
+                loaded.reports.append(RecordReport.model_validate_json(path.read_text(encoding='utf-8')))
             except (OSError, UnicodeDecodeError) as e:
                 loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
             except ValidationError as e:
                 loaded.problems.append(ReportProblem(path, _validation_text(e)))
         return loaded
 
-    def load_reports(self, *, require: bool = False) -> list[EvaluationReport]:
+    def load_reports(self, *, require: bool = False) -> list[RecordReport]:
         """Every report, in file-name order; a bad file is a `RunFolderError` listing every bad file
         (`load()` keeps the good ones instead). `require=True`: an empty folder is an error too."""
         loaded = self.load()
@@ -251,11 +259,11 @@ class RunFolder:
             raise RunFolderError(f'{self.summary_path}: {_validation_text(e)}') from None
 
 
-def _unserialisable(report: EvaluationReport, e: BaseException) -> EvaluationReport:
+def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
     """The report without the record's content (messages, query, judges' texts), carrying why: what is
     left is ids, counts and the error, which always serialise."""
     reason = f"the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record's content is left out"
-    return EvaluationReport(
+    return RecordReport(
         query_id=report.query_id,
         run_id=report.run_id,
         repeat=report.repeat,
@@ -274,3 +282,52 @@ def _validation_text(e: ValidationError) -> str:
     first = e.errors()[0]
     where = '.'.join(str(x) for x in first['loc']) or '(document)'
     return f'field `{where}`: {first["msg"]} ({e.error_count()} problem(s) in all)'
+
+
+def report_paths(run_dir: Path) -> list[Path]:
+    """The record reports of a run folder, in file-name order (`RunFolder.report_paths`: both layouts)."""
+    return RunFolder(run_dir).report_paths()
+
+
+def load_reports(run_dir: str | Path) -> list[RecordReport]:
+    """Every record report in a run folder (not the summary), in file-name order; both layouts.
+
+    `RunFolder(run_dir).load_reports()`: a missing folder is a `FileNotFoundError`, bad report files a
+    `run_folder.RunFolderError` naming each file and what failed (`RunFolder.load` keeps the good ones)."""
+    return RunFolder(run_dir).load_reports()
+
+
+def to_dataframe(run_dir: str | Path | Iterable[RecordReport]) -> pd.DataFrame:
+    """One row per (record, repeat, judge): status, score, issues, cost — errors stay rows with NaN scores."""
+    import pandas as pd
+
+    reports = load_reports(run_dir) if isinstance(run_dir, str | Path) else list(run_dir)
+    rows = []
+    for report in reports:
+        for name, result in report.judges.items():
+            rows.append(
+                {
+                    'query_id': report.query_id,
+                    'repeat': report.repeat,
+                    'judge': name,
+                    'failure_mode': result.failure_mode,
+                    'category': result.category,
+                    'status': result.status,
+                    'score': result.score,
+                    'passed': result.passed,
+                    'n_issues': len(result.issues),
+                    'error': result.error,
+                    'criteria_hash': result.criteria_hash,
+                    'model': result.model,
+                    'input_tokens': result.input_tokens,
+                    'output_tokens': result.output_tokens,
+                    'latency_s': result.latency_s,
+                    'cached': result.cached,
+                    'truncated': result.truncation is not None,
+                    'overall_score': report.overall_score,
+                    'primary_failure_mode': report.primary_failure_mode,
+                    'rating_mean': report.agent_rating.mean if report.agent_rating else None,
+                    'prompt_version': report.prompt_version,
+                }
+            )
+    return pd.DataFrame(rows)

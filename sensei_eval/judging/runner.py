@@ -52,7 +52,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import Tracer, TracerProvider
 
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunTally, build_report, rebuild_report
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunTally, build_report, rebuild_report
 from sensei_eval.core.transcript import Transcript, render_transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.inconclusive import MIN_RECORDS_FOR_SAME_TEXT, normalise
@@ -142,7 +142,7 @@ async def judge_stream(
     repeat: int = 1,
     cache: JudgeCache | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
-    on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
+    on_report: Callable[[RecordReport, Path | None], None] | None = None,
     profile: Profile = DEFAULT_PROFILE,
     profiles: Mapping[str, Profile] | None = None,
     window: int | None = None,
@@ -151,7 +151,7 @@ async def judge_stream(
 ) -> StreamedRun:
     """Judge a stream of records in constant memory: every report goes to the run folder, none is kept.
 
-    `records` may be any iterable (a generator over a file: `records.iter_datasets`) or async iterable.
+    `records` may be any iterable (a generator over a file: `datasets.iter_datasets`) or async iterable.
     At most `window` records (× repeat) are in flight (default: twice the concurrency, at least 8).
     `on_report` sees each report in record order, and again when the run-wide rule rewrites it. The
     run id defaults to the folder's name. Returns the counts `summary.json` is built from.
@@ -178,12 +178,12 @@ async def judge_records(
     repeat: int = 1,
     cache: JudgeCache | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
-    on_report: Callable[[EvaluationReport, Path | None], None] | None = None,
+    on_report: Callable[[RecordReport, Path | None], None] | None = None,
     profile: Profile = DEFAULT_PROFILE,
     profiles: Mapping[str, Profile] | None = None,
     window: int | None = None,
     tracer_provider: TracerProvider | None = None,
-) -> list[EvaluationReport]:
+) -> list[RecordReport]:
     """Judge every record with every judge; returns the reports in record order (all in memory: for
     small inputs; a large run is `judge_stream`).
 
@@ -215,9 +215,9 @@ class _Key:
 
 
 class _Store(Protocol):
-    def write(self, report: EvaluationReport, seq: int) -> Path | None: ...
+    def write(self, report: RecordReport, seq: int) -> Path | None: ...
 
-    def load(self, key: _Key) -> EvaluationReport: ...
+    def load(self, key: _Key) -> RecordReport: ...
 
 
 class _FolderStore:
@@ -226,11 +226,11 @@ class _FolderStore:
     def __init__(self, folder: RunFolder) -> None:
         self.folder = folder
 
-    def write(self, report: EvaluationReport, seq: int) -> Path | None:
+    def write(self, report: RecordReport, seq: int) -> Path | None:
         return self.folder.write_report(report)
 
-    def load(self, key: _Key) -> EvaluationReport:
-        return EvaluationReport.model_validate_json(self.folder.report_path(key.query_id, key.repeat).read_text('utf-8'))
+    def load(self, key: _Key) -> RecordReport:
+        return RecordReport.model_validate_json(self.folder.report_path(key.query_id, key.repeat).read_text('utf-8'))
 
 
 class _MemoryStore:
@@ -238,13 +238,13 @@ class _MemoryStore:
 
     def __init__(self, folder: RunFolder | None) -> None:
         self.folder = folder
-        self.reports: dict[int, EvaluationReport] = {}
+        self.reports: dict[int, RecordReport] = {}
 
-    def write(self, report: EvaluationReport, seq: int) -> Path | None:
+    def write(self, report: RecordReport, seq: int) -> Path | None:
         self.reports[seq] = report
         return self.folder.write_report(report) if self.folder is not None else None
 
-    def load(self, key: _Key) -> EvaluationReport:
+    def load(self, key: _Key) -> RecordReport:
         return self.reports[key.seq]
 
 
@@ -289,7 +289,7 @@ async def _judge_run(
     repeat: int,
     cache: JudgeCache | None,
     on_judge: Callable[[JudgeEvent], None] | None,
-    on_report: Callable[[EvaluationReport, Path | None], None] | None,
+    on_report: Callable[[RecordReport, Path | None], None] | None,
     profile: Profile,
     profiles: Mapping[str, Profile] | None,
     window: int | None,
@@ -313,7 +313,7 @@ async def _judge_run(
             configured[key] = p.configure(judge)
         return configured[key]
 
-    async def one_record(record: QueryRecord, rep: int, seq: int) -> tuple[EvaluationReport, _Key, Path | None]:
+    async def one_record(record: QueryRecord, rep: int, seq: int) -> tuple[RecordReport, _Key, Path | None]:
         try:
             return await judge_record(record, rep, seq)
         except Exception as e:  # defence in depth: one record that breaks rendering or reporting never stops the run
@@ -332,7 +332,7 @@ async def _judge_run(
             report.errors.append(message)
             return report, _Key(record.query_id, rep, seq, None), store.write(report, seq)
 
-    async def judge_record(record: QueryRecord, rep: int, seq: int) -> tuple[EvaluationReport, _Key, Path | None]:
+    async def judge_record(record: QueryRecord, rep: int, seq: int) -> tuple[RecordReport, _Key, Path | None]:
         transcript = render_transcript(record, budget_tokens=budget)
         chosen, problems = _record_profile(record, profile, known)
         skipped: dict[str, str] = {}
@@ -394,7 +394,7 @@ async def _judge_run(
         path = store.write(report, seq)
         return report, _Key(record.query_id, rep, seq, transcript.speakers or None), path
 
-    def emit(report: EvaluationReport, key: _Key, path: Path | None) -> None:
+    def emit(report: RecordReport, key: _Key, path: Path | None) -> None:
         run.tally.add(report, key.seq)
         run.reports += 1
         for name, rule in same_text.items():
@@ -404,7 +404,7 @@ async def _judge_run(
         if on_report is not None:
             on_report(report, path)
 
-    pending: deque[asyncio.Task[tuple[EvaluationReport, _Key, Path | None]]] = deque()
+    pending: deque[asyncio.Task[tuple[RecordReport, _Key, Path | None]]] = deque()
     seq = 0
     try:
         async for record in _aiter(records):
@@ -481,7 +481,7 @@ def _apply_same_text(
     run: StreamedRun,
     rules: Mapping[str, _SameText],
     store: _Store,
-    on_report: Callable[[EvaluationReport, Path | None], None] | None,
+    on_report: Callable[[RecordReport, Path | None], None] | None,
 ) -> None:
     """Mark inconclusive every verdict of a model judge that wrote one reasoning for every transcript,
     rewriting (and re-counting) only the reports that hold one."""

@@ -28,17 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from sensei_eval.cli.common import make_app
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport, JudgeResult, RunSummary
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.judging.run_folder import ReportProblem, RunFolder, RunFolderError
 
-__all__ = ('DEFAULT_NAME', 'Change', 'app', 'compare_runs', 'render_view', 'view', 'write_view')
+__all__ = ('DEFAULT_NAME', 'Change', 'compare_runs', 'render_view', 'write_view')
 
 # The file name `view` writes inside the (first) run folder when --out is not given.
 DEFAULT_NAME = 'view.html'
@@ -50,11 +47,11 @@ _Key = tuple[str, int]  # (query_id, repeat): how a record of one run is matched
 class _Run:
     path: Path
     summary: RunSummary | None
-    reports: list[EvaluationReport]
+    reports: list[RecordReport]
     problems: list[ReportProblem]
     index: int = 0  # 0: the only or the old run, 1: the new run
 
-    def anchor(self, report: EvaluationReport) -> str:
+    def anchor(self, report: RecordReport) -> str:
         """The page id of a record: made of its position, never of its (untrusted) text."""
         return f'r{self.index}-{self._positions.get((report.query_id, report.repeat), 0)}'
 
@@ -66,7 +63,7 @@ class _Run:
     def name(self) -> str:
         return self.summary.run_id if self.summary else self.path.name
 
-    def by_key(self) -> dict[_Key, EvaluationReport]:
+    def by_key(self) -> dict[_Key, RecordReport]:
         return {(r.query_id, r.repeat): r for r in self.reports}
 
 
@@ -125,7 +122,7 @@ def _verdict(result: JudgeResult | None) -> str:
     return 'pass' if result.passed else 'fail' if result.passed is False else 'no verdict'
 
 
-def _tallies(reports: Sequence[EvaluationReport]) -> dict[str, _JudgeTally]:
+def _tallies(reports: Sequence[RecordReport]) -> dict[str, _JudgeTally]:
     out: dict[str, _JudgeTally] = {}
     for report in reports:
         for name, result in report.judges.items():
@@ -140,12 +137,12 @@ def _tallies(reports: Sequence[EvaluationReport]) -> dict[str, _JudgeTally]:
     return out
 
 
-def compare_runs(old: Sequence[EvaluationReport], new: Sequence[EvaluationReport]) -> list[Change]:
+def compare_runs(old: Sequence[RecordReport], new: Sequence[RecordReport]) -> list[Change]:
     """Every judge verdict that differs between two runs, matched by (query id, repeat), regressions first."""
     return _compare({(r.query_id, r.repeat): r for r in old}, {(r.query_id, r.repeat): r for r in new}).changes
 
 
-def _compare(old: dict[_Key, EvaluationReport], new: dict[_Key, EvaluationReport]) -> _Comparison:
+def _compare(old: dict[_Key, RecordReport], new: dict[_Key, RecordReport]) -> _Comparison:
     out = _Comparison(only_old=sorted(set(old) - set(new)), only_new=sorted(set(new) - set(old)))
     for key in sorted(set(old) & set(new)):
         a, b = old[key], new[key]
@@ -178,7 +175,7 @@ def _pct(value: float | None) -> str:
     return '–' if value is None else f'{value:.0%}'
 
 
-def _label(report: EvaluationReport) -> str:
+def _label(report: RecordReport) -> str:
     return report.query_id if report.repeat == 1 else f'{report.query_id} (r{report.repeat})'
 
 
@@ -343,7 +340,7 @@ def _records_html(run: _Run, title: str) -> str:
     return f'<section class="card"><h2>{_e(title)}: records</h2>{table}</section>{details}'
 
 
-def _record_html(report: EvaluationReport, anchor: str) -> str:
+def _record_html(report: RecordReport, anchor: str) -> str:
     cited: set[int] = set()
     verdicts = ''
     for name, result in report.judges.items():
@@ -369,7 +366,7 @@ def _record_html(report: EvaluationReport, anchor: str) -> str:
     )
 
 
-def _transcript_html(report: EvaluationReport, anchor: str, cited: set[int]) -> str:
+def _transcript_html(report: RecordReport, anchor: str, cited: set[int]) -> str:
     try:
         record = QueryRecord(
             query_id=report.query_id, query=report.query, messages=report.messages, message_format=report.message_format
@@ -456,30 +453,3 @@ def write_view(run_dirs: Sequence[str | Path], out: str | Path | None = None) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_view(runs), encoding='utf-8')
     return path
-
-
-app = make_app(help='Write a judge run (or two, compared) as one self-contained HTML file.')
-
-
-@app.command()
-def view(
-    runs: Annotated[list[Path], typer.Argument(help='A run folder, and optionally a second one to compare with.')],
-    out: Annotated[Path | None, typer.Option('--out', help=f'HTML file to write (default RUN/{DEFAULT_NAME}).')] = None,
-) -> None:
-    """Write RUN as one HTML file (no network needed to open it); with RUN2, what changed."""
-    if len(runs) > 2:
-        raise typer.BadParameter('give one run folder, or two to compare', param_hint='RUN')
-    try:
-        path = write_view(runs, out)
-    except (FileNotFoundError, RunFolderError) as e:
-        typer.echo(f'error: {e}', err=True)
-        raise typer.Exit(2) from None
-    typer.echo(str(path))
-
-
-def main() -> None:
-    app(prog_name='python -m sensei_eval.judging.view')
-
-
-if __name__ == '__main__':
-    main()

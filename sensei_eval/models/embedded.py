@@ -55,8 +55,8 @@ from pathlib import Path
 
 import httpx2
 
+from sensei_eval.core.errors import ModelUsageError
 from sensei_eval.core.extras import MissingExtraError
-from sensei_eval.models.judge_model import ModelUsageError
 
 __all__ = (
     'IDLE_TIMEOUT_S',
@@ -181,7 +181,7 @@ class SharedServer:
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         if directory is None:
-            from sensei_eval.judging.cache import default_cache_dir
+            from sensei_eval.core.config import default_cache_dir
 
             directory = default_cache_dir() / 'embedded'
         self.directory = Path(directory)

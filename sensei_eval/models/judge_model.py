@@ -52,6 +52,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, ModelUsageError
+from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatch
+
 if TYPE_CHECKING:
     from sensei_eval.models.tokens import TokenCounter
 
@@ -76,9 +79,9 @@ EMBEDDED_NOTICE = (
     'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
 )
 
-# Transcript budgets, in tokens. SmolLM2 has an 8k context: its budget is computed from it when it
-# starts (`tokens.default_transcript_budget`: context - answer - the largest judge prompt, counted with
-# its own tokenizer); 4.5k is the fallback. Hosted
+# Transcript budgets, in tokens. SmolLM2 has an 8k context, but on two cores a prompt's evaluation costs
+# time in proportion to its length (and more than that at long contexts), so its budget is sized for its
+# speed; a judge prompt that would still not fit is re-cut (`tokens.fit_transcript`). Hosted
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
@@ -89,51 +92,11 @@ DEFAULT_CALL_TIMEOUT_S = 120.0
 # machine's one shared server, which may be starting): 600 s cut a first call on a machine at load 15,
 # so it gets half an hour.
 EMBEDDED_CALL_TIMEOUT_S = 1800.0
-# Connection failures in a row (across all judges) after which a run stops calling the model.
-CONNECTION_FAILURES_TO_STOP = 3
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
 PREFLIGHT_TIMEOUT_S = 10.0
 # Provider prefixes to suggest for a model string given without one.
 _PREFIX_HINTS = (('gpt-', 'openai'), ('o1', 'openai'), ('o3', 'openai'), ('o4', 'openai'), ('claude', 'anthropic'),
                  ('gemini', 'google-gla'), ('mistral', 'mistral'), ('llama', 'groq'))  # fmt: skip
-
-
-class ModelSetupError(RuntimeError):
-    """The judge model cannot be used; `exit_code` is what the CLI exits with."""
-
-    exit_code = 1
-
-
-class ModelUsageError(ModelSetupError):
-    """The model was named or configured wrongly (no provider prefix, unknown provider, missing or rejected key)."""
-
-    exit_code = 2
-
-
-class ModelUnreachableError(ModelSetupError):
-    """The model's server could not be reached."""
-
-
-@dataclass
-class ConnectionWatch:
-    """The "first failure" rule, shared by every judge of a run: after `limit` connection failures in a
-    row (no success in between) `stopped` holds the one reason, and no new model call is made."""
-
-    limit: int = CONNECTION_FAILURES_TO_STOP
-    failures: int = 0
-    stopped: str | None = None
-
-    def failed(self, where: str, error: BaseException) -> None:
-        self.failures += 1
-        if self.stopped is None and self.failures >= self.limit:
-            detail = str(error).strip() or type(error).__name__
-            self.stopped = (
-                f'stopped calling the judge model: {where} could not be reached {self.failures} times in a row '
-                f'({type(error).__name__}: {detail})'
-            )
-
-    def succeeded(self) -> None:
-        self.failures = 0
 
 
 @dataclass
@@ -261,12 +224,7 @@ def resolve_model(
         return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
     from sensei_eval.models.embedded import SharedServer
 
-    judge_model = embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
-    if transcript_budget is None:  # what the context leaves beside the largest judge prompt, counted exactly
-        from sensei_eval.models.tokens import default_transcript_budget
-
-        judge_model.transcript_budget = default_transcript_budget(judge_model) or EMBEDDED_TRANSCRIPT_BUDGET
-    return judge_model
+    return embedded_model(SharedServer(threads=embedded_threads), transcript_budget)
 
 
 def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeModel:

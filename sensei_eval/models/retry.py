@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx2
 from pydantic_ai.exceptions import (
@@ -46,14 +47,13 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-if TYPE_CHECKING:
-    from sensei_eval.models.judge_model import ConnectionWatch
-
 __all__ = (
     'ATTEMPTS',
     'BACKOFF_CAP_S',
     'BASE_BACKOFF_S',
+    'CONNECTION_FAILURES_TO_STOP',
     'RETRY_AFTER_CAP_S',
+    'ConnectionWatch',
     'RetryingModel',
     'RunStoppedError',
     'is_retryable',
@@ -61,6 +61,33 @@ __all__ = (
     'retrying',
     'with_retries',
 )
+
+# Connection failures in a row (across all judges) after which a run stops calling the model.
+CONNECTION_FAILURES_TO_STOP = 3
+
+
+@dataclass
+class ConnectionWatch:
+    """The "first failure" rule, shared by every judge of a run: after `limit` connection failures in a
+    row (no success in between) `stopped` holds the one reason, and no new model call is made."""
+
+    limit: int = CONNECTION_FAILURES_TO_STOP
+    failures: int = 0
+    stopped: str | None = None
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.failures += 1
+        if self.stopped is None and self.failures >= self.limit:
+            detail = str(error).strip() or type(error).__name__
+            self.stopped = (
+                f'stopped calling the judge model: {where} could not be reached {self.failures} times in a row '
+                f'({type(error).__name__}: {detail})'
+            )
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
 
 # Attempts in all (the first and two retries): enough to ride out a blip, few enough that a dead
 # server costs a run seconds per call, not minutes.

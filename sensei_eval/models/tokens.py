@@ -33,24 +33,42 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sensei_eval.core.transcript import Transcript, estimate_tokens, render_transcript
 
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+
     from sensei_eval.core.records import QueryRecord
-    from sensei_eval.models.judge_model import JudgeModel
+
+
+class SizedModel(Protocol):
+    """What counting reads of a judge model (`models.judge_model.SizedModel`, which imports this module)."""
+
+    @property
+    def model(self) -> Model | str: ...
+    @property
+    def embedded(self) -> bool: ...
+    @property
+    def settings(self) -> ModelSettings: ...
+    @property
+    def transcript_budget(self) -> int: ...
 
 __all__ = (
     'DEFAULT_OUTPUT_RESERVE',
     'ESTIMATE_BYTES_PER_TOKEN',
+    'MIN_TRANSCRIPT_TOKENS',
     'SAFETY_MARGIN',
     'PromptFit',
+    'SizedModel',
     'TokenCounter',
     'context_tokens',
     'counter_for',
     'estimate_counter',
     'fit_transcript',
+    'largest_task_tokens',
     'llama_counter',
     'output_reserve',
     'prompt_limit',
@@ -166,7 +184,7 @@ def _tiktoken_cached(encoding_name: str) -> bool:
     return os.path.isfile(os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest()))
 
 
-def counter_for(model: JudgeModel) -> TokenCounter:
+def counter_for(model: SizedModel) -> TokenCounter:
     """The most exact counter available for the judge model (see the module docstring)."""
     if model.embedded:
         return _embedded_counter()
@@ -186,7 +204,7 @@ def _embedded_counter() -> TokenCounter:
         return estimate_counter()
 
 
-def _openai_model_name(model: JudgeModel) -> str | None:
+def _openai_model_name(model: SizedModel) -> str | None:
     if isinstance(model.model, str):
         provider, _, name = model.model.partition(':')
         return name if provider == 'openai' and name else None
@@ -196,7 +214,7 @@ def _openai_model_name(model: JudgeModel) -> str | None:
     return None
 
 
-def context_tokens(model: JudgeModel) -> int | None:
+def context_tokens(model: SizedModel) -> int | None:
     """The model's context window in tokens, when we know it (the embedded model's); None otherwise."""
     if model.embedded:
         from sensei_eval.models.embedded import N_CTX
@@ -205,13 +223,13 @@ def context_tokens(model: JudgeModel) -> int | None:
     return None
 
 
-def output_reserve(model: JudgeModel) -> int:
+def output_reserve(model: SizedModel) -> int:
     """Tokens kept free for the answer: the model's `max_tokens`, else `DEFAULT_OUTPUT_RESERVE`."""
     max_tokens: Any = model.settings.get('max_tokens')
     return max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else DEFAULT_OUTPUT_RESERVE
 
 
-def prompt_limit(model: JudgeModel) -> int | None:
+def prompt_limit(model: SizedModel) -> int | None:
     """The most input tokens one request may carry: context - output reserve - margin (None: unknown context)."""
     context = context_tokens(model)
     if context is None:
@@ -219,7 +237,7 @@ def prompt_limit(model: JudgeModel) -> int | None:
     return context - output_reserve(model) - SAFETY_MARGIN
 
 
-def transcript_budget(model: JudgeModel, fixed_tokens: int) -> int:
+def transcript_budget(model: SizedModel, fixed_tokens: int) -> int:
     """Transcript tokens that fit beside `fixed_tokens` of prompt (system, task, template).
 
     With a known context: what the context leaves, capped by the model's configured budget. Without:
@@ -228,15 +246,6 @@ def transcript_budget(model: JudgeModel, fixed_tokens: int) -> int:
     if limit is None:
         return model.transcript_budget
     return max(MIN_TRANSCRIPT_TOKENS, min(model.transcript_budget, limit - fixed_tokens))
-
-
-def default_transcript_budget(model: JudgeModel) -> int | None:
-    """For a model of known context: the budget left beside the largest single failure-mode judge's task.
-    What `resolve_model` gives the embedded model when no budget is asked for."""
-    limit = prompt_limit(model)
-    if limit is None:
-        return None
-    return max(MIN_TRANSCRIPT_TOKENS, limit - largest_single_task(model))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -267,7 +276,7 @@ class PromptFit:
 def fit_transcript(
     record: QueryRecord,
     transcript: Transcript,
-    model: JudgeModel,
+    model: SizedModel,
     *,
     system: str,
     task: str,
@@ -304,33 +313,14 @@ def fit_transcript(
     return PromptFit(fitted, total, counter.name, counter.exact, limit, True)
 
 
-def shared_task_tokens(model: JudgeModel, tasks: Iterable[tuple[str, str]]) -> int:
+def shared_task_tokens(model: SizedModel, tasks: Iterable[tuple[str, str]]) -> int:
     """The largest (system, task) pair among judges that share one transcript, counted for `model`."""
     counter = counter_for(model)
     return max((_task_tokens(counter, system, task) for system, task in tasks), default=0)
 
 
-def largest_single_task(model: JudgeModel) -> int:
-    """Tokens of the largest single failure-mode judge's prompt without its transcript, for `model`."""
-    from sensei_eval.evaluators.base import FailureModeJudge
-    from sensei_eval.evaluators.registry import JUDGES
-
-    # keyed on the registered judge classes: a mode registered later gets counted, and a judge call on the
-    # hot path does not rebuild every judge's prompt to find the same number again
-    classes = tuple(cls for cls in JUDGES.values() if issubclass(cls, FailureModeJudge))
-    return _largest_single_task(counter_for(model), classes)
-
-
 @cache
-def _largest_single_task(counter: TokenCounter, classes: tuple[type[Any], ...]) -> int:
-    from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
-
-    tasks = tuple(sorted(cls().task_prompt() for cls in classes))
-    return _largest_cached(counter, JUDGE_SYSTEM_PROMPT, tasks)
-
-
-@cache
-def _largest_cached(counter: TokenCounter, system: str, tasks: tuple[str, ...]) -> int:
+def largest_task_tokens(counter: TokenCounter, system: str, tasks: tuple[str, ...]) -> int:
     return max((_task_tokens(counter, system, task) for task in tasks), default=0) + _fence_tokens(counter)
 
 

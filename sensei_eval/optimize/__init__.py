@@ -1,9 +1,10 @@
 """The improvement loop: improve an agent's prompt one component at a time, fed by the judges.
 
-`components` reads the prompt as named sections, `agent` runs the user's agent under a prompt,
-`evaluate` scores a prompt with the judges, `variants` is the DSPy variant generator, `loop` the
+The agent under test comes from the layer below (`sensei_eval.agents`: `components` reads the prompt as
+named sections, `runner` runs the user's agent under a prompt); here `config` holds the run's component map
+and DSPy LM, `evaluate` scores a prompt with the judges, `variants` is the DSPy variant generator, `loop` the
 sequential optimizer, `metrics` the judges as DSPy (and GEPA) metrics, `gepa` the GEPA baseline.
-The CLI is `python -m sensei_eval.optimize`. Nothing here changes the agent: the output is a list of
+The CLI is `sensei-eval optimize` (`sensei_eval.cli.optimize`). Nothing here changes the agent: the output is a list of
 `PromptSuggestion`s and an optimized copy of the components for a human to review.
 """
 
@@ -13,7 +14,8 @@ from sensei_eval.core.extras import requires_extra
 
 # DSPy (and its pinned litellm) come with the "optimize" extra: without it, MissingExtraError names the command
 with requires_extra('optimize', 'the prompt optimizer'):
-    from sensei_eval.optimize.agent import (
+    from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components, save_components
+    from sensei_eval.agents.runner import (
         AgentRunError,
         AgentRunner,
         PydanticAIRunner,
@@ -22,7 +24,6 @@ with requires_extra('optimize', 'the prompt optimizer'):
         load_runner,
         run_query,
     )
-    from sensei_eval.optimize.components import ComponentsError, PromptComponents, load_components, save_components
     from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, evaluate_prompt
     from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
     from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, MetricError, compile_checked, prediction_record

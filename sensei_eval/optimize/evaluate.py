@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.runner import AgentRunner, Query, prompt_version, run_and_judge
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport, mode_verdicts
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.models.judge_model import JudgeModel
@@ -110,7 +110,7 @@ async def evaluate_prompt(
     concurrency: int = 4,
     cache: JudgeCache | None = None,
     runs: int = 1,
-) -> tuple[PromptEvaluation, list[EvaluationReport]]:
+) -> tuple[PromptEvaluation, list[RecordReport]]:
     """Run the agent with `system_prompt` on every query (`runs` times), judge the runs, score the prompt."""
     done = await run_and_judge(
         system_prompt,
@@ -131,7 +131,7 @@ async def evaluate_prompt(
 def summarise(
     system_prompt: str,
     records: Sequence[QueryRecord],
-    reports: Sequence[EvaluationReport],
+    reports: Sequence[RecordReport],
     agent_errors: Sequence[str],
     *,
     runs: int = 1,

@@ -33,13 +33,13 @@ import dspy
 from dspy.teleprompt.gepa import InstructionProposer
 from pydantic import BaseModel, Field
 
+from sensei_eval.agents.components import PromptComponents, save_components
+from sensei_eval.agents.runner import AgentRunner, Query
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.profiles import Profile
 from sensei_eval.models.judge_model import JudgeModel
-from sensei_eval.optimize.agent import AgentRunner, Query
-from sensei_eval.optimize.components import PromptComponents, save_components
 from sensei_eval.optimize.evaluate import PromptEvaluation
 from sensei_eval.optimize.loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric

@@ -55,13 +55,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from sensei_eval.core.reports import EvaluationReport, write_json_atomic
+from sensei_eval.agents.components import PromptComponents, save_components, section_diff
+from sensei_eval.agents.runner import AgentRunner, Query
+from sensei_eval.core.reports import RecordReport, write_json_atomic
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
 from sensei_eval.models.judge_model import JudgeModel
-from sensei_eval.optimize.agent import AgentRunner, Query
-from sensei_eval.optimize.components import PromptComponents, save_components, section_diff
 from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
 from sensei_eval.optimize.routing import Routing, RoutingError, resolve_routing
 from sensei_eval.optimize.variants import VariantGenerator
@@ -563,7 +563,7 @@ class SequentialOptimizer:
 
     async def _evaluate_full(
         self, prompt: str, queries: Sequence[Query], runs: int
-    ) -> tuple[PromptEvaluation, list[EvaluationReport]]:
+    ) -> tuple[PromptEvaluation, list[RecordReport]]:
         return await evaluate_prompt(
             prompt,
             queries,
@@ -884,7 +884,7 @@ def _grouped(examples: Sequence[FailureExample], per: int) -> tuple[list[str], s
 
 
 def _restrict(
-    prompt: str, evaluation: PromptEvaluation, reports: Sequence[EvaluationReport], ids: Sequence[str]
+    prompt: str, evaluation: PromptEvaluation, reports: Sequence[RecordReport], ids: Sequence[str]
 ) -> PromptEvaluation:
     """`evaluation` as if only the queries `ids` had been run."""
     keep = set(ids)

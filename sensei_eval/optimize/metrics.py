@@ -34,15 +34,15 @@ from typing import Any, Generic, TypeVar
 
 import dspy
 
+from sensei_eval.agents.components import PromptComponents
+from sensei_eval.agents.runner import AgentRunner, Query, run_query
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import EvaluationReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.profiles import DEFAULT_PROFILE, Profile
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
-from sensei_eval.optimize.agent import AgentRunner, Query, run_query
-from sensei_eval.optimize.components import PromptComponents
 from sensei_eval.optimize.evaluate import issue_summary
 from sensei_eval.optimize.routing import Routing, resolve_routing
 
@@ -189,7 +189,7 @@ class JudgeMetric:
         self.calls = 0
         self.judge_requests = 0
         self.errors: list[str] = []
-        self._memo: dict[str, EvaluationReport] = {}
+        self._memo: dict[str, RecordReport] = {}
         self._lock = threading.Lock()
 
     def __call__(
@@ -228,7 +228,7 @@ class JudgeMetric:
             shown = '; '.join(dict.fromkeys(self.errors[-3:]))
             raise MetricError(f'the judge metric failed on every call ({len(self.errors)} error(s)); last: {shown}')
 
-    def report(self, record: QueryRecord) -> EvaluationReport:
+    def report(self, record: QueryRecord) -> RecordReport:
         """The judges' report on one run, judged once however often it is asked for."""
         key = hashlib.sha256(json.dumps(record.messages, sort_keys=True, default=str).encode()).hexdigest()
         with self._lock:
@@ -246,7 +246,7 @@ class JudgeMetric:
             self._memo[key] = report
         return report
 
-    def feedback_text(self, report: EvaluationReport, component: str | None, components: Mapping[str, str] | None = None) -> str:
+    def feedback_text(self, report: RecordReport, component: str | None, components: Mapping[str, str] | None = None) -> str:
         """The judges' findings on one run for the component being rewritten (`components`: the texts the run
         used, which lexical routing compares each issue with)."""
         texts = dict(components or {})

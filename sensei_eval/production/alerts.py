@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.reports import RecordReport
 
 __all__ = ('Alert', 'AlertEvent', 'AlertMonitor', 'AlertRule', 'JudgedRun', 'MetricChange', 'judged_run')
 
@@ -95,7 +95,7 @@ class JudgedRun:
     at: datetime | None = None
 
 
-def judged_run(report: EvaluationReport, agent: str | None = None) -> JudgedRun:
+def judged_run(report: RecordReport, agent: str | None = None) -> JudgedRun:
     """The monitor's view of an issue report; inconclusive and errored verdicts are left out, never a pass."""
     failed: dict[str, bool] = {}
     for result in report.judges.values():

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.models.retry import with_retries
 from sensei_eval.production.alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
 from sensei_eval.service.config import ServiceSettings
@@ -116,7 +116,7 @@ class AlertWatcher:
                     out.append((cursor, JudgedRun(agent or 'default', 'unversioned', {}, None)))
                     continue
                 try:
-                    report = EvaluationReport.model_validate(row.report)
+                    report = RecordReport.model_validate(row.report)
                 except ValueError as e:
                     log.warning('alert watcher: evaluation %s has an unreadable report (%s); skipped', row.evaluation_id, e)
                     out.append((cursor, JudgedRun(agent or 'default', 'unversioned', {}, None)))

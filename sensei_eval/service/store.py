@@ -15,7 +15,7 @@ Tables (created only by the Alembic migrations in `sensei_eval/service/migration
 * `score_missing_tools` — the missing tools of a completed scoring, one row per tool (name, rationale),
   written from the scorer's typed result for both variants.
 * `session_evaluations` — runs of the failure-mode judges over a session; same lifecycle and the same
-  partial unique index; the `EvaluationReport` is stored as JSON.
+  partial unique index; the `RecordReport` is stored as JSON.
 * `traces`, `trace_spans`, `session_sampling` (migration 0004) — OTLP spans buffered per trace until
   its root span arrives (or the wait times out), the trace's state (`pending`, `ingested`,
   `rejected` with the reason), and the sampler's decision for each session made from a trace

@@ -28,7 +28,7 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from sensei_eval.core.records import LoadError
+from sensei_eval.core.errors import LoadError
 from sensei_eval.core.traces import Span, build_trace
 from sensei_eval.production.sampler import JudgeSets, Sampler
 from sensei_eval.service.config import ServiceSettings

@@ -21,20 +21,12 @@ from typing import Any
 
 from sensei_eval.agents.components import PromptComponents, load_components
 from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
-from sensei_eval.core.reports import EvaluationReport
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
-from sensei_eval.validate.compare import (
-    OVERALL,
-    Comparison,
-    JudgeSetError,
-    MetricComparison,
-    RunError,
-    SideSummary,
-    compare_reports,
-    split_run_id,
-)
-from sensei_eval.validate.gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, GateResult, Thresholds, decide
+from sensei_eval.validate.compare import OVERALL, JudgeSetError, compare_reports, split_run_id
+from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, RunError, SideSummary, Thresholds
+from sensei_eval.validate.gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, decide
 from sensei_eval.validate.render import print_comparison, to_markdown
 from sensei_eval.validate.run import run_agent, validate_prompts
 
@@ -59,7 +51,7 @@ __all__ = (
     'validate_prompts',
 )
 
-Reports = str | Path | Sequence[EvaluationReport]
+Reports = str | Path | Sequence[RecordReport]
 Prompt = str | Path | PromptComponents
 
 
@@ -122,7 +114,7 @@ def assert_no_regression(
         )
     else:
         if new is None:
-            raise TypeError('give the old and the new reports (run folders or lists of EvaluationReport)')
+            raise TypeError('give the old and the new reports (run folders or lists of RecordReport)')
         comparison = compare_reports(_reports(old), _reports(new), thresholds=thresholds, seed=seed)  # type: ignore[arg-type]
     if not comparison.gate.passed:
         raise AssertionError('prompt change regressed:\n\n' + to_markdown(comparison))
@@ -176,7 +168,7 @@ def _model(model: JudgeModel | str | None, judges: Sequence[str] | Sequence[Judg
     return resolve_model(model)
 
 
-def _reports(x: Reports) -> list[EvaluationReport]:
+def _reports(x: Reports) -> list[RecordReport]:
     if isinstance(x, str | Path):
         from sensei_eval.judging.run_folder import RunFolder
 

@@ -52,10 +52,8 @@ console and every number in JSON (`RUN_DIR/calibration.json` unless `--out`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import tempfile
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
@@ -63,21 +61,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from sensei_eval.cli.common import make_app, setup_judge_model, split_names
 from sensei_eval.core.extras import require_extra
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import FAILURE_MODES, EvaluationReport, load_reports, write_json_atomic
+from sensei_eval.core.reports import FAILURE_MODES, RecordReport
 from sensei_eval.core.transcript import Step, render_transcript
-from sensei_eval.data import BENCHMARKS
-from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.judging.run_folder import load_reports
 
 __all__ = (
     'AgentAccuracy',
@@ -89,7 +81,6 @@ __all__ = (
     'OutcomeCalibration',
     'OutcomeFigures',
     'StepAccuracy',
-    'app',
     'calibrate',
     'load_labels',
 )
@@ -420,7 +411,7 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _agreements(first: dict[str, EvaluationReport], labels: LabelSet) -> list[JudgeAgreement]:
+def _agreements(first: dict[str, RecordReport], labels: LabelSet) -> list[JudgeAgreement]:
     """Per judge of a labelled failure mode: accuracy, κ and confusion against the verdict labels."""
     from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
@@ -471,7 +462,7 @@ class _Scored:
 
 
 def _outcomes(
-    first: dict[str, EvaluationReport], labels: LabelSet, reward_threshold: float, problems: list[str]
+    first: dict[str, RecordReport], labels: LabelSet, reward_threshold: float, problems: list[str]
 ) -> OutcomeCalibration:
     """AUROC, best F1 and flag rates of overall_score and of each judge's score, beside always-fail."""
     labelled = {q: o == FAIL for q, o in labels.outcomes.items() if q in first}
@@ -584,7 +575,7 @@ def _baseline(n: int, n_failed: int) -> OutcomeFigures:
 
 
 def _steps(
-    first: dict[str, EvaluationReport], labels: LabelSet, step_base: int | None, problems: list[str]
+    first: dict[str, RecordReport], labels: LabelSet, step_base: int | None, problems: list[str]
 ) -> StepAccuracy | None:
     """Is the earliest cited step where the labeller says the run went wrong (or next to it)?"""
     pairs: list[tuple[int | None, int, int]] = []  # (decisive step, labelled step, last step)
@@ -619,7 +610,7 @@ def _steps(
     )
 
 
-def _agents(first: dict[str, EvaluationReport], labels: LabelSet) -> AgentAccuracy | None:
+def _agents(first: dict[str, RecordReport], labels: LabelSet) -> AgentAccuracy | None:
     """Does the agent who spoke at the decisive step match the one the labeller blames?"""
     pairs = [(first[q].decisive_agent, agent, _first_agent(first[q])) for q, agent in labels.mistake_agents.items() if q in first]
     if not pairs:
@@ -641,7 +632,7 @@ def _same_agent(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
 
-def _record_of(report: EvaluationReport, n_messages: int | None = None) -> QueryRecord | None:
+def _record_of(report: RecordReport, n_messages: int | None = None) -> QueryRecord | None:
     """The record a report was made from (its first `n_messages` messages), or None if it cannot be rebuilt."""
     messages = report.messages if n_messages is None else report.messages[:n_messages]
     try:
@@ -653,12 +644,12 @@ def _record_of(report: EvaluationReport, n_messages: int | None = None) -> Query
         return None
 
 
-def _transcript_steps(report: EvaluationReport) -> list[Step]:
+def _transcript_steps(report: RecordReport) -> list[Step]:
     record = _record_of(report)
     return render_transcript(record).steps if record is not None else []
 
 
-def _message_step(report: EvaluationReport, index: int) -> int | None:
+def _message_step(report: RecordReport, index: int) -> int | None:
     """The transcript step message `index` of the record renders as: one past the steps before it."""
     if not 0 <= index < len(report.messages):
         return None
@@ -668,7 +659,7 @@ def _message_step(report: EvaluationReport, index: int) -> int | None:
     return len(render_transcript(before).steps) + 1 if before is not None else None
 
 
-def _first_agent(report: EvaluationReport) -> str | None:
+def _first_agent(report: RecordReport) -> str | None:
     """The first speaker that is not the user: the trivial blame baseline."""
     for step in _transcript_steps(report):
         if step.speaker and step.kind not in ('user', 'system'):
@@ -689,16 +680,16 @@ def _rho(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     return {'n': len(pairs), 'rho': _finite(res.statistic), 'p_value': _finite(res.pvalue)}
 
 
-def _first_repeat(reports: list[EvaluationReport]) -> dict[str, EvaluationReport]:
-    first: dict[str, EvaluationReport] = {}
+def _first_repeat(reports: list[RecordReport]) -> dict[str, RecordReport]:
+    first: dict[str, RecordReport] = {}
     for r in sorted(reports, key=lambda r: r.repeat):
         first.setdefault(r.query_id, r)
     return first
 
 
-def _noise(reports: list[EvaluationReport]) -> list[JudgeNoise]:
+def _noise(reports: list[RecordReport]) -> list[JudgeNoise]:
     """Per judge: share of repeat pairs, on an identical transcript, whose verdicts differ."""
-    groups: dict[tuple[str, str | None], list[EvaluationReport]] = defaultdict(list)
+    groups: dict[tuple[str, str | None], list[RecordReport]] = defaultdict(list)
     for r in reports:
         groups[(r.query_id, r.transcript_sha256)].append(r)
     per_judge: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # records, pairs, disagreeing pairs
@@ -729,229 +720,3 @@ def _finite(value: Any) -> float | None:
 
 # ---------------------------------------------------------------------------------------------------
 # CLI
-
-app = make_app(help='Compare a judge run with labels: how well the judges predict failed runs and agree with labels.')
-
-
-@app.command()
-def main(
-    reports: Annotated[Path | None, typer.Option('--reports', help='A judge run folder (reports/<run-id>).')] = None,
-    labels: Annotated[
-        Path | None,
-        typer.Option(
-            '--labels',
-            help='JSONL labels: query_id with failure_mode + label, and/or outcome, passed, reward, rating, '
-            'mistake_step, mistake_agent (other keys ignored).',
-        ),
-    ] = None,
-    out: Annotated[Path | None, typer.Option(help='Where to write the JSON (default RUN_DIR/calibration.json).')] = None,
-    reward_threshold: Annotated[
-        float, typer.Option('--reward-threshold', help='A run whose `reward` is below this failed (0 < T ≤ 1).')
-    ] = 1.0,
-    step_base: Annotated[
-        int | None,
-        typer.Option(
-            '--step-base',
-            help='Read mistake_step as a message index from 0 or 1 (Who&When: 0). Default: transcript step numbers.',
-        ),
-    ] = None,
-    benchmark: Annotated[
-        str | None,
-        typer.Option(
-            '--benchmark',
-            help=f'Judge labelled runs, then compare: a shipped set ({", ".join(BENCHMARKS)}) or a folder '
-            'with records.jsonl and labels.jsonl. Replaces --reports/--labels.',
-        ),
-    ] = None,
-    judge_names: Annotated[
-        list[str] | None, typer.Option('--judges', help='With --benchmark: judges to measure (default mvp).')
-    ] = None,
-    model: Annotated[str | None, typer.Option(help='With --benchmark: the judge model (default as `judge`).')] = None,
-    base_url: Annotated[str | None, typer.Option('--base-url', help='With --benchmark: OpenAI-compatible server.')] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help='With --benchmark: judge only the first N runs.')] = None,
-    run_dir: Annotated[
-        Path | None, typer.Option('--run-dir', help='With --benchmark: where the judged runs go (default: a temp folder).')
-    ] = None,
-) -> None:
-    """Compare a judge run with labels: outcome AUROC/F1, accuracy, Cohen's κ, Spearman ρ, step accuracy, noise."""
-    console = Console()
-    if benchmark is not None:
-        _benchmark(benchmark, judge_names, model, base_url, limit, run_dir, console)
-        return
-    if reports is None or labels is None:
-        console.print('[red]error:[/] give --reports and --labels, or --benchmark')
-        raise typer.Exit(2)
-    if not reports.is_dir():
-        console.print(f'[red]error:[/] no run folder at {reports}')
-        raise typer.Exit(2)
-    if not labels.is_file():
-        console.print(f'[red]error:[/] no label file at {labels}')
-        raise typer.Exit(2)
-    if not 0 < reward_threshold <= 1:
-        console.print(f'[red]error:[/] --reward-threshold must be in (0, 1], got {reward_threshold}')
-        raise typer.Exit(2)
-    if step_base not in (None, 0, 1):
-        console.print(f'[red]error:[/] --step-base must be 0 or 1, got {step_base}')
-        raise typer.Exit(2)
-    result = calibrate(reports, labels, reward_threshold=reward_threshold, step_base=step_base)
-    _print_result(result, console)
-    target = out or reports / 'calibration.json'
-    write_json_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
-    console.print(f'written: {target}')
-    raise typer.Exit(1 if result.problems else 0)
-
-
-def _benchmark(
-    name: str,
-    judge_names: list[str] | None,
-    model: str | None,
-    base_url: str | None,
-    limit: int | None,
-    run_dir: Path | None,
-    console: Console,
-) -> None:
-    """Judge a labelled benchmark with the chosen judges and print how they agree with its labels, beside
-    the checks alone and the always-fail baseline: measure a judge model before trusting it."""
-    from sensei_eval.core.records import load_dataset
-    from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
-    from sensei_eval.judging.runner import judge_records
-
-    folder = BENCHMARKS.get(name) or Path(name)
-    records_file, labels_file = folder / 'records.jsonl', folder / 'labels.jsonl'
-    if not records_file.is_file() or not labels_file.is_file():
-        known = ', '.join(BENCHMARKS)
-        console.print(
-            f'[red]error:[/] {name!r} is neither a shipped benchmark ({known}) nor a folder with records.jsonl and labels.jsonl'
-        )
-        raise typer.Exit(2)
-    try:
-        judges = make_judges(split_names(judge_names) or ['mvp'])
-    except UnknownJudgeError as e:
-        console.print(f'[red]error:[/] {e}')
-        raise typer.Exit(2) from None
-    loaded = load_dataset(records_file)
-    for error in loaded.errors:
-        console.print(f'[yellow]bad record:[/] {escape(str(error))}', highlight=False)
-    records = loaded.records[:limit]
-    root = run_dir or Path(tempfile.mkdtemp(prefix='sensei-calibrate-'))
-    wanted = {r.query_id for r in records}
-    subset = root / 'labels.jsonl'
-    root.mkdir(parents=True, exist_ok=True)
-    lines = [ln for ln in labels_file.read_text(encoding='utf-8').splitlines() if ln.strip()]
-    subset.write_text('\n'.join(ln for ln in lines if json.loads(ln).get('query_id') in wanted) + '\n', encoding='utf-8')
-    judge_model = _judge_model(model, base_url, console) if any(j.needs_model for j in judges) else None
-    console.print(f'{name}: judging {len(records)} labelled run(s) with {", ".join(j.name for j in judges)}')
-    try:
-        asyncio.run(judge_records(records, judges, judge_model, run_id='judged', run_dir=root / 'judged'))
-    finally:
-        if judge_model is not None:
-            judge_model.close()
-    checks = make_judges(['checks'])
-    asyncio.run(judge_records(records, checks, None, run_id='checks', run_dir=root / 'checks'))
-    judged = calibrate(root / 'judged', subset)
-    baseline = calibrate(root / 'checks', subset)
-    _print_result(judged, console)
-    if baseline.outcomes is not None and baseline.outcomes.predictors:
-        f = baseline.outcomes.predictors[0]  # overall_score of the checks alone
-        console.print(
-            f'checks only (no model): AUROC {_fmt(f.auroc)}, F1 {_fmt(f.best_f1)}, '
-            f'false alarms {_fmt(f.false_alarm_rate)}, detected {_fmt(f.detection_rate)}'
-        )
-    both = {'judged': judged.model_dump(mode='json'), 'checks_only': baseline.model_dump(mode='json')}
-    write_json_atomic(root / 'calibration.json', json.dumps(both, indent=2))
-    console.print(f'written: {root / "calibration.json"}')
-
-
-def _judge_model(model: str | None, base_url: str | None, console: Console) -> JudgeModel:
-    """The judge model, checked with one request (tests replace this name)."""
-    return setup_judge_model(model, base_url, err=console)
-
-
-def _print_result(result: CalibrationResult, console: Console) -> None:
-    """The figures as tables with short headers (readable at 80 columns); the JSON has every number."""
-    if result.outcomes is not None:
-        o = result.outcomes
-        table = Table(
-            title=f'Predicting a failed run: {o.labelled} labelled, {o.failed} failed (reward < {o.reward_threshold:g} fails)',
-            caption='F1, acc: at the best-F1 threshold. FA: passed runs flagged; det: failed runs flagged '
-            '(flagged: overall_score < 1, a judge verdict fail). err/inc: errored/inconclusive, left out.',
-            caption_justify='left',
-            box=None,
-            pad_edge=False,
-        )
-        table.add_column('predictor', overflow='fold')
-        for column in ('n', 'err', 'inc', 'AUROC', 'F1', 'acc', 'FA', 'det'):
-            table.add_column(column, no_wrap=True, justify='right')
-        for f in (o.baseline, *o.predictors):
-            table.add_row(
-                escape(f.predictor),
-                str(f.n),
-                str(f.errors),
-                str(f.inconclusive),
-                *(_fmt(x) for x in (f.auroc, f.best_f1, f.accuracy, f.false_alarm_rate, f.detection_rate)),
-            )
-        console.print(table)
-        for f in o.predictors:
-            if f.not_scored:
-                console.print(f'{escape(f.predictor)}: {f.not_scored} labelled run(s) not scored (judge skipped or absent)')
-    if result.judges:
-        table = Table(
-            title='Judges vs failure-mode labels',
-            caption='confusion: label pass → judge pass, fail / label fail → judge pass, fail',
-            caption_justify='left',
-            box=None,
-            pad_edge=False,
-        )
-        table.add_column('judge', overflow='fold')
-        table.add_column('mode', overflow='fold')
-        for column in ('n', 'err', 'inc', 'acc', 'κ', 'confusion'):
-            table.add_column(column, no_wrap=True, justify='right')
-        for a in result.judges:
-            (pp, pf), (fp, ff) = a.confusion_matrix
-            table.add_row(
-                escape(a.judge),
-                escape(a.failure_mode),
-                str(a.n),
-                str(a.errors),
-                str(a.inconclusive),
-                _fmt(a.accuracy),
-                _fmt(a.cohen_kappa),
-                f'{pp} {pf} / {fp} {ff}',
-            )
-        console.print(table)
-    for title, r in (
-        ('labels', result.spearman_overall_vs_labels),
-        ("records' own ratings", result.spearman_overall_vs_record_ratings),
-    ):
-        if r['n'] == 0:
-            continue  # no ratings of that kind: nothing to say (the JSON still has n=0)
-        console.print(f'Spearman ρ, overall_score vs {title}: {_fmt(r.get("rho"))} (p={_fmt(r.get("p_value"))}, n={r["n"]})')
-    if result.steps is not None:
-        s = result.steps
-        console.print(
-            f'decisive_step vs mistake_step ({s.step_base}): exact {_fmt(s.exact)}, ±1 {_fmt(s.within_one)} '
-            f'(n={s.compared}; {s.no_decisive_step} labelled run(s) without a decisive step); over all '
-            f'{s.labelled} labelled: {_fmt(s.exact_over_labelled)}, baseline last step {_fmt(s.baseline_last_step)}'
-        )
-    if result.agents is not None:
-        g = result.agents
-        console.print(
-            f'decisive_agent vs mistake_agent: {_fmt(g.accuracy)} '
-            f'(n={g.compared}; {g.no_decisive_agent} labelled run(s) without a decisive agent); over all '
-            f'{g.labelled} labelled: {_fmt(g.accuracy_over_labelled)}, baseline first agent {_fmt(g.baseline_first_agent)}'
-        )
-    if result.noise:
-        noise = Table('judge', 'records', 'pairs', 'disagreement', title='Judge noise across repeats', box=None, pad_edge=False)
-        for n in result.noise:
-            noise.add_row(escape(n.judge), str(n.records), str(n.pairs), _fmt(n.disagreement_rate))
-        console.print(noise)
-    for p in result.problems:
-        console.print(f'[yellow]label problem:[/] {escape(p)}', highlight=False)
-
-
-def _fmt(value: float | None) -> str:
-    return '-' if value is None else f'{value:.3f}'
-
-
-if __name__ == '__main__':
-    app(prog_name='python -m sensei_eval.validate.calibrate')

@@ -15,7 +15,7 @@ with `common_judges` compares only the judges both ran. Its value in one report:
   judges); a report whose judges were all skipped has no value, which is not an error.
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
-runs are named that way), and `EvaluationReport.repeat` is the re-judging index. A query's value is the
+runs are named that way), and `RecordReport.repeat` is the re-judging index. A query's value is the
 mean over all its runs × re-judgings; it *passes* a metric when a strict majority of those verdicts
 passed (an even split is a fail, on both sides alike). A query that passed before and fails after is a
 *flip*, the reverse a *fix*.
@@ -37,24 +37,25 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
 
-from sensei_eval.core.reports import FAILURE_MODES, EvaluationReport, mode_verdicts, rebuild_report
+from sensei_eval.core.reports import FAILURE_MODES, RecordReport, mode_verdicts, rebuild_report
 from sensei_eval.validate import stats
-from sensei_eval.validate.gate import GateResult, Thresholds, decide
+from sensei_eval.validate.comparison import (
+    Comparison,
+    GateResult,
+    MetricComparison,
+    NoiseSummary,
+    SideSummary,
+    Thresholds,
+)
+from sensei_eval.validate.gate import decide
 
 __all__ = (
     'OVERALL',
-    'Comparison',
     'JudgeSetError',
-    'MetricComparison',
-    'NoiseSummary',
-    'RunError',
-    'SideSummary',
     'compare_reports',
     'judge_names',
     'metric_name',
@@ -67,140 +68,8 @@ _RUN_SUFFIX = re.compile(r'^(?P<base>.+)#r(?P<run>\d+)$')
 # z for the two-sided 95% "noise floor" of a mean paired difference.
 _Z95 = 1.959963984540054
 
-Verdict = Literal['improved', 'regressed', 'no_change', 'insufficient_data']
-
-
 class JudgeSetError(ValueError):
     """The two sides ran different judges (and `common_judges` was not asked for)."""
-
-
-class RunError(BaseModel):
-    """An agent run that raised: it produced no record, so it is counted, not judged."""
-
-    query_id: str
-    run: int
-    message: str
-
-
-class NoiseSummary(BaseModel):
-    """One side's noise for one metric (variances of the 0-1 score; None = not measurable)."""
-
-    judge_var: float | None = Field(description='Mean variance across J re-judgings of one transcript.')
-    agent_var: float | None = Field(description='Mean variance across R runs of one query, judge noise removed.')
-    run_var: float | None = Field(description='Mean variance across R runs of the per-run mean (agent + judge/J).')
-    query_mean_var: float | None = Field(description="Noise variance of one query's mean score.")
-
-
-class MetricComparison(BaseModel):
-    """Before/after for one metric over the paired queries."""
-
-    metric: str
-    kind: Literal['overall', 'failure_mode', 'judge']
-    failure_mode: str | None = Field(None, description='The failure mode of a failure-mode metric.')
-    judges: list[str] = Field(default_factory=list)
-    n_pairs: int
-    old_mean: float | None = None
-    new_mean: float | None = None
-    delta: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    ci_level: float = 0.95
-    rule: Literal['flips', 'scores'] | None = Field(
-        None, description="The gate's test: flips (one-sided exact McNemar) with pass/fail, else scores (sign-flip)."
-    )
-    p_value: float | None = Field(None, description='Two-sided paired sign-flip permutation test of the mean difference.')
-    p_regression: float | None = Field(None, description="One-sided p of the rule's test for a change for the worse.")
-    p_improvement: float | None = Field(None, description="One-sided p of the rule's test for a change for the better.")
-    min_attainable_p: float | None = Field(
-        None, description="Smallest p the rule's test can give with this many discordant queries (nonzero differences)."
-    )
-    p_adjusted: float | None = Field(None, description='p_regression, Tarone–Holm adjusted (None: not in the family).')
-    p_adjusted_improvement: float | None = Field(None, description='p_improvement, Tarone–Holm adjusted in its own family.')
-    in_family: bool = Field(False, description='Counted in the multiple-testing family of the regression tests.')
-    dropped_reason: str | None = Field(None, description='Why the metric was left out of the family.')
-    effect_size_dz: float | None = Field(None, description="Cohen's d_z: mean difference / SD of the differences.")
-    effect_label: str = 'n/a'
-    old_pass_rate: float | None = None
-    new_pass_rate: float | None = None
-    mcnemar_b: int | None = Field(None, description='Flips: queries that went pass → fail.')
-    mcnemar_c: int | None = Field(None, description='Fixes: queries that went fail → pass.')
-    mcnemar_p: float | None = Field(None, description='Two-sided exact McNemar p (shown; the gate uses p_regression).')
-    noise_old: NoiseSummary | None = None
-    noise_new: NoiseSummary | None = None
-    noise_floor: float | None = Field(None, description='1.96 × SD of the mean difference that noise alone gives.')
-    within_noise: bool | None = None
-    errors_old: int = 0
-    errors_new: int = 0
-    observations_old: int = 0
-    observations_new: int = 0
-    only_old: list[str] = Field(default_factory=list)
-    only_new: list[str] = Field(default_factory=list)
-    per_query: dict[str, tuple[float, float]] = Field(
-        default_factory=dict, description='Paired query means (old, new): the data every statistic above is computed from.'
-    )
-    verdict: Verdict = 'insufficient_data'
-    explanation: str = ''
-
-    @property
-    def flips(self) -> int | None:
-        """Queries that passed before and fail after."""
-        return self.mcnemar_b
-
-    @property
-    def fixes(self) -> int | None:
-        """Queries that failed before and pass after."""
-        return self.mcnemar_c
-
-
-class SideSummary(BaseModel):
-    """What one side (old or new) consisted of."""
-
-    label: str
-    source: str | None = None
-    prompt_versions: list[str] = Field(default_factory=list)
-    queries: int = 0
-    reports: int = 0
-    runs: int = 1
-    repeats: int = 1
-    judge_results: int = 0
-    judge_errors: int = 0
-    judge_error_messages: list[str] = Field(default_factory=list)
-    run_attempts: int = 0
-    run_errors: list[RunError] = Field(default_factory=list)
-    criteria_hashes: dict[str, str] = Field(default_factory=dict)
-    models: list[str] = Field(default_factory=list)
-
-
-class Comparison(BaseModel):
-    """Everything the validator computed: `comparison.json`."""
-
-    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    thresholds: Thresholds
-    correction: str = 'tarone-holm'
-    seed: int = 0
-    bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP
-    permutation_resamples: int = stats.DEFAULT_PERMUTATIONS
-    old: SideSummary
-    new: SideSummary
-    only_old: list[str] = Field(default_factory=list, description='Queries with reports on the old side only.')
-    only_new: list[str] = Field(default_factory=list, description='Queries with reports on the new side only.')
-    warnings: list[str] = Field(default_factory=list)
-    metrics: list[MetricComparison] = Field(default_factory=list)
-    gate: GateResult
-
-    def metric(self, name: str) -> MetricComparison:
-        """The metric `name`; a bare mode name finds its metric when one judge alone reported that mode."""
-        for m in self.metrics:
-            if m.metric == name:
-                return m
-        of_mode = [m for m in self.metrics if m.failure_mode == name]
-        if len(of_mode) == 1:
-            return of_mode[0]
-        raise KeyError(f'no metric {name!r}; metrics: {", ".join(m.metric for m in self.metrics)}')
-
-    @property
-    def exit_code(self) -> int:
-        return self.gate.exit_code
 
 
 def split_run_id(query_id: str) -> tuple[str, int]:
@@ -212,8 +81,8 @@ def split_run_id(query_id: str) -> tuple[str, int]:
 
 
 def compare_reports(
-    old: Sequence[EvaluationReport],
-    new: Sequence[EvaluationReport],
+    old: Sequence[RecordReport],
+    new: Sequence[RecordReport],
     *,
     thresholds: Thresholds | None = None,
     seed: int = 0,
@@ -316,7 +185,7 @@ def metric_name(judge: str, mode: str | None) -> str:
     return f'{mode}/{judge}'
 
 
-def _extract(reports: Sequence[EvaluationReport], known: dict[str, set[str | None]] | None = None) -> _Observations:
+def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] | None = None) -> _Observations:
     """Every (judge, mode) verdict of every report (`reports.mode_verdicts`): one metric per judge and mode,
     so a check's and an LLM judge's verdicts on the same mode are compared separately. `known`: the modes
     each judge reported anywhere (either side); an errored judge is an error on each of them."""
@@ -343,7 +212,7 @@ def _extract(reports: Sequence[EvaluationReport], known: dict[str, set[str | Non
     return obs
 
 
-def _known_modes(*sides: Sequence[EvaluationReport]) -> dict[str, set[str | None]]:
+def _known_modes(*sides: Sequence[RecordReport]) -> dict[str, set[str | None]]:
     known: dict[str, set[str | None]] = {}
     for reports in sides:
         for report in reports:
@@ -352,12 +221,12 @@ def _known_modes(*sides: Sequence[EvaluationReport]) -> dict[str, set[str | None
     return known
 
 
-def judge_names(reports: Sequence[EvaluationReport]) -> set[str]:
+def judge_names(reports: Sequence[RecordReport]) -> set[str]:
     """The judges a side ran: every judge with a result on any report, or skipped as not applying to one."""
     return {n for r in reports for n in (*r.judges, *r.skipped)}
 
 
-def _only_judges(reports: Sequence[EvaluationReport], keep: set[str]) -> list[EvaluationReport]:
+def _only_judges(reports: Sequence[RecordReport], keep: set[str]) -> list[RecordReport]:
     """The reports with only the judges in `keep`, every score and verdict recomputed from them."""
     out = []
     for report in reports:
@@ -508,7 +377,7 @@ def _noise(cells: dict[str, dict[int, list[float]]], side: SideSummary) -> Noise
 # Sides
 
 
-def _side_summary(reports: Sequence[EvaluationReport], side: SideSummary) -> SideSummary:
+def _side_summary(reports: Sequence[RecordReport], side: SideSummary) -> SideSummary:
     side = side.model_copy(deep=True)
     runs: set[int] = set()
     repeats: set[int] = set()

@@ -35,19 +35,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from sensei_eval.validate import stats
+from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, Thresholds, Verdict
 
 if TYPE_CHECKING:
-    from sensei_eval.validate.compare import Comparison, MetricComparison, Verdict
+    from sensei_eval.validate.comparison import Comparison, MetricComparison, Verdict
 
 __all__ = (
     'EXIT_INPUT_ERROR',
     'EXIT_OK',
     'EXIT_REGRESSION',
-    'GateResult',
-    'Thresholds',
     'apply_family',
     'decide',
     'metric_verdict',
@@ -58,35 +55,6 @@ _NOT_MEASURED = 'noise not measured (use --runs/--judge-repeats ≥ 2)'
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_INPUT_ERROR = 2
-
-
-class Thresholds(BaseModel):
-    """The gate's knobs; every one is a CLI option of the same name."""
-
-    model_config = ConfigDict(frozen=True)
-
-    alpha: float = Field(0.05, gt=0, lt=1, description='Family-wise significance level (Tarone–Holm across metrics).')
-    max_drop: float = Field(0.05, ge=0, description='Largest tolerated drop of the overall mean score (0-1 scale).')
-    min_effect: float = Field(
-        0.0, ge=0, description='Smallest |Δ| (of the pass rate under the flip rule, else the mean) that counts as a change.'
-    )
-    max_error_rate: float = Field(0.0, ge=0, le=1, description='Tolerated fraction of errored agent runs / judge calls.')
-    ci_level: float = Field(0.95, gt=0, lt=1, description='Level of the bootstrap confidence intervals.')
-
-
-class GateResult(BaseModel):
-    """The gate's decision and every reason for it."""
-
-    exit_code: int
-    passed: bool
-    reasons: list[str] = Field(default_factory=list)
-    regressed: list[str] = Field(default_factory=list)
-    improved: list[str] = Field(default_factory=list)
-    family: list[str] = Field(default_factory=list, description='Metrics whose regression test counted in the correction.')
-    dropped: dict[str, str] = Field(
-        default_factory=dict, description='Metrics left out of the family (they could not be significant), with why.'
-    )
-    tarone_k: int = Field(1, description="Tarone's K at the first step: the multiplier of the smallest p.")
 
 
 def apply_family(metrics: list[MetricComparison], alpha: float) -> stats.TaroneHolmResult:

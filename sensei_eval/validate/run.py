@@ -38,8 +38,8 @@ from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.runner import JudgeEvent
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.validate import stats
-from sensei_eval.validate.compare import Comparison, RunError, SideSummary, compare_reports
-from sensei_eval.validate.gate import Thresholds
+from sensei_eval.validate.compare import compare_reports
+from sensei_eval.validate.comparison import Comparison, RunError, SideSummary, Thresholds
 
 __all__ = ('RunEvent', 'SideRun', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sensei_eval.core.reports import load_reports
+from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.judging.view import write_view
 from tests.test_view import LONG_REASON, NEW, OLD, make_run
 

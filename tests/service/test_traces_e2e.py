@@ -18,7 +18,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sensei_eval.core.records import QueryRecord, load_dataset
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.traces import TraceConfig, otlp_json_from_protobuf
 from sensei_eval.production.sampler import SamplerConfig, trace_fraction
 

@@ -5,7 +5,7 @@ dashboard can grow without touching the service's write path. Semantics a reader
 
 * "the score" of a session is its latest *completed* scoring; "the scoring state" its latest scoring
   of any status (so a list can show "Scoring…" while a re-score runs over an older score);
-* a session's failure modes are those of its latest *completed* evaluation (`EvaluationReport.failure_modes`);
+* a session's failure modes are those of its latest *completed* evaluation (`RecordReport.failure_modes`);
 * the patterns page counts only work done under today's criteria: scores whose `prompt_hash` is the
   configured scorer's current hash, and failure modes whose judges' criteria hashes are current —
   otherwise a rubric change would mix old and new verdicts in one chart;

@@ -1,0 +1,457 @@
+"""`python -m sensei_eval.optimize`: improve an agent's prompt components with the judges' help.
+
+A thin layer over `sensei_eval.optimize`: read the components (`--prompts`), import the agent
+(`--agent`), take the queries (`--dataset`, `--num-examples`), pick judges and models, then run the
+sequential loop (or `--strategy gepa`) with progress per component and a before/after table.
+Nothing is applied to the agent: the run folder holds `suggestions.json`, the optimized prompt in the
+input's own format (`prompts.py`, `prompts.yaml` or `prompts.txt`) and `prompts.diff` for a human to
+review.
+
+`--map MODE=COMPONENT[,COMPONENT...]` (repeatable) says which prompt components a failure mode's issues
+are about; `--config run.yaml|run.toml` holds any of the options under their own names (`num_examples`
+or `num-examples`) plus a `components:` section mapping failure modes to component names. Options given
+on the command line win over the file; `--map` replaces the file's `components:` as a whole.
+
+Exit codes: 0 the run finished or stopped at its budget; 1 bad dataset lines or agent/judge errors
+during the run (everything else still ran and was saved); 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from sensei_eval.agents.components import ComponentsError, load_components, saved_prompt_path
+from sensei_eval.agents.runner import load_queries, load_runner
+from sensei_eval.cli.common import (
+    BaseUrlOption,
+    JudgesOption,
+    ModelOption,
+    OutOption,
+    TimeoutOption,
+    make_app,
+    quiet_third_party,
+    setup_judge_model,
+    setup_telemetry,
+    split_names,
+)
+from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
+from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
+from sensei_eval.optimize.config import MapEntry, RunConfigError, check_component_map, dspy_lm, lm_adapter, parse_map
+from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
+from sensei_eval.optimize.variants import VariantGenerator
+
+__all__ = ('app', 'load_run_config', 'main')
+
+app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
+err = Console(stderr=True)
+out = Console()
+
+# options a run config may not set: the config itself, and resuming (a run folder, not a setting)
+_NOT_IN_CONFIG = ('config', 'resume')
+
+
+@app.command()
+def optimize(
+    ctx: typer.Context,
+    prompts: Annotated[
+        str | None, typer.Option(help='Prompt components: a prompts module (dotted or .py path), YAML or a text file.')
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help='MODULE:FACTORY returning a pydantic-ai Agent or an AgentRunner, or taking the prompt.'),
+    ] = None,
+    dataset: Annotated[Path | None, typer.Option(help='JSONL of queries ({query_id, query}) or QueryRecords.')] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option('--config', help='Run config (YAML or TOML): the options by name, and a components: map.'),
+    ] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--map',
+            help="FAILURE_MODE=COMPONENT[,COMPONENT...]: route that mode's issues to these components (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    num_examples: Annotated[int, typer.Option(min=1, help='Use the first N queries of the dataset.')] = 20,
+    variants: Annotated[int, typer.Option(min=1, help='Variants generated per component.')] = 3,
+    judges: JudgesOption = None,
+    budget: Annotated[int | None, typer.Option(min=1, help='Stop before spending more model calls than this.')] = 500,
+    max_metric_calls: Annotated[
+        int | None, typer.Option(min=1, help='Stop before judging more agent runs than this (GEPA default: 10 per query).')
+    ] = None,
+    max_components: Annotated[int | None, typer.Option(min=1, help='Visit at most this many components.')] = None,
+    margin: Annotated[float, typer.Option(min=0.0, help='A variant is kept only if it beats the current text by this.')] = 0.01,
+    all_components: Annotated[bool, typer.Option(help='Also visit components whose judges found nothing.')] = False,
+    validation_fraction: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Share of the queries held out to accept changes on [default: the loop's]."),
+    ] = None,
+    validation_queries: Annotated[
+        list[str] | None,
+        typer.Option(help='Query ids held out for acceptance (comma-separated, repeatable); overrides the fraction.'),
+    ] = None,
+    runs: Annotated[int | None, typer.Option(min=1, help="Agent runs per validation query [default: the loop's].")] = None,
+    alpha: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="Significance level of the validation test [default: the loop's].")
+    ] = None,
+    top_k: Annotated[
+        int | None, typer.Option('--top-k', min=1, help="Candidates per round tested on held-out queries [default: the loop's].")
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option(min=1, help="Most rounds per component, while they are accepted [default: the loop's].")
+    ] = None,
+    profile: Annotated[str | None, typer.Option(help='Agent profile whose component map applies when no map is given.')] = None,
+    generator_timeout: Annotated[
+        float | None, typer.Option(min=0.0, help="Seconds one variant-generator call may take [default: the loop's].")
+    ] = None,
+    generator_max_tokens: Annotated[
+        int | None, typer.Option(min=16, help="Output token limit of one variant-generator call [default: the loop's].")
+    ] = None,
+    strategy: Annotated[
+        Literal['sequential', 'gepa'], typer.Option(help='sequential (one component at a time) or the dspy.GEPA baseline.')
+    ] = 'sequential',
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    generator_model: Annotated[
+        str | None, typer.Option(help='Model for the variant generator (default: the judge model).')
+    ] = None,
+    seed: Annotated[int, typer.Option(help='Seed for sampling failure examples and for DSPy rollouts.')] = 0,
+    concurrency: Annotated[int, typer.Option(min=1, help='Agent runs and judge calls in flight.')] = 4,
+    out_dir: OutOption = Path('reports'),
+    resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
+    no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
+    timeout: TimeoutOption = None,
+) -> None:
+    """Optimize prompt components one at a time (the sequential loop); suggestions for review."""
+    quiet_third_party()
+    os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
+    # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself
+    for name in ('dspy', 'gepa'):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    opts = dict(ctx.params)
+    map_entries: list[MapEntry] = []
+    try:
+        if config is not None:
+            file_opts, map_entries = load_run_config(config, ctx)
+            for key, value in file_opts.items():
+                source = ctx.get_parameter_source(key)
+                if source is None or source.name in ('DEFAULT', 'DEFAULT_MAP'):  # not given on the command line
+                    opts[key] = value
+        if map_:
+            map_entries = parse_map(map_)
+        missing = [f'--{k}' for k in ('prompts', 'agent', 'dataset') if opts[k] is None]
+        if missing:
+            raise RunConfigError(f'missing {", ".join(missing)} (give it on the command line or in --config)')
+    except RunConfigError as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    _optimize(opts, map_entries)
+
+
+def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
+    prompts, dataset, strategy = str(opts['prompts']), Path(opts['dataset']), opts['strategy']
+    try:
+        components = load_components(prompts)
+        component_map = check_component_map(map_entries, components) if map_entries else None
+        judge_list = make_judges(split_names(opts['judges']))
+        runner = load_runner(str(opts['agent']))
+    except (ComponentsError, RunConfigError, UnknownJudgeError, ValueError) as e:
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    if not dataset.is_file():
+        err.print(f'[red]error:[/] no such dataset: {dataset}')
+        raise typer.Exit(2)
+    queries, load_errors = load_queries(dataset)
+    for bad in load_errors:
+        err.print(f'[red]bad line:[/] {bad}', highlight=False)
+    queries = queries[: opts['num_examples']]
+    if not queries:
+        err.print(f'[red]error:[/] no usable query in {dataset}')
+        raise typer.Exit(2)
+    resume: Path | None = opts['resume']
+    if resume is not None and not (resume / 'state.json').is_file():
+        err.print(f'[red]error:[/] {resume} holds no optimizer run (no state.json)')
+        raise typer.Exit(2)
+    try:
+        config = _loop_config(opts, component_map)
+    except ValueError as e:  # pydantic's own message names the field
+        err.print(f'[red]error:[/] {e}', highlight=False)
+        raise typer.Exit(2) from None
+    run_dir = resume or Path(opts['out_dir']) / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+
+    # the judge model, then the generator's (the same one unless --generator-model); this module's
+    # `resolve_model` and `preflight`, so tests can replace them here
+    note = 'The embedded model also writes the variants, so expect few usable ones.'
+    model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
+    setup_telemetry(err)
+    judge_model: JudgeModel | None = None
+    if any(j.needs_model for j in judge_list):
+        judge_model = setup_judge_model(
+            model, base_url, err=err, note=note, timeout=opts.get('timeout'), resolve=resolve_model, check=preflight
+        )
+    if generator_model is None and judge_model is not None:
+        gen_model: JudgeModel = judge_model
+    else:
+        try:
+            gen_model = setup_judge_model(
+                generator_model or model, base_url, err=err, note=note, timeout=opts.get('timeout'),
+                resolve=resolve_model, check=preflight,
+            )  # fmt: skip
+        except BaseException:
+            if judge_model is not None:
+                judge_model.close()
+            raise
+    lm = dspy_lm(gen_model)
+    cache = None if opts['no_cache'] else JudgeCache()
+    err.print(
+        f'optimizing {len(components.names)} component(s) of {prompts} on {len(queries)} queries -> {run_dir}/', highlight=False
+    )
+    try:
+        if strategy == 'gepa':
+            calls = opts['max_metric_calls'] or 10 * len(queries)
+            try:
+                exit_code = _gepa(
+                    components, runner, queries, judge_list, judge_model, lm, calls, run_dir, config, cache,
+                    lm_adapter(gen_model),
+                )  # fmt: skip
+            except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
+                err.print(f'[red]error:[/] {e}', highlight=False)
+                raise typer.Exit(2) from None
+        else:
+            try:
+                optimizer = SequentialOptimizer(
+                    components, runner, queries, judge_list, judge_model, VariantGenerator(lm),
+                    run_dir, config, cache,
+                    on_event=lambda m: err.print(f'  {m}', highlight=False),
+                )  # fmt: skip
+                state = asyncio.run(optimizer.run())
+            except ValueError as e:  # too few queries to split, a resumed folder that doesn't match, a map the loop refuses
+                err.print(f'[red]error:[/] {e}', highlight=False)
+                raise typer.Exit(2) from None
+            except KeyboardInterrupt:
+                err.print(f'interrupted; every finished candidate is saved: resume with --resume {run_dir}', highlight=False)
+                raise typer.Exit(130) from None
+            _print_table(state)
+            exit_code = 1 if (load_errors or _had_errors(run_dir)) else 0
+    finally:
+        for m in {id(x): x for x in (judge_model, gen_model) if x is not None}.values():
+            m.close()
+    first = f'result: {run_dir}/gepa_result.json' if strategy == 'gepa' else f'suggestions: {run_dir}/suggestions.json'
+    saved = saved_prompt_path(run_dir)
+    err.print(f'{first} · optimized prompt: {saved or run_dir / "prompts.*"} (+ prompts.diff)', highlight=False)
+    raise typer.Exit(1 if load_errors else exit_code)
+
+
+def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | None) -> OptimizeConfig:
+    """The loop's config from the options; options the loop does not know (yet) are left out, and
+    options left unset keep the loop's own defaults."""
+    values: dict[str, Any] = {
+        'variants': opts['variants'], 'margin': opts['margin'], 'budget_calls': opts['budget'],
+        'max_metric_calls': opts['max_metric_calls'], 'max_components': opts['max_components'],
+        'all_components': opts['all_components'], 'seed': opts['seed'], 'concurrency': opts['concurrency'],
+        'component_map': component_map, 'validation_fraction': opts['validation_fraction'],
+        'validation_queries': _ids(opts['validation_queries']),
+        'runs': opts['runs'], 'alpha': opts['alpha'], 'profile': opts['profile'],
+        'generator_timeout_s': opts['generator_timeout'], 'generator_max_tokens': opts['generator_max_tokens'],
+        'top_k': opts.get('top_k'), 'rounds': opts.get('rounds'),
+    }  # fmt: skip
+    optional = {
+        'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s',
+        'generator_max_tokens', 'top_k', 'rounds',
+    }  # fmt: skip
+    known = OptimizeConfig.model_fields
+    for key in optional:
+        if values[key] is None:
+            del values[key]
+        elif key not in known:
+            raise ValueError(f'this version of the optimizer has no {key!r} setting')
+    return OptimizeConfig(**values)
+
+
+def _ids(values: list[str] | None) -> list[str] | None:
+    """`--validation-queries a,b --validation-queries c` → `['a', 'b', 'c']`; None when not given."""
+    ids = [i.strip() for v in values or () for i in v.split(',') if i.strip()]
+    return ids or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Component map and run config
+
+
+def load_run_config(path: Path, ctx: typer.Context) -> tuple[dict[str, Any], list[MapEntry]]:
+    """A run config's options (converted and checked as the command line would) and its component map.
+
+    Keys are the command's option names (`num_examples` or `num-examples`); `components` maps failure
+    modes to a component name or a list of them. Errors name the file, the line (YAML) and the key."""
+    data, lines = _read_config(path)
+    # a key is an option's name as typed (`out` for --out, `no_cache` or `no-cache`), without the dashes
+    params: dict[str, Any] = {}
+    for p in ctx.command.params:
+        if p.name is None or p.name in _NOT_IN_CONFIG or p.name == 'map_':
+            continue
+        for opt in getattr(p, 'opts', ()):
+            params[opt.lstrip('-').replace('-', '_')] = p
+    options: dict[str, Any] = {}
+    entries: list[MapEntry] = []
+    for raw_key, value in data.items():
+        key = str(raw_key).replace('-', '_')
+        where = f'{path}{_line(lines, (str(raw_key),))}: {raw_key}'
+        if key in ('components', 'map'):
+            entries += _config_map(path, lines, str(raw_key), value)
+            continue
+        param: Any = params.get(key)
+        if param is None:
+            raise RunConfigError(f'{where}: unknown key; keys: components, {", ".join(sorted(params))}')
+        if param.multiple and isinstance(value, str):
+            value = [value]
+        try:
+            options[param.name] = param.process_value(ctx, value)  # the command line's own conversion and range checks
+        except Exception as e:
+            message = e.format_message() if isinstance(e, typer.BadParameter) else str(e)
+            raise RunConfigError(f'{where}: bad value {value!r}: {message}') from None
+    return options, entries
+
+
+def _config_map(path: Path, lines: dict[tuple[str, ...], int], key: str, value: Any) -> list[MapEntry]:
+    if not isinstance(value, dict):
+        raise RunConfigError(f'{path}{_line(lines, (key,))}: {key}: expected a mapping of failure mode to component name(s)')
+    entries = []
+    for mode, targets in value.items():
+        where = f'{path}{_line(lines, (key, str(mode)))}: {key}.{mode}'
+        names = [targets] if isinstance(targets, str) else targets
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise RunConfigError(f'{where}: bad value {targets!r}: expected a component name or a list of them')
+        entries.append(MapEntry(str(mode), tuple(n.strip() for n in names), where))
+    return entries
+
+
+def _read_config(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    """The config's mapping and, for YAML, the line of each top-level key and `components` entry."""
+    try:
+        text = path.read_text(encoding='utf-8-sig')
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunConfigError(f'{path}: cannot read the run config: {e}') from None
+    if path.suffix == '.toml':
+        try:
+            data: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise RunConfigError(f'{path}: not valid TOML: {e}') from None
+        return data, {}
+    if path.suffix not in ('.yaml', '.yml'):
+        raise RunConfigError(f'{path}: a run config is .yaml, .yml or .toml')
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        where = f':{mark.line + 1}' if mark is not None else ''
+        raise RunConfigError(f'{path}{where}: not valid YAML: {getattr(e, "problem", e)}') from None
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise RunConfigError(f'{path}: expected a mapping of option names to values, got {type(data).__name__}')
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            lines[(key_node.value,)] = key_node.start_mark.line + 1
+            if isinstance(value_node, yaml.MappingNode):
+                for sub_key, _ in value_node.value:
+                    lines[(key_node.value, sub_key.value)] = sub_key.start_mark.line + 1
+    return data, lines
+
+
+def _line(lines: dict[tuple[str, ...], int], key: tuple[str, ...]) -> str:
+    return f':{lines[key]}' if key in lines else ''
+
+
+def _gepa(
+    components: Any, runner: Any, queries: Any, judges: Any, judge_model: Any, lm: Any, metric_calls: int,
+    run_dir: Path, config: OptimizeConfig, cache: JudgeCache | None, adapter: Any,
+) -> int:  # fmt: skip
+    """dspy.GEPA with the sequential loop's split, routing and acceptance test (`config`)."""
+    from sensei_eval.optimize.gepa import run_gepa
+
+    result = run_gepa(
+        components, runner, queries, judges, judge_model, reflection_lm=lm, max_metric_calls=metric_calls, run_dir=run_dir,
+        seed=config.seed, cache=cache, adapter=adapter, config=config,
+    )  # fmt: skip
+    if result.routing:
+        out.print(f'routing: {result.routing}', highlight=False)
+    table = Table(title='GEPA (round-robin over components), scores on the validation queries')
+    for col in ('baseline', 'best', 'accepted', 'candidates', 'metric calls', 'model calls', 'errors'):
+        table.add_column(col)
+    table.add_row(_f(result.baseline_score), _f(result.best_score), 'yes' if result.accepted else 'no', str(result.candidates),
+                  str(result.metric_calls), str(result.model_calls), str(len(result.errors)))  # fmt: skip
+    out.print(table)
+    if result.validation is not None and not result.accepted:
+        out.print(f'best candidate not accepted: {result.validation.reason}', highlight=False)
+    return 1 if result.errors else 0
+
+
+def _print_table(state: OptimizeState) -> None:
+    routing = getattr(state, 'routing_detail', None) or getattr(state, 'routing', None)
+    if routing:
+        out.print(f'routing: {routing}', highlight=False)
+    # no box and short headings: eight components' rows fit an 80-column terminal
+    table = Table(title=f'sequential optimization: {state.stopped}', box=None, pad_edge=False, title_justify='left')
+    table.add_column('component', no_wrap=True)
+    for col in ('issues', 'status', 'train', 'validation', 'tried', 'kept'):
+        table.add_column(col, no_wrap=True)
+    notes = []
+    for name, cs in state.components.items():
+        kept = '-' if cs.frozen_index is None else f'#{cs.frozen_index + 1}'
+        n_var = '-' if cs.variants is None else f'{len(cs.candidates)}/{len(cs.variants)}'
+        train, val = f'{_f(cs.score_before)}→{_f(cs.score_after)}', f'{_f(cs.validation_before)}→{_f(cs.validation_after)}'
+        table.add_row(name, str(cs.failures), cs.status, train, val, n_var, kept)
+        if cs.reason and cs.status != 'skipped':
+            notes.append(f'{name}: {cs.reason}')
+    out.print(table)
+    skipped = [n for n, cs in state.components.items() if cs.status == 'skipped']
+    if skipped:
+        notes.append(f'skipped (no failure routed to them): {", ".join(skipped)}')
+    for note in notes:
+        out.print(f'  {note}', highlight=False)
+    out.print(
+        f'train {_f(state.baseline_score)} -> {_f(state.current_score)} on {len(state.split.train) if state.split else "?"} '
+        f'queries · validation {_f(state.baseline_validation_score)} -> {_f(state.current_validation_score)} on '
+        f'{len(state.split.validation) if state.split else "?"} held-out queries · {state.model_calls} model calls '
+        f'(agent {state.agent_calls}, judges {state.judge_calls}, generator {state.generator_calls}) · '
+        f'{state.metric_calls} judged runs',
+        highlight=False,
+    )
+
+
+def _had_errors(run_dir: Path) -> bool:
+    import json
+
+    for path in (run_dir / 'candidates').rglob('*.json'):
+        evaluation = json.loads(path.read_text()).get('evaluation', {})
+        if evaluation.get('agent_errors') or evaluation.get('judge_errors'):
+            return True
+    return False
+
+
+def _f(x: float | None) -> str:
+    return '-' if x is None else f'{x:.3f}'
+
+
+def main() -> None:
+    app(prog_name='python -m sensei_eval.optimize')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,37 @@
+"""`sensei-eval view RUN [RUN2]`: the command over `judging.view.write_view`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sensei_eval.cli.common import make_app
+from sensei_eval.judging.run_folder import RunFolderError
+from sensei_eval.judging.view import DEFAULT_NAME, write_view
+
+__all__ = ('app', 'main', 'view')
+
+app = make_app(help='Write a judge run (or two, compared) as one self-contained HTML file.')
+
+
+@app.command()
+def view(
+    runs: Annotated[list[Path], typer.Argument(help='A run folder, and optionally a second one to compare with.')],
+    out: Annotated[Path | None, typer.Option('--out', help=f'HTML file to write (default RUN/{DEFAULT_NAME}).')] = None,
+) -> None:
+    """Write RUN as one HTML file (no network needed to open it); with RUN2, what changed."""
+    if len(runs) > 2:
+        raise typer.BadParameter('give one run folder, or two to compare', param_hint='RUN')
+    try:
+        path = write_view(runs, out)
+    except (FileNotFoundError, RunFolderError) as e:
+        typer.echo(f'error: {e}', err=True)
+        raise typer.Exit(2) from None
+    typer.echo(str(path))
+
+
+def main() -> None:
+    app(prog_name='sensei-eval view')
+

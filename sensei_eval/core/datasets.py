@@ -1,0 +1,170 @@
+"""Reading datasets: JSONL files of records (and OpenTelemetry trace files, `core.traces`), streamed a line at
+a time. `iter_datasets` yields each record, or one `LoadError` (file, line, field, message) per bad line, so one
+bad line never hides the rest; `load_dataset` / `load_datasets` collect the same stream into lists for small inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from pydantic import ValidationError
+
+from sensei_eval.core.errors import LoadError, json_error_text, validation_load_error
+from sensei_eval.core.records import MAX_RECORD_BYTES, LoadResult, QueryRecord
+from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
+
+__all__ = ('iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
+
+
+def iter_dataset(
+    path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES, seen: dict[str, int] | None = None
+) -> Iterator[QueryRecord | LoadError]:
+    """Read a JSONL dataset a line at a time: each good line as a record, each bad one as a `LoadError`.
+
+    Memory stays flat whatever the file size: one line is held at a time, and a line over
+    `max_record_bytes` is skipped without being read whole. `seen` (query id -> line) collects the ids
+    read so far, for the duplicate check; pass a dict to keep it. Text is made safe here, once: lone
+    UTF-16 surrogates and NULs (valid JSON escapes no encoder takes) become U+FFFD and the record's
+    `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH` characters is an error on its line."""
+    path = Path(path)
+    seen = {} if seen is None else seen
+    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):  # agent traces: one record per run
+        from sensei_eval.core.traces import iter_traces
+
+        yield from iter_traces(path, seen=seen)
+        return
+    try:
+        f = path.open('rb')
+    except OSError as e:
+        yield LoadError(str(path), 0, None, f'cannot read the dataset: {e.strerror or e}')
+        return
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in _lines(f, max_record_bytes):
+                if isinstance(line, int):
+                    yield LoadError(
+                        str(path), lineno, None, f'record is {line:,} bytes, over the {max_record_bytes:,}-byte limit'
+                    )
+                    continue
+                if lineno == 1:
+                    line = line.removeprefix(b'\xef\xbb\xbf')  # a UTF-8 byte-order mark, as some editors write
+                if not line.strip():
+                    continue
+                record, error = _load_line(str(path), lineno, line, max_record_bytes)
+                if error is not None:
+                    yield error
+                    continue
+                assert record is not None
+                if record.query_id in seen:
+                    yield LoadError(
+                        str(path),
+                        lineno,
+                        'query_id',
+                        f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this line is skipped',
+                        record.query_id,
+                    )
+                    continue
+                seen[record.query_id] = lineno
+                yield record
+        except OSError as e:
+            yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
+
+
+def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
+    """(line number, line without its newline), or (line number, size) for a line over `max_bytes`,
+    which is skipped in chunks rather than read whole."""
+    lineno = 0
+    while line := f.readline(max_bytes + 1):
+        lineno += 1
+        if len(line) > max_bytes and not line.endswith(b'\n'):
+            size = len(line)
+            while chunk := f.readline(1 << 20):
+                size += len(chunk)
+                if chunk.endswith(b'\n'):
+                    size -= 1
+                    break
+            yield lineno, size
+            continue
+        yield lineno, line.removesuffix(b'\n')
+
+
+def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[QueryRecord | LoadError]:
+    """Several datasets as one stream, in order; a query_id seen in an earlier file is a `LoadError`, not a second record.
+
+    What stays in memory is one entry per query id (for the duplicate checks), never the records."""
+    earlier: set[str] = set()
+    for path in paths:
+        seen: dict[str, int] = {}
+        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
+            if isinstance(item, QueryRecord) and item.query_id in earlier:
+                message = f'query_id {item.query_id!r} already loaded from an earlier dataset; this line is skipped'
+                yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
+                continue
+            yield item
+        earlier.update(seen)
+
+
+def _collect(items: Iterable[QueryRecord | LoadError], lines: dict[str, int] | None = None) -> LoadResult:
+    records: list[QueryRecord] = []
+    errors: list[LoadError] = []
+    for item in items:
+        (records if isinstance(item, QueryRecord) else errors).append(item)  # type: ignore[arg-type]
+    return LoadResult(records, errors, {} if lines is None else lines)
+
+
+def load_dataset(path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Read a JSONL dataset whole: the good records, and one `LoadError` per bad line (`iter_dataset`, collected)."""
+    seen: dict[str, int] = {}
+    return _collect(iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen), seen)
+
+
+def load_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> LoadResult:
+    """Several datasets as one; a query_id seen in an earlier file is reported, not overwritten (`iter_datasets`, collected)."""
+    return _collect(iter_datasets(paths, max_record_bytes=max_record_bytes))
+
+
+def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[QueryRecord | None, LoadError | None]:
+    if len(line) > max_bytes:
+        return None, LoadError(file, lineno, None, f'record is {len(line):,} bytes, over the {max_bytes:,}-byte limit')
+    try:
+        text = line.decode('utf-8')
+    except UnicodeDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})')
+    try:
+        # one limit on nesting (sanitize.MAX_JSON_DEPTH): a record deeper than it could not be written back
+        data = loads_limited(text, where=f'{file}:{lineno}', allow_nan=True)
+    except json.JSONDecodeError as e:
+        return None, LoadError(file, lineno, None, f'not valid JSON: {json_error_text(e)}')
+    except JsonLimitError as e:
+        return None, LoadError(file, lineno, e.field, e.message)
+    except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
+        return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
+    if not isinstance(data, dict):
+        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+    try:
+        # the one place loaded text is made safe: lone surrogates and NULs become U+FFFD, with a warning
+        data, replaced = clean_value(data)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read')
+    query_id = data.get('query_id') if isinstance(data.get('query_id'), str) else None
+    if query_id is not None and len(query_id) > MAX_ID_LENGTH:
+        message = f'too long: {len(query_id):,} characters, over the {MAX_ID_LENGTH}-character id limit ({query_id[:40]!r}...)'
+        return None, LoadError(file, lineno, 'query_id', message)
+    try:
+        record = QueryRecord.model_validate(data)
+    except ValidationError as e:
+        return None, validation_load_error(file, lineno, e, query_id)
+    except RecursionError:
+        return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
+    except Exception as e:  # a shape no parser check foresaw: one bad line must never stop the run
+        return None, LoadError(file, lineno, None, f'cannot read the record ({type(e).__name__}: {e})', query_id)
+    if replaced:
+        more = f' and {len(replaced) - 5} more place(s)' if len(replaced) > 5 else ''
+        record.input_warnings.append(
+            f'line {lineno}: lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}{more}'
+        )
+    return record, None
