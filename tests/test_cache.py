@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval.__main__ import app as main_app
+from sensei_eval.cli.app import app as main_app
 from sensei_eval.cli.cache import parse_duration
 from sensei_eval.core.reports import JudgeResult, write_json_atomic
 from sensei_eval.judging import cache as cache_module

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval.__main__ import app as root
 from sensei_eval.cli import judge as judge_cli
+from sensei_eval.cli.app import app as root
 from sensei_eval.cli.common import split_names
 from sensei_eval.judging.run_folder import load_reports
 

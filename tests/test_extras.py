@@ -56,7 +56,7 @@ def test_service_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_serve_prints_one_line_and_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from sensei_eval.__main__ import main
+    from sensei_eval.cli.app import main
 
     for name in [m for m in sys.modules if m == 'sensei_eval.service' or m.startswith('sensei_eval.service.')]:
         monkeypatch.delitem(sys.modules, name)
@@ -87,7 +87,7 @@ def test_stats_extra_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def test_calibrate_cli_prints_one_line_and_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from sensei_eval.__main__ import main
+    from sensei_eval.cli.app import main
 
     (tmp_path / 'labels.jsonl').write_text('')
     for name in ('sklearn', 'sklearn.metrics'):

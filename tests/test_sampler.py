@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sensei_eval.__main__ import app
+from sensei_eval.cli.app import app
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.production.sampler import (
     AgentJudging,

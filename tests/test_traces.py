@@ -232,7 +232,7 @@ def test_logfire_pending_spans_are_not_runs() -> None:
 def test_judge_command_reads_a_trace_file(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from sensei_eval.__main__ import app
+    from sensei_eval.cli.app import app
 
     spans = run_traced([('a question for the judge command', {})])
     path = write_otlp(tmp_path / 'runs.otlp.jsonl', [spans])

@@ -15,7 +15,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from sensei_eval.__main__ import app
+from sensei_eval.cli.app import app
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RunSummary, build_report
 from sensei_eval.judging.run_folder import RunFolder

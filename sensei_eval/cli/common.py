@@ -2,16 +2,13 @@
 app settings that keep help readable at 80 columns, the judge-model set-up every judging command does,
 and the silencing of third-party banners and warnings in our output.
 
-The root app (`sensei-eval judge|optimize|validate|calibrate|serve`) is `sensei_eval.__main__.app`; each
+The root app (`sensei-eval judge|optimize|validate|calibrate|serve`) is `sensei_eval.cli.app.app`; each
 command module keeps its own app too, so `python -m sensei_eval.judge` and friends still work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import os
-import warnings
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from sensei_eval.cli.base import make_app, quiet_third_party
 from sensei_eval.core.extras import MissingExtraError
 from sensei_eval.models.judge_model import (
     EMBEDDED_NOTICE,
@@ -43,14 +41,8 @@ __all__ = (
     'split_names',
 )
 
-# click's plain help formatter: option names are never cut and help text wraps to the terminal, which
-# typer's rich panels do not manage at 80 columns (they squeeze the names column to `--max-metric-ca…`).
-CONTEXT_SETTINGS: dict[str, Any] = {'max_content_width': 100, 'help_option_names': ['--help', '-h']}
 
 
-def make_app(help: str | None = None, **kwargs: Any) -> typer.Typer:
-    """A typer app with the settings every sensei-eval command uses."""
-    return typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS, help=help, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -171,20 +163,3 @@ def setup_telemetry(err: Console) -> None:
 # Third-party output
 
 
-def quiet_third_party() -> None:
-    """Keep other libraries' banners and setup warnings out of our output, at their source: pydantic-ai's
-    first-run banner (on stderr, in the middle of the progress bar) and logfire's "not configured"
-    warning, which pydantic-evals' spans trigger when logfire is installed but not configured."""
-    os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
-    os.environ.setdefault('LOGFIRE_IGNORE_NO_CONFIG', '1')
-    try:
-        import pydantic_ai
-
-        pydantic_ai.BANNER_ENABLED = False
-    except ImportError:  # pragma: no cover - a dependency
-        pass
-    try:  # by name: logfire is not a dependency, only present when something else brought it
-        config = importlib.import_module('logfire._internal.config')
-        warnings.filterwarnings('ignore', category=config.LogfireNotConfiguredWarning)
-    except (ImportError, AttributeError):  # pragma: no cover - logfire absent, or moved the class
-        pass

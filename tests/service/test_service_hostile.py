@@ -131,7 +131,7 @@ def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowl
     import uvicorn
     from typer.testing import CliRunner
 
-    from sensei_eval import __main__ as entry
+    from sensei_eval.cli import app as entry
     from sensei_eval.models import judge_model as models
 
     seen: dict[str, Any] = {}

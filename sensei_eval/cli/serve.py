@@ -1,0 +1,140 @@
+"""`sensei-eval serve`: flags into `ServiceSettings`, the judge model resolved and checked as `judge` does it
+(flag, then `SENSEI_EVAL_MODEL`, else the embedded model), and `sensei_eval.service.create_app` under uvicorn.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from sensei_eval.cli.common import BaseUrlOption, EmbeddedThreadsOption, ModelOption
+from sensei_eval.core.extras import requires_extra
+
+__all__ = ('serve',)
+
+
+def serve(
+    db: Annotated[str | None, typer.Option(help='Database URL or SQLite path [env: SENSEI_EVAL_DB]')] = None,
+    host: Annotated[str, typer.Option(help='Interface to listen on.')] = '127.0.0.1',
+    port: Annotated[int, typer.Option(help='Port to listen on.')] = 8000,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    behind_proxy: Annotated[
+        bool, typer.Option(help='Name users from X-Forwarded-User/-Email, on requests with the token or from a --trusted-proxy.')
+    ] = False,
+    token: Annotated[
+        str | None, typer.Option(help='Bearer token every route but the health check needs [env: SENSEI_EVAL_TOKEN]')
+    ] = None,
+    public_read: Annotated[
+        bool, typer.Option(help='With --token: reads, dashboard and WebSocket open; writes need the token.')
+    ] = False,
+    trusted_proxy: Annotated[
+        list[str] | None, typer.Option(help='Proxy address whose X-Forwarded-User is trusted without the token; repeatable.')
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None, typer.Option(help='Another browser origin allowed to use the WebSocket and writes; repeatable.')
+    ] = None,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--allowed-hosts',
+            help='Host name clients may address the service by (DNS rebinding defence); repeatable or '
+            "comma-separated, *.example.com for subdomains, '*' for any. Default: --host and localhost.",
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
+    scorer: Annotated[
+        str, typer.Option(help='Scoring variant: freeform (the score on its last line) or structured (typed output).')
+    ] = 'freeform',
+    auto_score: Annotated[
+        list[str] | None, typer.Option(help="Agent/chain whose completed sessions are auto-scored ('*' = all); repeatable.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help='Seconds one scoring may take before it is timed_out.')] = 300.0,
+    grace: Annotated[float, typer.Option(help='Seconds in-flight scorings get to finish on shutdown.')] = 30.0,
+    max_body: Annotated[int, typer.Option(help='Largest request body in bytes (larger gets 413).')] = 5 * 1024 * 1024,
+    sampling: Annotated[
+        Path | None, typer.Option(help='Sampler configuration for traced runs on /v1/traces (YAML, TOML or JSON).')
+    ] = None,
+    alert_webhook: Annotated[
+        str | None, typer.Option(help='URL degradation alerts are POSTed to (retried) [env: SENSEI_EVAL_ALERT_WEBHOOK]')
+    ] = None,
+    embedded_threads: EmbeddedThreadsOption = None,
+    log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
+) -> None:
+    """Run the scoring service (API, store, background scoring, WebSocket events)."""
+    from rich.console import Console
+
+    from sensei_eval.cli.common import setup_judge_model, setup_telemetry
+
+    with requires_extra('service', 'the scoring service'):
+        import uvicorn
+
+        from sensei_eval.service import ServiceSettings, create_app
+        from sensei_eval.service.config import DEFAULT_DB_URL
+
+    if scorer not in ('freeform', 'structured'):
+        raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
+    variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
+    from sensei_eval.production.sampler import SamplerConfig, SamplerConfigError, load_sampler_config
+
+    try:
+        sampler = load_sampler_config(sampling) if sampling is not None else SamplerConfig()
+    except SamplerConfigError as e:
+        raise typer.BadParameter(str(e), param_hint='--sampling') from None
+    logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    try:
+        settings = ServiceSettings(
+            db_url=db or os.environ.get('SENSEI_EVAL_DB') or DEFAULT_DB_URL,
+            behind_proxy=behind_proxy,
+            token=token or os.environ.get('SENSEI_EVAL_TOKEN') or None,
+            trusted_proxies=frozenset(trusted_proxy or ()),
+            public_read=public_read,
+            allowed_origins=frozenset(allowed_origin or ()),
+            allowed_hosts=_allowed_hosts(allowed_hosts, host),
+            concurrency=concurrency,
+            scorer=variant,
+            auto_score_agents=frozenset(auto_score or ()),
+            scoring_timeout_s=timeout,
+            shutdown_grace_s=grace,
+            max_body_bytes=max_body,
+            sampler=sampler,
+            alert_webhook_url=alert_webhook or os.environ.get('SENSEI_EVAL_ALERT_WEBHOOK') or None,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    # checked as `judge` checks it: a bad model string or key is one line and exit 2; an unreachable
+    # server is a warning naming it (the service starts; its scorings fail until the server answers)
+    console = Console(stderr=True)
+    setup_telemetry(console)  # the service's own judging spans go where OTEL_* says
+    judge_model = setup_judge_model(model, base_url, err=console, embedded_threads=embedded_threads, unreachable_ok=True)
+    try:
+        uvicorn.run(
+            create_app(settings, judge_model),
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            timeout_graceful_shutdown=int(grace) + 5,
+            # The app reads X-Forwarded-For itself, and only from --trusted-proxy addresses (guard.ProxyPeer);
+            # uvicorn's own default would believe it from any loopback client.
+            proxy_headers=False,
+        )
+    finally:
+        judge_model.close()
+
+
+def _allowed_hosts(given: list[str] | None, bound: str) -> frozenset[str]:
+    """`--allowed-hosts` (comma-separated or repeated), else the bound address and localhost; bound to
+    every interface, also this machine's names (other names need --allowed-hosts)."""
+    names = {n.strip() for item in given or () for n in item.split(',') if n.strip()}
+    if names:
+        return frozenset(names)
+    names = {bound.strip('[]'), 'localhost', '127.0.0.1', '::1'}
+    if bound in ('0.0.0.0', '::', ''):
+        import socket
+
+        names |= {socket.gethostname(), socket.getfqdn()}
+    return frozenset(names)

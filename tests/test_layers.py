@@ -1,0 +1,43 @@
+"""The package's shape: the root holds only the layer folders, and the command line starts light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import sensei_eval
+
+ROOT = Path(sensei_eval.__file__).parent
+LAYERS = {'core', 'models', 'evaluators', 'judging', 'agents', 'production', 'validate', 'optimize', 'service', 'cli'}
+
+
+def test_the_root_holds_only_the_layer_folders() -> None:
+    # judge.py stays for `python -m sensei_eval.judge` (the README's main job); data/ is the shipped sample
+    files = {p.name for p in ROOT.iterdir() if p.suffix == '.py'}
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and p.name != '__pycache__'}
+    assert files == {'__init__.py', '__main__.py', 'judge.py'}
+    assert folders == LAYERS | {'data'}
+    assert (ROOT / 'judge.py').read_text().count('\n') < 10
+
+
+def _imported_by(*args: str) -> set[str]:
+    """Module names imported by `python -X importtime ARGS` (importtime writes one line per module to stderr)."""
+    proc = subprocess.run([sys.executable, '-X', 'importtime', *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rsplit('|', 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith('import time:')}
+
+
+def test_help_lists_every_command_without_importing_them() -> None:
+    modules = _imported_by('-m', 'sensei_eval', '--help')
+    assert not {m for m in modules if m.split('.')[0] in ('dspy', 'pydantic_ai', 'pydantic_evals', 'sqlalchemy', 'ray')}
+    assert not {m for m in modules if m.startswith(('sensei_eval.cli.judge', 'sensei_eval.service', 'sensei_eval.evaluators'))}
+    out = subprocess.run([sys.executable, '-m', 'sensei_eval', '--help'], capture_output=True, text=True, timeout=120).stdout
+    for command in ('judge', 'optimize', 'validate', 'calibrate', 'sample', 'view', 'serve', 'cache'):
+        assert f'  {command} ' in out
+
+
+def test_a_command_still_loads_when_called() -> None:
+    args = [sys.executable, '-m', 'sensei_eval', 'cache', 'stats', '--help']
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and 'sensei_eval cache stats' in proc.stdout and '--dir' in proc.stdout
