@@ -38,7 +38,7 @@ IMPORTS = """
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.datasets import load_datasets
 from sensei_eval.evaluators.output import Hallucination
-from sensei_eval.evaluators.base import set_default_judge_model
+from sensei_eval.evaluators.base import use_judge_model
 from sensei_eval.models.judge_model import resolve_model
 import sensei_eval.cli.judge
 print('imports ok')

@@ -173,21 +173,21 @@ async def test_usable_unchanged_in_pydantic_evals_dataset() -> None:
     async def task(r: Any) -> Any:
         return r
 
-    base.set_default_judge_model(good.model())
+    base.use_judge_model(good.model())
     try:
         report = await dataset(ToolSelection(), Hallucination()).evaluate(task, progress=False)
     finally:
-        base.set_default_judge_model(None)
+        base.use_judge_model(None)
     case = report.cases[0]
     assert case.scores['tool_selection'].value == 1.0
     assert case.assertions['hallucination_passed'].value is True
     assert case.scores['tool_selection'].evaluator_version == ToolSelection().criteria_hash()[:12]
 
-    base.set_default_judge_model(bad.model())
+    base.use_judge_model(bad.model())
     try:
         report = await dataset(Completeness(output_retries=0)).evaluate(task, progress=False)
     finally:
-        base.set_default_judge_model(None)
+        base.use_judge_model(None)
     case = report.cases[0]
     assert 'completeness' not in case.scores
     assert [f.name for f in case.evaluator_failures] == ['completeness']

@@ -64,14 +64,14 @@ __all__ = (
     'FailureModeJudge',
     'Judge',
     'JudgeError',
+    'default_judge_model',
     'describe_error',
     'extract_json',
     'fill_template',
-    'get_default_judge_model',
     'record_from_context',
-    'set_default_judge_model',
     'short_errors',
     'timed_out',
+    'use_judge_model',
 )
 
 # The rule every judge's system prompt states (the failure-mode judges and the investigation scorer).
@@ -152,13 +152,14 @@ class JudgeError(RuntimeError):
     """A judge could not produce a verdict; raised from `evaluate` so pydantic-evals records a failure."""
 
 
-def set_default_judge_model(model: JudgeModel | None) -> None:
-    """The model `evaluate()` uses for judges built without one (else resolved on first use)."""
+def use_judge_model(model: JudgeModel | None) -> None:
+    """The model `evaluate()` uses for judges built without one (else resolved on first use). Not named
+    `set_default_judge_model`: that is pydantic-evals' own, for its `LLMJudge`, and this does not set it."""
     global _default_model
     _default_model = model
 
 
-def get_default_judge_model() -> JudgeModel:
+def default_judge_model() -> JudgeModel:
     global _default_model
     if _default_model is None:
         _default_model = resolve_model()
@@ -198,7 +199,7 @@ class Judge(Evaluator[Any, Any, Any]):
         raise NotImplementedError
 
     def resolve_judge_model(self) -> JudgeModel | None:
-        return get_default_judge_model() if self.needs_model else None
+        return default_judge_model() if self.needs_model else None
 
     def get_default_evaluation_name(self) -> str:
         return self.name
@@ -325,7 +326,7 @@ class FailureModeJudge(Judge):
     def resolve_judge_model(self) -> JudgeModel:
         if self.model is not None:
             return resolve_model(self.model)
-        return get_default_judge_model()
+        return default_judge_model()
 
     def fit(self, record: QueryRecord, transcript: Transcript, model: JudgeModel) -> PromptFit:
         """The transcript re-cut, if needed, so this judge's whole request fits the model's context."""

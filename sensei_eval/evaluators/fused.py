@@ -58,10 +58,10 @@ from sensei_eval.evaluators.base import (
     _limit,
     _strip,
     call_model,
+    default_judge_model,
     describe_error,
     extract_json,
     fill_template,
-    get_default_judge_model,
     record_from_context,
     short_errors,
 )
@@ -182,7 +182,7 @@ class FusedJudge(Judge):
     # -- running ---------------------------------------------------------------------------------------
 
     def resolve_judge_model(self) -> JudgeModel:
-        return resolve_model(self.model) if self.model is not None else get_default_judge_model()
+        return resolve_model(self.model) if self.model is not None else default_judge_model()
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         raise NotImplementedError(f'{self.name} judges several failure modes: call judge_members()')

@@ -59,10 +59,10 @@ from sensei_eval.core.transcript import Transcript, Truncation
 from sensei_eval.evaluators.base import (
     UNTRUSTED_DATA_RULE,
     Judge,
+    default_judge_model,
     describe_error,
     extract_json,
     fill_template,
-    get_default_judge_model,
     short_errors,
     timed_out,
 )
@@ -567,7 +567,7 @@ class _InvestigationJudge(Judge):
         return None
 
     def resolve_judge_model(self) -> JudgeModel:
-        return resolve_model(self.model) if self.model is not None else get_default_judge_model()
+        return resolve_model(self.model) if self.model is not None else default_judge_model()
 
     async def score(
         self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None, on_phase: PhaseCallback | None = None
