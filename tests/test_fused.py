@@ -15,7 +15,7 @@ from sensei_eval.evaluators.registry import fuse_judges, make_judges
 from sensei_eval.evaluators.tool_usage import ToolSelection
 from sensei_eval.models import retry
 
-from .helpers import ScriptedJudge, about, openai_record
+from .helpers import ScriptedJudge, about, openai_record, user_prompt
 
 MVP = ('tool_selection', 'hallucination', 'completeness')
 
@@ -314,3 +314,41 @@ async def test_the_fused_prompt_is_built_and_indexed_once_per_call_whatever_the_
         assert inconclusive._prompt_index.cache_info().misses == 2
         per_call[len(fused_judge.members)] = built
     assert len(per_call) == 2 and len(set(per_call.values())) == 1, per_call
+
+
+async def test_a_task_first_model_gets_the_fused_task_before_the_transcript_and_the_same_verdicts() -> None:
+    """The embedded model's layout: consecutive records share system prompt + task as a cached prefix."""
+    from sensei_eval.core.transcript import FENCE_START
+    from sensei_eval.evaluators.base import TASK_FIRST_CLOSING
+
+    def answer(prompt: str, n: int) -> dict[str, Any]:
+        start, end = prompt.index(FENCE_START), prompt.index(FENCE_END)
+        assert '## Your task: judge 3 kinds of failure' in prompt[:start]  # the task, then the transcript
+        assert prompt.endswith(TASK_FIRST_CLOSING)
+        return {mode: _verdict(mode, prompt[start:end]) for mode in _modes_asked(prompt)}
+
+    [fused_judge] = make_judges(['mvp'], fuse=['all'])
+    scripted = ScriptedJudge(answer)
+    model = scripted.model()
+    model.task_first = True
+    prompts = []
+    for record in (openai_record('r1'), openai_record('r2', answer='Use `Depends()` with a yield.')):
+        results = await fused_judge.judge_members(record, render_transcript(record), model)
+        assert [r.status for r in results] == ['ok', 'ok', 'ok']
+        assert len(results[1].issues) == 1  # hallucination found, as in the transcript-first layout
+        prompts.append(user_prompt(scripted.calls[-1]))
+    # the two records' prompts share everything up to their transcripts
+    shared = prompts[0][: prompts[0].index(FENCE_START)]
+    assert prompts[1].startswith(shared) and len(shared) > 1000
+
+
+def test_the_embedded_model_fuses_the_selected_mvp_judges_by_default() -> None:
+    from sensei_eval.evaluators.registry import default_fuse
+
+    assert default_fuse(make_judges(['mvp', 'checks'])) == ['tool_selection+hallucination+completeness']
+    assert default_fuse(make_judges(['hallucination', 'completeness'])) == ['hallucination+completeness']
+    assert default_fuse(make_judges(['hallucination', 'checks'])) == []  # one judge: nothing to fuse
+    judges = make_judges(['mvp'])
+    assert fuse_judges(judges, ['none']) == judges
+    [fused] = fuse_judges(judges, default_fuse(judges))
+    assert isinstance(fused, FusedJudge) and fused.member_names == MVP

@@ -47,7 +47,16 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
-from sensei_eval.evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
+from sensei_eval.evaluators.registry import (
+    EXTRA_MODES,
+    GROUPS,
+    JUDGES,
+    FuseSpecError,
+    UnknownJudgeError,
+    default_fuse,
+    fuse_judges,
+    make_judges,
+)
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from sensei_eval.judging.run_folder import RunFolder, RunIdError, validate_run_id
@@ -113,7 +122,8 @@ def judge(
         typer.Option(
             '--fuse',
             help='Judge several failure modes in one model call per group: categories or judge names joined '
-            'with +, groups separated by commas, or all (e.g. output,methodology). Opt-in: see docs/fused.md.',
+            'with +, groups separated by commas, all, or none (e.g. output,methodology). Default: none, except the '
+            'embedded model, which fuses the MVP judges. See docs/fused.md.',
             show_default=False,
         ),
     ] = None,
@@ -189,6 +199,8 @@ def judge(
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
+        if fuse is None and judge_model.task_first:  # the embedded model: its MVP judges in one call (--fuse none: not)
+            judges = fuse_judges(judges, default_fuse(judges))
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)

@@ -60,6 +60,7 @@ from sensei_eval.models.tokens import (
 
 __all__ = (
     'JUDGE_SYSTEM_PROMPT',
+    'TASK_FIRST_CLOSING',
     'UNTRUSTED_DATA_RULE',
     'FailureModeJudge',
     'Judge',
@@ -68,6 +69,7 @@ __all__ = (
     'describe_error',
     'extract_json',
     'fill_template',
+    'join_prompt',
     'record_from_context',
     'short_errors',
     'timed_out',
@@ -92,6 +94,20 @@ Rules:
 - Report a problem only when the transcript shows it. A run without that kind of problem gets an empty \
 "issues" list; do not invent problems to seem thorough, and do not excuse real ones.
 - Answer with exactly one JSON object matching the schema, and nothing else."""
+
+# After the transcript when the task comes first (`JudgeModel.task_first`): the question is then read again
+# next to the data it is about.
+TASK_FIRST_CLOSING = 'Answer the question above about this transcript, with one JSON object matching the schema.'
+
+
+def join_prompt(task: str, transcript: Transcript, *, task_first: bool = False) -> str:
+    """One judge request's user message. Transcript first by default: the judges of one record then share
+    it as a prefix. Task first for a fused call (one per record) on a local model with one prompt-cache slot
+    (`JudgeModel.task_first`): consecutive records then share the system prompt and the task as a prefix,
+    and the server evaluates only the new transcript."""
+    if task_first:
+        return f'{task}\n\n{transcript.fenced()}\n\n{TASK_FIRST_CLOSING}'
+    return f'{transcript.fenced()}\n\n{task}'
 
 
 @dataclass
@@ -303,8 +319,8 @@ class FailureModeJudge(Judge):
             },
         )
 
-    def build_prompt(self, transcript: Transcript) -> str:
-        return f'{transcript.fenced()}\n\n{self.task_prompt()}'
+    def build_prompt(self, transcript: Transcript, *, task_first: bool = False) -> str:
+        return join_prompt(self.task_prompt(), transcript, task_first=task_first)
 
     def criteria_hash(self) -> str:
         return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{self.task_prompt()}'.encode()).hexdigest()
@@ -342,7 +358,7 @@ class FailureModeJudge(Judge):
 
     async def _judge_fitted(self, transcript: Transcript, model: JudgeModel) -> JudgeResult:
         agent = self._agent(model)
-        prompt = self.build_prompt(transcript)
+        prompt = self.build_prompt(transcript)  # transcript first: a record's judges share it as a prefix
         settings = model.settings_for(self.grammar_schema())
         start = time.perf_counter()
         call = await call_model(agent, prompt, settings, model, self.output_retries)

@@ -62,6 +62,7 @@ from sensei_eval.evaluators.base import (
     describe_error,
     extract_json,
     fill_template,
+    join_prompt,
     record_from_context,
     short_errors,
 )
@@ -142,8 +143,8 @@ class FusedJudge(Judge):
             },
         )
 
-    def build_prompt(self, transcript: Transcript) -> str:
-        return f'{transcript.fenced()}\n\n{self.task_prompt()}'
+    def build_prompt(self, transcript: Transcript, *, task_first: bool = False) -> str:
+        return join_prompt(self.task_prompt(), transcript, task_first=task_first)
 
     def prompt_schema(self) -> dict[str, Any]:
         return _fused_schema(tuple((m.name, type(m).issue_model) for m in self.members))
@@ -205,7 +206,7 @@ class FusedJudge(Judge):
             return [await self._alone(member, record, given, model, why, None) for member in self.members]
         transcript = fit.transcript
         agent = self._agent(model)
-        prompt = self.build_prompt(transcript)
+        prompt = self.build_prompt(transcript, task_first=model.task_first)
         settings = model.settings_for(self.grammar_schema())
         done = await call_model(agent, prompt, settings, model, self.output_retries)
         if done.run is None:

@@ -108,6 +108,9 @@ class JudgeModel:
     transcript_budget: int = DEFAULT_TRANSCRIPT_BUDGET
     settings: ModelSettings = field(default_factory=lambda: ModelSettings(temperature=0.0))
     json_schema_constrained: bool = False
+    # fused judges put their task before the transcript (`evaluators.base.join_prompt`): for a local server with
+    # one prompt-cache slot, where consecutive records then share the task as a prefix
+    task_first: bool = False
     embedded: bool = False
     default_concurrency: int = 4
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
@@ -244,6 +247,7 @@ def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeMo
     judge_model.name = f'embedded:{MODEL_NAME}'
     judge_model.embedded = True
     judge_model.json_schema_constrained = True
+    judge_model.task_first = True
     judge_model.default_concurrency = 1  # one llama.cpp slot: keeping a record's judges together reuses its KV prefix
     judge_model.settings['max_tokens'] = 700
     judge_model.settings['seed'] = 0
