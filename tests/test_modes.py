@@ -69,8 +69,9 @@ def test_a_report_holds_issues_by_mode_name() -> None:
     assert names.index('prompt_version') < names.index('issues') < names.index('overall_score')
     with pytest.raises(ValidationError, match="'rudeness' is not a failure mode"):
         RecordReport.model_validate({**saved, 'issues': {'rudeness': []}})
-    with pytest.raises(ValidationError, match='parameter'):
+    with pytest.raises(ValidationError) as bad:
         RecordReport.model_validate({**saved, 'issues': {'tool_parameters': [{'tool_name': 't'}]}})
+    assert ('issues', 'tool_parameters', 0, 'parameter') in [e['loc'] for e in bad.value.errors()]  # located, mode first
     with pytest.raises(KeyError, match='rudeness'):
         report.issues_of('rudeness')
 

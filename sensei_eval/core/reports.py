@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator
+from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator
 
 from sensei_eval.core import modes
 from sensei_eval.core.issues import Issue
@@ -161,13 +161,23 @@ class RecordReport(BaseModel):
         if not isinstance(value, dict):
             return value
         out: dict[Any, Any] = {}
+        errors: list[Any] = []  # each located under its mode and index: `issues.hallucination.0.severity`
         for mode, found in value.items():
             if mode not in modes.MODES:
-                raise ValueError(f'{mode!r} is not a failure mode (known: {", ".join(modes.MODES)})')
+                problem = ValueError(f'{mode!r} is not a failure mode (known: {", ".join(modes.MODES)})')
+                errors.append({'type': 'value_error', 'loc': (mode,), 'input': mode, 'ctx': {'error': problem}})
+                continue
             model = modes.MODES[mode].issue_model
             if isinstance(found, list):
-                found = [i if isinstance(i, model) else model.model_validate(i) for i in found]
+                found = list(found)
+                for n, issue in enumerate(found):
+                    try:
+                        found[n] = issue if isinstance(issue, model) else model.model_validate(issue)
+                    except ValidationError as e:
+                        errors.extend({**err, 'loc': (mode, n, *err['loc'])} for err in e.errors(include_url=False))
             out[mode] = found
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         return out
 
     def issues_of(self, mode: str) -> list[Issue]:
