@@ -53,14 +53,14 @@ def test_checks_find_documented_failures_and_nothing_else(reports: dict[str, Rec
 
 def test_check_issues_land_in_the_mode_lists_marked_as_checks(reports: dict[str, RecordReport]) -> None:
     r = reports['docs-007']
-    [issue] = r.hallucination_issues
+    [issue] = r.issues_of('hallucination')
     assert issue.source == 'check' and 'retry_policy' in issue.hallucinated_claim
     assert r.failure_modes == ['hallucination']
-    v = reports['docs-006'].tool_parameter_issues[0]
+    v = reports['docs-006'].issues_of('tool_parameters')[0]
     assert v.parameter == 'version' and '15' in v.suggested_value
-    g = reports['docs-009'].agent_format_issues
+    g = reports['docs-009'].issues_of('agent_format')
     assert {i.problem_type for i in g} == {'greeting', 'filler'}
-    assert reports['docs-011'].citation_issues[0].citations_without_snippets == 2
+    assert reports['docs-011'].issues_of('citation_quality')[0].citations_without_snippets == 2
 
 
 def test_docs_agent_checks_run_only_under_their_profile(reports: dict[str, RecordReport]) -> None:
@@ -94,8 +94,8 @@ def test_reference_check_fails_a_wrong_trajectory() -> None:
     assert [e['matched'] for e in result.details['expected']] == [True, False, False]
     names = result.details['ToolCorrectness']
     assert names['value'] is False and "'tavily_search'" in names['reason']
-    assert [i.missed_tools for i in report.tool_selection_issues] == [['tavily_search']]
-    [param] = report.tool_parameter_issues
+    assert [i.missed_tools for i in report.issues_of('tool_selection')] == [['tavily_search']]
+    [param] = report.issues_of('tool_parameters')
     assert param.tool_name == 'context7_get_docs' and 'library_id' in param.parameter and '/wrong/lib' in param.suggested_value
 
 

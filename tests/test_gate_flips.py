@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import validate as validate_cli
-from sensei_eval.core.reports import FAILURE_MODES, JudgeResult, RecordReport, build_report
+from sensei_eval.core.modes import MODES
+from sensei_eval.core.reports import JudgeResult, RecordReport, build_report
 from sensei_eval.validate import Thresholds, assert_no_regression, compare_reports, stats, to_markdown
 from sensei_eval.validate.gate import decide
 
@@ -159,7 +160,7 @@ def test_flip_rule_overrides_the_mean_and_scores_only_metrics_keep_the_sign_flip
                 model='scripted', status='ok', score=score, passed=None,
             ),
             JudgeResult(
-                judge=BROKEN, failure_mode=BROKEN, category=FAILURE_MODES[BROKEN][0], criteria_hash='h-c',
+                judge=BROKEN, failure_mode=BROKEN, category=MODES[BROKEN].category, criteria_hash='h-c',
                 model='scripted', status='ok', score=1.0 if passed else 0.5, passed=passed,
             ),
         ]  # fmt: skip

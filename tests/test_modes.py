@@ -1,4 +1,4 @@
-"""The failure-mode table is the one list of modes; a mode added at runtime gets a judge, a field and a group."""
+"""The failure-mode table is the one list of modes; a mode added at runtime gets a judge, a report key and a group."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import ValidationError
 
-from sensei_eval.core import modes, reports
+from sensei_eval.core import modes
 from sensei_eval.core.issues import Issue
 from sensei_eval.core.modes import MODES, FailureMode, register_mode, unregister_mode
 from sensei_eval.core.reports import RecordReport
@@ -21,25 +22,10 @@ from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, about, openai_record
 
-# The field names saved reports carry: they must never change, whatever the table's code looks like.
-SAVED_REPORT_FIELDS = {
-    'tool_selection_issues', 'tool_parameter_issues', 'source_quality_issues', 'synthesis_issues',
-    'completeness_issues', 'hallucination_issues', 'agent_format_issues', 'confidence_issues',
-    'decomposition_issues', 'research_depth_issues', 'solution_evaluation_issues', 'ambiguity_issues',
-    'reporting_issues', 'citation_issues', 'source_selection_issues', 'instruction_issues',
-}  # fmt: skip
-
-
-def _issue_fields() -> dict[str, Any]:
-    return {n: f.annotation for n, f in RecordReport.model_fields.items() if n.endswith('_issues')}
-
 
 def test_everything_that_lists_modes_derives_from_the_table() -> None:
     table = list(MODES.values())
-    assert {m.name: (m.category, m.issue_model, m.field) for m in table} == reports.FAILURE_MODES
-    assert list(reports.FAILURE_MODES) == list(MODES)  # the standard order breaks ties
-    assert reports.CATEGORIES == tuple(dict.fromkeys(m.category for m in table)) == modes.categories()
-    assert _issue_fields() == {m.field: list[m.issue_model] for m in table}
+    assert modes.categories() == tuple(dict.fromkeys(m.category for m in table))
     assert {m.name: m.components for m in table if m.components} == registry.COMPONENTS
     judge_of = {cls.failure_mode: cls for cls in registry.JUDGES.values() if cls.needs_model and cls.failure_mode}
     for category in modes.categories():
@@ -51,28 +37,43 @@ def test_everything_that_lists_modes_derives_from_the_table() -> None:
 
 def test_judges_declare_only_their_mode() -> None:
     for cls in registry.JUDGES.values():
-        assert 'category' not in vars(cls), f'{cls.name} declares its category'
+        for attribute in ('category', 'issue_model'):
+            assert attribute not in vars(cls), f'{cls.name} declares its {attribute}'
         assert cls.category == (MODES[cls.failure_mode].category if cls.failure_mode else None)
         assert cls().category == cls.category
-    assert Judge.category is None
+        if issubclass(cls, FailureModeJudge):
+            assert cls.issue_model is MODES[cls.failure_mode or ''].issue_model
+    assert Judge.category is None and FailureModeJudge.issue_model is Issue
 
 
-def test_saved_report_field_names_are_kept(tmp_path: Path) -> None:
-    assert set(_issue_fields()) == SAVED_REPORT_FIELDS
-    names = list(RecordReport.model_fields)
-    # the issue lists sit after the record and before the scores, as in reports saved before the table
-    assert names.index('prompt_version') < names.index('tool_selection_issues') < names.index('overall_score')
+RECORD = {'query_id': 'q', 'run_id': 'r', 'evaluated_at': '2025-01-01T00:00:00Z', 'query': 'x', 'messages': []}
+
+
+def test_a_report_holds_issues_by_mode_name() -> None:
     saved = {
-        'query_id': 'q', 'run_id': 'r', 'evaluated_at': '2025-01-01T00:00:00Z', 'query': 'x', 'messages': [],
-        'tool_parameter_issues': [
-            {'tool_name': 't', 'parameter': 'p', 'actual_value': 'a', 'suggested_value': 'b', 'reasoning': 'r'}
-        ],
-        'instruction_issues': [{'rule': 'r', 'violation': 'v', 'severity': 'minor', 'reasoning': 'x'}],
-    }  # fmt: skip
+        **RECORD,
+        'issues': {
+            'tool_parameters': [
+                {'tool_name': 't', 'parameter': 'p', 'actual_value': 'a', 'suggested_value': 'b', 'reasoning': 'r'}
+            ],
+            'instruction_following': [{'rule': 'r', 'violation': 'v', 'severity': 'minor', 'reasoning': 'x'}],
+        },
+    }
     report = RecordReport.model_validate(saved)
-    assert report.issues_of('tool_parameters')[0].model_dump()['parameter'] == 'p'
-    assert len(report.issues_of('instruction_following')) == 1
+    # each list is read as its mode's issue model, so no field of it is lost on the way back to JSON
+    assert type(report.issues_of('tool_parameters')[0]) is MODES['tool_parameters'].issue_model
+    assert report.model_dump(mode='json')['issues']['tool_parameters'][0]['parameter'] == 'p'
+    assert len(report.issues_of('instruction_following')) == 1 and report.issues_of('hallucination') == []
     assert RecordReport.model_validate_json(report.model_dump_json()) == report
+    names = list(RecordReport.model_fields)
+    assert names.index('prompt_version') < names.index('issues') < names.index('overall_score')
+    with pytest.raises(ValidationError, match="'rudeness' is not a failure mode"):
+        RecordReport.model_validate({**saved, 'issues': {'rudeness': []}})
+    with pytest.raises(ValidationError) as bad:
+        RecordReport.model_validate({**saved, 'issues': {'tool_parameters': [{'tool_name': 't'}]}})
+    assert ('issues', 'tool_parameters', 0, 'parameter') in [e['loc'] for e in bad.value.errors()]  # located, mode first
+    with pytest.raises(KeyError, match='rudeness'):
+        report.issues_of('rudeness')
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,12 +89,11 @@ class PolitenessIssue(Issue):
 class Politeness(FailureModeJudge):
     name: ClassVar[str] = 'politeness'
     failure_mode: ClassVar[str | None] = 'politeness'
-    issue_model: ClassVar[type[Issue]] = PolitenessIssue
     question: ClassVar[str] = 'Was the agent curt with the user?'
     rubric: ClassVar[str] = 'Give the curt `remark` and your `reasoning`. A short answer is not a problem.'
 
 
-POLITENESS = FailureMode('politeness', 'manners', PolitenessIssue, 'politeness_issues', ('TONE',))
+POLITENESS = FailureMode('politeness', 'manners', PolitenessIssue, ('TONE',))
 
 
 @pytest.fixture
@@ -112,46 +112,46 @@ def _curt(prompt: str, n: int) -> dict[str, Any]:
     return {'reasoning': f'Nothing wrong at [2] ({about(prompt)}).', 'issues': []}
 
 
-def test_registered_mode_gets_a_judge_a_field_and_a_group(politeness: FailureMode, tmp_path: Path) -> None:
+def test_registered_mode_gets_a_judge_a_report_key_and_a_group(politeness: FailureMode, tmp_path: Path) -> None:
     assert registry.resolve_names(['manners']) == ['politeness']
     assert registry.JUDGES['politeness'] is Politeness
     assert 'politeness' in registry.GROUPS['all'] and 'politeness' in registry.EXTRA_MODES
     assert registry.COMPONENTS['politeness'] == ('TONE',)
-    assert Politeness.category == 'manners' and 'manners' in reports.CATEGORIES
-    assert RecordReport.model_fields['politeness_issues'].annotation == list[PolitenessIssue]
+    assert Politeness.category == 'manners' and 'manners' in modes.categories()
+    assert Politeness.issue_model is PolitenessIssue
 
     judges = registry.make_judges(['manners', 'hallucination'])
     [report] = asyncio.run(judge_records([openai_record()], judges, ScriptedJudge(_curt).model(), run_id='r', run_dir=tmp_path))
     assert report.judges['politeness'].status == 'ok', report.judges['politeness'].error
-    [issue] = report.politeness_issues
+    [issue] = report.issues_of('politeness')
     assert isinstance(issue, PolitenessIssue) and issue.remark == 'Use `Depends()`.'
-    assert report.issues_of('politeness') == [issue]
+    assert list(report.issues) == ['politeness']
     assert report.failure_modes == ['politeness'] and report.primary_failure_mode == 'politeness'
     assert report.category_scores == {'output': 1.0, 'manners': 0.5}
     assert report.decisive_step == 5
-    assert report.model_dump(mode='json')['politeness_issues'][0]['remark'] == 'Use `Depends()`.'
+    assert report.model_dump(mode='json')['issues']['politeness'][0]['remark'] == 'Use `Depends()`.'
     [back] = load_reports(tmp_path)
     assert back.issues_of('politeness') == [issue]
 
 
 def test_unregistering_removes_every_trace() -> None:
+    fields = dict(RecordReport.model_fields)
     register_mode(POLITENESS, Politeness)
+    assert RecordReport.model_fields == fields  # the report model is static: a mode is a key, not a field
     unregister_mode('politeness')
-    assert 'politeness' not in MODES and 'politeness' not in reports.FAILURE_MODES
-    assert 'politeness_issues' not in RecordReport.model_fields
-    assert 'manners' not in registry.GROUPS and 'manners' not in reports.CATEGORIES
+    assert 'politeness' not in MODES
+    assert 'manners' not in registry.GROUPS and 'manners' not in modes.categories()
     assert 'politeness' not in registry.JUDGES and 'politeness' not in registry.COMPONENTS
-    assert set(_issue_fields()) == SAVED_REPORT_FIELDS
+    with pytest.raises(ValidationError, match='not a failure mode'):
+        RecordReport.model_validate({**RECORD, 'issues': {'politeness': []}})
 
 
 def test_bad_registrations_leave_the_table_as_it_was() -> None:
-    before = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(RecordReport.model_fields))
+    before = (dict(MODES), dict(registry.GROUPS), modes.categories())
     with pytest.raises(ValueError, match='already exists'):
-        register_mode(FailureMode('hallucination', 'output', PolitenessIssue, 'x_issues'), Politeness)
-    with pytest.raises(ValueError, match='already holds'):
-        register_mode(FailureMode('politeness', 'manners', PolitenessIssue, 'hallucination_issues'), Politeness)
+        register_mode(FailureMode('hallucination', 'output', PolitenessIssue), Politeness)
     with pytest.raises(ValueError, match='declares failure_mode'):
-        register_mode(FailureMode('rudeness', 'manners', PolitenessIssue, 'rudeness_issues'), Politeness)
+        register_mode(FailureMode('rudeness', 'manners', PolitenessIssue), Politeness)
 
     @dataclass(repr=False)
     class Clash(Politeness):
@@ -161,5 +161,5 @@ def test_bad_registrations_leave_the_table_as_it_was() -> None:
         register_mode(POLITENESS, Clash)
     with pytest.raises(ValueError, match='not a mode added'):
         unregister_mode('hallucination')
-    after = (dict(MODES), dict(registry.GROUPS), dict(reports.FAILURE_MODES), list(RecordReport.model_fields))
+    after = (dict(MODES), dict(registry.GROUPS), modes.categories())
     assert after == before

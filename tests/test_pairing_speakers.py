@@ -224,10 +224,10 @@ def test_a_profile_sets_the_reference_rules_and_names_its_mistakes(tmp_path: Any
 
 
 def _mode_result(judge: str, mode: str, score: float, model: str | None, status: str = 'ok') -> Any:
-    from sensei_eval.core.reports import FAILURE_MODES
+    from sensei_eval.core.modes import MODES
 
     return JudgeResult(
-        judge=judge, failure_mode=mode, category=FAILURE_MODES[mode][0], criteria_hash='h', model=model,
+        judge=judge, failure_mode=mode, category=MODES[mode].category, criteria_hash='h', model=model,
         status=status, score=score if status == 'ok' else None, passed=score == 1.0 if status == 'ok' else None,
     )  # fmt: skip
 

@@ -131,8 +131,8 @@ def test_wildcards_do_not_steal_the_call_a_specific_expectation_needs() -> None:
 def test_findings_reach_the_report_scores_and_failure_modes() -> None:
     expected = [{'tool_name': 'update', 'args': {'id': 'A'}}, {'tool_name': 'cancel', 'args': {'id': 'A'}}]
     report = _report(_record([('update', {'id': 'B'}, '{}')], expected))
-    assert [i.missed_tools for i in report.tool_selection_issues] == [['cancel']]
-    assert [i.parameter for i in report.tool_parameter_issues] == ['id']
+    assert [i.missed_tools for i in report.issues_of('tool_selection')] == [['cancel']]
+    assert [i.parameter for i in report.issues_of('tool_parameters')] == ['id']
     assert report.failure_modes == ['tool_selection', 'tool_parameters']
     # both modes have a major finding and no expected call matched (share 0): 0.5 * 0 each
     assert report.category_scores['tool_usage'] == 0.0

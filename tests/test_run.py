@@ -77,7 +77,7 @@ def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     assert report.errors and report.errors[0].startswith('completeness:')
     assert report.failure_modes == ['hallucination']
     assert report.primary_failure_mode == 'hallucination'
-    assert report.hallucination_issues[0].severity == 'critical'
+    assert report.issues_of('hallucination')[0].severity == 'critical'
     # output = hallucination only (completeness errored, so it is left out, not counted as 0)
     assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
     # a critical hallucination scores its mode 0, and findings compound in overall_score (a product)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensei_eval.core.reports import FAILURE_MODES, MODEL_CONFIDENCE, JudgeResult, RecordReport, build_report
+from sensei_eval.core.modes import MODES
+from sensei_eval.core.reports import MODEL_CONFIDENCE, JudgeResult, RecordReport, build_report
 from sensei_eval.validate import Comparison, Thresholds, assert_no_regression, compare_reports, split_run_id, to_markdown
 
 from .helpers import openai_record
@@ -18,11 +19,11 @@ def result(mode: str, passed: bool | None, *, error: bool = False, judge: str | 
     """A judge's verdict on one mode: pass = 1.0, fail = 0.5 (one issue), or an error."""
     if error:
         return JudgeResult(
-            judge=judge or mode, failure_mode=mode, category=FAILURE_MODES[mode][0], criteria_hash='h-' + mode,
+            judge=judge or mode, failure_mode=mode, category=MODES[mode].category, criteria_hash='h-' + mode,
             model='scripted', status='error', error='judge output was not JSON',
         )  # fmt: skip
     return JudgeResult(
-        judge=judge or mode, failure_mode=mode, category=FAILURE_MODES[mode][0], criteria_hash='h-' + mode,
+        judge=judge or mode, failure_mode=mode, category=MODES[mode].category, criteria_hash='h-' + mode,
         model='scripted', status='ok', score=1.0 if passed else 0.5, passed=passed,
     )  # fmt: skip
 
@@ -193,7 +194,7 @@ def test_real_improvement_is_reported_as_improved() -> None:
 
 def test_pure_noise_is_not_flagged_in_95_of_100_seeded_trials() -> None:
     """Same prompt twice: every mode's truth is identical, the judge flips verdicts at 15%."""
-    modes = tuple(FAILURE_MODES)  # all 15: without a multiple-testing correction noise would flag often
+    modes = tuple(MODES)  # all 15: without a multiple-testing correction noise would flag often
     flagged = any_change = 0
     for trial in range(100):
         rng = np.random.default_rng(1000 + trial)

@@ -1,6 +1,6 @@
 """Issue reports: what a run of the judges wrote, per record and per run.
 
-One `RecordReport` per record (the issue lists of every failure mode, plus per judge: criteria hash, model, status,
+One `RecordReport` per record (the issues found, by failure mode, plus per judge: criteria hash, model, status,
 error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/records/<id>.json` as soon
 as its judges finish, so a crash loses at most the records in flight (`<id>` is the query id, encoded
 so that no id can collide with another or with a run file: `encode_query_id`). `summary.json` at the
@@ -32,11 +32,9 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import GenericAlias
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
-from pydantic.fields import FieldInfo
+from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator
 
 from sensei_eval.core import modes
 from sensei_eval.core.issues import Issue
@@ -47,8 +45,6 @@ if TYPE_CHECKING:
     from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
 
 __all__ = (
-    'CATEGORIES',
-    'FAILURE_MODES',
     'MODEL_CONFIDENCE',
     'JudgeResult',
     'JudgeStatus',
@@ -68,10 +64,6 @@ __all__ = (
     'write_json_atomic',
 )
 
-# The failure-mode table's view the rest of the library reads: mode -> (category, issue model, report
-# field), in the standard order; and the categories in order. Both follow `sensei_eval.core.modes.MODES`.
-FAILURE_MODES: dict[str, tuple[str, type[Issue], str]] = {}
-CATEGORIES: tuple[str, ...] = ()
 # `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
 # prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
 JudgeStatus = Literal['ok', 'error', 'inconclusive']
@@ -130,8 +122,11 @@ class RecordReport(BaseModel):
     agent_rating: Rating | None = None
     prompt_version: str | None = None
 
-    # Here each failure mode's issue list, `<field>: list[<issue model>]`, is added from the failure-mode
-    # table (`_derive_from_modes`); read them with `issues_of(mode)`.
+    issues: dict[str, list[SerializeAsAny[Issue]]] = Field(
+        default_factory=dict,
+        description="The issues found, by failure mode (a name in `modes.MODES`), each as its mode's issue model; "
+        'modes with none are left out.',
+    )
 
     overall_score: float | None = None
     category_scores: dict[str, float] = Field(default_factory=dict)
@@ -158,37 +153,38 @@ class RecordReport(BaseModel):
     output_tokens: int = 0
     latency_s: float = 0.0
 
+    @field_validator('issues', mode='before')
+    @classmethod
+    def _as_mode_models(cls, value: Any) -> Any:
+        """Each mode's issues as the table's issue model of that mode, so every field a judge wrote is kept
+        (the declared `Issue` would drop them); a key that names no failure mode is an error."""
+        if not isinstance(value, dict):
+            return value
+        out: dict[Any, Any] = {}
+        errors: list[Any] = []  # each located under its mode and index: `issues.hallucination.0.severity`
+        for mode, found in value.items():
+            if mode not in modes.MODES:
+                problem = ValueError(f'{mode!r} is not a failure mode (known: {", ".join(modes.MODES)})')
+                errors.append({'type': 'value_error', 'loc': (mode,), 'input': mode, 'ctx': {'error': problem}})
+                continue
+            model = modes.MODES[mode].issue_model
+            if isinstance(found, list):
+                found = list(found)
+                for n, issue in enumerate(found):
+                    try:
+                        found[n] = issue if isinstance(issue, model) else model.model_validate(issue)
+                    except ValidationError as e:
+                        errors.extend({**err, 'loc': (mode, n, *err['loc'])} for err in e.errors(include_url=False))
+            out[mode] = found
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return out
+
     def issues_of(self, mode: str) -> list[Issue]:
-        """The issues found for a failure mode (its list in the report, so appending to it adds one)."""
-        issues: list[Issue] = getattr(self, FAILURE_MODES[mode][2])
-        return issues
-
-
-def _derive_from_modes() -> None:
-    """Re-derive `FAILURE_MODES`, `CATEGORIES` and `RecordReport`'s issue fields from the table."""
-    global CATEGORIES
-    FAILURE_MODES.clear()
-    FAILURE_MODES.update({m.name: (m.category, m.issue_model, m.field) for m in modes.MODES.values()})
-    CATEGORIES = modes.categories()
-    fields = RecordReport.__pydantic_fields__
-    rest = {k: v for k, v in fields.items() if k not in _ISSUE_FIELDS}
-    names = list(rest)
-    cut = names.index('prompt_version') + 1  # the issue lists follow the record, as in saved reports
-    issue_fields = {m.field: _issue_list(m.issue_model) for m in modes.MODES.values()}
-    fields.clear()
-    fields.update({**{k: rest[k] for k in names[:cut]}, **issue_fields, **{k: rest[k] for k in names[cut:]}})
-    _ISSUE_FIELDS.clear()
-    _ISSUE_FIELDS.update(issue_fields)
-    RecordReport.model_rebuild(force=True)
-
-
-def _issue_list(model: type[Issue]) -> FieldInfo:
-    annotation: Any = GenericAlias(list, model)  # list[model], which a type checker reads as a type
-    return FieldInfo.from_annotated_attribute(annotation, Field(default_factory=list))
-
-
-_ISSUE_FIELDS: set[str] = set()
-modes.on_change(_derive_from_modes)
+        """The issues found for a failure mode (none when the report holds none of it)."""
+        if mode not in modes.MODES:
+            raise KeyError(f'{mode!r} is not a failure mode')
+        return self.issues.get(mode, [])
 
 
 class JudgeSummary(BaseModel):
@@ -553,7 +549,7 @@ def rebuild_report(
     judge_errors = {f'{r.judge}: {r.error}' for r in report.judges.values() if r.status == 'error'}
     fresh = report.model_copy(
         update={
-            **{field: [] for field in _ISSUE_FIELDS},
+            'issues': {},
             'overall_score': None,
             'category_scores': {},
             'primary_failure_mode': None,
@@ -597,11 +593,12 @@ def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[
             {result.failure_mode: result.score} if result.failure_mode and result.score is not None else {}
         )
         for mode in dict.fromkeys([*by_mode, *scores]):
-            if mode not in FAILURE_MODES:
+            if mode not in modes.MODES:
                 continue
-            issue_model = FAILURE_MODES[mode][1]
+            issue_model = modes.MODES[mode].issue_model
             found = by_mode.get(mode, [])
-            report.issues_of(mode).extend(issue_model.model_validate(i) for i in found)
+            if found:
+                report.issues.setdefault(mode, []).extend(issue_model.model_validate(i) for i in found)
             if mode in scores:
                 previous = mode_scores.get(mode)
                 # a mode judged twice (an LLM judge and a check) keeps its worse score
@@ -610,6 +607,7 @@ def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[
                     confidence[mode] = _confidence(result)
                 else:
                     mode_scores[mode] = (previous[0], previous[1] + len(found))
+    report.issues = {m: report.issues[m] for m in modes.MODES if m in report.issues}  # in the table's order
     _summarise(report, mode_scores, confidence)
     if report.primary_failure_mode is not None:
         cited = [s for i in report.issues_of(report.primary_failure_mode) for s in i.steps]
@@ -631,19 +629,15 @@ def _confidence(result: JudgeResult) -> float:
 def _summarise(report: RecordReport, mode_scores: dict[str, tuple[float, int]], confidence: dict[str, float]) -> None:
     by_category: dict[str, list[float]] = {}
     for mode, (score, _) in mode_scores.items():
-        by_category.setdefault(FAILURE_MODES[mode][0], []).append(score)
-    report.category_scores = {c: sum(v) / len(v) for c in CATEGORIES if (v := by_category.get(c))}
+        by_category.setdefault(modes.MODES[mode].category, []).append(score)
+    report.category_scores = {c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))}
     if mode_scores:
         report.overall_score = math.prod(max(0.0, s) ** confidence.get(m, 1.0) for m, (s, _) in mode_scores.items())
-    order = list(FAILURE_MODES)
-    failed = [m for m in order if m in mode_scores and _has_issues(report, m)]
+    order = list(modes.MODES)
+    failed = [m for m in order if m in mode_scores and report.issues.get(m)]
     report.failure_modes = failed
     if failed:
         report.primary_failure_mode = min(failed, key=lambda m: (mode_scores[m][0], -mode_scores[m][1], order.index(m)))
-
-
-def _has_issues(report: RecordReport, mode: str) -> bool:
-    return bool(report.issues_of(mode))
 
 
 # ---------------------------------------------------------------------------------------------------

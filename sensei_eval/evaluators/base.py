@@ -40,7 +40,7 @@ from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
 from sensei_eval.core.issues import Issue, Verdict
-from sensei_eval.core.modes import ModeCategory
+from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
@@ -296,9 +296,9 @@ lists in "steps" the step numbers it rests on. No problem of this kind means "is
 
 @dataclass(repr=False)
 class FailureModeJudge(Judge):
-    """The LLM judge of one failure mode; subclasses set the question, rubric and issue model."""
+    """The LLM judge of one failure mode; subclasses set the question and rubric (the issue model is the mode's)."""
 
-    issue_model: ClassVar[type[Issue]] = Issue
+    issue_model: ClassVar[ModeIssueModel] = ModeIssueModel()
     question: ClassVar[str] = ''
     rubric: ClassVar[str] = ''
 

@@ -44,8 +44,9 @@ from sensei_eval.core.issues import (
     ToolParameterIssue,
     ToolSelectionIssue,
 )
+from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord, looks_like_error
-from sensei_eval.core.reports import FAILURE_MODES, JudgeResult
+from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Step, Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.models.judge_model import JudgeModel
@@ -485,4 +486,4 @@ CHECKS: Sequence[type[DeterministicCheck]] = (
     IdentifierCheck,
 )
 
-assert all(c.failure_mode in FAILURE_MODES for c in CHECKS)
+assert all(c.failure_mode in MODES for c in CHECKS)

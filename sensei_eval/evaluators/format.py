@@ -30,7 +30,6 @@ class AgentFormat(FailureModeJudge):
 
     name: ClassVar[str] = 'agent_format'
     failure_mode: ClassVar[str | None] = 'agent_format'
-    issue_model: ClassVar[type[Issue]] = AgentFormatIssue
     question: ClassVar[str] = 'Is the final answer formatted for consumption by another agent?'
     rubric: ClassVar[str] = """
 The agent was told who reads its answers (its IDENTITY instructions, paraphrased): other AI agents, such

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
-from sensei_eval.core.issues import InstructionIssue, Issue
+from sensei_eval.core.issues import Issue
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import FailureModeJudge
 
@@ -31,7 +31,6 @@ class InstructionFollowing(FailureModeJudge):
 
     name: ClassVar[str] = 'instruction_following'
     failure_mode: ClassVar[str | None] = 'instruction_following'
-    issue_model: ClassVar[type[Issue]] = InstructionIssue
     question: ClassVar[str] = "Did the agent break a rule that its own instructions (the system step) state?"
     rubric: ClassVar[str] = """
 Read the system step(s): they are the agent's instructions. List the concrete rules they state (must,

@@ -55,7 +55,6 @@ class ConfidenceCommunication(FailureModeJudge):
 
     name: ClassVar[str] = 'confidence_communication'
     failure_mode: ClassVar[str | None] = 'confidence_communication'
-    issue_model: ClassVar[type[Issue]] = ConfidenceIssue
     question: ClassVar[str] = 'Did the agent communicate its confidence appropriately for its sources?'
     rubric: ClassVar[str] = """
 The agent was told (its CONFIDENCE_LEVELS instructions, paraphrased) to always say how sure it is, and
@@ -118,7 +117,6 @@ class QueryDecomposition(FailureModeJudge):
 
     name: ClassVar[str] = 'query_decomposition'
     failure_mode: ClassVar[str | None] = 'query_decomposition'
-    issue_model: ClassVar[type[Issue]] = DecompositionIssue
     question: ClassVar[str] = 'Did the agent decompose the query appropriately before researching it?'
     rubric: ClassVar[str] = """
 The agent was told (its QUERY_DECOMPOSITION instructions, paraphrased) to look at the shape of a request
@@ -175,7 +173,6 @@ class ResearchDepth(FailureModeJudge):
 
     name: ClassVar[str] = 'research_depth'
     failure_mode: ClassVar[str | None] = 'research_depth'
-    issue_model: ClassVar[type[Issue]] = ResearchDepthIssue
     question: ClassVar[str] = 'Did the agent explore sufficiently before settling on an answer?'
     rubric: ClassVar[str] = """
 The agent was told (its RESEARCH_METHODOLOGY instructions, paraphrased) to research like a senior
@@ -233,7 +230,6 @@ class SolutionEvaluation(FailureModeJudge):
 
     name: ClassVar[str] = 'solution_evaluation'
     failure_mode: ClassVar[str | None] = 'solution_evaluation'
-    issue_model: ClassVar[type[Issue]] = SolutionEvaluationIssue
     question: ClassVar[str] = 'Did the agent weigh the possible approaches with engineering judgment?'
     rubric: ClassVar[str] = """
 The agent was told (its ENGINEERING_JUDGMENT instructions, paraphrased) that when it finds several ways
@@ -289,7 +285,6 @@ class AmbiguityHandling(FailureModeJudge):
 
     name: ClassVar[str] = 'ambiguity_handling'
     failure_mode: ClassVar[str | None] = 'ambiguity_handling'
-    issue_model: ClassVar[type[Issue]] = AmbiguityIssue
     question: ClassVar[str] = 'Did the agent handle ambiguity in the query appropriately?'
     rubric: ClassVar[str] = """
 The agent was told (its HANDLING_AMBIGUITY instructions, paraphrased): when a question leaves out

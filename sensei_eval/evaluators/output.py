@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.core.issues import CitationIssue, CompletenessIssue, HallucinationIssue, Issue, ReportingIssue, SynthesisIssue
+from sensei_eval.core.issues import CitationIssue, HallucinationIssue, Issue, ReportingIssue
 from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('CitationQuality', 'Completeness', 'Hallucination', 'ReportingQuality', 'SynthesisQuality')
@@ -31,7 +31,6 @@ class Hallucination(FailureModeJudge):
 
     name: ClassVar[str] = 'hallucination'
     failure_mode: ClassVar[str | None] = 'hallucination'
-    issue_model: ClassVar[type[Issue]] = HallucinationIssue
     question: ClassVar[str] = 'Did the agent claim things that its tool results do not support?'
     rubric: ClassVar[str] = """
 Check each concrete claim in the final answer against the tool results in the transcript:
@@ -60,7 +59,6 @@ class Completeness(FailureModeJudge):
 
     name: ClassVar[str] = 'completeness'
     failure_mode: ClassVar[str | None] = 'completeness'
-    issue_model: ClassVar[type[Issue]] = CompletenessIssue
     question: ClassVar[str] = 'Did the final answer address every part of the query?'
     rubric: ClassVar[str] = """
 Split the query into the things it asks (questions, sub-questions, constraints such as a version,
@@ -82,7 +80,6 @@ class SynthesisQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'synthesis_quality'
     failure_mode: ClassVar[str | None] = 'synthesis_quality'
-    issue_model: ClassVar[type[Issue]] = SynthesisIssue
     question: ClassVar[str] = 'Does the final answer accurately reflect what the tools returned?'
     rubric: ClassVar[str] = """
 Set the final answer beside the tool results it draws on. What counts as a synthesis problem:
@@ -126,7 +123,6 @@ class ReportingQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'reporting_quality'
     failure_mode: ClassVar[str | None] = 'reporting_quality'
-    issue_model: ClassVar[type[Issue]] = ReportingIssue
     question: ClassVar[str] = 'Did the agent report its results with the context the caller needs?'
     rubric: ClassVar[str] = """
 The agent was told how to report (its REPORTING_RESULTS instructions, paraphrased): finding nothing is an
@@ -176,7 +172,6 @@ class CitationQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'citation_quality'
     failure_mode: ClassVar[str | None] = 'citation_quality'
-    issue_model: ClassVar[type[Issue]] = CitationIssue
     question: ClassVar[str] = 'Did the agent cite its sources properly?'
     rubric: ClassVar[str] = """
 The agent was told how to cite (its CITATIONS instructions, paraphrased): its callers are agents that

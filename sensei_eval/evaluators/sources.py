@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.core.issues import Issue, SourceQualityIssue, SourceSelectionIssue
+from sensei_eval.core.issues import Issue, SourceSelectionIssue
 from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('SourceQuality', 'SourceSelection')
@@ -30,7 +30,6 @@ class SourceQuality(FailureModeJudge):
 
     name: ClassVar[str] = 'source_quality'
     failure_mode: ClassVar[str | None] = 'source_quality'
-    issue_model: ClassVar[type[Issue]] = SourceQualityIssue
     question: ClassVar[str] = 'Did the agent use the best available sources?'
     rubric: ClassVar[str] = """
 Look at each source the answer draws on (documentation pages, library ids, repositories, web pages,
@@ -64,7 +63,6 @@ class SourceSelection(FailureModeJudge):
 
     name: ClassVar[str] = 'source_selection'
     failure_mode: ClassVar[str | None] = 'source_selection'
-    issue_model: ClassVar[type[Issue]] = SourceSelectionIssue
     question: ClassVar[str] = 'Did the agent follow the trust hierarchy and match its sources to the goal of the query?'
     rubric: ClassVar[str] = """
 The agent was told how to choose sources (its CHOOSING_SOURCES instructions, paraphrased), along two

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
 from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('ToolParameters', 'ToolSelection')
@@ -25,7 +24,6 @@ class ToolSelection(FailureModeJudge):
 
     name: ClassVar[str] = 'tool_selection'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    issue_model: ClassVar[type[Issue]] = ToolSelectionIssue
     question: ClassVar[str] = 'Did the agent use the right tools for this query?'
     rubric: ClassVar[str] = """
 What counts as a tool-selection problem:
@@ -53,7 +51,6 @@ class ToolParameters(FailureModeJudge):
 
     name: ClassVar[str] = 'tool_parameters'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
-    issue_model: ClassVar[type[Issue]] = ToolParameterIssue
     question: ClassVar[str] = 'Were the tools called with the correct parameters?'
     rubric: ClassVar[str] = """
 Read the arguments of every tool_call step against the query and what the run had learned by then.

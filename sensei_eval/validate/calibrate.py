@@ -66,8 +66,9 @@ from typing import Any
 from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 from sensei_eval.core.extras import require_extra
+from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import FAILURE_MODES, RecordReport
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.transcript import Step, render_transcript
 from sensei_eval.judging.run_folder import load_reports
 
@@ -274,7 +275,7 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
                 )
         elif label.failure_mode is not None:
             assert label.label is not None
-            if label.failure_mode not in FAILURE_MODES:
+            if label.failure_mode not in MODES:
                 labels.problems.append(f'{where}: field `failure_mode`: unknown failure mode {label.failure_mode!r}')
             elif (verdict := _verdict(label.label)) is None:
                 labels.problems.append(f'{where}: field `label`: expected pass or fail, got {label.label!r}')

@@ -41,7 +41,8 @@ from typing import Literal
 
 import numpy as np
 
-from sensei_eval.core.reports import FAILURE_MODES, RecordReport, mode_verdicts, rebuild_report
+from sensei_eval.core.modes import MODES
+from sensei_eval.core.reports import RecordReport, mode_verdicts, rebuild_report
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
     Comparison,
@@ -240,7 +241,7 @@ def _only_judges(reports: Sequence[RecordReport], keep: set[str]) -> list[Record
 
 def _ordered_metrics(names: set[str], modes: dict[str, str | None]) -> list[str]:
     """Failure-mode metrics in the standard mode order (a mode's judges by name), then judges, then overall."""
-    order = list(FAILURE_MODES)
+    order = list(MODES)
     by_mode = sorted(
         (n for n in names if modes.get(n) is not None),
         key=lambda n: (order.index(m) if (m := modes.get(n)) in order else len(order), str(modes.get(n)), n != modes.get(n), n),

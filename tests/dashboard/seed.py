@@ -155,8 +155,9 @@ def insert_evaluation(
     built by the library (`build_report`) from a failed verdict per mode in `issues` that has items (a
     passed one when its list is empty) and a passed verdict per judge in `passed`. Each mode's score is
     its judge's own (`1 - Σ issue_weight`), so the overall score is the library's arithmetic."""
+    from sensei_eval.core.modes import MODES
     from sensei_eval.core.records import QueryRecord
-    from sensei_eval.core.reports import FAILURE_MODES, JudgeResult, build_report
+    from sensei_eval.core.reports import JudgeResult, build_report
 
     with store.read() as db:
         row = db.get(SessionRow, session_id)
@@ -165,13 +166,13 @@ def insert_evaluation(
     results = []
     for mode, items in [*issues.items(), *((name, []) for name in passed)]:
         judge = JUDGES[mode]()
-        model = FAILURE_MODES[mode][1]
+        model = MODES[mode].issue_model
         score = max(0.0, 1.0 - sum(judge.issue_weight(model.model_validate(i)) for i in items))
         results.append(
             JudgeResult(
                 judge=mode,
                 failure_mode=mode,
-                category=FAILURE_MODES[mode][0],
+                category=MODES[mode].category,
                 criteria_hash=judge.criteria_hash(),
                 model='function:scripted',
                 status='ok',

@@ -31,8 +31,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
+from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import FAILURE_MODES
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH, is_current_prompt
 from sensei_eval.evaluators.registry import JUDGES
@@ -483,7 +483,7 @@ def list_sessions(
         limit=limit,
         offset=offset,
         agents=agents,
-        failure_modes=list(FAILURE_MODES),
+        failure_modes=list(MODES),
         judges=sorted(JUDGES),
     )
 
@@ -521,8 +521,9 @@ def session_view(store: Store, session_id: str) -> SessionView:
     report = evaluation.report if evaluation is not None else None
     if report:
         modes = [str(m) for m in report.get('failure_modes') or []]
-        for mode, (_, _, field_name) in FAILURE_MODES.items():
-            for issue in report.get(field_name) or []:
+        found = report.get('issues')
+        for mode, mode_issues in (found.items() if isinstance(found, dict) else ()):
+            for issue in mode_issues if isinstance(mode_issues, list) else []:
                 if isinstance(issue, dict):
                     fields = {k: v for k, v in issue.items() if k not in ('steps', 'source')}
                     steps_cited = [int(n) for n in issue.get('steps') or [] if isinstance(n, int)]

@@ -34,7 +34,7 @@ from fastapi.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from sensei_eval.core.reports import FAILURE_MODES
+from sensei_eval.core.modes import MODES
 from sensei_eval.service.dashboard import queries
 from sensei_eval.service.dashboard.queries import Bucket, DashboardPage, Group, Order, Patterns, SessionView, SortKey
 from sensei_eval.service.schemas import Limit, Offset, SessionId
@@ -86,8 +86,8 @@ def dashboard_sessions(
     since: Day = None,
     until: Day = None,
 ) -> DashboardPage:
-    if failure_mode and failure_mode not in FAILURE_MODES:
-        known = ', '.join(FAILURE_MODES)
+    if failure_mode and failure_mode not in MODES:
+        known = ', '.join(MODES)
         raise HTTPException(
             422,
             detail=[{'loc': ['query', 'failure_mode'], 'msg': f'unknown failure mode; known: {known}', 'type': 'value_error'}],
