@@ -155,7 +155,7 @@ def test_registry_groups_and_unknown_names() -> None:
 
 def test_grammar_schema_limits_only_the_constrained_decoder() -> None:
     schema = ToolSelection().grammar_schema()
-    assert schema['properties']['issues']['maxItems'] == 5
+    assert schema['properties']['issues']['maxItems'] == 3
     assert 'source' not in schema['$defs']['ToolSelectionIssue']['properties']
     assert schema['$defs']['ToolSelectionIssue']['required'][0] == 'steps'
     # the prompt schema has no decoder limits

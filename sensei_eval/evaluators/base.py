@@ -153,9 +153,11 @@ def timed_out(model: JudgeModel) -> str:
 
 
 # Limits written only into the schema sent to a schema-constrained decoder (the embedded model): a tiny
-# model under a grammar can otherwise loop on one string or list until it runs out of tokens.
-_GRAMMAR_MAX_ISSUES = 5
-_GRAMMAR_MAX_STRING = 400
+# model under a grammar can otherwise loop on one string or list until it runs out of tokens. Decoding under
+# a grammar costs 30-60 ms a token on two cores, so these also bound a call's time: at 400 characters and 5
+# issues, fused MVP answers of SmolLM2 ran to 570-650 tokens (over half a minute each).
+_GRAMMAR_MAX_ISSUES = 3
+_GRAMMAR_MAX_STRING = 200
 _GRAMMAR_MAX_STEPS = 8
 
 _default_model: JudgeModel | None = None
