@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import yaml
 
+from sensei_eval.core.errors import InputError
 from sensei_eval.core.user_modules import import_spec, public_name
 
 __all__ = (
@@ -73,7 +74,7 @@ SourceFormat = Literal['module', 'yaml', 'text', 'memory']
 _SAVED_SUFFIX: dict[str, str] = {'module': '.py', 'yaml': '.yaml', 'text': '.txt', 'memory': '.yaml'}
 
 
-class ComponentsError(ValueError):
+class ComponentsError(InputError):
     """Prompt components could not be read: says which file and what is wrong."""
 
 

@@ -39,6 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
+from sensei_eval.core.errors import ModelCallError
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.modes import ModeCategory
 from sensei_eval.core.records import QueryRecord
@@ -148,7 +149,7 @@ _default_model: JudgeModel | None = None
 _AGENTS: dict[tuple[type[Any], int, int], tuple[Model | str, Agent[None, Any]]] = {}
 
 
-class JudgeError(RuntimeError):
+class JudgeError(ModelCallError):
     """A judge could not produce a verdict; raised from `evaluate` so pydantic-evals records a failure."""
 
 

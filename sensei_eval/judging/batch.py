@@ -47,6 +47,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
+from sensei_eval.core.errors import ModelCallError
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.models.retry import with_retries
@@ -90,7 +91,7 @@ _Endpoint = Literal['/v1/chat/completions', '/v1/responses']
 _UNRUN_STATUS = {'batch_expired': 503, 'batch_cancelled': 409}
 
 
-class BatchError(RuntimeError):
+class BatchError(ModelCallError):
     """Batching cannot be used as asked: a model without a batch API, or an unreadable state file."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
 
@@ -55,7 +56,7 @@ AGNOSTIC_CHECKS = ('reference_check', 'repeated_call_check', 'error_recovery_che
 _DOCS_AGENT_CHECKS = ('version_check', 'docs_tool_check', 'greeting_check', 'citation_check')
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """A profile that cannot be used, with where (file and field) it went wrong."""
 
 

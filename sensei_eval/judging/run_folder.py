@@ -37,6 +37,7 @@ from pydantic import ValidationError
 if TYPE_CHECKING:
     import pandas as pd
 
+from sensei_eval.core.errors import ConfigError, InputError
 from sensei_eval.core.reports import (
     RECORDS_DIR,
     RUN_FILES,
@@ -69,7 +70,7 @@ MAX_RUN_ID_LENGTH = 64
 _RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
 
 
-class RunIdError(ValueError):
+class RunIdError(ConfigError):
     """A `--run-id` that is not one plain path segment (see `validate_run_id`)."""
 
 
@@ -91,7 +92,7 @@ def new_run_id(now: datetime | None = None) -> str:
     return f'{now or datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
 
 
-class RunFolderError(ValueError):
+class RunFolderError(InputError):
     """A run folder that cannot be read: missing, not a folder, without reports, or with bad report files."""
 
     def __init__(self, message: str, problems: list[ReportProblem] | None = None) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import make_judges, resolve_names
@@ -126,7 +127,7 @@ class SamplerConfig(BaseModel):
         return rate, own.judges if own.judges is not None else self.judges, own.profile or self.profile
 
 
-class SamplerConfigError(ValueError):
+class SamplerConfigError(ConfigError):
     """A sampler configuration file that cannot be used, naming the file and the field."""
 
 

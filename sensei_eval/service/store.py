@@ -68,6 +68,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from sensei_eval.core.errors import SenseiError
+
 __all__ = (
     'ACTIVE_STATUSES',
     'BREAKDOWN_COLUMNS',
@@ -143,7 +145,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 
-class InvalidTransitionError(RuntimeError):
+class InvalidTransitionError(SenseiError, RuntimeError):
     """A status change the lifecycle forbids (e.g. completed → in_progress)."""
 
 
