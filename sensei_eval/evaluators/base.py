@@ -39,7 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
-from sensei_eval.core.errors import ModelCallError
+from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.modes import ModeCategory
 from sensei_eval.core.records import QueryRecord
@@ -65,7 +65,6 @@ __all__ = (
     'FailureModeJudge',
     'Judge',
     'JudgeError',
-    'describe_error',
     'extract_json',
     'fill_template',
     'get_default_judge_model',
@@ -425,12 +424,6 @@ class FailureModeJudge(Judge):
 
 # ---------------------------------------------------------------------------------------------------
 # Helpers
-
-
-def describe_error(e: BaseException) -> str:
-    text = str(e).strip() or repr(e)
-    notes = ' '.join(getattr(e, '__notes__', ()))  # e.g. "after 3 attempts" (`retry.RetryingModel`)
-    return f'{type(e).__name__}: {text[:500]}' + (f' ({notes})' if notes else '')
 
 
 def extract_json(text: str) -> Any:

@@ -44,7 +44,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
 
-from sensei_eval.core.errors import ConfigError
+from sensei_eval.core.errors import ConfigError, describe_error
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
@@ -59,7 +59,6 @@ from sensei_eval.evaluators.base import (
     _limit,
     _strip,
     call_model,
-    describe_error,
     extract_json,
     fill_template,
     get_default_judge_model,

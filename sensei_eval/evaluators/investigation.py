@@ -53,13 +53,13 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Transcript, Truncation
 from sensei_eval.evaluators.base import (
     UNTRUSTED_DATA_RULE,
     Judge,
-    describe_error,
     extract_json,
     fill_template,
     get_default_judge_model,

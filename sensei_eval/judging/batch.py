@@ -47,7 +47,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from sensei_eval.core.errors import ModelCallError
+from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.models.retry import with_retries
@@ -386,7 +386,7 @@ class _Collector:
             try:  # a failed check is retried under the one policy (`sensei_eval.models.retry`)
                 batch = await with_retries(lambda: self._retrieve(batch_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
             except Exception as e:
-                problem = f'checking batch {batch_id} failed: {_describe(e)}'
+                problem = f'checking batch {batch_id} failed: {describe_error(e, limit=300)}'
                 break
             record = self.state.batches[batch_id] = _record(batch, record.endpoint, record.requests)
             self._report()
@@ -421,7 +421,7 @@ class _Collector:
             try:
                 text = await with_retries(functools.partial(self._content, file_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
             except Exception as e:
-                finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {_describe(e)}')
+                finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {describe_error(e, limit=300)}')
             for number, raw in enumerate((text or '').splitlines(), start=1):
                 if raw.strip():
                     try:
@@ -541,11 +541,6 @@ def _answer_for(finished: _Finished, custom_id: str) -> _Answer:
 def _resolve(future: asyncio.Future[_Answer], answer: _Answer) -> None:
     if not future.done():
         future.set_result(answer)
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return f'{type(e).__name__}: {text[:300]}'
 
 
 def _error_body(e: openai.APIStatusError, context: str) -> bytes:
