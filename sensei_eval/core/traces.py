@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, json_error_text, validation_load_error
+from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, json_error_text, validation_load_error
 from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
 
@@ -671,8 +671,7 @@ def _rating(run: Span, trace: Sequence[Span], config: TraceConfig, problems: lis
             return Rating.model_validate(value).model_dump(exclude_none=True)
         except ValidationError as e:
             err = e.errors()[0]
-            loc = '.'.join(str(p) for p in err['loc'])
-            problems.append((f'{where}.{loc}' if loc else where, f'{err["msg"]}; the run has no rating'))
+            problems.append((where + field_path(err['loc']), f'{err["msg"]}; the run has no rating'))
             return None
     problems.append((where, f'rating of type {type(value).__name__} is neither a number nor an object; the run has no rating'))
     return None

@@ -39,7 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
-from sensei_eval.core.errors import ModelCallError, describe_error
+from sensei_eval.core.errors import ModelCallError, describe_error, field_path
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.modes import ModeCategory
 from sensei_eval.core.records import QueryRecord
@@ -443,8 +443,7 @@ def extract_json(text: str) -> Any:
 def short_errors(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
-        loc = '.'.join(str(x) for x in err['loc'])
-        parts.append(f'{loc}: {err["msg"]}')
+        parts.append(f'{field_path(err["loc"]).lstrip(".")}: {err["msg"]}')
     return '; '.join(parts)
 
 

@@ -47,7 +47,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from sensei_eval.core.errors import ModelCallError, describe_error
+from sensei_eval.core.errors import ModelCallError, describe_error, validation_message
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.models.retry import with_retries
@@ -132,9 +132,7 @@ class BatchState(BaseModel):
         except (OSError, UnicodeDecodeError) as e:
             raise BatchError(f'{path}: cannot read: {e}') from None
         except ValidationError as e:
-            first = e.errors()[0]
-            where = '.'.join(str(x) for x in first['loc']) or '(document)'
-            raise BatchError(f'{path}: field `{where}`: {first["msg"]} (move the file away to start new batches)') from None
+            raise BatchError(f'{validation_message(e)} (move the file away to start new batches)', file=str(path)) from None
         if (state.base_url, state.model) != (base_url, model):
             raise BatchError(
                 f'{path} holds batches of {state.model} at {state.base_url}, not {model} at {base_url}: '

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 if TYPE_CHECKING:
     import pandas as pd
 
-from sensei_eval.core.errors import ConfigError, InputError
+from sensei_eval.core.errors import ConfigError, InputError, validation_message
 from sensei_eval.core.reports import (
     RECORDS_DIR,
     RUN_FILES,
@@ -232,7 +232,7 @@ class RunFolder:
             except (OSError, UnicodeDecodeError) as e:
                 loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
             except ValidationError as e:
-                loaded.problems.append(ReportProblem(path, _validation_text(e)))
+                loaded.problems.append(ReportProblem(path, validation_message(e)))
         return loaded
 
     def load_reports(self, *, require: bool = False) -> list[RecordReport]:
@@ -257,7 +257,7 @@ class RunFolder:
         except (OSError, UnicodeDecodeError) as e:
             raise RunFolderError(f'{self.summary_path}: cannot read: {e}') from None
         except ValidationError as e:
-            raise RunFolderError(f'{self.summary_path}: {_validation_text(e)}') from None
+            raise RunFolderError(f'{self.summary_path}: {validation_message(e)}') from None
 
 
 def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
@@ -277,12 +277,6 @@ def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
         output_tokens=report.output_tokens,
         latency_s=report.latency_s,
     )
-
-
-def _validation_text(e: ValidationError) -> str:
-    first = e.errors()[0]
-    where = '.'.join(str(x) for x in first['loc']) or '(document)'
-    return f'field `{where}`: {first["msg"]} ({e.error_count()} problem(s) in all)'
 
 
 def report_paths(run_dir: Path) -> list[Path]:
