@@ -26,15 +26,12 @@ naming the file and the field, never ignored.
 from __future__ import annotations
 
 import dataclasses
-import json
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
 from sensei_eval.core.errors import ConfigError
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
@@ -117,7 +114,7 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
     if spec in profiles:
         return profiles[spec]
     path = Path(spec)
-    if path.suffix.lower() in ('.yaml', '.yml', '.toml', '.json') or path.exists():
+    if path.suffix.lower() in CONFIG_SUFFIXES or path.exists():
         return load_profile(path)
     raise ProfileError(f'unknown profile {spec!r}; known: {", ".join(profiles)} (or a .yaml/.toml/.json file)')
 
@@ -125,19 +122,7 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
 def load_profile(path: str | Path) -> Profile:
     """Read a user's profile file; every mistake names the file and the field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding='utf-8')
-    except OSError as e:
-        raise ProfileError(f'{path}: cannot read the profile ({e.strerror or e})') from None
-    try:
-        if path.suffix.lower() == '.toml':
-            data: Any = tomllib.loads(text)
-        elif path.suffix.lower() == '.json':
-            data = json.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ProfileError(f'{path}: not valid {path.suffix.lstrip(".") or "YAML"}: {e}') from None
+    data, _ = load_config_file(path, what='profile', error=ProfileError)
     if not isinstance(data, dict):
         raise ProfileError(f'{path}: a profile is a mapping with `name`, `checks` and optional `extends`, `params`')
     return _profile_from(data, str(path))
