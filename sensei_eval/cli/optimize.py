@@ -36,6 +36,7 @@ from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
     ModelOption,
+    NoCacheOption,
     OutOption,
     TimeoutOption,
     make_app,
@@ -132,7 +133,7 @@ def optimize(
     concurrency: Annotated[int, typer.Option(min=1, help='Agent runs and judge calls in flight.')] = 4,
     out_dir: OutOption = Path('reports'),
     resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
-    no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
+    no_cache: NoCacheOption = False,
     timeout: TimeoutOption = None,
 ) -> None:
     """Optimize prompt components one at a time (the sequential loop); suggestions for review."""

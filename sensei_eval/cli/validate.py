@@ -36,6 +36,7 @@ from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
     ModelOption,
+    NoCacheOption,
     TimeoutOption,
     make_app,
     quiet_third_party,
@@ -108,7 +109,7 @@ def validate(
     permutations: Annotated[int, typer.Option(min=100, help='Permutation-test resamples.')] = stats.DEFAULT_PERMUTATIONS,
     agent_concurrency: Annotated[int, typer.Option(min=1, help='Agent runs in flight at once.')] = 4,
     concurrency: Annotated[int | None, typer.Option(min=1, help='Judge calls in flight at once.')] = None,
-    no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the judge cache.')] = False,
+    no_cache: NoCacheOption = False,
     cases: Annotated[
         bool, typer.Option('--cases/--no-cases', help="Also print pydantic-evals' per-case before/after table.")
     ] = False,
