@@ -69,6 +69,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from sensei_eval.core.errors import SenseiError
+from sensei_eval.evaluators.investigation import CATEGORY_KEYS
 
 __all__ = (
     'ACTIVE_STATUSES',
@@ -264,13 +265,9 @@ class ScoreRow(JobMixin, Base):
         return breakdown_of(self)
 
 
-# The rubric categories and the `session_scores` column holding each one's points.
-BREAKDOWN_COLUMNS: dict[str, str] = {
-    'logical_flow': 'breakdown_logical_flow',
-    'consistency': 'breakdown_consistency',
-    'tool_relevance': 'breakdown_tool_relevance',
-    'synthesis_quality': 'breakdown_synthesis_quality',
-}
+# The rubric categories (`evaluators.investigation.CATEGORIES`) and the `session_scores` column holding each
+# one's points: `breakdown_<key>`, declared on `ScoreRow` (migration 0003); a test holds the two equal.
+BREAKDOWN_COLUMNS: dict[str, str] = {key: f'breakdown_{key}' for key in CATEGORY_KEYS}
 
 
 def breakdown_of(row: Any) -> dict[str, int] | None:
