@@ -37,7 +37,7 @@ from pydantic import ValidationError
 if TYPE_CHECKING:
     import pandas as pd
 
-from sensei_eval.core.errors import ConfigError, InputError, validation_message
+from sensei_eval.core.errors import ConfigError, InputError, describe_error, validation_message
 from sensei_eval.core.reports import (
     RECORDS_DIR,
     RUN_FILES,
@@ -263,7 +263,7 @@ class RunFolder:
 def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
     """The report without the record's content (messages, query, judges' texts), carrying why: what is
     left is ids, counts and the error, which always serialise."""
-    reason = f"the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record's content is left out"
+    reason = f"the report could not be written whole ({describe_error(e, limit=200)}); the record's content is left out"
     return RecordReport(
         query_id=report.query_id,
         run_id=report.run_id,
