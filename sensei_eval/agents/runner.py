@@ -171,6 +171,9 @@ class AgentRunError(SenseiError, RuntimeError):
     def __str__(self) -> str:
         return f'{self.query_id}: {self.message}'
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.query_id, self.message))
+
 
 class AgentPromptError(ConfigError):
     """The agent keeps a prompt the prompt under test cannot replace cleanly; says how to fix it."""

@@ -142,6 +142,10 @@ class LoadError(InputError):
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled whole (a Ray worker or a process pool hands it back): rebuilt from its own arguments
+        return (type(self), (self.file, self.line, self.field, self.message, self.query_id))
+
     def __repr__(self) -> str:
         fields = (self.file, self.line, self.field, self.message, self.query_id)
         return 'LoadError(' + ', '.join(map(repr, fields)) + ')'

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from sensei_eval.core.errors import SenseiError
 
@@ -56,6 +56,9 @@ class MissingExtraError(SenseiError, ImportError):
         self.missing = missing
         super().__init__(f'sensei-eval: {feature} needs the "{extra}" extra: pip install "sensei-eval[{extra}]"')
         self.name = missing
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.extra, self.feature, self.missing))
 
 
 @contextmanager
