@@ -76,7 +76,7 @@ def optimize(
     dataset: Annotated[Path | None, typer.Option(help='JSONL of queries ({query_id, query}) or QueryRecords.')] = None,
     config: Annotated[
         Path | None,
-        typer.Option('--config', help='Run config (YAML or TOML): the options by name, and a components: map.'),
+        typer.Option('--config', help='Run config (YAML, TOML or JSON): the options by name, and a components: map.'),
     ] = None,
     map_: Annotated[
         list[str] | None,
