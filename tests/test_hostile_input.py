@@ -62,8 +62,8 @@ def _flat(text: str) -> str:
 def test_loads_limited_locates_the_field_and_never_recurses() -> None:
     with pytest.raises(JsonTooDeepError) as e:
         loads_limited(json.dumps({'a': {'b': _nested(MAX_JSON_DEPTH)}}), where='d.jsonl:7')
-    assert e.value.where == 'd.jsonl:7' and e.value.field is not None and e.value.field.startswith('a.b[0]')
-    assert str(e.value).startswith('d.jsonl:7, field `a.b[0]')
+    assert e.value.file == 'd.jsonl:7' and e.value.field is not None and e.value.field.startswith('a.b[0]')
+    assert str(e.value).startswith('d.jsonl:7 field `a.b[0]')
     # far past Python's own recursion limit: still a located JsonLimitError, with the column
     with pytest.raises(JsonTooDeepError, match=rf'deeper than {MAX_JSON_DEPTH} levels \(column 70\)'):
         loads_limited('{"a": ' + '[' * 100_000 + ']' * 100_000 + '}')

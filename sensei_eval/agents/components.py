@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import yaml
 
+from sensei_eval.core.errors import InputError, describe_error
 from sensei_eval.core.user_modules import import_spec, public_name
 
 __all__ = (
@@ -73,7 +74,7 @@ SourceFormat = Literal['module', 'yaml', 'text', 'memory']
 _SAVED_SUFFIX: dict[str, str] = {'module': '.py', 'yaml': '.yaml', 'text': '.txt', 'memory': '.yaml'}
 
 
-class ComponentsError(ValueError):
+class ComponentsError(InputError):
     """Prompt components could not be read: says which file and what is wrong."""
 
 
@@ -264,7 +265,7 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
             else:
                 problem = 'building the patched copy gives another prompt'
         except Exception as e:  # the copy failed to parse or import: say so, keep the exact text
-            problem = f'{type(e).__name__}: {e}'
+            problem = describe_error(e)
         yaml_path = out_dir / f'{stem}.yaml'
         if (assembly := components.yaml_assembly()) is not None:
             write_json_atomic(yaml_path, _yaml_of(components, assembly))
@@ -514,7 +515,7 @@ def _import(spec: str) -> ModuleType:
     except FileNotFoundError:
         raise ComponentsError(f'{spec}: no such file') from None
     except Exception as e:
-        raise ComponentsError(f'{spec}: importing the prompts module failed: {type(e).__name__}: {e}') from None
+        raise ComponentsError(f'{spec}: importing the prompts module failed: {describe_error(e)}') from None
 
 
 def _build_with_module(module: ModuleType, build_prompt: Callable[[], Any], texts: dict[str, str]) -> str:

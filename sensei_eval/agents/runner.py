@@ -51,7 +51,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, SystemP
 from pydantic_ai.usage import UsageLimits
 
 from sensei_eval.agents.components import PromptComponents
-from sensei_eval.core.errors import LoadError, json_error_text, validation_load_error
+from sensei_eval.core.errors import ConfigError, LoadError, SenseiError, json_error_text, validation_load_error
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
@@ -161,16 +161,21 @@ class AgentRunner(Protocol):
     async def run(self, system_prompt: str, query: Query) -> QueryRecord: ...
 
 
-class AgentRunError(RuntimeError):
+class AgentRunError(SenseiError, RuntimeError):
     """The agent failed on one query; carries the query id so reports can name it."""
 
     def __init__(self, query_id: str, message: str) -> None:
-        super().__init__(f'{query_id}: {message}')
+        super().__init__(message)
         self.query_id = query_id
-        self.message = message
+
+    def __str__(self) -> str:
+        return f'{self.query_id}: {self.message}'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.query_id, self.message))
 
 
-class AgentPromptError(ValueError):
+class AgentPromptError(ConfigError):
     """The agent keeps a prompt the prompt under test cannot replace cleanly; says how to fix it."""
 
 

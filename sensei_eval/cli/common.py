@@ -32,6 +32,7 @@ __all__ = (
     'EmbeddedThreadsOption',
     'JudgesOption',
     'ModelOption',
+    'NoCacheOption',
     'OutOption',
     'TimeoutOption',
     'make_app',
@@ -83,6 +84,7 @@ TimeoutOption = Annotated[
         show_envvar=False,
     ),
 ]
+NoCacheOption = Annotated[bool, typer.Option('--no-cache', help='Neither read nor write the on-disk judge cache.')]
 DEFAULT_JUDGES = ('mvp', 'checks')
 
 

@@ -32,6 +32,7 @@ from sensei_eval.cli.common import (
     BaseUrlOption,
     EmbeddedThreadsOption,
     ModelOption,
+    NoCacheOption,
     OutOption,
     TimeoutOption,
     make_app,
@@ -97,7 +98,7 @@ def judge(
     ] = None,
     out_dir: OutOption = Path('reports'),
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
-    no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the on-disk judge cache.')] = False,
+    no_cache: NoCacheOption = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
     max_transcript_tokens: Annotated[
         int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")

@@ -22,13 +22,11 @@ import asyncio
 import logging
 import os
 import secrets
-import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -38,6 +36,7 @@ from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
     ModelOption,
+    NoCacheOption,
     OutOption,
     TimeoutOption,
     make_app,
@@ -46,6 +45,7 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
+from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
@@ -76,7 +76,7 @@ def optimize(
     dataset: Annotated[Path | None, typer.Option(help='JSONL of queries ({query_id, query}) or QueryRecords.')] = None,
     config: Annotated[
         Path | None,
-        typer.Option('--config', help='Run config (YAML or TOML): the options by name, and a components: map.'),
+        typer.Option('--config', help='Run config (YAML, TOML or JSON): the options by name, and a components: map.'),
     ] = None,
     map_: Annotated[
         list[str] | None,
@@ -133,7 +133,7 @@ def optimize(
     concurrency: Annotated[int, typer.Option(min=1, help='Agent runs and judge calls in flight.')] = 4,
     out_dir: OutOption = Path('reports'),
     resume: Annotated[Path | None, typer.Option(help='Continue the run in this folder where it stopped.')] = None,
-    no_cache: Annotated[bool, typer.Option('--no-cache', help='Do not read or write the judge cache.')] = False,
+    no_cache: NoCacheOption = False,
     timeout: TimeoutOption = None,
 ) -> None:
     """Optimize prompt components one at a time (the sequential loop); suggestions for review."""
@@ -297,7 +297,13 @@ def load_run_config(path: Path, ctx: typer.Context) -> tuple[dict[str, Any], lis
 
     Keys are the command's option names (`num_examples` or `num-examples`); `components` maps failure
     modes to a component name or a list of them. Errors name the file, the line (YAML) and the key."""
-    data, lines = _read_config(path)
+    if path.suffix.lower() not in CONFIG_SUFFIXES and path.is_file():
+        raise RunConfigError('a run config is .yaml, .yml, .toml or .json', file=str(path))
+    data, lines = load_config_file(path, what='run config', error=RunConfigError)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise RunConfigError(f'expected a mapping of option names to values, got {type(data).__name__}', file=str(path))
     # a key is an option's name as typed (`out` for --out, `no_cache` or `no-cache`), without the dashes
     params: dict[str, Any] = {}
     for p in ctx.command.params:
@@ -337,41 +343,6 @@ def _config_map(path: Path, lines: dict[tuple[str, ...], int], key: str, value: 
             raise RunConfigError(f'{where}: bad value {targets!r}: expected a component name or a list of them')
         entries.append(MapEntry(str(mode), tuple(n.strip() for n in names), where))
     return entries
-
-
-def _read_config(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
-    """The config's mapping and, for YAML, the line of each top-level key and `components` entry."""
-    try:
-        text = path.read_text(encoding='utf-8-sig')
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunConfigError(f'{path}: cannot read the run config: {e}') from None
-    if path.suffix == '.toml':
-        try:
-            data: Any = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise RunConfigError(f'{path}: not valid TOML: {e}') from None
-        return data, {}
-    if path.suffix not in ('.yaml', '.yml'):
-        raise RunConfigError(f'{path}: a run config is .yaml, .yml or .toml')
-    try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        where = f':{mark.line + 1}' if mark is not None else ''
-        raise RunConfigError(f'{path}{where}: not valid YAML: {getattr(e, "problem", e)}') from None
-    if data is None:
-        return {}, {}
-    if not isinstance(data, dict):
-        raise RunConfigError(f'{path}: expected a mapping of option names to values, got {type(data).__name__}')
-    lines: dict[tuple[str, ...], int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            lines[(key_node.value,)] = key_node.start_mark.line + 1
-            if isinstance(value_node, yaml.MappingNode):
-                for sub_key, _ in value_node.value:
-                    lines[(key_node.value, sub_key.value)] = sub_key.start_mark.line + 1
-    return data, lines
 
 
 def _line(lines: dict[tuple[str, ...], int], key: tuple[str, ...]) -> str:

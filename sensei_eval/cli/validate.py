@@ -36,6 +36,7 @@ from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
     ModelOption,
+    NoCacheOption,
     TimeoutOption,
     make_app,
     quiet_third_party,
@@ -43,6 +44,7 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
+from sensei_eval.core.errors import InputError
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report, write_json_atomic
 from sensei_eval.evaluators.base import Judge
@@ -59,15 +61,11 @@ from sensei_eval.validate.gate import EXIT_INPUT_ERROR
 from sensei_eval.validate.render import print_comparison, to_markdown
 from sensei_eval.validate.run import RunEvent, validate_prompts
 
-__all__ = ('InputError', 'app', 'load_report_dir', 'main', 'write_outputs')
+__all__ = ('app', 'load_report_dir', 'main', 'write_outputs')
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
 err = Console(stderr=True)
 out = Console()
-
-
-class InputError(ValueError):
-    """Something the user gave can't be used; the message names the file, line or option."""
 
 
 @app.command()
@@ -111,7 +109,7 @@ def validate(
     permutations: Annotated[int, typer.Option(min=100, help='Permutation-test resamples.')] = stats.DEFAULT_PERMUTATIONS,
     agent_concurrency: Annotated[int, typer.Option(min=1, help='Agent runs in flight at once.')] = 4,
     concurrency: Annotated[int | None, typer.Option(min=1, help='Judge calls in flight at once.')] = None,
-    no_cache: Annotated[bool, typer.Option('--no-cache', help='Ignore and do not write the judge cache.')] = False,
+    no_cache: NoCacheOption = False,
     cases: Annotated[
         bool, typer.Option('--cases/--no-cases', help="Also print pydantic-evals' per-case before/after table.")
     ] = False,

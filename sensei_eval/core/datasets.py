@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
-from sensei_eval.core.errors import LoadError, json_error_text, validation_load_error
+from sensei_eval.core.errors import LoadError, describe_error, json_error_text, validation_load_error
 from sensei_eval.core.records import MAX_RECORD_BYTES, LoadResult, QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
 
@@ -161,7 +161,7 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
     except RecursionError:
         return None, LoadError(file, lineno, None, 'record nested too deeply to read', query_id)
     except Exception as e:  # a shape no parser check foresaw: one bad line must never stop the run
-        return None, LoadError(file, lineno, None, f'cannot read the record ({type(e).__name__}: {e})', query_id)
+        return None, LoadError(file, lineno, None, f'cannot read the record ({describe_error(e)})', query_id)
     if replaced:
         more = f' and {len(replaced) - 5} more place(s)' if len(replaced) > 5 else ''
         record.input_warnings.append(

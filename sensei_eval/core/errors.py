@@ -90,14 +90,22 @@ class RecordFieldError(InputError):
         super().__init__(message, field=field)
 
 
-def describe_error(e: BaseException) -> str:
-    """One line for any error a command reports: ours as they word themselves, others with their type."""
+def describe_error(e: BaseException, *, limit: int = 500) -> str:
+    """One line for any error a command, a log or a stored result reports (the one such function): ours as they
+    word themselves, a validation error by its field, others with their type; a cause that adds something and
+    the notes (`after 3 attempts`, see `models.retry`) follow in brackets, the text cut at `limit` characters."""
     if isinstance(e, SenseiError):
-        return str(e)
-    if isinstance(e, ValidationError):
-        return validation_message(e)
-    text = str(e).strip()
-    return f'{type(e).__name__}: {text}' if text else type(e).__name__
+        text = str(e)
+    elif isinstance(e, ValidationError):
+        text = validation_message(e)
+    else:
+        body = str(e).strip()
+        text = f'{type(e).__name__}: {body}' if body else type(e).__name__
+    cause = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    if cause is not None and (why := str(cause).strip()) and why not in text:
+        text += f' ({why})'
+    notes = ' '.join(getattr(e, '__notes__', ()))
+    return text[:limit] + (f' ({notes})' if notes else '')
 
 
 def field_path(loc: Iterable[int | str]) -> str:
@@ -133,6 +141,10 @@ class LoadError(InputError):
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled whole (a Ray worker or a process pool hands it back): rebuilt from its own arguments
+        return (type(self), (self.file, self.line, self.field, self.message, self.query_id))
 
     def __repr__(self) -> str:
         fields = (self.file, self.line, self.field, self.message, self.query_id)

@@ -23,7 +23,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from sensei_eval.core.errors import SenseiError
 
 __all__ = ('EXTRAS', 'Extra', 'MissingExtraError', 'exit_on_missing_extra', 'require_extra', 'requires_extra')
 
@@ -43,7 +45,7 @@ P = ParamSpec('P')
 R = TypeVar('R')
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(SenseiError, ImportError):
     """A feature's optional dependencies are not installed; the message is one line with the pip command."""
 
     exit_code = 2
@@ -52,7 +54,11 @@ class MissingExtraError(ImportError):
         self.extra = extra
         self.feature = feature
         self.missing = missing
-        super().__init__(f'sensei-eval: {feature} needs the "{extra}" extra: pip install "sensei-eval[{extra}]"', name=missing)
+        super().__init__(f'sensei-eval: {feature} needs the "{extra}" extra: pip install "sensei-eval[{extra}]"')
+        self.name = missing
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.extra, self.feature, self.missing))
 
 
 @contextmanager

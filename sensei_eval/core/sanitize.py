@@ -22,6 +22,8 @@ import json
 import re
 from typing import Any
 
+from sensei_eval.core.errors import InputError
+
 __all__ = (
     'MAX_ID_LENGTH',
     'MAX_JSON_DEPTH',
@@ -82,18 +84,11 @@ def clean_value(value: Any, path: str = '') -> tuple[Any, list[str]]:
     return value, changed
 
 
-class JsonLimitError(ValueError):
+class JsonLimitError(InputError):
     """JSON refused although Python's parser may take it: nested too deep, or a non-finite number.
 
-    `where` names the input (`data.jsonl:12`, `POST /v1/traces`, an attribute); `field` the path inside
+    `file` names the input (`data.jsonl:12`, `POST /v1/traces`, an attribute); `field` the path inside
     the value where the limit was passed (None when the text could not be parsed at all)."""
-
-    def __init__(self, message: str, *, where: str = '', field: str | None = None) -> None:
-        self.message = message
-        self.where = where
-        self.field = field
-        located = ', '.join(p for p in (where, f'field `{field}`' if field else '') if p)
-        super().__init__(f'{located}: {message}' if located else message)
 
 
 class JsonTooDeepError(JsonLimitError):
@@ -169,13 +164,13 @@ def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: 
     try:
         value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except JsonLimitError as e:
-        raise JsonLimitError(e.message, where=where) from None
+        raise JsonLimitError(e.message, file=where or None) from None
     except RecursionError:
         decoded = text.decode('utf-8', 'replace') if isinstance(text, bytes) else text
         column = _column_too_deep(decoded, max_depth)
         at = f' (column {column:,})' if column else ''
-        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels{at}', where=where) from None
+        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels{at}', file=where or None) from None
     _, field = json_depth(value, max_depth)
     if field is not None:
-        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels', where=where, field=field)
+        raise JsonTooDeepError(f'JSON nested deeper than {max_depth} levels', file=where or None, field=field)
     return value

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sensei_eval.core.errors import LoadError, RecordFieldError, json_error_text, validation_load_error
+from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, json_error_text, validation_load_error
 from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
 
@@ -163,18 +163,16 @@ class Span:
         return self.name.split(' ', 1)[0]
 
 
-class _SpanError(ValueError):
+class _SpanError(InputError):
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+        super().__init__(message, field=field)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Decoding OTLP
 
 
-class OtlpTooLargeError(ValueError):
+class OtlpTooLargeError(InputError):
     """An OTLP request over a span or attribute cap (`count_otlp`), refused before any span is built."""
 
 
@@ -673,8 +671,7 @@ def _rating(run: Span, trace: Sequence[Span], config: TraceConfig, problems: lis
             return Rating.model_validate(value).model_dump(exclude_none=True)
         except ValidationError as e:
             err = e.errors()[0]
-            loc = '.'.join(str(p) for p in err['loc'])
-            problems.append((f'{where}.{loc}' if loc else where, f'{err["msg"]}; the run has no rating'))
+            problems.append((where + field_path(err['loc']), f'{err["msg"]}; the run has no rating'))
             return None
     problems.append((where, f'rating of type {type(value).__name__} is neither a number nor an object; the run has no rating'))
     return None

@@ -39,6 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
 
+from sensei_eval.core.errors import ModelCallError, describe_error, field_path
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
@@ -66,7 +67,6 @@ __all__ = (
     'Judge',
     'JudgeError',
     'default_judge_model',
-    'describe_error',
     'extract_json',
     'fill_template',
     'join_prompt',
@@ -166,7 +166,7 @@ _default_model: JudgeModel | None = None
 _AGENTS: dict[tuple[type[Any], int, int], tuple[Model | str, Agent[None, Any]]] = {}
 
 
-class JudgeError(RuntimeError):
+class JudgeError(ModelCallError):
     """A judge could not produce a verdict; raised from `evaluate` so pydantic-evals records a failure."""
 
 
@@ -445,12 +445,6 @@ class FailureModeJudge(Judge):
 # Helpers
 
 
-def describe_error(e: BaseException) -> str:
-    text = str(e).strip() or repr(e)
-    notes = ' '.join(getattr(e, '__notes__', ()))  # e.g. "after 3 attempts" (`retry.RetryingModel`)
-    return f'{type(e).__name__}: {text[:500]}' + (f' ({notes})' if notes else '')
-
-
 def extract_json(text: str) -> Any:
     """The JSON object in a model's reply, tolerating code fences and prose around it."""
     stripped = text.strip()
@@ -468,8 +462,7 @@ def extract_json(text: str) -> Any:
 def short_errors(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
-        loc = '.'.join(str(x) for x in err['loc'])
-        parts.append(f'{loc}: {err["msg"]}')
+        parts.append(f'{field_path(err["loc"]).lstrip(".")}: {err["msg"]}')
     return '; '.join(parts)
 
 

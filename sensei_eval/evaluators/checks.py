@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.issues import (
     AgentFormatIssue,
     CitationIssue,
@@ -90,7 +91,7 @@ class DeterministicCheck(Judge):
             issues = self.find(record, transcript)
         except Exception as e:  # a check bug is an error in the report, not a pass
             return self._result(
-                model=None, status='error', error=f'{type(e).__name__}: {e}', latency_s=time.perf_counter() - start
+                model=None, status='error', error=describe_error(e), latency_s=time.perf_counter() - start
             )
         for issue in issues:
             issue.source = 'check'

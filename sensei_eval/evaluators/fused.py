@@ -44,6 +44,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
 
+from sensei_eval.core.errors import ConfigError, describe_error
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
@@ -59,7 +60,6 @@ from sensei_eval.evaluators.base import (
     _strip,
     call_model,
     default_judge_model,
-    describe_error,
     extract_json,
     fill_template,
     join_prompt,
@@ -100,7 +100,7 @@ Question: {{QUESTION}}
 _AGENTS: dict[tuple[tuple[str, ...], int, int], tuple[Model | str, Agent[None, dict[str, Any]]]] = {}
 
 
-class FuseSpecError(ValueError):
+class FuseSpecError(ConfigError):
     """A `--fuse` group that names nothing known, or none of the judges selected."""
 
 

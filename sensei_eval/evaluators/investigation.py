@@ -53,6 +53,7 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Transcript, Truncation
@@ -60,7 +61,6 @@ from sensei_eval.evaluators.base import (
     UNTRUSTED_DATA_RULE,
     Judge,
     default_judge_model,
-    describe_error,
     extract_json,
     fill_template,
     short_errors,
@@ -279,6 +279,23 @@ class MissingTool(BaseModel):
     rationale: str
 
 
+# The rubric's categories, defined here once: (key as the structured scorer and the store key it, label as
+# the freeform answer writes it), each worth CATEGORY_POINTS. The schemas, the answer parsers, the service's
+# `breakdown_*` columns (`service.store.BREAKDOWN_COLUMNS`) and the dashboard (served in the session view)
+# follow this tuple; `ScoreBreakdown` spells its fields out for typing, and a test holds them equal. The
+# rubric prose in the prompts above names them too: it is hashed into `PROMPT_HASH`, so it stays as written.
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ('logical_flow', 'Logical Flow'),
+    ('consistency', 'Consistency'),
+    ('tool_relevance', 'Tool Relevance'),
+    ('synthesis_quality', 'Synthesis Quality'),
+)
+CATEGORY_KEYS: tuple[str, ...] = tuple(key for key, _ in CATEGORIES)
+CATEGORY_POINTS = 25
+_LABELS_PATTERN = '|'.join(re.escape(label) for _, label in CATEGORIES)
+_KEY_OF_LABEL = {label.lower(): key for key, label in CATEGORIES}
+
+
 class AlternativeApproach(BaseModel):
     name: str
     description: str
@@ -290,7 +307,7 @@ class StructuredScoreOutput(BaseModel):
 
     total_score: int = Field(ge=0, le=100)
     score_breakdown: dict[str, int] = Field(
-        description='Points per category: logical_flow, consistency, tool_relevance, synthesis_quality (0-25 each).'
+        description=f'Points per category: {", ".join(CATEGORY_KEYS)} (0-{CATEGORY_POINTS} each).'
     )
     score_reasoning: str
     missing_tools: list[MissingTool]
@@ -302,14 +319,6 @@ class StructuredInvestigationScore(StructuredScoreOutput):
     current_prompt_used: bool
     smoke: bool = False
 
-
-# The four rubric categories: (key, label as the freeform answer writes it).
-CATEGORIES: tuple[tuple[str, str], ...] = (
-    ('logical_flow', 'Logical Flow'),
-    ('consistency', 'Consistency'),
-    ('tool_relevance', 'Tool Relevance'),
-    ('synthesis_quality', 'Synthesis Quality'),
-)
 
 ScoringPhase = Literal['scoring', 'missing_tools']
 # The phases a scoring reports, in order: the scoring turn, then the missing-tools identification.
@@ -361,7 +370,7 @@ class InvestigationResult(BaseModel):
 
 # A breakdown line of the freeform answer ("Logical Flow: 12/25", markdown decoration allowed).
 _BREAKDOWN_POINTS = re.compile(
-    r'^\W*(logical flow|consistency|tool relevance|synthesis quality)\W*:?\s*(\d{1,3})\s*/\s*25', re.I | re.M
+    rf'^\W*({_LABELS_PATTERN})\W*:?\s*(\d{{1,3}})\s*/\s*{CATEGORY_POINTS}', re.I | re.M
 )
 # A numbered or bulleted list item naming a tool before a colon or dash: "1. read-file: why".
 _MISSING_TOOL_ITEM = re.compile(
@@ -373,8 +382,8 @@ def parse_breakdown(text: str) -> ScoreBreakdown:
     """The category points a freeform analysis lists (first mention of each; out-of-range points dropped)."""
     found: dict[str, int] = {}
     for label, points in _BREAKDOWN_POINTS.findall(text or ''):
-        key = label.lower().replace(' ', '_')
-        if key not in found and 0 <= int(points) <= 25:
+        key = _KEY_OF_LABEL[label.lower()]
+        if key not in found and 0 <= int(points) <= CATEGORY_POINTS:
             found[key] = int(points)
     return ScoreBreakdown(**found)
 
@@ -437,7 +446,6 @@ def fill(template: str, transcript: Transcript, output_schema: str) -> str:
 # ---------------------------------------------------------------------------------------------------
 # Schema-constrained decoding (the embedded model)
 
-_CATEGORIES = CATEGORIES
 # Bounds written into the schema a constrained decoder follows, so a tiny model cannot loop on one
 # string until it runs out of tokens. llama-cpp-python writes maxLength N as N nested optional groups,
 # and its grammar parser fails well below 1,200 ("failed to parse grammar", the server dies): 400 is
@@ -448,8 +456,8 @@ _CONSTRAINED_MAX_STRING = 300
 
 _CONSTRAINED_OUTPUT = (
     'Reply with one JSON object: "analysis" (your critical evaluation, citing [step] numbers), then the '
-    'four category scores "logical_flow", "consistency", "tool_relevance" and "synthesis_quality", each an '
-    'integer from 0 to 25. The total score is their sum.'
+    f'four category scores {", ".join(map(json.dumps, CATEGORY_KEYS[:-1]))} and {json.dumps(CATEGORY_KEYS[-1])}, '
+    f'each an integer from 0 to {CATEGORY_POINTS}. The total score is their sum.'
 )
 _CONSTRAINED_FOLLOWUP = (
     '\n\nReply with one JSON object: {"missing_tools": [{"tool_name": "...", "rationale": "..."}]}, an empty '
@@ -460,9 +468,9 @@ _CONSTRAINED_FOLLOWUP = (
 def constrained_score_schema() -> dict[str, Any]:
     """The schema turn 1 is decoded under on a schema-constrained server: analysis and four category scores."""
     properties: dict[str, Any] = {'analysis': {'type': 'string', 'maxLength': _CONSTRAINED_MAX_ANALYSIS}}
-    for key, _ in _CATEGORIES:
+    for key, _ in CATEGORIES:
         # the enum is what bounds a llama.cpp grammar (its converter ignores minimum/maximum)
-        properties[key] = {'type': 'integer', 'minimum': 0, 'maximum': 25, 'enum': list(range(26))}
+        properties[key] = {'type': 'integer', 'minimum': 0, 'maximum': CATEGORY_POINTS, 'enum': list(range(CATEGORY_POINTS + 1))}
     return {'type': 'object', 'properties': properties, 'required': list(properties), 'additionalProperties': False}
 
 
@@ -496,12 +504,12 @@ def render_constrained_score(text: str) -> tuple[str, str | None]:
     if not isinstance(analysis, str):
         return text, 'Your answer has no "analysis" text.'
     scores: list[int] = []
-    for key, _ in _CATEGORIES:
+    for key, _ in CATEGORIES:
         value = data.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 25:
-            return text, f'"{key}" must be an integer from 0 to 25, got {json.dumps(value)}.'
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CATEGORY_POINTS:
+            return text, f'"{key}" must be an integer from 0 to {CATEGORY_POINTS}, got {json.dumps(value)}.'
         scores.append(value)
-    breakdown = [f'{label}: {value}/25' for (_, label), value in zip(_CATEGORIES, scores, strict=True)]
+    breakdown = [f'{label}: {value}/{CATEGORY_POINTS}' for (_, label), value in zip(CATEGORIES, scores, strict=True)]
     return '\n'.join([analysis.strip(), '', *breakdown, str(sum(scores))]), None
 
 
@@ -536,7 +544,7 @@ def _bounded(schema: Any) -> Any:
 
 
 _BREAKDOWN_LINE = re.compile(
-    r'^\s*(Logical Flow|Consistency|Tool Relevance|Synthesis Quality)\s*:\s*\d+\s*/\s*25\s*$', re.MULTILINE
+    rf'^\s*({_LABELS_PATTERN})\s*:\s*\d+\s*/\s*{CATEGORY_POINTS}\s*$', re.MULTILINE
 )
 
 

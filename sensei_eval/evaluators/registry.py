@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import cast
 
 from sensei_eval.core import modes
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.evaluators.base import FailureModeJudge, Judge, set_known_judges
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.format import AgentFormat
@@ -97,7 +98,7 @@ def _derive_from_modes() -> None:
 modes.on_change(_derive_from_modes)
 
 
-class UnknownJudgeError(ValueError):
+class UnknownJudgeError(ConfigError):
     pass
 
 

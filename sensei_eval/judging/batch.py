@@ -47,6 +47,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
+from sensei_eval.core.errors import ModelCallError, describe_error, validation_message
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.models.retry import with_retries
@@ -90,7 +91,7 @@ _Endpoint = Literal['/v1/chat/completions', '/v1/responses']
 _UNRUN_STATUS = {'batch_expired': 503, 'batch_cancelled': 409}
 
 
-class BatchError(RuntimeError):
+class BatchError(ModelCallError):
     """Batching cannot be used as asked: a model without a batch API, or an unreadable state file."""
 
 
@@ -131,9 +132,7 @@ class BatchState(BaseModel):
         except (OSError, UnicodeDecodeError) as e:
             raise BatchError(f'{path}: cannot read: {e}') from None
         except ValidationError as e:
-            first = e.errors()[0]
-            where = '.'.join(str(x) for x in first['loc']) or '(document)'
-            raise BatchError(f'{path}: field `{where}`: {first["msg"]} (move the file away to start new batches)') from None
+            raise BatchError(f'{validation_message(e)} (move the file away to start new batches)', file=str(path)) from None
         if (state.base_url, state.model) != (base_url, model):
             raise BatchError(
                 f'{path} holds batches of {state.model} at {state.base_url}, not {model} at {base_url}: '
@@ -385,7 +384,7 @@ class _Collector:
             try:  # a failed check is retried under the one policy (`sensei_eval.models.retry`)
                 batch = await with_retries(lambda: self._retrieve(batch_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
             except Exception as e:
-                problem = f'checking batch {batch_id} failed: {_describe(e)}'
+                problem = f'checking batch {batch_id} failed: {describe_error(e, limit=300)}'
                 break
             record = self.state.batches[batch_id] = _record(batch, record.endpoint, record.requests)
             self._report()
@@ -420,7 +419,7 @@ class _Collector:
             try:
                 text = await with_retries(functools.partial(self._content, file_id), attempts=CHECK_ATTEMPTS, base_s=self.poll_s)
             except Exception as e:
-                finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {_describe(e)}')
+                finished.errors.append(f'downloading file {file_id} of batch {record.id} failed: {describe_error(e, limit=300)}')
             for number, raw in enumerate((text or '').splitlines(), start=1):
                 if raw.strip():
                     try:
@@ -540,11 +539,6 @@ def _answer_for(finished: _Finished, custom_id: str) -> _Answer:
 def _resolve(future: asyncio.Future[_Answer], answer: _Answer) -> None:
     if not future.done():
         future.set_result(answer)
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return f'{type(e).__name__}: {text[:300]}'
 
 
 def _error_body(e: openai.APIStatusError, context: str) -> bytes:

@@ -26,15 +26,13 @@ naming the file and the field, never ignored.
 from __future__ import annotations
 
 import dataclasses
-import json
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
 
@@ -55,7 +53,7 @@ AGNOSTIC_CHECKS = ('reference_check', 'repeated_call_check', 'error_recovery_che
 _DOCS_AGENT_CHECKS = ('version_check', 'docs_tool_check', 'greeting_check', 'citation_check')
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """A profile that cannot be used, with where (file and field) it went wrong."""
 
 
@@ -116,7 +114,7 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
     if spec in profiles:
         return profiles[spec]
     path = Path(spec)
-    if path.suffix.lower() in ('.yaml', '.yml', '.toml', '.json') or path.exists():
+    if path.suffix.lower() in CONFIG_SUFFIXES or path.exists():
         return load_profile(path)
     raise ProfileError(f'unknown profile {spec!r}; known: {", ".join(profiles)} (or a .yaml/.toml/.json file)')
 
@@ -124,70 +122,58 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
 def load_profile(path: str | Path) -> Profile:
     """Read a user's profile file; every mistake names the file and the field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding='utf-8')
-    except OSError as e:
-        raise ProfileError(f'{path}: cannot read the profile ({e.strerror or e})') from None
-    try:
-        if path.suffix.lower() == '.toml':
-            data: Any = tomllib.loads(text)
-        elif path.suffix.lower() == '.json':
-            data = json.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ProfileError(f'{path}: not valid {path.suffix.lstrip(".") or "YAML"}: {e}') from None
+    data, _ = load_config_file(path, what='profile', error=ProfileError)
     if not isinstance(data, dict):
-        raise ProfileError(f'{path}: a profile is a mapping with `name`, `checks` and optional `extends`, `params`')
+        raise ProfileError('a profile is a mapping with `name`, `checks` and optional `extends`, `params`', file=str(path))
     return _profile_from(data, str(path))
 
 
 def _profile_from(data: Mapping[str, Any], where: str) -> Profile:
     unknown = set(data) - {'name', 'description', 'extends', 'checks', 'params'}
     if unknown:
-        raise ProfileError(f'{where}: unknown field(s) {sorted(unknown)} (known: name, description, extends, checks, params)')
+        raise ProfileError(f'unknown field(s) {sorted(unknown)} (known: name, description, extends, checks, params)', file=where)
     name = data.get('name')
     if not isinstance(name, str) or not name.strip():
-        raise ProfileError(f'{where} field `name`: a profile needs a name')
+        raise ProfileError('a profile needs a name', file=where, field='name')
     base: Profile | None = None
     if 'extends' in data:
         if data['extends'] not in BUILTIN_PROFILES:
             known = ', '.join(BUILTIN_PROFILES)
-            raise ProfileError(f'{where} field `extends`: {data["extends"]!r} is not a built-in profile ({known})')
+            raise ProfileError(f'{data["extends"]!r} is not a built-in profile ({known})', file=where, field='extends')
         base = BUILTIN_PROFILES[data['extends']]
     checks = _names(data.get('checks', []), where)
     all_checks = tuple(dict.fromkeys([*(base.checks if base else ()), *checks]))
     params: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (base.params if base else {}).items()}
     raw_params = data.get('params', {}) or {}
     if not isinstance(raw_params, dict):
-        raise ProfileError(f'{where} field `params`: expected a mapping of check name to parameters')
+        raise ProfileError('expected a mapping of check name to parameters', file=where, field='params')
     classes = _check_classes()
     for check, values in raw_params.items():
         if check not in all_checks:
-            raise ProfileError(f'{where} field `params.{check}`: the profile does not run {check!r}')
+            raise ProfileError(f'the profile does not run {check!r}', file=where, field=f'params.{check}')
         if not isinstance(values, dict):
-            raise ProfileError(f'{where} field `params.{check}`: expected a mapping of parameter to value')
+            raise ProfileError('expected a mapping of parameter to value', file=where, field=f'params.{check}')
         allowed = {f.name for f in dataclasses.fields(classes[check]) if f.init}
         for key in values:
             if key not in allowed:
                 known = ', '.join(sorted(allowed)) or 'none'
-                raise ProfileError(f'{where} field `params.{check}.{key}`: unknown parameter (known: {known})')
+                raise ProfileError(f'unknown parameter (known: {known})', file=where, field=f'params.{check}.{key}')
         params.setdefault(check, {}).update(values)
         try:
             classes[check](**params[check])
         except (TypeError, ValueError) as e:
-            raise ProfileError(f'{where} field `params.{check}`: {e}') from None
+            raise ProfileError(str(e), file=where, field=f'params.{check}') from None
     description = data.get('description') or (f'{base.description} Extended by {where}.' if base else f'Declared in {where}.')
     return Profile(name=name, description=str(description), checks=all_checks, params=params)
 
 
 def _names(value: Any, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ProfileError(f'{where} field `checks`: expected a list of check names')
+        raise ProfileError('expected a list of check names', file=where, field='checks')
     known = _check_names()
     for k, name in enumerate(value):
         if name not in known:
-            raise ProfileError(f'{where} field `checks[{k}]`: unknown check {name!r} (known: {", ".join(known)})')
+            raise ProfileError(f'unknown check {name!r} (known: {", ".join(known)})', file=where, field=f'checks[{k}]')
     return list(value)
 
 

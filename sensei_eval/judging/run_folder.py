@@ -37,6 +37,7 @@ from pydantic import ValidationError
 if TYPE_CHECKING:
     import pandas as pd
 
+from sensei_eval.core.errors import ConfigError, InputError, describe_error, validation_message
 from sensei_eval.core.reports import (
     RECORDS_DIR,
     RUN_FILES,
@@ -69,7 +70,7 @@ MAX_RUN_ID_LENGTH = 64
 _RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
 
 
-class RunIdError(ValueError):
+class RunIdError(ConfigError):
     """A `--run-id` that is not one plain path segment (see `validate_run_id`)."""
 
 
@@ -91,7 +92,7 @@ def new_run_id(now: datetime | None = None) -> str:
     return f'{now or datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
 
 
-class RunFolderError(ValueError):
+class RunFolderError(InputError):
     """A run folder that cannot be read: missing, not a folder, without reports, or with bad report files."""
 
     def __init__(self, message: str, problems: list[ReportProblem] | None = None) -> None:
@@ -231,7 +232,7 @@ class RunFolder:
             except (OSError, UnicodeDecodeError) as e:
                 loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
             except ValidationError as e:
-                loaded.problems.append(ReportProblem(path, _validation_text(e)))
+                loaded.problems.append(ReportProblem(path, validation_message(e)))
         return loaded
 
     def load_reports(self, *, require: bool = False) -> list[RecordReport]:
@@ -256,13 +257,13 @@ class RunFolder:
         except (OSError, UnicodeDecodeError) as e:
             raise RunFolderError(f'{self.summary_path}: cannot read: {e}') from None
         except ValidationError as e:
-            raise RunFolderError(f'{self.summary_path}: {_validation_text(e)}') from None
+            raise RunFolderError(f'{self.summary_path}: {validation_message(e)}') from None
 
 
 def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
     """The report without the record's content (messages, query, judges' texts), carrying why: what is
     left is ids, counts and the error, which always serialise."""
-    reason = f"the report could not be written whole ({type(e).__name__}: {str(e)[:200]}); the record's content is left out"
+    reason = f"the report could not be written whole ({describe_error(e, limit=200)}); the record's content is left out"
     return RecordReport(
         query_id=report.query_id,
         run_id=report.run_id,
@@ -276,12 +277,6 @@ def _unserialisable(report: RecordReport, e: BaseException) -> RecordReport:
         output_tokens=report.output_tokens,
         latency_s=report.latency_s,
     )
-
-
-def _validation_text(e: ValidationError) -> str:
-    first = e.errors()[0]
-    where = '.'.join(str(x) for x in first['loc']) or '(document)'
-    return f'field `{where}`: {first["msg"]} ({e.error_count()} problem(s) in all)'
 
 
 def report_paths(run_dir: Path) -> list[Path]:

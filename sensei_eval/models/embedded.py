@@ -55,7 +55,7 @@ from pathlib import Path
 
 import httpx2
 
-from sensei_eval.core.errors import ModelUsageError
+from sensei_eval.core.errors import ModelCallError, ModelUsageError
 from sensei_eval.core.extras import MissingExtraError
 
 __all__ = (
@@ -92,7 +92,7 @@ PLACEHOLDER_BASE_URL = 'http://127.0.0.1:0/v1'
 ServerCommand = Callable[[int, int], list[str]]
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(ModelCallError):
     """The embedded model could not be found or started."""
 
 

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, ModelUsageError
+from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, ModelUsageError, describe_error
 from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatch
 
 if TYPE_CHECKING:
@@ -373,10 +373,11 @@ async def _ask_openai(judge_model: JudgeModel, quick: Any, hosted: bool) -> None
     except openai.APIConnectionError as e:  # includes timeouts
         raise ModelUnreachableError(_unreachable(judge_model, e)) from None
     except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-        raise ModelUsageError(f'{judge_model.where} rejected the API key ({e.status_code}): {_brief(e)}') from None
+        why = describe_error(e, limit=300)
+        raise ModelUsageError(f'{judge_model.where} rejected the API key ({e.status_code}): {why}') from None
     except openai.NotFoundError as e:
         if hosted:
-            raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+            raise ModelUsageError(f'{judge_model.where}: no such model ({describe_error(e, limit=300)})') from None
     except openai.APIStatusError:
         pass  # the server answered: it is there
 
@@ -394,20 +395,12 @@ async def _preflight_completion(judge_model: JudgeModel, model: Model, timeout_s
     except (ModelConnectionError, TimeoutError) as e:
         raise ModelUnreachableError(_unreachable(judge_model, e)) from None
     except ModelAuthenticationError as e:
-        raise ModelUsageError(f'{judge_model.where} rejected the API key: {_brief(e)}') from None
+        raise ModelUsageError(f'{judge_model.where} rejected the API key: {describe_error(e, limit=300)}') from None
     except ModelNotFoundError as e:
-        raise ModelUsageError(f'{judge_model.where}: no such model ({_brief(e)})') from None
+        raise ModelUsageError(f'{judge_model.where}: no such model ({describe_error(e, limit=300)})') from None
     except Exception:
         pass  # anything else is an answer: the provider is there
 
 
 def _unreachable(judge_model: JudgeModel, e: BaseException) -> str:
-    return f'cannot reach the judge model at {judge_model.where}: {_brief(e)}'
-
-
-def _brief(e: BaseException) -> str:
-    cause = e.__cause__ or e.__context__
-    text = str(e).strip() or type(e).__name__
-    if cause is not None and str(cause).strip() and str(cause).strip() not in text:
-        text += f' ({str(cause).strip()})'
-    return text[:300]
+    return f'cannot reach the judge model at {judge_model.where}: {describe_error(e, limit=300)}'

@@ -47,6 +47,8 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from sensei_eval.core.errors import ModelCallError
+
 __all__ = (
     'ATTEMPTS',
     'BACKOFF_CAP_S',
@@ -103,7 +105,7 @@ RETRY_AFTER_CAP_S = 60.0
 T = TypeVar('T')
 
 
-class RunStoppedError(RuntimeError):
+class RunStoppedError(ModelCallError):
     """No attempt was made: the run's "first failure" rule had already stopped calling the model."""
 
 

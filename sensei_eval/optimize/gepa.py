@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.components import PromptComponents, save_components
 from sensei_eval.agents.runner import AgentRunner, Query
+from sensei_eval.core.errors import ModelCallError
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
@@ -48,7 +49,7 @@ from sensei_eval.optimize.routing import resolve_routing
 __all__ = ('GepaError', 'GepaResult', 'run_gepa')
 
 
-class GepaError(RuntimeError):
+class GepaError(ModelCallError):
     """GEPA could not run as asked: every proposal failed (e.g. a reflection LM answer it cannot parse)."""
 
 

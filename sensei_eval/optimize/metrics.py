@@ -36,6 +36,7 @@ import dspy
 
 from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import AgentRunner, Query, run_query
+from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
@@ -98,7 +99,7 @@ def judge_modes(judge: Judge) -> tuple[str | None, ...]:
     return declared or (judge.failure_mode,)
 
 
-class MetricError(RuntimeError):
+class MetricError(ModelCallError):
     """The metric could not score anything: every call failed (the errors say why)."""
 
 
@@ -203,7 +204,7 @@ class JudgeMetric:
         try:
             record = self.record_adapter(example, pred)
         except Exception as e:
-            message = f'the record adapter could not turn the prediction into a record: {type(e).__name__}: {e}'
+            message = f'the record adapter could not turn the prediction into a record: {describe_error(e)}'
             with self._lock:
                 self.errors.append(message)
             raise

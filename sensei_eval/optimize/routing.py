@@ -28,13 +28,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sensei_eval.core.errors import ConfigError
+
 __all__ = ('ROUTING_SOURCES', 'Routing', 'RoutingError', 'lexical_scores', 'resolve_routing')
 
 RoutingSource = Literal['user map', 'profile map', 'lexical']
 ROUTING_SOURCES: tuple[RoutingSource, ...] = ('user map', 'profile map', 'lexical')
 
 
-class RoutingError(ValueError):
+class RoutingError(ConfigError):
     """A component map that cannot be used; the message names the entry."""
 
 

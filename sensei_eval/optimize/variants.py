@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 import dspy
 
+from sensei_eval.core.errors import describe_error
+
 __all__ = ('VARIANT_SCHEMA', 'VariantGenerator', 'answer_tokens', 'make_dspy_lm', 'unusable_reason')
 
 ResponseFormat = Literal['auto', 'json_schema', 'json_object', 'none']
@@ -133,7 +135,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
                 break
             except Exception as e:  # a failed call costs a call, not the run
                 text = None
-                errors.append(f'call {call + 1}: {type(e).__name__}: {str(e)[:300]}')
+                errors.append(f'call {call + 1}: {describe_error(e, limit=300)}')
             reason = unusable_reason(text, current_text, found) if text is not None else 'the call failed'
             if reason is None and text is not None:
                 found.append(text.strip())

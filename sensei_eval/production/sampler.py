@@ -27,18 +27,17 @@ memory (the CLI), the service counts from its store so that restarts and peers s
 from __future__ import annotations
 
 import hashlib
-import json
 import time
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sensei_eval.core.config import load_config_file
+from sensei_eval.core.errors import ConfigError, validation_message
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import make_judges, resolve_names
@@ -126,28 +125,18 @@ class SamplerConfig(BaseModel):
         return rate, own.judges if own.judges is not None else self.judges, own.profile or self.profile
 
 
-class SamplerConfigError(ValueError):
+class SamplerConfigError(ConfigError):
     """A sampler configuration file that cannot be used, naming the file and the field."""
 
 
 def load_sampler_config(path: str | Path) -> SamplerConfig:
     """A `SamplerConfig` from a YAML, TOML or JSON file; mistakes name the file and the field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding='utf-8')
-    except OSError as e:
-        raise SamplerConfigError(f'{path}: cannot read the sampler configuration ({e.strerror or e})') from None
-    try:
-        suffix = path.suffix.lower()
-        data: Any = tomllib.loads(text) if suffix == '.toml' else json.loads(text) if suffix == '.json' else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
-        raise SamplerConfigError(f'{path}: not valid {path.suffix.lstrip(".") or "YAML"}: {e}') from None
+    data, _ = load_config_file(path, what='sampler configuration', error=SamplerConfigError)
     try:
         return SamplerConfig.model_validate(data or {})
     except ValidationError as e:
-        err = e.errors()[0]
-        where = '.'.join(str(p) for p in err['loc']) or '(top level)'
-        raise SamplerConfigError(f'{path}: field `{where}`: {err["msg"]}') from None
+        raise SamplerConfigError(validation_message(e), file=str(path)) from None
 
 
 def trace_fraction(key: str, salt: str = '') -> float:

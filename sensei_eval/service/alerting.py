@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.models.retry import with_retries
 from sensei_eval.production.alerts import Alert, AlertEvent, AlertMonitor, JudgedRun, judged_run
@@ -202,7 +203,7 @@ async def deliver_webhook(
         except httpx2.HTTPStatusError as e:
             last = f'HTTP {e.response.status_code}'
         except httpx2.HTTPError as e:
-            last = f'{type(e).__name__}: {e}'
+            last = describe_error(e)
         else:
             return f'delivered (HTTP {response.status_code}, attempt {tries})'
     log.error('alert webhook %s failed after %d attempt(s): %s', url, tries, last)

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
+from sensei_eval.core.errors import field_path
 from sensei_eval.service.asgi import ASGIApp, Message, Receive, Scope, Send
 from sensei_eval.service.repository import ConflictError, SessionNotFoundError, SessionNotTerminalError
 
@@ -31,7 +32,7 @@ def install_error_handlers(app: FastAPI) -> None:
             {'loc': list(err.get('loc', ())), 'msg': str(err.get('msg', '')), 'type': str(err.get('type', ''))}
             for err in exc.errors()
         ]
-        summary = '; '.join(f'{".".join(str(p) for p in e["loc"])}: {e["msg"]}' for e in errors[:5])
+        summary = '; '.join(f'{field_path(e["loc"]).lstrip(".")}: {e["msg"]}' for e in errors[:5])
         return JSONResponse({'detail': errors, 'message': summary}, status_code=422)
 
     @app.exception_handler(SessionNotFoundError)

@@ -29,12 +29,13 @@ from pydantic_ai.models import Model, ModelRequestParameters, infer_model
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from sensei_eval.core.errors import ModelCallError
 from sensei_eval.models.retry import is_retryable
 
 __all__ = ('CircuitBreaker', 'CircuitOpenError', 'ReliableModel')
 
 
-class CircuitOpenError(RuntimeError):
+class CircuitOpenError(ModelCallError):
     """The breaker is open: the call was refused without reaching the model."""
 
 

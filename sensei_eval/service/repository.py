@@ -28,6 +28,7 @@ from sqlalchemy import Dialect, Select, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from sensei_eval.core.errors import SenseiError
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
 from sensei_eval.service.schemas import (
@@ -79,15 +80,15 @@ T = TypeVar('T')
 _RACE_RETRIES = 5
 
 
-class SessionNotFoundError(LookupError):
+class SessionNotFoundError(SenseiError, LookupError):
     pass
 
 
-class SessionNotTerminalError(ValueError):
+class SessionNotTerminalError(SenseiError, ValueError):
     pass
 
 
-class ConflictError(RuntimeError):
+class ConflictError(SenseiError, RuntimeError):
     def __init__(self, message: str, active_id: str) -> None:
         super().__init__(message)
         self.active_id = active_id

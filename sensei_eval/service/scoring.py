@@ -48,9 +48,9 @@ from typing import Any, Literal
 
 from sqlalchemy import delete, select
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import render_transcript
-from sensei_eval.evaluators.base import describe_error
 from sensei_eval.evaluators.investigation import (
     InvestigationResult,
     InvestigationScorer,

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import repository
 from sensei_eval.service.alerting import AlertWatcher
@@ -78,7 +79,7 @@ def auto_score(state: ServiceState, session_id: str, status: str, agent: str | N
         )
     except Exception as e:
         log.error('auto-scoring session %s failed to start: %s', session_id, e)
-        return None, f'auto-scoring could not start: {type(e).__name__}: {e}'
+        return None, f'auto-scoring could not start: {describe_error(e)}'
     if result.created:
         state.wake()
     return result.score, None

@@ -68,6 +68,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from sensei_eval.core.errors import SenseiError
+from sensei_eval.evaluators.investigation import CATEGORY_KEYS
+
 __all__ = (
     'ACTIVE_STATUSES',
     'BREAKDOWN_COLUMNS',
@@ -143,7 +146,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 
-class InvalidTransitionError(RuntimeError):
+class InvalidTransitionError(SenseiError, RuntimeError):
     """A status change the lifecycle forbids (e.g. completed → in_progress)."""
 
 
@@ -262,13 +265,9 @@ class ScoreRow(JobMixin, Base):
         return breakdown_of(self)
 
 
-# The rubric categories and the `session_scores` column holding each one's points.
-BREAKDOWN_COLUMNS: dict[str, str] = {
-    'logical_flow': 'breakdown_logical_flow',
-    'consistency': 'breakdown_consistency',
-    'tool_relevance': 'breakdown_tool_relevance',
-    'synthesis_quality': 'breakdown_synthesis_quality',
-}
+# The rubric categories (`evaluators.investigation.CATEGORIES`) and the `session_scores` column holding each
+# one's points: `breakdown_<key>`, declared on `ScoreRow` (migration 0003); a test holds the two equal.
+BREAKDOWN_COLUMNS: dict[str, str] = {key: f'breakdown_{key}' for key in CATEGORY_KEYS}
 
 
 def breakdown_of(row: Any) -> dict[str, int] | None:

@@ -65,6 +65,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
+from sensei_eval.core.errors import field_path
 from sensei_eval.core.extras import require_extra
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
@@ -336,7 +337,7 @@ def _label_of(line: str, where: str, problems: list[str]) -> Label | None:
             dropped = False
             for err in e.errors():
                 name = str(err['loc'][0]) if err['loc'] else '-'
-                problems.append(f'{where}: field `{".".join(map(str, err["loc"])) or "-"}`: {err["msg"]}')
+                problems.append(f'{where}: field `{field_path(err["loc"]).lstrip(".") or "-"}`: {err["msg"]}')
                 if name in data and name != 'query_id':
                     del data[name]
                     dropped = True

@@ -41,6 +41,7 @@ from typing import Literal
 
 import numpy as np
 
+from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport, mode_verdicts, rebuild_report
 from sensei_eval.validate import stats
@@ -69,7 +70,7 @@ _RUN_SUFFIX = re.compile(r'^(?P<base>.+)#r(?P<run>\d+)$')
 # z for the two-sided 95% "noise floor" of a mean paired difference.
 _Z95 = 1.959963984540054
 
-class JudgeSetError(ValueError):
+class JudgeSetError(InputError):
     """The two sides ran different judges (and `common_judges` was not asked for)."""
 
 

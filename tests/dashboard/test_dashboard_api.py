@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sensei_eval.core.reports import MODEL_CONFIDENCE
+from sensei_eval.evaluators.investigation import CATEGORIES
 from sensei_eval.service.dashboard import CSP, queries
 from sensei_eval.service.store import ScoreRow
 
@@ -109,6 +110,8 @@ def test_session_view_has_steps_breakdown_and_cited_issues(server: DashboardServ
     assert view['alert_data']['pod'] == 'miner-7f'
     assert view['score']['score']['total_score'] == 30
     assert view['score']['breakdown'] == {'logical_flow': 7, 'consistency': 7, 'tool_relevance': 7, 'synthesis_quality': 9}
+    # the rubric's categories are served with the session: the page draws the breakdown from them
+    assert [(c['key'], c['label'], c['points']) for c in view['categories']] == [(k, label, 25) for k, label in CATEGORIES]
     assert view['score']['missing_tools'] == ['read-file']
     assert len(view['history']) == 1
     assert view['failure_modes'] == ['hallucination']

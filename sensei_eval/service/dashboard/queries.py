@@ -34,14 +34,20 @@ from sqlalchemy.orm import Session
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import render_transcript
-from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH, is_current_prompt
+from sensei_eval.evaluators.investigation import (
+    CATEGORIES,
+    CATEGORY_POINTS,
+    PROMPT_HASH,
+    STRUCTURED_PROMPT_HASH,
+    is_current_prompt,
+)
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
 from sensei_eval.service.schemas import EvaluationOut, ScoreOut
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, Store
 
 __all__ = (
-    'CATEGORY_LABELS',
+    'CategoryOut',
     'DashboardPage',
     'DashboardRow',
     'IssueOut',
@@ -62,13 +68,6 @@ __all__ = (
 SortKey = Literal['date', 'score']
 Order = Literal['asc', 'desc']
 
-# The four categories of the investigation rubric, keyed as the structured scorer keys them.
-CATEGORY_LABELS: dict[str, str] = {
-    'logical_flow': 'Logical Flow',
-    'consistency': 'Consistency',
-    'tool_relevance': 'Tool Relevance',
-    'synthesis_quality': 'Synthesis Quality',
-}
 # Histogram buckets of the score distribution: ten points wide, the last one 90-100.
 _BUCKET = 10
 
@@ -153,6 +152,18 @@ class JudgementView(BaseModel):
     skipped: dict[str, str]
 
 
+class CategoryOut(BaseModel):
+    """One rubric category as the session page draws it (served, so the page holds no list of its own)."""
+
+    key: str
+    label: str
+    points: int = CATEGORY_POINTS
+
+
+# The rubric's categories in the order the page shows a breakdown (`evaluators.investigation.CATEGORIES`).
+RUBRIC = [CategoryOut(key=key, label=label) for key, label in CATEGORIES]
+
+
 class ScoreView(BaseModel):
     score: ScoreOut
     breakdown: dict[str, int] | None
@@ -174,6 +185,7 @@ class SessionView(BaseModel):
     latest_scoring: ScoreOut | None
     score: ScoreView | None
     history: list[ScoreView]
+    categories: list[CategoryOut] = Field(default_factory=lambda: list(RUBRIC))
     evaluation_status: str | None
     evaluation_error: str | None
     failure_modes: list[str]

@@ -10,12 +10,6 @@ import { Live } from './live.js';
 const app = document.getElementById('app');
 const ACTIVE = new Set(['pending', 'in_progress']);
 const PAGE_SIZE = 25;
-const CATEGORIES = [
-  ['logical_flow', 'Logical Flow'],
-  ['consistency', 'Consistency'],
-  ['tool_relevance', 'Tool Relevance'],
-  ['synthesis_quality', 'Synthesis Quality'],
-];
 const PHASES = {
   analyzing_methodology: 'analysing the methodology',
   identifying_missing_tools: 'identifying missing tools',
@@ -565,10 +559,11 @@ function sessionView(initial) {
       }
       box.append(total);
       const grid = h('div', { class: 'breakdown', dataset: { testid: 'breakdown' } });
-      for (const [key, label] of CATEGORIES) {
+      // the rubric's categories come with the session (`categories`): the page keeps no list of them
+      for (const { key, label, points: max } of data.categories) {
         const points = breakdown ? breakdown[key] : undefined;
         grid.append(
-          h('div', { class: 'cat' }, h('span', {}, label), h('progress', { max: 25, value: points ?? 0 }), h('span', { class: 'pts' }, points === undefined ? '—' : `${points}/25`)),
+          h('div', { class: 'cat' }, h('span', {}, label), h('progress', { max, value: points ?? 0 }), h('span', { class: 'pts' }, points === undefined ? '—' : `${points}/${max}`)),
         );
       }
       box.append(h('h3', {}, 'Breakdown'), grid);
