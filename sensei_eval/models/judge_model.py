@@ -108,15 +108,15 @@ class JudgeModel:
     transcript_budget: int = DEFAULT_TRANSCRIPT_BUDGET
     settings: ModelSettings = field(default_factory=lambda: ModelSettings(temperature=0.0))
     json_schema_constrained: bool = False
-    # fused judges put their task before the transcript (`evaluators.base.join_prompt`): for a local server with
-    # one prompt-cache slot, where consecutive records then share the task as a prefix
-    task_first: bool = False
     embedded: bool = False
     default_concurrency: int = 4
     spec: str | None = None  # the model string it was resolved from, if any (`openai:gpt-5.2`)
     connection: ConnectionWatch = field(default_factory=ConnectionWatch, repr=False)
     call_timeout_s: float | None = None  # None: the default for the kind of model (`timeout_s`)
     retries_inside: bool = False  # `model` already retries under the policy (`retrying_model`): call it as is
+    # fused judges put their task before the transcript (`evaluators.base.join_prompt`): for a local server with
+    # one prompt-cache slot, where consecutive records then share the task as a prefix
+    task_first: bool = False
     _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
     _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
     _owns_server: bool = field(default=True, repr=False)
