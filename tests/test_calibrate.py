@@ -357,6 +357,7 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
 
     from sensei_eval.core.records import QueryRecord
     from sensei_eval.evaluators.output import Hallucination
+    from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.runner import judge_records
 
     from .helpers import ScriptedJudge
@@ -372,7 +373,7 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
         return {'reasoning': f'Step [2] guesses the count before any code ran ({n}).', 'issues': [claim]}
 
     run = tmp_path / 'run'
-    asyncio.run(judge_records(records, [Hallucination()], ScriptedJudge(blame).model(), run_id='w', run_dir=run, cache=None))
+    asyncio.run(judge_records(records, JudgeRunOptions([Hallucination()], ScriptedJudge(blame).model()), run_id='w', run_dir=run))
     labels = _jsonl(
         tmp_path,
         [

@@ -16,6 +16,7 @@ from sensei_eval.core.modes import MODES, FailureMode, register_mode, unregister
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators import registry
 from sensei_eval.evaluators.base import FailureModeJudge, Judge
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.judging.runner import judge_records
 
@@ -121,7 +122,9 @@ def test_registered_mode_gets_a_judge_a_field_and_a_group(politeness: FailureMod
     assert RecordReport.model_fields['politeness_issues'].annotation == list[PolitenessIssue]
 
     judges = registry.make_judges(['manners', 'hallucination'])
-    [report] = asyncio.run(judge_records([openai_record()], judges, ScriptedJudge(_curt).model(), run_id='r', run_dir=tmp_path))
+    [report] = asyncio.run(
+        judge_records([openai_record()], JudgeRunOptions(judges, ScriptedJudge(_curt).model()), run_id='r', run_dir=tmp_path)
+    )
     assert report.judges['politeness'].status == 'ok', report.judges['politeness'].error
     [issue] = report.politeness_issues
     assert isinstance(issue, PolitenessIssue) and issue.remark == 'Use `Depends()`.'

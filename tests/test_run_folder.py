@@ -14,6 +14,7 @@ import pytest
 import sensei_eval
 from sensei_eval.core.reports import RunSummary
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder, RunFolderError, load_reports, new_run_id
 from sensei_eval.judging.runner import judge_records
 
@@ -25,7 +26,9 @@ VALIDATE = Path(sensei_eval.__file__).parent / 'validate'
 def _judged(folder: RunFolder | None = None) -> list[sensei_eval.RecordReport]:
     records = [openai_record('a'), openai_record('b/c'), openai_record('CON')]
     judges = make_judges(['mvp', 'checks'])
-    return asyncio.run(judge_records(records, judges, ScriptedJudge(no_issues).model(), run_id='r', run_dir=folder))
+    return asyncio.run(
+        judge_records(records, JudgeRunOptions(judges, ScriptedJudge(no_issues).model()), run_id='r', run_dir=folder)
+    )
 
 
 def test_run_folder_round_trip(tmp_path: Path) -> None:

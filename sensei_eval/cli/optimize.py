@@ -37,6 +37,7 @@ from sensei_eval.agents.runner import load_queries, load_runner
 from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
+    ModelFlags,
     ModelOption,
     OutOption,
     TimeoutOption,
@@ -201,16 +202,14 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judge_list):
         judge_model = setup_judge_model(
-            model, base_url, err=err, note=note, timeout=opts.get('timeout'), resolve=resolve_model, check=preflight
+            ModelFlags(model, base_url, timeout=opts.get('timeout')), err=err, note=note, resolve=resolve_model, check=preflight
         )
     if generator_model is None and judge_model is not None:
         gen_model: JudgeModel = judge_model
     else:
         try:
-            gen_model = setup_judge_model(
-                generator_model or model, base_url, err=err, note=note, timeout=opts.get('timeout'),
-                resolve=resolve_model, check=preflight,
-            )  # fmt: skip
+            flags = ModelFlags(generator_model or model, base_url, timeout=opts.get('timeout'))
+            gen_model = setup_judge_model(flags, err=err, note=note, resolve=resolve_model, check=preflight)
         except BaseException:
             if judge_model is not None:
                 judge_model.close()
