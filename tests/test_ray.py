@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from sensei_eval.core.reports import RunFacts
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -74,8 +75,8 @@ def test_a_run_on_ray_writes_the_reports_of_a_local_run(tmp_path: Path) -> None:
     assert len(ray_reports) == 12 and ray_reports == local_reports
     statuses = {r['judges']['hallucination']['status'] for r in ray_reports.values()}
     assert statuses == {'ok'}  # real verdicts came back, not "not judged" errors
-    assert on_ray.tally.summary('run', started_at=_now()).model_dump(exclude={'started_at', 'finished_at'}) == (
-        local.tally.summary('run', started_at=_now()).model_dump(exclude={'started_at', 'finished_at'})
+    assert on_ray.tally.summary('run', RunFacts(started_at=_now())).model_dump(exclude={'started_at', 'finished_at'}) == (
+        local.tally.summary('run', RunFacts(started_at=_now())).model_dump(exclude={'started_at', 'finished_at'})
     )
 
 
@@ -88,7 +89,7 @@ def test_a_rerun_on_ray_is_answered_from_the_drivers_cache(tmp_path: Path) -> No
     # three records' model calls are not made again (no worker is asked), the rest are
     again, _ = _ray_run(records, tmp_path / 'out' / 'run', 'tests.ray_helpers:fake_model', cache=cache)
     assert cache.hits == 3 * 2  # 3 records × 2 model judges
-    summary = again.tally.summary('run', started_at=_now())
+    summary = again.tally.summary('run', RunFacts(started_at=_now()))
     assert summary.records_judged == 6 and summary.model_requests == 3 * 2
     assert len(list((tmp_path / 'out' / 'run' / 'records').glob('*.json'))) == 6
 

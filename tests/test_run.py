@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.reports import RecordReport, RunSummary, build_report, to_pydantic_evals_report
+from sensei_eval.core.reports import RecordReport, RunFacts, RunSummary, build_report, to_pydantic_evals_report
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -201,12 +201,14 @@ def test_cli_summary_is_the_library_summary(tmp_path: Path, scripted_cli: Script
         'r',
         folder.load_reports(),
         make_judges(['mvp', 'checks']),
-        started_at=written.started_at,
-        finished_at=written.finished_at,
-        model=written.model,
-        datasets=[tmp_path / 'd.jsonl'],
-        records_loaded=3,
-        profile='default',
+        RunFacts(
+            started_at=written.started_at,
+            finished_at=written.finished_at,
+            model=written.model,
+            datasets=[tmp_path / 'd.jsonl'],
+            records_loaded=3,
+            profile='default',
+        ),
     )
     assert built == written
     assert built.exit_code == 1 and built.per_judge['completeness'].errors == 1

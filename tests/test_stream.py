@@ -16,7 +16,7 @@ import pytest
 
 from sensei_eval.core.datasets import iter_dataset, iter_datasets, load_dataset
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.output import Completeness, Hallucination
@@ -138,7 +138,7 @@ def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: P
         assert 'hallucination' not in report.category_scores or report.category_scores['output'] == 1.0
     # reports are seen in record order, then again once rewritten
     assert seen == [(f'r{i}', 'ok') for i in range(4)] + [(f'r{i}', 'inconclusive') for i in range(4)]
-    summary = run.tally.summary('run', started_at=datetime.now(UTC))
+    summary = run.tally.summary('run', RunFacts(started_at=datetime.now(UTC)))
     assert summary.per_judge['hallucination'].inconclusive == 4 and summary.per_judge['hallucination'].ok == 0
     assert summary.per_judge['completeness'].ok == 4 and len(summary.inconclusive) == 4
     # the streamed summary is the one built from the rewritten reports on disk
@@ -146,8 +146,7 @@ def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: P
         'run',
         sorted(written, key=lambda r: r.query_id),
         [Hallucination(), Completeness()],
-        started_at=summary.started_at,
-        finished_at=summary.finished_at,
+        RunFacts(started_at=summary.started_at, finished_at=summary.finished_at),
     )
     assert rebuilt == summary
 
@@ -174,12 +173,12 @@ def test_the_streamed_summary_equals_the_in_memory_one_on_the_sample(tmp_path: P
     started = datetime(2026, 1, 1, tzinfo=UTC)
     kwargs: dict[str, Any] = {'started_at': started, 'finished_at': started, 'datasets': [SAMPLE], 'repeat': 2}
     reports = asyncio.run(judge_records(loaded.records, JudgeRunOptions(judges, scripted.model(), repeat=2), run_id='mem'))
-    in_memory = RunSummary.build('s', reports, judges, **kwargs)
+    in_memory = RunSummary.build('s', reports, judges, RunFacts(**kwargs))
 
     run = asyncio.run(
         judge_stream(_records(SAMPLE), JudgeRunOptions(judges, scripted.model(), repeat=2, window=3), run_dir=tmp_path / 's')
     )
-    streamed = run.tally.summary('s', **kwargs)
+    streamed = run.tally.summary('s', RunFacts(**kwargs))
     assert streamed == in_memory
     assert streamed.records_judged == len(loaded.records) and streamed.per_judge['version_check'].ok > 0
     # the reports on disk are the in-memory ones (their time and run id aside)
@@ -251,7 +250,7 @@ def test_a_fused_judge_is_one_call_per_record_and_one_result_per_member(tmp_path
     assert set(reports[0].judges) == {'hallucination', 'completeness'}
     assert reports[1].skipped == {'hallucination': 'not for b'} and set(reports[1].judges) == {'completeness'}
     assert len(events) == 5 and count_judge_calls(records, [fused]) == 5  # results, not calls
-    summary = RunSummary.build('f', reports, [fused], started_at=datetime.now(UTC))
+    summary = RunSummary.build('f', reports, [fused], RunFacts(started_at=datetime.now(UTC)))
     assert summary.model_requests == 3 and set(summary.per_judge) == {'hallucination', 'completeness'}
     # every member is cached under its own criteria hash ...
     key = JudgeCache.key(Completeness().criteria_hash(), model.name, dict(model.settings), '', 1)

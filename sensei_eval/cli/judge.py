@@ -46,7 +46,7 @@ from sensei_eval.core.datasets import iter_datasets
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary, RunTally, to_pydantic_evals_report
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import EXTRA_MODES, GROUPS, JUDGES, FuseSpecError, UnknownJudgeError, make_judges
@@ -224,14 +224,16 @@ def judge(
 
     summary = run.tally.summary(
         run_id,
-        started_at=started,
-        model=judge_model.name if judge_model else None,
-        datasets=datasets,
-        records_loaded=source.loaded,
-        load_errors=source.finish(),
-        repeat=repeat,
-        cache_hits=cache.hits if cache else 0,
-        profile=run_profile.name,
+        RunFacts(
+            started_at=started,
+            model=judge_model.name if judge_model else None,
+            datasets=datasets,
+            records_loaded=source.loaded,
+            load_errors=source.finish(),
+            repeat=repeat,
+            cache_hits=cache.hits if cache else 0,
+            profile=run_profile.name,
+        ),
     )
     stopped = judge_model.connection.stopped if judge_model else None
     finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
@@ -270,10 +272,19 @@ def _interrupted(
     for seq, report in enumerate(folder.load().reports):
         tally.add(report, seq)
     summary = tally.summary(
-        folder.run_id, started_at=started, model=judge_model.name if judge_model else None, datasets=datasets,
-        records_loaded=source.loaded, load_errors=list(source.load_errors), repeat=repeat,
-        cache_hits=cache.hits if cache else 0, profile=profile.name, exit_code=130,
-    )  # fmt: skip
+        folder.run_id,
+        RunFacts(
+            started_at=started,
+            model=judge_model.name if judge_model else None,
+            datasets=datasets,
+            records_loaded=source.loaded,
+            load_errors=list(source.load_errors),
+            repeat=repeat,
+            cache_hits=cache.hits if cache else 0,
+            profile=profile.name,
+            exit_code=130,
+        ),
+    )
     folder.write_summary(summary)
     again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
     err.print(

@@ -363,11 +363,9 @@ async def _judge_run(
             run_id=run_id,
             repeat=rep,
             model=model.name if model else None,
-            truncation=transcript.truncation,
-            transcript_sha256=transcript.sha256,
+            transcript=transcript,
             skipped=skipped,
             profile=chosen.name,
-            speakers=transcript.speakers,
         )
         report.errors.extend(problems)
         path = store.write(report, seq)
