@@ -209,7 +209,7 @@ def test_pure_noise_is_not_flagged_in_95_of_100_seeded_trials() -> None:
         truth = truth_for(modes, 20, rng, pass_rate=0.75)
         c = compare_reports(
             side(truth, rng, flip=0.15), side(truth, rng, flip=0.15),
-            seed=trial, bootstrap_resamples=500, permutation_resamples=999,
+            resampling=Resampling(trial, bootstrap=500, permutations=999),
         )  # fmt: skip
         flagged += c.gate.exit_code != 0
         any_change += any(m.verdict != 'no_change' for m in c.metrics)
