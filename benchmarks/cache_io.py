@@ -31,6 +31,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, write_json_atomic
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
 
@@ -85,7 +86,7 @@ def _run(records: list[QueryRecord], cache: JudgeCache | None) -> float:
     judges = make_judges(['checks', 'completeness'])
     model = JudgeModel(FunctionModel(_answer, model_name='instant'), 'function:instant')
     start = time.perf_counter()
-    asyncio.run(judge_records(records, judges, model, run_id='bench', cache=cache, concurrency=16))
+    asyncio.run(judge_records(records, JudgeRunOptions(judges, model, cache=cache, concurrency=16), run_id='bench'))
     if cache is not None:
         cache.close()
     return time.perf_counter() - start

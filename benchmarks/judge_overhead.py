@@ -21,6 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
 
@@ -63,7 +64,9 @@ def run(records: int, judges: int, concurrency: int, latency: float) -> tuple[fl
     names = ['tool_selection', 'hallucination', 'completeness', 'tool_parameters', 'synthesis_quality', 'agent_format'][:judges]
     data = [_record(i) for i in range(records)]
     start = time.perf_counter()
-    reports = asyncio.run(judge_records(data, make_judges(names), _fake(latency), run_id='bench', concurrency=concurrency))
+    reports = asyncio.run(
+        judge_records(data, JudgeRunOptions(make_judges(names), _fake(latency), concurrency=concurrency), run_id='bench')
+    )
     wall = time.perf_counter() - start
     assert all(r.status == 'ok' for rep in reports for r in rep.judges.values())
     return wall, math.ceil(records * judges / concurrency) * latency

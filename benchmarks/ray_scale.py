@@ -116,7 +116,8 @@ def _judges() -> list[Any]:
 def throughput(records: int, latency: float, workers: list[int], concurrency: int) -> list[tuple[str, float, int, int]]:
     import ray
 
-    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
+    from sensei_eval.judging.options import JudgeRunOptions
+    from sensei_eval.judging.ray_engine import ModelSpec, RayCluster, judge_on_ray
     from sensei_eval.judging.runner import judge_stream
 
     os.environ[LATENCY_ENV] = str(latency)
@@ -124,7 +125,11 @@ def throughput(records: int, latency: float, workers: list[int], concurrency: in
     with tempfile.TemporaryDirectory(prefix='ray-scale-') as tmp:
         out = Path(tmp)
         start = time.perf_counter()
-        asyncio.run(judge_stream(_records(records), _judges(), fake_model(), run_dir=out / 'local', concurrency=concurrency))
+        asyncio.run(
+            judge_stream(
+                _records(records), JudgeRunOptions(_judges(), fake_model(), concurrency=concurrency), run_dir=out / 'local'
+            )
+        )
         rows.append(('local (1 process)', time.perf_counter() - start, records, 0))
         reference = _digests(out / 'local')
         # logical CPUs for the workers: they wait on the model, so more of them than cores is the point
@@ -137,8 +142,9 @@ def throughput(records: int, latency: float, workers: list[int], concurrency: in
                 start = time.perf_counter()
                 asyncio.run(
                     judge_on_ray(
-                        _records(records), _judges(), ModelSpec(factory='ray_scale:fake_model'), run_dir=out / f'ray{w}',
-                        workers=w, cpus_per_worker=1.0, concurrency=concurrency,
+                        _records(records), JudgeRunOptions(_judges(), concurrency=concurrency),
+                        ModelSpec(factory='ray_scale:fake_model'), run_dir=out / f'ray{w}',
+                        cluster=RayCluster(workers=w, cpus_per_worker=1.0),
                     )
                 )  # fmt: skip
                 seconds = time.perf_counter() - start
@@ -160,7 +166,8 @@ def memory_child(n: int, latency: float, workers: int, concurrency: int) -> None
 
     from sensei_eval.core.datasets import iter_datasets
     from sensei_eval.core.errors import LoadError
-    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
+    from sensei_eval.judging.options import JudgeRunOptions
+    from sensei_eval.judging.ray_engine import ModelSpec, RayCluster, judge_on_ray
 
     with tempfile.TemporaryDirectory(prefix='ray-scale-mem-') as tmp:
         data = Path(tmp) / 'data.jsonl'
@@ -177,8 +184,8 @@ def memory_child(n: int, latency: float, workers: int, concurrency: int) -> None
             start = time.perf_counter()
             run, _ = asyncio.run(
                 judge_on_ray(
-                    records, _judges(), ModelSpec(factory='ray_scale:fake_model'), run_dir=Path(tmp) / 'run',
-                    workers=workers, concurrency=concurrency,
+                    records, JudgeRunOptions(_judges(), concurrency=concurrency), ModelSpec(factory='ray_scale:fake_model'),
+                    run_dir=Path(tmp) / 'run', cluster=RayCluster(workers=workers),
                 )
             )  # fmt: skip
             seconds = time.perf_counter() - start

@@ -48,6 +48,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
 from sensei_eval.judging.runner import judge_records
 
@@ -182,7 +183,9 @@ def main() -> int:
     print(f'{len(loaded.records)} tau2-airline runs ({n_passed} passed), checks only, no model')
     for name in ('default', 'docs-agent'):
         start = time.perf_counter()
-        reports = asyncio.run(judge_records(loaded.records, judges, None, run_id='bench', profile=BUILTIN_PROFILES[name]))
+        reports = asyncio.run(
+            judge_records(loaded.records, JudgeRunOptions(judges, profile=BUILTIN_PROFILES[name]), run_id='bench')
+        )
         elapsed = time.perf_counter() - start
         f = _figures(reports, labels)
         print(f'\nprofile {name} ({elapsed:.1f} s)')
@@ -202,7 +205,7 @@ def main() -> int:
         if name != 'default':
             continue
         print(f'  overall_score: {len({r.overall_score for r in reports})} distinct values on {len(reports)} runs')
-        judge = functools.partial(judge_records, judges=judges, model=None, run_id='bench', profile=BUILTIN_PROFILES[name])
+        judge = functools.partial(judge_records, options=JudgeRunOptions(judges, profile=BUILTIN_PROFILES[name]), run_id='bench')
         unique = asyncio.run(judge([_unique_ids(r) for r in loaded.records]))
         strings = asyncio.run(judge([_numbers_as_strings(r) for r in loaded.records]))
         print(
@@ -262,7 +265,9 @@ def _who_and_when(folder: Path, judges: Any) -> None:
     print(f'\nwho-and-when-algo: {len(loaded.records)} of {n} runs load, {with_speakers} with every speaker on its step')
     for error in loaded.errors:
         print(f'  bad record: {error}')
-    reports = asyncio.run(judge_records(loaded.records, judges, None, run_id='bench', profile=BUILTIN_PROFILES['default']))
+    reports = asyncio.run(
+        judge_records(loaded.records, JudgeRunOptions(judges, profile=BUILTIN_PROFILES['default']), run_id='bench')
+    )
     agent_hits = step_hits = first_hits = last_hits = 0
     for report, record in zip(reports, loaded.records, strict=True):
         label = labels[record.query_id]

@@ -5,10 +5,10 @@ The library in one place (the command-line tools and the service are thin layers
 * records: `QueryRecord`, `Rating`, `load_dataset`, `load_datasets`;
 * judges: `make_judges`, `Judge`, `FailureModeJudge`, `JudgeModel`, `resolve_model`, `Profile`,
   `resolve_profile`;
-* judging: `judge_records` (async), `RunFolder` (a run's reports and `summary.json`), `RunSummary`;
+* judging: `judge_records` (async) with a `JudgeRunOptions`, `RunFolder` (a run's reports and `summary.json`), `RunSummary`;
 * reports: `RecordReport`, `JudgeResult`, `load_reports`, `to_dataframe`;
 * agents: `Query`, `load_queries`, `AgentRunner`, `PydanticAIRunner`, `load_runner`, `PromptComponents`,
-  `load_components`, `run_and_judge` (async);
+  `load_components`, `run_and_judge` (async) with `AgentRuns`;
 * `calibrate`, the module (`calibrate.calibrate(...)`, `CalibrationResult`: judges against labels; a
   function of the same name here would shadow the module, depending on import order);
 * `compare_reports` and `assert_no_regression` (a prompt change, before and after).
@@ -23,12 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sensei_eval.agents.components import PromptComponents, load_components
-    from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner, run_and_judge
+    from sensei_eval.agents.runner import (
+        AgentRunner,
+        AgentRuns,
+        PydanticAIRunner,
+        Query,
+        load_queries,
+        load_runner,
+        run_and_judge,
+    )
     from sensei_eval.core.datasets import load_dataset, load_datasets
     from sensei_eval.core.records import QueryRecord, Rating
     from sensei_eval.core.reports import JudgeResult, JudgeSummary, RecordReport, RunSummary
     from sensei_eval.evaluators.base import FailureModeJudge, Judge
     from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.profiles import Profile, resolve_profile
     from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
     from sensei_eval.judging.runner import judge_records
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     'AgentRunner': 'agents.runner',
+    'AgentRuns': 'agents.runner',
     'PydanticAIRunner': 'agents.runner',
     'Query': 'agents.runner',
     'load_queries': 'agents.runner',
@@ -65,17 +75,20 @@ _WHERE = {
     'to_dataframe': 'judging.run_folder',
     'RunFolder': 'judging.run_folder',
     'judge_records': 'judging.runner',
+    'JudgeRunOptions': 'judging.options',
     'assert_no_regression': 'validate',
     'compare_reports': 'validate',
 }
 
 __all__ = (
     'AgentRunner',
+    'AgentRuns',
     'CalibrationResult',
     'FailureModeJudge',
     'Judge',
     'JudgeModel',
     'JudgeResult',
+    'JudgeRunOptions',
     'JudgeSummary',
     'Profile',
     'PromptComponents',

@@ -29,6 +29,7 @@ from sensei_eval.judging.batch import (
     BatchState,
     batch_judge_model,
 )
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
@@ -75,7 +76,7 @@ async def judge_batched(
     )
     assert isinstance(batched.model, BatchModel)
     try:
-        return await judge_records(records(), make_judges(JUDGES), batched, run_id=folder.run_id, run_dir=folder)
+        return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), batched), run_id=folder.run_id, run_dir=folder)
     finally:
         await batched.model.aclose()
 
@@ -169,7 +170,7 @@ def test_same_request_twice_gets_two_custom_ids(tmp_path: Path) -> None:
         async def run() -> list[Any]:
             try:
                 return await judge_records(
-                    [openai_record('r1')], make_judges(['hallucination']), batched, run_id='run-rep', repeat=2
+                    [openai_record('r1')], JudgeRunOptions(make_judges(['hallucination']), batched, repeat=2), run_id='run-rep'
                 )
             finally:
                 assert isinstance(batched.model, BatchModel)
@@ -252,7 +253,7 @@ def test_responses_model_batches_on_the_responses_endpoint(tmp_path: Path) -> No
 
         async def run() -> list[Any]:
             try:
-                return await judge_records(records(), make_judges(JUDGES), batched, run_id='run-responses')
+                return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), batched), run_id='run-responses')
             finally:
                 assert isinstance(batched.model, BatchModel)
                 await batched.model.aclose()
@@ -347,7 +348,7 @@ def test_state_file_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
 
         async def run() -> list[Any]:
             try:
-                return await judge_records(records(), make_judges(JUDGES), JudgeModel(batched, 'b'), run_id='w')
+                return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), JudgeModel(batched, 'b')), run_id='w')
             finally:
                 await batched.aclose()
 

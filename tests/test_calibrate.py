@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli import calibrate as calibrate_cli
 from sensei_eval.core.reports import JudgeResult, build_report, report_filename, write_json_atomic
+from sensei_eval.core.transcript import Transcript
 from sensei_eval.validate import calibrate as cal
 
 from .helpers import openai_record
@@ -35,13 +36,19 @@ def _write_run(tmp_path: Path) -> Path:
     run = tmp_path / 'run'
     predictions = {'r1': True, 'r2': True, 'r3': False, 'r4': False, 'r5': True, 'r6': False}
     for qid, passed in predictions.items():
-        report = build_report(openai_record(qid), [_result(passed)], run_id='run', transcript_sha256='sha-' + qid)
+        report = build_report(
+            openai_record(qid), [_result(passed)], run_id='run', transcript=Transcript(qid, [], '', sha256='sha-' + qid)
+        )
         write_json_atomic(run / report_filename(qid), report.model_dump_json())
-    errored = build_report(openai_record('r7'), [_result(None, status='error')], run_id='run', transcript_sha256='sha-r7')
+    errored = build_report(
+        openai_record('r7'), [_result(None, status='error')], run_id='run', transcript=Transcript('r7', [], '', sha256='sha-r7')
+    )
     write_json_atomic(run / report_filename('r7'), errored.model_dump_json())
     # repeats: r1 flips on its second judging, r2 does not
     for qid, passed in (('r1', False), ('r2', True)):
-        report = build_report(openai_record(qid), [_result(passed)], run_id='run', repeat=2, transcript_sha256='sha-' + qid)
+        report = build_report(
+            openai_record(qid), [_result(passed)], run_id='run', repeat=2, transcript=Transcript(qid, [], '', sha256='sha-' + qid)
+        )
         write_json_atomic(run / report_filename(qid, 2), report.model_dump_json())
     return run
 
@@ -114,7 +121,9 @@ def _run(tmp_path: Path, rows: dict[str, dict[str, Any]]) -> Path:
     """One report per record: `judges`, then `overall_score`, `decisive_step`, `decisive_agent` set as given."""
     run = tmp_path / 'run'
     for qid, row in rows.items():
-        report = build_report(openai_record(qid), row.get('judges', []), run_id='run', transcript_sha256='sha-' + qid)
+        report = build_report(
+            openai_record(qid), row.get('judges', []), run_id='run', transcript=Transcript(qid, [], '', sha256='sha-' + qid)
+        )
         report.overall_score = row.get('overall')
         report.decisive_step = row.get('step')
         report.decisive_agent = row.get('agent')
@@ -357,6 +366,7 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
 
     from sensei_eval.core.records import QueryRecord
     from sensei_eval.evaluators.output import Hallucination
+    from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.runner import judge_records
 
     from .helpers import ScriptedJudge
@@ -372,7 +382,7 @@ def test_blame_labels_as_who_and_when_writes_them(tmp_path: Path) -> None:
         return {'reasoning': f'Step [2] guesses the count before any code ran ({n}).', 'issues': [claim]}
 
     run = tmp_path / 'run'
-    asyncio.run(judge_records(records, [Hallucination()], ScriptedJudge(blame).model(), run_id='w', run_dir=run, cache=None))
+    asyncio.run(judge_records(records, JudgeRunOptions([Hallucination()], ScriptedJudge(blame).model()), run_id='w', run_dir=run))
     labels = _jsonl(
         tmp_path,
         [

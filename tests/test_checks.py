@@ -15,6 +15,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.registry import GROUPS, make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
@@ -36,7 +37,7 @@ CLEAN = ('docs-001', 'docs-002', 'docs-003', 'docs-004', 'docs-long-001', 'tarsy
 @pytest.fixture(scope='module')
 def reports() -> dict[str, RecordReport]:
     records = load_dataset(SAMPLE).records
-    done = asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='checks'))
+    done = asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['checks'])), run_id='checks'))
     return {r.query_id: r for r in done}
 
 
@@ -88,7 +89,9 @@ def test_reference_check_fails_a_wrong_trajectory() -> None:
         {'tool_name': 'tavily_search'},
         {'tool_name': 'context7_get_docs', 'args': {'library_id': '/wrong/lib'}},
     ]
-    [report] = asyncio.run(judge_records([QueryRecord.model_validate(data)], make_judges(['reference_check']), None, run_id='r'))
+    [report] = asyncio.run(
+        judge_records([QueryRecord.model_validate(data)], JudgeRunOptions(make_judges(['reference_check'])), run_id='r')
+    )
     result = report.judges['reference_check']
     assert result.passed is False
     assert [e['matched'] for e in result.details['expected']] == [True, False, False]

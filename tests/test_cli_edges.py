@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.core.reports import RecordReport, decode_query_id, encode_query_id, report_filename, write_json_atomic
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import load_reports, report_paths
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import retry
@@ -87,7 +88,10 @@ def test_awkward_ids_round_trip_through_the_run_folder(tmp_path: Path) -> None:
     records = [openai_record(q) for q in AWKWARD_IDS]
     reports = asyncio.run(
         judge_records(
-            records, make_judges(['tool_selection']), ScriptedJudge(no_issues).model(), run_id='r', run_dir=tmp_path, repeat=2
+            records,
+            JudgeRunOptions(make_judges(['tool_selection']), ScriptedJudge(no_issues).model(), repeat=2),
+            run_id='r',
+            run_dir=tmp_path,
         )
     )
     write_json_atomic(tmp_path / 'summary.json', '{"run_id": "r"}')
@@ -114,7 +118,7 @@ def test_cli_record_named_summary_keeps_its_report(tmp_path: Path, scripted: Scr
 
 def test_old_layout_run_folders_still_load(tmp_path: Path) -> None:
     """Run folders written before `records/`: reports beside summary.json."""
-    [report] = asyncio.run(judge_records([openai_record('old-1')], [], None, run_id='old'))
+    [report] = asyncio.run(judge_records([openai_record('old-1')], JudgeRunOptions([]), run_id='old'))
     write_json_atomic(tmp_path / 'old-1.json', report.model_dump_json())
     write_json_atomic(tmp_path / 'summary.json', '{}')
     write_json_atomic(tmp_path / 'calibration.json', '{}')
@@ -221,7 +225,7 @@ def test_repeated_connection_failures_stop_the_run(monkeypatch: pytest.MonkeyPat
     calls: list[int] = []
     model = _refusing_model(calls)
     records = [openai_record(f'r{i}') for i in range(5)]
-    reports = asyncio.run(judge_records(records, make_judges(['mvp']), model, run_id='r', concurrency=1))
+    reports = asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['mvp']), model, concurrency=1), run_id='r'))
     assert len(calls) == CONNECTION_FAILURES_TO_STOP  # no new call once the rule stopped the run
     reasons = {res.error for r in reports for res in r.judges.values()}
     assert len(reasons) == 1 and model.connection.stopped in reasons

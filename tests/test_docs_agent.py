@@ -18,6 +18,7 @@ from examples.docs_agent.agent import AGENT_MODEL_ENV, make_agent
 from examples.docs_agent.simulated import RULE_COMPONENTS, RULES, detect_rules, improved_components, improved_prompt
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 
 QUERIES_PATH = Path(__file__).parent.parent / 'examples' / 'docs_agent' / 'queries.jsonl'
@@ -254,7 +255,7 @@ async def _issue_counts(prompt: str, judges: str = 'checks') -> Counter[str]:
     if (prompt, judges) not in _COUNTS:
         records = await _records(prompt)
         assert all(r.tool_calls() and r.final_answer() for r in records)
-        reports = await judge_records(records, make_judges([judges]), None, run_id='t')
+        reports = await judge_records(records, JudgeRunOptions(make_judges([judges])), run_id='t')
         counts: Counter[str] = Counter()
         for report in reports:
             for name, result in report.judges.items():

@@ -15,8 +15,9 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
-from sensei_eval.optimize.gepa import GepaError, run_gepa
+from sensei_eval.optimize.gepa import GepaError, GepaSettings, run_gepa
 from sensei_eval.optimize.loop import OptimizeConfig
 from sensei_eval.optimize.metrics import JudgeMetric, MetricError, compile_checked, prediction_record
 from sensei_eval.optimize.scripted import ScriptedLM
@@ -72,6 +73,6 @@ def test_gepa_with_a_reflection_lm_it_cannot_parse_raises(tmp_path: Path) -> Non
     reflection = ScriptedLM(lambda messages: 'I would make the prompt better, probably.')
     with pytest.raises(GepaError, match='failed on all'):
         run_gepa(
-            COMPONENTS, RuleAgent(), QUERIES, make_judges(['greeting_check', 'citation_check']), None,
-            reflection_lm=reflection, max_metric_calls=40, run_dir=tmp_path / 'gepa', config=OptimizeConfig(seed=0),
+            COMPONENTS, RuleAgent(), QUERIES, JudgeRunOptions(make_judges(['greeting_check', 'citation_check'])),
+            GepaSettings(reflection, max_metric_calls=40), run_dir=tmp_path / 'gepa', config=OptimizeConfig(seed=0),
         )  # fmt: skip

@@ -29,10 +29,11 @@ from pydantic_ai.models import override_allow_model_requests
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.cli.common import setup_judge_model
+from sensei_eval.cli.common import ModelFlags, setup_judge_model
 from sensei_eval.core.config import default_cache_dir
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import embedded
 from sensei_eval.models.embedded import SharedServer
@@ -204,9 +205,13 @@ def test_judges_through_the_lazy_model_and_the_cache(spawns: list[list[str]], tm
     cache = JudgeCache(tmp_path / 'c')
     try:
         with override_allow_model_requests(True):
-            [report] = asyncio.run(judge_records([openai_record()], make_judges(['mvp']), model, run_id='r', cache=cache))
+            [report] = asyncio.run(
+                judge_records([openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache), run_id='r')
+            )
             assert {r.status for r in report.judges.values()} == {'ok'} and len(spawns) == 1
-            [again] = asyncio.run(judge_records([openai_record()], make_judges(['mvp']), model, run_id='r2', cache=cache))
+            [again] = asyncio.run(
+                judge_records([openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache), run_id='r2')
+            )
     finally:
         model.close()
     assert all(r.cached for r in again.judges.values()) and len(spawns) == 1
@@ -331,7 +336,7 @@ def test_thread_count_from_the_flag_or_the_environment(
     async def no_check(model: Any) -> None:
         return None
 
-    model = setup_judge_model(None, None, err=Console(stderr=True), embedded_threads=3, check=no_check)
+    model = setup_judge_model(ModelFlags(embedded_threads=3), err=Console(stderr=True), check=no_check)
     ask(model.model)
     model.close()
     monkeypatch.setenv('SENSEI_EMBEDDED_THREADS', '2')

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from sensei_eval.cli import validate as validate_cli
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import JudgeResult, RecordReport, build_report
-from sensei_eval.validate import Thresholds, assert_no_regression, compare_reports, stats, to_markdown
+from sensei_eval.validate import Resampling, Thresholds, assert_no_regression, compare_reports, stats, to_markdown
 from sensei_eval.validate.gate import decide
 
 from .test_validate import _BASE, report
@@ -45,7 +45,7 @@ def _eight_of_nineteen() -> tuple[list[RecordReport], list[RecordReport]]:
 
 def test_eight_of_nineteen_flips_fail_the_gate_and_untouched_modes_are_dropped() -> None:
     old, new = _eight_of_nineteen()
-    c = compare_reports(old, new, seed=0)
+    c = compare_reports(old, new, resampling=Resampling(seed=0))
     m = c.metric(BROKEN)
     assert m.rule == 'flips' and (m.flips, m.fixes) == (N_FLIPS, 0)
     assert m.p_regression == pytest.approx(0.5**N_FLIPS)  # one-sided exact: P(8 of 8 discordant are flips)
@@ -118,7 +118,7 @@ def test_a_a_comparisons_pass_in_20_of_20_seeds() -> None:
         rng = np.random.default_rng(seed)
         old = _independent_side(rng, modes, 30, 0.7)
         new = _independent_side(rng, modes, 30, 0.7)
-        c = compare_reports(old, new, seed=seed, bootstrap_resamples=500, permutation_resamples=999)
+        c = compare_reports(old, new, resampling=Resampling(seed, bootstrap=500, permutations=999))
         outcomes.append((c.gate.exit_code, c.gate.regressed, c.gate.reasons))
         discordant = sum((c.metric(m).flips or 0) + (c.metric(m).fixes or 0) for m in modes)
         assert discordant > 0  # the sides really differ query by query: this is not a test of identical inputs

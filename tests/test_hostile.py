@@ -174,7 +174,7 @@ def test_lone_surrogate_is_replaced_at_load_and_reported(tmp_path: Path) -> None
     assert 'U+FFFD' in warning and 'messages[3].content' in warning and 'query' in warning
     transcript = render_transcript(record)  # raised UnicodeEncodeError before
     assert '\ufffd' in transcript.text
-    report = build_report(record, [], run_id='r', transcript_sha256=transcript.sha256)
+    report = build_report(record, [], run_id='r', transcript=transcript)
     assert report.input_warnings == [warning]
     report.model_dump_json().encode('utf-8')  # the report file can be written
 
@@ -529,5 +529,5 @@ def test_fuzzed_lines_never_raise(tmp_path_factory: pytest.TempPathFactory, line
             transcript = render_transcript(record, budget_tokens=budget)
             transcript.fenced().encode('utf-8')
             failure_mode_judge().build_prompt(transcript).encode('utf-8')
-        report = build_report(record, [], run_id='fuzz', transcript_sha256=transcript.sha256)
+        report = build_report(record, [], run_id='fuzz', transcript=transcript)
         report.model_dump_json().encode('utf-8')

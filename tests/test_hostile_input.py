@@ -121,10 +121,13 @@ def test_a_report_that_cannot_be_serialised_never_stops_the_run(tmp_path: Path) 
     import asyncio
 
     from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.runner import judge_records
 
     reports = asyncio.run(
-        judge_records([openai_record('a'), deep, openai_record('b')], make_judges(['checks']), None, run_id='r', run_dir=folder)
+        judge_records(
+            [openai_record('a'), deep, openai_record('b')], JudgeRunOptions(make_judges(['checks'])), run_id='r', run_dir=folder
+        )
     )
     assert [r.query_id for r in reports] == ['a', 'deep', 'b']
     assert len(folder.load().reports) == 3

@@ -18,6 +18,7 @@ from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
 from sensei_eval.evaluators.inconclusive import copied_from, same_text_everywhere, why_inconclusive
 from sensei_eval.evaluators.output import Hallucination
 from sensei_eval.evaluators.tool_usage import ToolSelection
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from tests.helpers import ScriptedJudge, openai_record
 
@@ -101,7 +102,7 @@ def test_an_echoed_verdict_is_inconclusive_in_the_result_and_the_report() -> Non
     assert result.status == 'inconclusive' and result.passed is None and result.score is None
     assert 'copied' in (result.error or '') and result.raw_output is not None and 'Two to five' in result.raw_output
     [report] = asyncio.run(
-        judge_records([record], [Hallucination()], ScriptedJudge(lambda p, n: ECHO).model(), run_id='r', cache=None)
+        judge_records([record], JudgeRunOptions([Hallucination()], ScriptedJudge(lambda p, n: ECHO).model()), run_id='r')
     )
     assert report.inconclusive == ['hallucination']
     assert report.overall_score is None and not report.errors and 'hallucination' not in report.category_scores
@@ -114,12 +115,12 @@ def _varied(prompt: str, n: int) -> dict[str, Any]:
 def test_the_same_reasoning_on_every_record_is_inconclusive(tmp_path: Path) -> None:
     records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(3)]
     same = ScriptedJudge(lambda p, n: {'reasoning': 'Depends() from the tool output at [3] answers it.', 'issues': []})
-    reports = asyncio.run(judge_records(records, [Hallucination()], same.model(), run_id='s', run_dir=tmp_path))
+    reports = asyncio.run(judge_records(records, JudgeRunOptions([Hallucination()], same.model()), run_id='s', run_dir=tmp_path))
     assert all(r.inconclusive == ['hallucination'] for r in reports)
     assert all('same reasoning on all 3 records' in (r.judges['hallucination'].error or '') for r in reports)
     written = [json.loads(p.read_text()) for p in tmp_path.rglob('r*.json')]
     assert len(written) == 3 and all(w['judges']['hallucination']['status'] == 'inconclusive' for w in written)
-    varied = asyncio.run(judge_records(records, [Hallucination()], ScriptedJudge(_varied).model(), run_id='v'))
+    varied = asyncio.run(judge_records(records, JudgeRunOptions([Hallucination()], ScriptedJudge(_varied).model()), run_id='v'))
     assert all(r.judges['hallucination'].status == 'ok' for r in varied)
 
 

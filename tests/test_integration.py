@@ -14,6 +14,7 @@ import pytest
 from pydantic_ai.models import override_allow_model_requests
 
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import resolve_model
 
@@ -29,7 +30,9 @@ def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
         assert model.model.base_url.startswith('http://127.0.0.1:')  # type: ignore[union-attr]
         # the only model requests any test makes: to the embedded server on loopback
         with override_allow_model_requests(True):
-            [report] = asyncio.run(judge_records([openai_record()], make_judges(['mvp']), model, run_id='it', run_dir=tmp_path))
+            [report] = asyncio.run(
+                judge_records([openai_record()], JudgeRunOptions(make_judges(['mvp']), model), run_id='it', run_dir=tmp_path)
+            )
     finally:
         model.close()
     assert model._server is None

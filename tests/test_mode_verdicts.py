@@ -20,7 +20,7 @@ from sensei_eval.core.reports import JudgeResult, RecordReport, build_report, mo
 from sensei_eval.optimize.evaluate import summarise
 from sensei_eval.optimize.loop import route_failures
 from sensei_eval.optimize.routing import resolve_routing
-from sensei_eval.validate import compare_reports, to_markdown
+from sensei_eval.validate import Resampling, compare_reports, to_markdown
 from sensei_eval.validate.compare import JudgeSetError
 from sensei_eval.validate.render import print_comparison
 
@@ -94,7 +94,7 @@ def _mixed() -> tuple[list[RecordReport], list[RecordReport]]:
 
 def test_breaking_selection_on_8_while_fixing_parameters_on_6_fails_the_gate() -> None:
     old, new = _mixed()
-    c = compare_reports(old, new, seed=0)
+    c = compare_reports(old, new, resampling=Resampling(seed=0))
     selection = c.metric('tool_selection/reference_check')
     parameters = c.metric('tool_parameters/reference_check')
     assert (selection.flips, selection.fixes, selection.verdict) == (8, 0, 'regressed')

@@ -17,6 +17,7 @@ from sensei_eval.core.modes import MODES, FailureMode, register_mode, unregister
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators import registry
 from sensei_eval.evaluators.base import FailureModeJudge, Judge
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.judging.runner import judge_records
 
@@ -121,7 +122,9 @@ def test_registered_mode_gets_a_judge_a_report_key_and_a_group(politeness: Failu
     assert Politeness.issue_model is PolitenessIssue
 
     judges = registry.make_judges(['manners', 'hallucination'])
-    [report] = asyncio.run(judge_records([openai_record()], judges, ScriptedJudge(_curt).model(), run_id='r', run_dir=tmp_path))
+    [report] = asyncio.run(
+        judge_records([openai_record()], JudgeRunOptions(judges, ScriptedJudge(_curt).model()), run_id='r', run_dir=tmp_path)
+    )
     assert report.judges['politeness'].status == 'ok', report.judges['politeness'].error
     [issue] = report.issues_of('politeness')
     assert isinstance(issue, PolitenessIssue) and issue.remark == 'Use `Depends()`.'

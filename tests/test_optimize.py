@@ -405,7 +405,8 @@ def test_judge_metric_raises_when_no_judge_scored() -> None:
 
 
 def test_gepa_learns_on_train_keeps_its_front_on_validation_and_is_held_to_the_same_test(tmp_path: Path) -> None:
-    from sensei_eval.optimize.gepa import run_gepa
+    from sensei_eval.judging.options import JudgeRunOptions
+    from sensei_eval.optimize.gepa import GepaSettings, run_gepa
 
     def reflect(messages: list[dict[str, Any]]) -> str:
         # GEPA's proposer (JSON adapter) shows a component's text and the judges' feedback on its runs
@@ -426,12 +427,9 @@ def test_gepa_learns_on_train_keeps_its_front_on_validation_and_is_held_to_the_s
         COMPONENTS,
         agent,
         QUERIES,
-        make_judges(['greeting_check', 'citation_check']),
-        None,
-        reflection_lm=reflection,
-        max_metric_calls=60,
+        JudgeRunOptions(make_judges(['greeting_check', 'citation_check'])),
+        GepaSettings(reflection, max_metric_calls=60),
         run_dir=tmp_path / 'gepa',
-        seed=0,
         config=config,
     )
     assert result.train == split.train and result.validation_queries == split.validation

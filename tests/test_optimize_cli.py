@@ -21,12 +21,13 @@ from typer.testing import CliRunner
 import sensei_eval.cli.optimize as cli
 from examples.docs_agent.proposer import proposer_lm
 from sensei_eval.agents.components import load_components
-from sensei_eval.agents.runner import load_queries, load_runner
+from sensei_eval.agents.runner import AgentRuns, load_queries, load_runner
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.optimize.evaluate import evaluate_prompt
 from sensei_eval.optimize.scripted import ScriptedLM
-from sensei_eval.validate import validate_prompts
+from sensei_eval.validate import ValidateOptions, validate_prompts
 from tests.helpers import ScriptedJudge, no_issues
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,9 @@ def test_sequential_run_saves_the_evaluated_prompt_and_resumes(tmp_path: Path, s
     runner, judges = load_runner('examples.docs_agent.agent:make_agent'), make_judges(['checks'])
     evaluation, reports = asyncio.run(evaluate_prompt(candidate['prompt'], queries, runner, judges, None))
     out = tmp_path / 'validate'
-    comparison = asyncio.run(validate_prompts(original, saved, runner, queries, judges, out_dir=out))
+    comparison = asyncio.run(
+        validate_prompts(original, saved, AgentRuns(runner), queries, JudgeRunOptions(judges), ValidateOptions(out_dir=out))
+    )
     assert comparison.new.source == str(run_dir / 'prompts.py')
     validated = {(r.query_id, name): j.score for r in RunFolder(out / 'new').load_reports() for name, j in r.judges.items()}
     expected = {(r.query_id, name): j.score for r in reports for name, j in r.judges.items()}

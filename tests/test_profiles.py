@@ -14,6 +14,7 @@ from sensei_eval.cli import judge as judge_cli
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.registry import GROUPS, make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import AGNOSTIC_CHECKS, BUILTIN_PROFILES, ProfileError, load_profile, resolve_profile
 from sensei_eval.judging.runner import count_judge_calls, judge_records
 
@@ -39,8 +40,8 @@ def _support_record(query_id: str = 's1', **metadata: Any) -> QueryRecord:
     )  # fmt: skip
 
 
-def _run(records: list[QueryRecord], **kwargs: Any) -> list[RecordReport]:
-    return asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='p', **kwargs))
+def _run(records: list[QueryRecord], **options: Any) -> list[RecordReport]:
+    return asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['checks']), **options), run_id='p'))
 
 
 def test_default_profile_runs_only_agent_agnostic_checks_and_lists_the_rest() -> None:

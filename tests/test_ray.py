@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from sensei_eval.core.reports import RunFacts
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import judge_stream
 from tests.helpers import openai_record
@@ -55,21 +57,17 @@ def _reports(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _ray_run(records: list[Any], out: Path, factory: str, cache: JudgeCache | None = None, **kw: Any) -> Any:
-    from sensei_eval.judging.ray_engine import ModelSpec, judge_on_ray
+    from sensei_eval.judging.ray_engine import ModelSpec, RayCluster, judge_on_ray
 
-    judges = make_judges(['hallucination', 'completeness', 'checks'])
-    return asyncio.run(
-        judge_on_ray(
-            iter(records), judges, ModelSpec(factory=factory), run_dir=out, workers=2, cpus_per_worker=0.5,
-            concurrency=4, cache=cache, **kw,
-        )
-    )  # fmt: skip
+    options = JudgeRunOptions(make_judges(['hallucination', 'completeness', 'checks']), concurrency=4, cache=cache)
+    cluster = RayCluster(workers=2, cpus_per_worker=0.5, **kw)
+    return asyncio.run(judge_on_ray(iter(records), options, ModelSpec(factory=factory), run_dir=out, cluster=cluster))
 
 
 def test_a_run_on_ray_writes_the_reports_of_a_local_run(tmp_path: Path) -> None:
     records = _records(12)
     judges = make_judges(['hallucination', 'completeness', 'checks'])
-    local = asyncio.run(judge_stream(iter(records), judges, fake_model(), run_dir=tmp_path / 'local' / 'run'))
+    local = asyncio.run(judge_stream(iter(records), JudgeRunOptions(judges, fake_model()), run_dir=tmp_path / 'local' / 'run'))
     on_ray, model = _ray_run(records, tmp_path / 'ray' / 'run', 'tests.ray_helpers:fake_model')
     assert model is not None and model.name == 'function:ray-fake'
     assert on_ray.reports == local.reports == 12
@@ -77,8 +75,8 @@ def test_a_run_on_ray_writes_the_reports_of_a_local_run(tmp_path: Path) -> None:
     assert len(ray_reports) == 12 and ray_reports == local_reports
     statuses = {r['judges']['hallucination']['status'] for r in ray_reports.values()}
     assert statuses == {'ok'}  # real verdicts came back, not "not judged" errors
-    assert on_ray.tally.summary('run', started_at=_now()).model_dump(exclude={'started_at', 'finished_at'}) == (
-        local.tally.summary('run', started_at=_now()).model_dump(exclude={'started_at', 'finished_at'})
+    assert on_ray.tally.summary('run', RunFacts(started_at=_now())).model_dump(exclude={'started_at', 'finished_at'}) == (
+        local.tally.summary('run', RunFacts(started_at=_now())).model_dump(exclude={'started_at', 'finished_at'})
     )
 
 
@@ -91,7 +89,7 @@ def test_a_rerun_on_ray_is_answered_from_the_drivers_cache(tmp_path: Path) -> No
     # three records' model calls are not made again (no worker is asked), the rest are
     again, _ = _ray_run(records, tmp_path / 'out' / 'run', 'tests.ray_helpers:fake_model', cache=cache)
     assert cache.hits == 3 * 2  # 3 records × 2 model judges
-    summary = again.tally.summary('run', started_at=_now())
+    summary = again.tally.summary('run', RunFacts(started_at=_now()))
     assert summary.records_judged == 6 and summary.model_requests == 3 * 2
     assert len(list((tmp_path / 'out' / 'run' / 'records').glob('*.json'))) == 6
 
@@ -151,6 +149,6 @@ def test_without_the_extra_the_error_names_the_pip_command(monkeypatch: pytest.M
 
     monkeypatch.setattr(builtins, '__import__', no_ray)
     with pytest.raises(MissingExtraError) as e:
-        RayJudging(make_judges(['hallucination']), ModelSpec()).start()
+        RayJudging(JudgeRunOptions(make_judges(['hallucination'])), ModelSpec()).start()
     assert str(e.value) == 'sensei-eval: judging on Ray (judge --ray) needs the "ray" extra: pip install "sensei-eval[ray]"'
     assert os.environ.get(KILL_MARKER_ENV) is None

@@ -16,6 +16,7 @@ from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.reference import ReferenceCheck, match_expected_calls
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 
 TAU2 = Path(__file__).parent / 'data' / 'tau2_airline'
@@ -41,7 +42,7 @@ def _judge(record: QueryRecord, check: ReferenceCheck | None = None) -> JudgeRes
 
 
 def _report(record: QueryRecord) -> RecordReport:
-    [report] = asyncio.run(judge_records([record], [ReferenceCheck()], None, run_id='t'))
+    [report] = asyncio.run(judge_records([record], JudgeRunOptions([ReferenceCheck()]), run_id='t'))
     return report
 
 
@@ -152,7 +153,7 @@ def test_reproduces_tau2_bench_action_labels_on_real_runs() -> None:
     """Published runs with the benchmark's own labels (see tests/data/tau2_airline/README.md)."""
     records = load_dataset(TAU2 / 'records.jsonl').records
     labels = {json.loads(line)['query_id']: json.loads(line) for line in (TAU2 / 'labels.jsonl').read_text().splitlines()}
-    reports = asyncio.run(judge_records(records, [ReferenceCheck()], None, run_id='tau2'))
+    reports = asyncio.run(judge_records(records, JudgeRunOptions([ReferenceCheck()]), run_id='tau2'))
     assert len(reports) == 4
     for report in reports:
         ours = [e['matched'] for e in report.judges['reference_check'].details['expected']]

@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.reports import RecordReport, RunSummary, build_report, to_pydantic_evals_report
+from sensei_eval.core.reports import RecordReport, RunFacts, RunSummary, build_report, to_pydantic_evals_report
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
 from sensei_eval.judging.runner import judge_records
 
@@ -42,17 +43,23 @@ def test_cache_hit_makes_no_model_call(tmp_path: Path) -> None:
     scripted = ScriptedJudge(no_issues)
     records = [openai_record('a'), openai_record('b')]
     cache = JudgeCache(tmp_path / 'c')
-    first = asyncio.run(judge_records(records, make_judges(['mvp']), scripted.model(), run_id='r1', cache=cache))
+    first = asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['mvp']), scripted.model(), cache=cache), run_id='r1'))
     assert len(scripted.calls) == 6 and cache.hits == 0
     second = asyncio.run(
-        judge_records(records, make_judges(['mvp']), scripted.model(), run_id='r2', cache=JudgeCache(tmp_path / 'c'))
+        judge_records(
+            records, JudgeRunOptions(make_judges(['mvp']), scripted.model(), cache=JudgeCache(tmp_path / 'c')), run_id='r2'
+        )
     )
     assert len(scripted.calls) == 6  # nothing new asked
     assert all(r.cached for rep in second for r in rep.judges.values())
     assert [r.overall_score for r in first] == [r.overall_score for r in second]
     # a transcript change is a cache miss for that record only
     changed = [openai_record('a', tool_result='Depends() declares a dependency. Changed.'), openai_record('b')]
-    asyncio.run(judge_records(changed, make_judges(['mvp']), scripted.model(), run_id='r3', cache=JudgeCache(tmp_path / 'c')))
+    asyncio.run(
+        judge_records(
+            changed, JudgeRunOptions(make_judges(['mvp']), scripted.model(), cache=JudgeCache(tmp_path / 'c')), run_id='r3'
+        )
+    )
     assert len(scripted.calls) == 9
 
 
@@ -61,7 +68,9 @@ def test_errors_are_not_cached(tmp_path: Path) -> None:
     for _ in range(2):
         asyncio.run(
             judge_records(
-                [openai_record()], make_judges(['completeness']), scripted.model(), run_id='r', cache=JudgeCache(tmp_path)
+                [openai_record()],
+                JudgeRunOptions(make_judges(['completeness']), scripted.model(), cache=JudgeCache(tmp_path)),
+                run_id='r',
             )
         )
     assert len(scripted.calls) == 2 * 3  # 1 try + 2 output retries, twice
@@ -70,7 +79,9 @@ def test_errors_are_not_cached(tmp_path: Path) -> None:
 def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     record = openai_record(answer='Use `Client.retry_policy`. BROKEN')
     [report] = asyncio.run(
-        judge_records([record], make_judges(['mvp']), ScriptedJudge(_hallucinates).model(), run_id='r', run_dir=tmp_path)
+        judge_records(
+            [record], JudgeRunOptions(make_judges(['mvp']), ScriptedJudge(_hallucinates).model()), run_id='r', run_dir=tmp_path
+        )
     )
     assert report.judges['completeness'].status == 'error'
     assert report.judges['completeness'].score is None
@@ -93,7 +104,11 @@ def test_overall_is_none_when_every_judge_errored() -> None:
 
 def test_dataframe_and_pydantic_evals_report(tmp_path: Path) -> None:
     records = [openai_record('a', answer='Use `Client.retry_policy`. BROKEN'), openai_record('b')]
-    asyncio.run(judge_records(records, make_judges(['mvp']), ScriptedJudge(_hallucinates).model(), run_id='r', run_dir=tmp_path))
+    asyncio.run(
+        judge_records(
+            records, JudgeRunOptions(make_judges(['mvp']), ScriptedJudge(_hallucinates).model()), run_id='r', run_dir=tmp_path
+        )
+    )
     df = to_dataframe(tmp_path)
     assert len(df) == 6
     row = df[(df.query_id == 'a') & (df.judge == 'completeness')].iloc[0]
@@ -107,7 +122,12 @@ def test_dataframe_and_pydantic_evals_report(tmp_path: Path) -> None:
 def test_query_ids_with_unsafe_characters_get_distinct_files(tmp_path: Path) -> None:
     records = [openai_record('team/a'), openai_record('team_a')]
     asyncio.run(
-        judge_records(records, make_judges(['tool_selection']), ScriptedJudge(no_issues).model(), run_id='r', run_dir=tmp_path)
+        judge_records(
+            records,
+            JudgeRunOptions(make_judges(['tool_selection']), ScriptedJudge(no_issues).model()),
+            run_id='r',
+            run_dir=tmp_path,
+        )
     )
     assert len(list((tmp_path / 'records').glob('*.json'))) == 2
 
@@ -115,7 +135,9 @@ def test_query_ids_with_unsafe_characters_get_distinct_files(tmp_path: Path) -> 
 def test_truncation_goes_into_the_report(tmp_path: Path) -> None:
     record = openai_record(tool_result='x' * 20_000)
     scripted = ScriptedJudge(no_issues)
-    [report] = asyncio.run(judge_records([record], make_judges(['tool_selection']), scripted.model(budget=800), run_id='r'))
+    [report] = asyncio.run(
+        judge_records([record], JudgeRunOptions(make_judges(['tool_selection']), scripted.model(budget=800)), run_id='r')
+    )
     assert report.truncation is not None and report.truncation.steps_cut == [4]
     assert report.judges['tool_selection'].truncation == report.truncation
     assert 'tokens dropped to fit the budget' in str(scripted.calls[0])
@@ -179,12 +201,14 @@ def test_cli_summary_is_the_library_summary(tmp_path: Path, scripted_cli: Script
         'r',
         folder.load_reports(),
         make_judges(['mvp', 'checks']),
-        started_at=written.started_at,
-        finished_at=written.finished_at,
-        model=written.model,
-        datasets=[tmp_path / 'd.jsonl'],
-        records_loaded=3,
-        profile='default',
+        RunFacts(
+            started_at=written.started_at,
+            finished_at=written.finished_at,
+            model=written.model,
+            datasets=[tmp_path / 'd.jsonl'],
+            records_loaded=3,
+            profile='default',
+        ),
     )
     assert built == written
     assert built.exit_code == 1 and built.per_judge['completeness'].errors == 1

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import sensei_eval
-from sensei_eval.core.reports import RunSummary
+from sensei_eval.core.reports import RunFacts, RunSummary
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder, RunFolderError, load_reports, new_run_id
 from sensei_eval.judging.runner import judge_records
 
@@ -25,7 +26,9 @@ VALIDATE = Path(sensei_eval.__file__).parent / 'validate'
 def _judged(folder: RunFolder | None = None) -> list[sensei_eval.RecordReport]:
     records = [openai_record('a'), openai_record('b/c'), openai_record('CON')]
     judges = make_judges(['mvp', 'checks'])
-    return asyncio.run(judge_records(records, judges, ScriptedJudge(no_issues).model(), run_id='r', run_dir=folder))
+    return asyncio.run(
+        judge_records(records, JudgeRunOptions(judges, ScriptedJudge(no_issues).model()), run_id='r', run_dir=folder)
+    )
 
 
 def test_run_folder_round_trip(tmp_path: Path) -> None:
@@ -33,7 +36,7 @@ def test_run_folder_round_trip(tmp_path: Path) -> None:
     assert folder.path.parent == tmp_path / 'out' and folder.path.is_dir()
     assert len(folder.run_id.split('-')) == 3 and new_run_id() != new_run_id()
     reports = _judged(folder)  # the runner writes each report through the folder
-    summary = RunSummary.build(folder.run_id, reports, make_judges(['mvp', 'checks']), started_at=datetime.now(UTC))
+    summary = RunSummary.build(folder.run_id, reports, make_judges(['mvp', 'checks']), RunFacts(started_at=datetime.now(UTC)))
     folder.write_summary(summary)
     assert sorted(p.name for p in folder.path.iterdir()) == ['records', 'summary.json']
     assert sorted(p.name for p in folder.report_paths()) == ['%43ON.json', 'a.json', 'b%2Fc.json']
@@ -77,7 +80,7 @@ def test_old_layout_still_loads(tmp_path: Path) -> None:
 def test_summary_counts_per_judge() -> None:
     reports = _judged()
     judges = make_judges(['mvp', 'checks'])
-    summary = RunSummary.build('r', reports, judges, started_at=datetime.now(UTC), load_errors=['x: bad'])
+    summary = RunSummary.build('r', reports, judges, RunFacts(started_at=datetime.now(UTC), load_errors=['x: bad']))
     assert summary.exit_code == 1 and summary.records_judged == 3 and summary.judge_errors == []
     hallucination = summary.per_judge['hallucination']
     assert (hallucination.ok, hallucination.errors, hallucination.pass_rate, hallucination.mean_score) == (3, 0, 1.0, 1.0)

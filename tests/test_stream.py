@@ -16,12 +16,13 @@ import pytest
 
 from sensei_eval.core.datasets import iter_dataset, iter_datasets, load_dataset
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import JudgeEvent, count_judge_calls, judge_records, judge_stream
 from sensei_eval.models.judge_model import JudgeModel
@@ -52,13 +53,14 @@ from pathlib import Path
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.datasets import iter_datasets
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_stream
 
 def peak(path, out):
     records = (r for r in iter_datasets([Path(path)]) if isinstance(r, QueryRecord))
     tracemalloc.start()
     try:
-        run = asyncio.run(judge_stream(records, make_judges(['checks']), None, run_dir=Path(out)))
+        run = asyncio.run(judge_stream(records, JudgeRunOptions(make_judges(['checks'])), run_dir=Path(out)))
         return tracemalloc.get_traced_memory()[1] / 2**20, run.reports, run.tally.records_judged
     finally:
         tracemalloc.stop()
@@ -117,12 +119,15 @@ def _same_for_hallucination(prompt: str, n: int) -> dict[str, Any]:
 def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: Path) -> None:
     records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(4)]
     seen: list[tuple[str, str]] = []
+    options = JudgeRunOptions([Hallucination(), Completeness()], ScriptedJudge(_same_for_hallucination).model())
     run = asyncio.run(
         judge_stream(
-            iter(records), [Hallucination(), Completeness()], ScriptedJudge(_same_for_hallucination).model(),
-            run_dir=tmp_path / 'run', on_report=lambda r, p: seen.append((r.query_id, r.judges['hallucination'].status)),
+            iter(records),
+            options,
+            run_dir=tmp_path / 'run',
+            on_report=lambda r, p: seen.append((r.query_id, r.judges['hallucination'].status)),
         )
-    )  # fmt: skip
+    )
     assert run.same_text == {'hallucination': 4}
     written = RunFolder(tmp_path / 'run').load_reports()
     assert len(written) == 4
@@ -133,7 +138,7 @@ def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: P
         assert 'hallucination' not in report.category_scores or report.category_scores['output'] == 1.0
     # reports are seen in record order, then again once rewritten
     assert seen == [(f'r{i}', 'ok') for i in range(4)] + [(f'r{i}', 'inconclusive') for i in range(4)]
-    summary = run.tally.summary('run', started_at=datetime.now(UTC))
+    summary = run.tally.summary('run', RunFacts(started_at=datetime.now(UTC)))
     assert summary.per_judge['hallucination'].inconclusive == 4 and summary.per_judge['hallucination'].ok == 0
     assert summary.per_judge['completeness'].ok == 4 and len(summary.inconclusive) == 4
     # the streamed summary is the one built from the rewritten reports on disk
@@ -141,8 +146,7 @@ def test_same_reasoning_everywhere_is_inconclusive_in_a_streamed_run(tmp_path: P
         'run',
         sorted(written, key=lambda r: r.query_id),
         [Hallucination(), Completeness()],
-        started_at=summary.started_at,
-        finished_at=summary.finished_at,
+        RunFacts(started_at=summary.started_at, finished_at=summary.finished_at),
     )
     assert rebuilt == summary
 
@@ -153,7 +157,7 @@ def test_one_different_reasoning_keeps_every_verdict(tmp_path: Path) -> None:
         return {'reasoning': f'{text} The agent answered well at [5].', 'issues': []}
 
     records = [openai_record(f'r{i}', tool_result=f'Depends() declares dependency number {i}.') for i in range(5)]
-    run = asyncio.run(judge_stream(records, [Hallucination()], ScriptedJudge(answer).model(), run_dir=tmp_path))
+    run = asyncio.run(judge_stream(records, JudgeRunOptions([Hallucination()], ScriptedJudge(answer).model()), run_dir=tmp_path))
     assert run.same_text == {}
     assert all(r.judges['hallucination'].status == 'ok' for r in RunFolder(tmp_path).load_reports())
 
@@ -168,11 +172,13 @@ def test_the_streamed_summary_equals_the_in_memory_one_on_the_sample(tmp_path: P
     loaded = load_dataset(SAMPLE)
     started = datetime(2026, 1, 1, tzinfo=UTC)
     kwargs: dict[str, Any] = {'started_at': started, 'finished_at': started, 'datasets': [SAMPLE], 'repeat': 2}
-    reports = asyncio.run(judge_records(loaded.records, judges, scripted.model(), run_id='mem', repeat=2))
-    in_memory = RunSummary.build('s', reports, judges, **kwargs)
+    reports = asyncio.run(judge_records(loaded.records, JudgeRunOptions(judges, scripted.model(), repeat=2), run_id='mem'))
+    in_memory = RunSummary.build('s', reports, judges, RunFacts(**kwargs))
 
-    run = asyncio.run(judge_stream(_records(SAMPLE), judges, scripted.model(), run_dir=tmp_path / 's', repeat=2, window=3))
-    streamed = run.tally.summary('s', **kwargs)
+    run = asyncio.run(
+        judge_stream(_records(SAMPLE), JudgeRunOptions(judges, scripted.model(), repeat=2, window=3), run_dir=tmp_path / 's')
+    )
+    streamed = run.tally.summary('s', RunFacts(**kwargs))
     assert streamed == in_memory
     assert streamed.records_judged == len(loaded.records) and streamed.per_judge['version_check'].ok > 0
     # the reports on disk are the in-memory ones (their time and run id aside)
@@ -192,7 +198,7 @@ def _timeless(report: RecordReport) -> dict[str, Any]:
 
 def test_judge_records_keeps_record_order_and_takes_a_generator() -> None:
     records = (openai_record(f'r{i}') for i in range(12))
-    reports = asyncio.run(judge_records(records, make_judges(['checks']), None, run_id='g', window=2))
+    reports = asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['checks']), window=2), run_id='g'))
     assert [r.query_id for r in reports] == [f'r{i}' for i in range(12)]
 
 
@@ -237,12 +243,14 @@ def test_a_fused_judge_is_one_call_per_record_and_one_result_per_member(tmp_path
     records = [openai_record('a'), openai_record('b', answer='Other.'), openai_record('c', answer='Third.')]
     events: list[JudgeEvent] = []
     cache = JudgeCache(tmp_path / 'cache')
-    reports = asyncio.run(judge_records(records, [fused], model, run_id='f', cache=cache, on_judge=events.append))
+    reports = asyncio.run(
+        judge_records(records, JudgeRunOptions([fused], model, cache=cache), run_id='f', on_judge=events.append)
+    )
     assert fused.calls == ['a', 'b', 'c']  # one call per record
     assert set(reports[0].judges) == {'hallucination', 'completeness'}
     assert reports[1].skipped == {'hallucination': 'not for b'} and set(reports[1].judges) == {'completeness'}
     assert len(events) == 5 and count_judge_calls(records, [fused]) == 5  # results, not calls
-    summary = RunSummary.build('f', reports, [fused], started_at=datetime.now(UTC))
+    summary = RunSummary.build('f', reports, [fused], RunFacts(started_at=datetime.now(UTC)))
     assert summary.model_requests == 3 and set(summary.per_judge) == {'hallucination', 'completeness'}
     # every member is cached under its own criteria hash ...
     key = JudgeCache.key(Completeness().criteria_hash(), model.name, dict(model.settings), '', 1)
@@ -253,27 +261,29 @@ def test_a_fused_judge_is_one_call_per_record_and_one_result_per_member(tmp_path
             JudgeCache.key(member.criteria_hash(), model.name, dict(model.settings), sha, 1)
         )
     # ... so a second run makes no call at all
-    again = asyncio.run(judge_records(records, [fused], model, run_id='f2', cache=JudgeCache(tmp_path / 'cache')))
+    again = asyncio.run(
+        judge_records(records, JudgeRunOptions([fused], model, cache=JudgeCache(tmp_path / 'cache')), run_id='f2')
+    )
     assert fused.calls == ['a', 'b', 'c'] and all(r.cached for rep in again for r in rep.judges.values())
 
 
 def test_a_partly_cached_fused_judge_is_called_and_not_counted_as_a_hit(tmp_path: Path) -> None:
     model = ScriptedJudge(no_issues).model()
     record = openai_record('a')
-    asyncio.run(judge_records([record], [Completeness()], model, run_id='c', cache=JudgeCache(tmp_path)))  # one member cached
+    asyncio.run(
+        judge_records([record], JudgeRunOptions([Completeness()], model, cache=JudgeCache(tmp_path)), run_id='c')
+    )  # one member cached
     fused = FakeFused()
     cache = JudgeCache(tmp_path)
-    [report] = asyncio.run(judge_records([record], [fused], model, run_id='f', cache=cache))
+    [report] = asyncio.run(judge_records([record], JudgeRunOptions([fused], model, cache=cache), run_id='f'))
     assert fused.calls == ['a'] and cache.hits == 0
     assert not any(r.cached for r in report.judges.values())
 
 
 def test_a_crashing_fused_judge_errors_each_member_and_the_run_goes_on(tmp_path: Path) -> None:
     fused = FakeFused(crash=True)
-    reports = asyncio.run(
-        judge_records([openai_record('a'), openai_record('b')], [fused, *make_judges(['repeated_call_check'])],
-                      ScriptedJudge(no_issues).model(), run_id='x')
-    )  # fmt: skip
+    options = JudgeRunOptions([fused, *make_judges(['repeated_call_check'])], ScriptedJudge(no_issues).model())
+    reports = asyncio.run(judge_records([openai_record('a'), openai_record('b')], options, run_id='x'))
     assert reports[0].judges['hallucination'].status == 'error' and reports[0].judges['completeness'].status == 'error'
     assert 'fused judge broke' in (reports[0].judges['completeness'].error or '')
     assert reports[1].judges['repeated_call_check'].status == 'ok' and len(reports[0].errors) == 2
@@ -286,7 +296,9 @@ def test_a_fused_judge_returning_the_wrong_number_of_results_is_an_error(returne
             full = await super().judge_members(record, transcript, model)
             return (full * 2)[:returned]
 
-    [report] = asyncio.run(judge_records([openai_record('a')], [Short()], ScriptedJudge(no_issues).model(), run_id='s'))
+    [report] = asyncio.run(
+        judge_records([openai_record('a')], JudgeRunOptions([Short()], ScriptedJudge(no_issues).model()), run_id='s')
+    )
     assert {r.status for r in report.judges.values()} == {'error'}
     assert f'returned {returned} result(s) for 2 members' in (report.judges['completeness'].error or '')
 
@@ -310,7 +322,9 @@ def test_a_fused_judge_is_narrowed_to_the_members_that_apply(tmp_path: Path) -> 
     scripted = ScriptedJudge(no_issues)
     model = scripted.model()
     cache = JudgeCache(tmp_path)
-    reports = asyncio.run(judge_records([openai_record('a'), openai_record('b')], [fused], model, run_id='n', cache=cache))
+    reports = asyncio.run(
+        judge_records([openai_record('a'), openai_record('b')], JudgeRunOptions([fused], model, cache=cache), run_id='n')
+    )
     assert fused.calls == ['a']  # on b only completeness applies: judged alone by its single judge, not the fused call
     assert len(scripted.calls) == 1 and 'judge `completeness`' in str(scripted.calls[0])
     assert reports[1].skipped == {'hallucination': 'not for b'} and reports[1].judges['completeness'].status == 'ok'

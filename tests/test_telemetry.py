@@ -18,6 +18,7 @@ from sensei_eval.evaluators.output import Completeness
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging import telemetry
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 
 from .helpers import ScriptedJudge, no_issues, openai_record
@@ -53,7 +54,9 @@ def _by_name(finished: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan
 def test_a_run_emits_a_record_span_and_a_judge_span_per_call(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
     scripted = ScriptedJudge(_answer)
-    reports = asyncio.run(judge_records(_records(), make_judges(JUDGES), scripted.model(), run_id='t1', tracer_provider=provider))
+    reports = asyncio.run(
+        judge_records(_records(), JudgeRunOptions(make_judges(JUDGES), scripted.model(), tracer_provider=provider), run_id='t1')
+    )
     by_id = {r.query_id: r for r in reports}
     assert [by_id[q].judges['completeness'].status for q in ('ok-1', 'err-1', 'inc-1')] == ['ok', 'error', 'inconclusive']
     finished = exporter.get_finished_spans()
@@ -108,12 +111,10 @@ def test_cached_verdicts_are_spans_marked_cached(spans: tuple[TracerProvider, In
     provider, exporter = spans
     scripted = ScriptedJudge(_answer)
     for run_id in ('a', 'b'):
-        asyncio.run(
-            judge_records(
-                _records(), make_judges(['completeness']), scripted.model(), run_id=run_id, cache=JudgeCache(tmp_path),
-                tracer_provider=provider,
-            )
-        )  # fmt: skip
+        options = JudgeRunOptions(
+            make_judges(['completeness']), scripted.model(), cache=JudgeCache(tmp_path), tracer_provider=provider
+        )
+        asyncio.run(judge_records(_records(), options, run_id=run_id))
     second = [s for s in _by_name(exporter.get_finished_spans(), 'sensei_eval.judge completeness')][3:]
     cached = {str((s.attributes or {})['sensei_eval.query_id']): (s.attributes or {})['sensei_eval.cached'] for s in second}
     # verdicts and inconclusive answers are stored (keyed by model and criteria); the error is asked again
@@ -124,12 +125,8 @@ def test_pydantic_ai_spans_nest_under_the_judge_span(spans: tuple[TracerProvider
     provider, exporter = spans
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
     try:
-        asyncio.run(
-            judge_records(
-                [openai_record('ok-1')], make_judges(['completeness']), ScriptedJudge(_answer).model(), run_id='n',
-                tracer_provider=provider,
-            )
-        )  # fmt: skip
+        options = JudgeRunOptions(make_judges(['completeness']), ScriptedJudge(_answer).model(), tracer_provider=provider)
+        asyncio.run(judge_records([openai_record('ok-1')], options, run_id='n'))
     finally:
         Agent.instrument_all(False)
     finished = exporter.get_finished_spans()
@@ -143,7 +140,7 @@ def test_the_global_provider_is_used_when_configured(
 ) -> None:
     provider, exporter = spans
     monkeypatch.setattr(trace, 'get_tracer_provider', lambda: provider)
-    asyncio.run(judge_records([openai_record('g')], make_judges(['repeated_call_check']), None, run_id='g'))
+    asyncio.run(judge_records([openai_record('g')], JudgeRunOptions(make_judges(['repeated_call_check'])), run_id='g'))
     assert [s.name for s in exporter.get_finished_spans()] == ['sensei_eval.judge repeated_call_check', 'sensei_eval.record']
 
 
@@ -158,6 +155,8 @@ def test_no_tracer_configured_means_no_spans_and_no_error(monkeypatch: pytest.Mo
         return real(self, name, *args, **kwargs)
 
     monkeypatch.setattr(trace.ProxyTracer, 'start_as_current_span', counting)
-    reports = asyncio.run(judge_records(_records(), make_judges(JUDGES), ScriptedJudge(_answer).model(), run_id='quiet'))
+    reports = asyncio.run(
+        judge_records(_records(), JudgeRunOptions(make_judges(JUDGES), ScriptedJudge(_answer).model()), run_id='quiet')
+    )
     assert len(reports) == 3 and reports[1].judges['completeness'].status == 'error'
     assert started == []

@@ -7,7 +7,16 @@ import pytest
 
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import MODEL_CONFIDENCE, JudgeResult, RecordReport, build_report
-from sensei_eval.validate import Comparison, Thresholds, assert_no_regression, compare_reports, split_run_id, to_markdown
+from sensei_eval.validate import (
+    Comparison,
+    Resampling,
+    Thresholds,
+    ValidateOptions,
+    assert_no_regression,
+    compare_reports,
+    split_run_id,
+    to_markdown,
+)
 
 from .helpers import openai_record
 
@@ -73,7 +82,7 @@ def test_numbers_match_a_hand_computation() -> None:
     # completeness per query, old → new: q0 1→0.5, q1 1→0.5, q2 0.5→1, q3 1→1
     old = [report(f'q{i}', {'completeness': v}) for i, v in enumerate([True, True, False, True])]
     new = [report(f'q{i}', {'completeness': v}) for i, v in enumerate([False, False, True, True])]
-    c = compare_reports(old, new, seed=1)
+    c = compare_reports(old, new, resampling=Resampling(seed=1))
     m = c.metric('completeness')
     assert m.n_pairs == 4
     assert m.old_mean == pytest.approx((1 + 1 + 0.5 + 1) / 4)
@@ -201,7 +210,7 @@ def test_pure_noise_is_not_flagged_in_95_of_100_seeded_trials() -> None:
         truth = truth_for(modes, 20, rng, pass_rate=0.75)
         c = compare_reports(
             side(truth, rng, flip=0.15), side(truth, rng, flip=0.15),
-            seed=trial, bootstrap_resamples=500, permutation_resamples=999,
+            resampling=Resampling(trial, bootstrap=500, permutations=999),
         )  # fmt: skip
         flagged += c.gate.exit_code != 0
         any_change += any(m.verdict != 'no_change' for m in c.metrics)
@@ -272,7 +281,9 @@ def test_assert_no_regression_on_reports_and_comparisons() -> None:
         assert_no_regression(side(truth), side(worse))
     assert '| `completeness` |' in str(info.value)
     c = compare_reports(side(truth), side(worse))
-    assert_no_regression(c, min_effect=0.9, max_drop=1.0)  # re-gated with looser thresholds: passes
+    assert_no_regression(
+        c, validate=ValidateOptions(Thresholds(min_effect=0.9, max_drop=1.0))
+    )  # re-gated with looser thresholds: passes
 
 
 def test_a_change_smaller_than_the_noise_is_called_that() -> None:

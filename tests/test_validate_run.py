@@ -13,10 +13,11 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.agents.runner import PydanticAIRunner, Query
+from sensei_eval.agents.runner import AgentRuns, PydanticAIRunner, Query
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import load_reports
-from sensei_eval.validate import assert_no_regression, to_markdown, validate_prompts
+from sensei_eval.validate import Thresholds, ValidateOptions, assert_no_regression, to_markdown, validate_prompts
 
 from .helpers import ScriptedJudge
 
@@ -88,8 +89,8 @@ def test_planted_regression_end_to_end(tmp_path: Path) -> None:
     judge = noisy_judge(0.05)
     c = asyncio.run(
         validate_prompts(
-            OLD, NEW, PydanticAIRunner(agent.agent()), QUERIES, make_judges(['mvp']), judge.model(),
-            runs=2, judge_repeats=2, out_dir=tmp_path / 'out',
+            OLD, NEW, AgentRuns(PydanticAIRunner(agent.agent()), runs=2), QUERIES,
+            JudgeRunOptions(make_judges(['mvp']), judge.model(), repeat=2), ValidateOptions(out_dir=tmp_path / 'out'),
         )
     )  # fmt: skip
     m = c.metric('completeness')
@@ -113,10 +114,10 @@ def test_same_prompt_twice_passes_and_agent_errors_are_counted() -> None:
     agent = ScriptedAgent(crash=True)
     c = asyncio.run(
         validate_prompts(
-            OLD, OLD, PydanticAIRunner(agent.agent()), QUERIES, make_judges(['mvp']), noisy_judge(0.1).model(), runs=2,
             # one call at a time: the two sides send the same prompts, and which side a seeded flip lands on
             # must not depend on how concurrent calls happen to interleave
-            agent_concurrency=1, judge_concurrency=1,
+            OLD, OLD, AgentRuns(PydanticAIRunner(agent.agent()), runs=2, concurrency=1), QUERIES,
+            JudgeRunOptions(make_judges(['mvp']), noisy_judge(0.1).model(), concurrency=1),
         )
     )  # fmt: skip
     assert all(m.verdict == 'no_change' for m in c.metrics)
@@ -126,7 +127,7 @@ def test_same_prompt_twice_passes_and_agent_errors_are_counted() -> None:
     # errors are never a silent pass: by default any failed run fails the gate
     assert c.gate.exit_code == 1 and any('agent run(s) errored' in r for r in c.gate.reasons)
     assert 'agent run(s) failed' in to_markdown(c)
-    assert_no_regression(c, max_error_rate=0.1)  # 2 of 24 runs tolerated: passes
+    assert_no_regression(c, validate=ValidateOptions(Thresholds(max_error_rate=0.1)))  # 2 of 24 runs tolerated: passes
 
 
 def test_assert_no_regression_runs_the_agent() -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli.app import app
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, RunSummary, build_report
+from sensei_eval.core.reports import JudgeResult, RunFacts, RunSummary, build_report
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.view import compare_runs, write_view
 
@@ -85,7 +85,7 @@ def make_run(out: Path, run_id: str, verdicts: dict[str, dict[str, str]]) -> Pat
     judges = [_Judge(j, _hash(j)) for j in sorted({j for v in verdicts.values() for j in v})]
     started = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
     summary = RunSummary.build(
-        run_id, reports, judges, started_at=started, finished_at=started + timedelta(minutes=2), model='openai:gpt-test'
+        run_id, reports, judges, RunFacts(started_at=started, finished_at=started + timedelta(minutes=2), model='openai:gpt-test')
     )
     folder.write_summary(summary)
     return folder.path

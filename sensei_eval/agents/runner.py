@@ -26,8 +26,8 @@ single required argument is called with each prompt under test and returns the `
 A run that raises is not a record: `run_query` turns it into an `AgentRunError` the callers count as
 an error, so a crashing agent can never look like a clean (or a bad) run.
 
-`run_and_judge(prompt, queries, runner, judges, model)` runs the agent under a prompt on every query and
-judges what came out: the one "run, then judge" the optimizer and the validator share
+`run_and_judge(prompt, queries, AgentRuns(runner), JudgeRunOptions(judges, model))` runs the agent under
+a prompt on every query and judges what came out: the one "run, then judge" the optimizer and the validator share
 (`run_and_judge_many` for several prompts on the same queries, interleaved).
 """
 
@@ -55,18 +55,16 @@ from sensei_eval.core.errors import ConfigError, LoadError, SenseiError, json_er
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
-from sensei_eval.evaluators.base import Judge
-from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.profiles import DEFAULT_PROFILE, Profile
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import JudgeEvent, judge_records
-from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
     'AgentPromptError',
     'AgentPromptParts',
     'AgentRunError',
     'AgentRunner',
+    'AgentRuns',
     'FailedRun',
     'JudgedRuns',
     'PromptFactoryRunner',
@@ -498,44 +496,39 @@ def prompt_text(prompt: str | PromptComponents) -> str:
     return prompt.build() if isinstance(prompt, PromptComponents) else prompt
 
 
+@dataclass(frozen=True)
+class AgentRuns:
+    """The agent side of a run: the `runner`, `runs` runs per query, at most `concurrency` at once, and
+    `on_run` told of each run as it ends."""
+
+    runner: AgentRunner
+    runs: int = 1
+    concurrency: int = 4
+    on_run: Callable[[RunEvent], None] | None = None
+
+
 async def run_and_judge(
     prompt: str | PromptComponents,
     queries: Sequence[Query],
-    runner: AgentRunner,
-    judges: Sequence[Judge],
-    model: JudgeModel | None = None,
+    agent: AgentRuns,
+    options: JudgeRunOptions,
     *,
-    runs: int = 1,
-    repeat: int = 1,
     run_id: str | None = None,
     run_dir: RunFolder | Path | None = None,
-    agent_concurrency: int = 4,
-    judge_concurrency: int | None = None,
-    cache: JudgeCache | None = None,
-    profile: Profile | None = None,
-    on_run: Callable[[RunEvent], None] | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
 ) -> JudgedRuns:
-    """Run the agent under `prompt` on every query (`runs` times each), then judge every record that came
-    out (`repeat` times each). Run r of query `q` is the record `q#r<r>` (plain `q` when `runs` is 1); a run
-    that raises is a `FailedRun`. Reports go to `run_dir` when given; `run_id` defaults to the prompt's
-    version."""
+    """Run the agent under `prompt` on every query (`agent.runs` times each), then judge every record that
+    came out (`options.repeat` times each). Run r of query `q` is the record `q#r<r>` (plain `q` when
+    `runs` is 1); a run that raises is a `FailedRun`. Reports go to `run_dir` when given; `run_id`
+    defaults to the prompt's version."""
     text = prompt_text(prompt)
     done = await run_and_judge_many(
         {'': prompt},
         queries,
-        runner,
-        judges,
-        model,
-        runs=runs,
-        repeat=repeat,
+        agent,
+        options,
         run_ids={'': run_id or prompt_version(text)},
         run_dirs={'': run_dir},
-        agent_concurrency=agent_concurrency,
-        judge_concurrency=judge_concurrency,
-        cache=cache,
-        profile=profile,
-        on_run=on_run,
         on_judge=None if on_judge is None else (lambda _label, event: on_judge(event)),
     )
     return done['']
@@ -544,19 +537,11 @@ async def run_and_judge(
 async def run_and_judge_many(
     prompts: Mapping[str, str | PromptComponents],
     queries: Sequence[Query],
-    runner: AgentRunner,
-    judges: Sequence[Judge],
-    model: JudgeModel | None = None,
+    agent: AgentRuns,
+    options: JudgeRunOptions,
     *,
-    runs: int = 1,
-    repeat: int = 1,
     run_ids: Mapping[str, str] | None = None,
     run_dirs: Mapping[str, RunFolder | Path | None] | None = None,
-    agent_concurrency: int = 4,
-    judge_concurrency: int | None = None,
-    cache: JudgeCache | None = None,
-    profile: Profile | None = None,
-    on_run: Callable[[RunEvent], None] | None = None,
     on_judging: Callable[[str, int], None] | None = None,
     on_judge: Callable[[str, JudgeEvent], None] | None = None,
 ) -> dict[str, JudgedRuns]:
@@ -564,9 +549,10 @@ async def run_and_judge_many(
     concurrency limit and are interleaved (query 1 run 1 under each prompt, then the next …) so a drifting
     backend hits every prompt alike; then each prompt's records are judged, in label order.
     `on_judging(label, total judge calls)` is called before a label is judged."""
+    runner, runs, on_run, judges, repeat = agent.runner, agent.runs, agent.on_run, options.judges, options.repeat
     if runs < 1 or repeat < 1:
         raise ValueError('runs and repeat must be at least 1')
-    semaphore = asyncio.Semaphore(max(1, agent_concurrency))
+    semaphore = asyncio.Semaphore(max(1, agent.concurrency))
     sides = {label: JudgedRuns(label, prompt_text(p), attempts=len(queries) * runs) for label, p in prompts.items()}
 
     async def one(label: str, query: Query, run: int) -> None:
@@ -605,14 +591,9 @@ async def run_and_judge_many(
 
         side.reports = await judge_records(
             side.records,
-            judges,
-            model,
+            options,
             run_id=(run_ids or {}).get(side.label) or prompt_version(side.prompt),
             run_dir=(run_dirs or {}).get(side.label),
-            concurrency=judge_concurrency,
-            repeat=repeat,
-            cache=cache,
             on_judge=tracked,
-            profile=profile or DEFAULT_PROFILE,
         )
     return sides

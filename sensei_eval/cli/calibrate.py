@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sensei_eval.cli.common import make_app, setup_judge_model, split_names
+from sensei_eval.cli.common import ModelFlags, make_app, setup_judge_model, split_names
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.data import BENCHMARKS
 from sensei_eval.models.judge_model import JudgeModel
@@ -103,6 +103,7 @@ def _benchmark(
     the checks alone and the always-fail baseline: measure a judge model before trusting it."""
     from sensei_eval.core.datasets import load_dataset
     from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
+    from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.runner import judge_records
 
     folder = BENCHMARKS.get(name) or Path(name)
@@ -131,12 +132,12 @@ def _benchmark(
     judge_model = _judge_model(model, base_url, console) if any(j.needs_model for j in judges) else None
     console.print(f'{name}: judging {len(records)} labelled run(s) with {", ".join(j.name for j in judges)}')
     try:
-        asyncio.run(judge_records(records, judges, judge_model, run_id='judged', run_dir=root / 'judged'))
+        asyncio.run(judge_records(records, JudgeRunOptions(judges, judge_model), run_id='judged', run_dir=root / 'judged'))
     finally:
         if judge_model is not None:
             judge_model.close()
     checks = make_judges(['checks'])
-    asyncio.run(judge_records(records, checks, None, run_id='checks', run_dir=root / 'checks'))
+    asyncio.run(judge_records(records, JudgeRunOptions(checks), run_id='checks', run_dir=root / 'checks'))
     judged = calibrate(root / 'judged', subset)
     baseline = calibrate(root / 'checks', subset)
     _print_result(judged, console)
@@ -153,7 +154,7 @@ def _benchmark(
 
 def _judge_model(model: str | None, base_url: str | None, console: Console) -> JudgeModel:
     """The judge model, checked with one request (tests replace this name)."""
-    return setup_judge_model(model, base_url, err=console)
+    return setup_judge_model(ModelFlags(model, base_url), err=console)
 
 
 def _print_result(result: CalibrationResult, console: Console) -> None:
@@ -240,4 +241,3 @@ def _print_result(result: CalibrationResult, console: Console) -> None:
 
 def _fmt(value: float | None) -> str:
     return '-' if value is None else f'{value:.3f}'
-

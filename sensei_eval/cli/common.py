@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ __all__ = (
     'BaseUrlOption',
     'EmbeddedThreadsOption',
     'JudgesOption',
+    'ModelFlags',
     'ModelOption',
     'NoCacheOption',
     'OutOption',
@@ -98,16 +100,25 @@ def split_names(values: list[str] | None) -> list[str]:
 # The judge model
 
 
+@dataclass(frozen=True)
+class ModelFlags:
+    """The judge model as a command's flags ask for it: `--model`, `--base-url`, `--max-transcript-tokens`,
+    `--embedded-threads` and `--timeout` (each judge call's deadline, `JudgeModel.call_timeout_s`; None
+    keeps the model's default)."""
+
+    model: str | None = None
+    base_url: str | None = None
+    transcript_budget: int | None = None
+    embedded_threads: int | None = None
+    timeout: float | None = None
+
+
 def setup_judge_model(
-    model: str | None,
-    base_url: str | None,
+    flags: ModelFlags,
     *,
     err: Console,
-    transcript_budget: int | None = None,
-    embedded_threads: int | None = None,
     note: str = '',
     fail_code: int | None = None,
-    timeout: float | None = None,
     unreachable_ok: bool = False,
     resolve: Callable[..., JudgeModel] = resolve_model,
     check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
@@ -119,12 +130,11 @@ def setup_judge_model(
     first model request, so a run answered entirely from the cache never starts it.
 
     With `unreachable_ok` (the service), a server that cannot be reached is a warning naming it, not an exit.
-    `timeout` is each judge call's deadline (`JudgeModel.call_timeout_s`; None keeps the model's default).
     `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
     replace them per command."""
-    extra: dict[str, Any] = {} if embedded_threads is None else {'embedded_threads': embedded_threads}
+    extra: dict[str, Any] = {} if flags.embedded_threads is None else {'embedded_threads': flags.embedded_threads}
     try:
-        judge_model = resolve(model, base_url=base_url, transcript_budget=transcript_budget, **extra)
+        judge_model = resolve(flags.model, base_url=flags.base_url, transcript_budget=flags.transcript_budget, **extra)
     except MissingExtraError:
         raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
     except ModelSetupError as e:
@@ -133,7 +143,7 @@ def setup_judge_model(
     except Exception as e:
         err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
         raise typer.Exit(fail_code or 1) from None
-    judge_model.call_timeout_s = timeout
+    judge_model.call_timeout_s = flags.timeout
     if judge_model.embedded:
         err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
     try:

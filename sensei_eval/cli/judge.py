@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -31,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sensei_eval.cli.common import (
     BaseUrlOption,
     EmbeddedThreadsOption,
+    ModelFlags,
     ModelOption,
     NoCacheOption,
     OutOption,
@@ -45,7 +47,7 @@ from sensei_eval.core.datasets import iter_datasets
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary, RunTally, to_pydantic_evals_report
+from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import (
@@ -59,7 +61,8 @@ from sensei_eval.evaluators.registry import (
     make_judges,
 )
 from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
+from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.profiles import BUILTIN_PROFILES, ProfileError, resolve_profile
 from sensei_eval.judging.run_folder import RunFolder, RunIdError, validate_run_id
 from sensei_eval.judging.runner import JudgeEvent, StreamedRun, judge_stream, report_judges
 from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, preflight, resolve_model
@@ -188,20 +191,21 @@ def judge(
         raise typer.Exit(1)
 
     setup_telemetry(err)
+    flags = ModelFlags(model, base_url, max_transcript_tokens, embedded_threads, timeout)
+    options = JudgeRunOptions(judges, concurrency=concurrency, repeat=repeat, profile=run_profile)
     judge_model: JudgeModel | None = None
     remote: RayJudging | None = None
     if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
         if batch:
             err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
             raise typer.Exit(2)
-        remote = _ray_workers(
-            model, base_url, max_transcript_tokens, ray_address, ray_workers, concurrency, judges, run_profile, timeout
-        )
+        remote = _ray_workers(flags, ray_address, ray_workers, options)
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
-        judge_model = _judge_model(model, base_url, max_transcript_tokens, embedded_threads, timeout)
+        judge_model = _judge_model(flags)
         if fuse is None and judge_model.task_first:  # the embedded model: its MVP judges in one call (--fuse none: not)
             judges = fuse_judges(judges, default_fuse(judges))
+            options = replace(options, judges=judges)
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
@@ -210,14 +214,15 @@ def judge(
     if batch and judge_model is not None:
         judge_model = _batched(judge_model, run_dir)
     failures = _Failures()
+    options = replace(options, model=judge_model, cache=cache)
     try:
-        run = _run(source, judges, judge_model, folder, concurrency, repeat, cache, run_profile, failures, remote)
+        run = _run(source, options, folder, failures, remote)
     except KeyboardInterrupt:
         if remote is not None:
             err.print(f'interrupted: resume with the same command and --run-id {run_id} (the cache keeps what was judged)')
             raise typer.Exit(130) from None
         if not batch:
-            _interrupted(folder, judges, judge_model, source, datasets, started, repeat, cache, run_profile)
+            _interrupted(folder, options, source, datasets, started)
         err.print(
             f'interrupted: submitted batches keep running at the provider; resume them with the same command '
             f'and --run-id {run_id}',
@@ -233,14 +238,16 @@ def judge(
 
     summary = run.tally.summary(
         run_id,
-        started_at=started,
-        model=judge_model.name if judge_model else None,
-        datasets=datasets,
-        records_loaded=source.loaded,
-        load_errors=source.finish(),
-        repeat=repeat,
-        cache_hits=cache.hits if cache else 0,
-        profile=run_profile.name,
+        RunFacts(
+            started_at=started,
+            model=judge_model.name if judge_model else None,
+            datasets=datasets,
+            records_loaded=source.loaded,
+            load_errors=source.finish(),
+            repeat=repeat,
+            cache_hits=cache.hits if cache else 0,
+            profile=run_profile.name,
+        ),
     )
     stopped = judge_model.connection.stopped if judge_model else None
     finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
@@ -271,18 +278,27 @@ def _dataset_problem(path: Path) -> str | None:
 
 
 def _interrupted(
-    folder: RunFolder, judges: Sequence[Judge], judge_model: JudgeModel | None, source: _RecordSource,
-    datasets: Sequence[Path], started: datetime, repeat: int, cache: JudgeCache | None, profile: Profile,
-) -> NoReturn:  # fmt: skip
+    folder: RunFolder, options: JudgeRunOptions, source: _RecordSource, datasets: Sequence[Path], started: datetime
+) -> NoReturn:
     """Ctrl-C: `summary.json` of the reports written so far, and the command that finishes the run."""
+    judges, judge_model, repeat, cache, profile = options.judges, options.model, options.repeat, options.cache, options.profile
     tally = RunTally(report_judges(judges))
     for seq, report in enumerate(folder.load().reports):
         tally.add(report, seq)
     summary = tally.summary(
-        folder.run_id, started_at=started, model=judge_model.name if judge_model else None, datasets=datasets,
-        records_loaded=source.loaded, load_errors=list(source.load_errors), repeat=repeat,
-        cache_hits=cache.hits if cache else 0, profile=profile.name, exit_code=130,
-    )  # fmt: skip
+        folder.run_id,
+        RunFacts(
+            started_at=started,
+            model=judge_model.name if judge_model else None,
+            datasets=datasets,
+            records_loaded=source.loaded,
+            load_errors=list(source.load_errors),
+            repeat=repeat,
+            cache_hits=cache.hits if cache else 0,
+            profile=profile.name,
+            exit_code=130,
+        ),
+    )
     folder.write_summary(summary)
     again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
     err.print(
@@ -434,45 +450,27 @@ def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[st
     return f'{names} has no records (the file is empty or blank)' if len(datasets) == 1 else f'{names} have no records'
 
 
-def _judge_model(
-    model: str | None,
-    base_url: str | None,
-    max_transcript_tokens: int | None,
-    embedded_threads: int | None = None,
-    timeout: float | None = None,
-) -> JudgeModel:
+def _judge_model(flags: ModelFlags) -> JudgeModel:
     """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
     # this module's names, so tests can replace them here
-    return setup_judge_model(
-        model, base_url, err=err, transcript_budget=max_transcript_tokens, embedded_threads=embedded_threads,
-        timeout=timeout, resolve=resolve_model, check=preflight,
-    )  # fmt: skip
+    return setup_judge_model(flags, err=err, resolve=resolve_model, check=preflight)
 
 
-def _ray_workers(
-    model: str | None,
-    base_url: str | None,
-    max_transcript_tokens: int | None,
-    address: str | None,
-    workers: int | None,
-    concurrency: int | None,
-    judges: Sequence[Judge],
-    profile: Profile,
-    timeout: float | None = None,
-) -> RayJudging:
+def _ray_workers(flags: ModelFlags, address: str | None, workers: int | None, options: JudgeRunOptions) -> RayJudging:
     """Ray workers started and their judge model checked (resolved on the workers, with their keys); a
     problem ends the run here with a local run's exit code. This machine's model choice
     (`SENSEI_EVAL_MODEL` / `SENSEI_EVAL_BASE_URL`) is what the workers resolve."""
     import os
 
-    from sensei_eval.judging.ray_engine import ModelSpec, RayJudging
+    from sensei_eval.judging.ray_engine import ModelSpec, RayCluster, RayJudging
     from sensei_eval.models.judge_model import ModelSetupError
 
+    model, base_url = flags.model, flags.base_url
     if model is None and base_url is None:
         model = os.environ.get('SENSEI_EVAL_MODEL') or None
         base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
-    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=max_transcript_tokens, call_timeout_s=timeout)
-    session = RayJudging(judges, spec, address=address, workers=workers, concurrency=concurrency, profile=profile)
+    spec = ModelSpec(model=model, base_url=base_url, transcript_budget=flags.transcript_budget, call_timeout_s=flags.timeout)
+    session = RayJudging(options, spec, RayCluster(address=address, workers=workers))
     try:
         session.start()
     except ModelSetupError as e:
@@ -569,17 +567,12 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
 
 
 def _run(
-    source: _RecordSource,
-    judges: Sequence[Judge],
-    judge_model: JudgeModel | None,
-    folder: RunFolder,
-    concurrency: int | None,
-    repeat: int,
-    cache: JudgeCache | None,
-    profile: Profile,
-    failures: _Failures,
-    remote: RayJudging | None = None,
+    source: _RecordSource, options: JudgeRunOptions, folder: RunFolder, failures: _Failures, remote: RayJudging | None = None
 ) -> StreamedRun:
+    """The run with a progress bar (plain progress lines without a terminal); `remote`: Ray workers."""
+    repeat = options.repeat
+    if remote is not None and remote.model is not None:
+        options = replace(options, window=remote.window)
     total = source.expected(repeat)
     plain = None if err.is_terminal else _PlainProgress(total, err)
     with Progress(
@@ -605,10 +598,8 @@ def _run(
         try:
             run = asyncio.run(
                 judge_stream(
-                    source, judges, judge_model, run_dir=folder, concurrency=concurrency, repeat=repeat, cache=cache,
-                    on_judge=on_judge, on_report=on_report, profile=profile,
+                    source, options, run_dir=folder, on_judge=on_judge, on_report=on_report,
                     remote=remote if remote is not None and remote.model is not None else None,
-                    window=remote.window if remote is not None and remote.model is not None else None,
                 )
             )  # fmt: skip
         except BaseException:

@@ -24,7 +24,7 @@ import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -35,6 +35,7 @@ from sensei_eval.agents.runner import load_queries, load_runner
 from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
+    ModelFlags,
     ModelOption,
     NoCacheOption,
     OutOption,
@@ -48,10 +49,14 @@ from sensei_eval.cli.common import (
 from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.optimize.config import MapEntry, RunConfigError, check_component_map, dspy_lm, lm_adapter, parse_map
 from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
 from sensei_eval.optimize.variants import VariantGenerator
+
+if TYPE_CHECKING:
+    from sensei_eval.optimize.gepa import GepaSettings
 
 __all__ = ('app', 'load_run_config', 'main')
 
@@ -201,16 +206,14 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     judge_model: JudgeModel | None = None
     if any(j.needs_model for j in judge_list):
         judge_model = setup_judge_model(
-            model, base_url, err=err, note=note, timeout=opts.get('timeout'), resolve=resolve_model, check=preflight
+            ModelFlags(model, base_url, timeout=opts.get('timeout')), err=err, note=note, resolve=resolve_model, check=preflight
         )
     if generator_model is None and judge_model is not None:
         gen_model: JudgeModel = judge_model
     else:
         try:
-            gen_model = setup_judge_model(
-                generator_model or model, base_url, err=err, note=note, timeout=opts.get('timeout'),
-                resolve=resolve_model, check=preflight,
-            )  # fmt: skip
+            flags = ModelFlags(generator_model or model, base_url, timeout=opts.get('timeout'))
+            gen_model = setup_judge_model(flags, err=err, note=note, resolve=resolve_model, check=preflight)
         except BaseException:
             if judge_model is not None:
                 judge_model.close()
@@ -224,10 +227,11 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
         if strategy == 'gepa':
             calls = opts['max_metric_calls'] or 10 * len(queries)
             try:
-                exit_code = _gepa(
-                    components, runner, queries, judge_list, judge_model, lm, calls, run_dir, config, cache,
-                    lm_adapter(gen_model),
-                )  # fmt: skip
+                from sensei_eval.optimize.gepa import GepaSettings
+
+                options = JudgeRunOptions(judge_list, judge_model, cache=cache)
+                gepa = GepaSettings(lm, calls, adapter=lm_adapter(gen_model))
+                exit_code = _gepa(components, runner, queries, options, gepa, run_dir, config)
             except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
                 err.print(f'[red]error:[/] {e}', highlight=False)
                 raise typer.Exit(2) from None
@@ -350,16 +354,18 @@ def _line(lines: dict[tuple[str, ...], int], key: tuple[str, ...]) -> str:
 
 
 def _gepa(
-    components: Any, runner: Any, queries: Any, judges: Any, judge_model: Any, lm: Any, metric_calls: int,
-    run_dir: Path, config: OptimizeConfig, cache: JudgeCache | None, adapter: Any,
-) -> int:  # fmt: skip
+    components: Any,
+    runner: Any,
+    queries: Any,
+    options: JudgeRunOptions,
+    gepa: GepaSettings,
+    run_dir: Path,
+    config: OptimizeConfig,
+) -> int:
     """dspy.GEPA with the sequential loop's split, routing and acceptance test (`config`)."""
     from sensei_eval.optimize.gepa import run_gepa
 
-    result = run_gepa(
-        components, runner, queries, judges, judge_model, reflection_lm=lm, max_metric_calls=metric_calls, run_dir=run_dir,
-        seed=config.seed, cache=cache, adapter=adapter, config=config,
-    )  # fmt: skip
+    result = run_gepa(components, runner, queries, options, gepa, run_dir=run_dir, config=config)
     if result.routing:
         out.print(f'routing: {result.routing}', highlight=False)
     table = Table(title='GEPA (round-robin over components), scores on the validation queries')

@@ -68,7 +68,7 @@ def serve(
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
     from rich.console import Console
 
-    from sensei_eval.cli.common import setup_judge_model, setup_telemetry
+    from sensei_eval.cli.common import ModelFlags, setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
         import uvicorn
@@ -110,7 +110,8 @@ def serve(
     # server is a warning naming it (the service starts; its scorings fail until the server answers)
     console = Console(stderr=True)
     setup_telemetry(console)  # the service's own judging spans go where OTEL_* says
-    judge_model = setup_judge_model(model, base_url, err=console, embedded_threads=embedded_threads, unreachable_ok=True)
+    flags = ModelFlags(model, base_url, embedded_threads=embedded_threads)
+    judge_model = setup_judge_model(flags, err=console, unreachable_ok=True)
     try:
         uvicorn.run(
             create_app(settings, judge_model),

@@ -31,10 +31,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components
-from sensei_eval.agents.runner import AgentRunner, Query, load_queries, load_runner
+from sensei_eval.agents.runner import AgentRunner, AgentRuns, Query, load_queries, load_runner
 from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
+    ModelFlags,
     ModelOption,
     NoCacheOption,
     TimeoutOption,
@@ -50,16 +51,17 @@ from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report, wri
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder, RunFolderError
 from sensei_eval.judging.runner import JudgeEvent
 from sensei_eval.judging.view import write_view
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.validate import stats
-from sensei_eval.validate.compare import JudgeSetError, compare_reports
+from sensei_eval.validate.compare import JudgeSetError, Resampling, compare_reports
 from sensei_eval.validate.comparison import Comparison, Thresholds
 from sensei_eval.validate.gate import EXIT_INPUT_ERROR
 from sensei_eval.validate.render import print_comparison, to_markdown
-from sensei_eval.validate.run import RunEvent, validate_prompts
+from sensei_eval.validate.run import RunEvent, ValidateOptions, validate_prompts
 
 __all__ = ('app', 'load_report_dir', 'main', 'write_outputs')
 
@@ -121,6 +123,7 @@ def validate(
     """Compare the old and the new prompt (or two judge runs) per failure mode, and gate on regressions."""
     quiet_third_party()
     thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate)
+    resampling = Resampling(seed, bootstrap, permutations)
     started = datetime.now(UTC)
     out_dir = out_dir or Path('reports') / f'validate-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
     agent_mode = [old_prompt, new_prompt, agent, dataset]
@@ -138,10 +141,7 @@ def validate(
             old = load_report_dir(old_reports, '--old-reports')
             new = load_report_dir(new_reports, '--new-reports')
             try:
-                comparison = compare_reports(
-                    old, new, thresholds=thresholds, seed=seed, bootstrap_resamples=bootstrap,
-                    permutation_resamples=permutations, common_judges=common_judges,
-                )  # fmt: skip
+                comparison = compare_reports(old, new, thresholds=thresholds, resampling=resampling, common_judges=common_judges)
             except JudgeSetError as e:
                 raise InputError(str(e)) from None
             comparison.old.source, comparison.new.source = str(old_reports), str(new_reports)
@@ -151,10 +151,10 @@ def validate(
             setup_telemetry(err)
             judge_model = _judge_model(setup[4], model, base_url, timeout)
             try:
-                comparison = _run(
-                    setup, judge_model, thresholds, out_dir, runs, judge_repeats, seed, bootstrap, permutations,
-                    agent_concurrency, concurrency, None if no_cache else JudgeCache(),
-                )  # fmt: skip
+                cache = None if no_cache else JudgeCache()
+                options = JudgeRunOptions(setup[4], judge_model, cache=cache, concurrency=concurrency, repeat=judge_repeats)
+                settings = ValidateOptions(thresholds, resampling, out_dir, run_id=out_dir.name)
+                comparison = _run(setup, options, settings, runs, agent_concurrency)
             finally:
                 if judge_model is not None:
                     judge_model.close()
@@ -250,26 +250,12 @@ def _judge_model(
     if not any(j.needs_model for j in judges):
         return None
     # a problem is printed and exits as an input error; this module's names, so tests can replace them
-    return setup_judge_model(
-        model, base_url, err=err, fail_code=EXIT_INPUT_ERROR, timeout=timeout, resolve=resolve_model, check=preflight
-    )
+    flags = ModelFlags(model, base_url, timeout=timeout)
+    return setup_judge_model(flags, err=err, fail_code=EXIT_INPUT_ERROR, resolve=resolve_model, check=preflight)
 
 
-def _run(
-    setup: _Setup,
-    judge_model: JudgeModel | None,
-    thresholds: Thresholds,
-    out_dir: Path,
-    runs: int,
-    judge_repeats: int,
-    seed: int,
-    bootstrap: int,
-    permutations: int,
-    agent_concurrency: int,
-    concurrency: int | None,
-    cache: JudgeCache | None,
-) -> Comparison:
-    old, new, runner, queries, judges = setup
+def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, runs: int, agent_concurrency: int) -> Comparison:
+    old, new, runner, queries, _ = setup
     with Progress(
         TextColumn('[bold]{task.fields[stage]}'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'),
         TimeElapsedColumn(), console=err, transient=False,
@@ -290,10 +276,8 @@ def _run(
 
         return asyncio.run(
             validate_prompts(
-                old, new, runner, queries, judges, judge_model, runs=runs, judge_repeats=judge_repeats,
-                thresholds=thresholds, out_dir=out_dir, run_id=out_dir.name, agent_concurrency=agent_concurrency,
-                judge_concurrency=concurrency, cache=cache, seed=seed, bootstrap_resamples=bootstrap,
-                permutation_resamples=permutations, on_run=on_run, on_judge=on_judge, on_judging=on_judging,
+                old, new, AgentRuns(runner, runs, agent_concurrency, on_run), queries, options, validate,
+                on_judge=on_judge, on_judging=on_judging,
             )
         )  # fmt: skip
 

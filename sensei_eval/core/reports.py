@@ -30,6 +30,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -39,7 +40,7 @@ from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_va
 from sensei_eval.core import modes
 from sensei_eval.core.issues import Issue
 from sensei_eval.core.records import QueryRecord, Rating
-from sensei_eval.core.transcript import Truncation
+from sensei_eval.core.transcript import Transcript, Truncation
 
 if TYPE_CHECKING:
     from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
@@ -51,6 +52,7 @@ __all__ = (
     'JudgeSummary',
     'ModeVerdict',
     'RecordReport',
+    'RunFacts',
     'RunSummary',
     'RunTally',
     'build_report',
@@ -240,42 +242,31 @@ class RunSummary(BaseModel):
     exit_code: int
 
     @classmethod
-    def build(
-        cls,
-        run_id: str,
-        reports: Sequence[RecordReport],
-        judges: Iterable[_NamedJudge],
-        *,
-        started_at: datetime,
-        finished_at: datetime | None = None,
-        model: str | None = None,
-        datasets: Iterable[str | os.PathLike[str]] = (),
-        records_loaded: int | None = None,
-        load_errors: Sequence[str] = (),
-        repeat: int = 1,
-        cache_hits: int = 0,
-        profile: str | None = None,
-        exit_code: int | None = None,
-    ) -> RunSummary:
-        """The summary of a run from its reports. Tokens and requests count only what was not a cache hit;
-        `records_loaded` defaults to the records judged; `exit_code` defaults to 1 when a record failed
-        to load or a judge errored, else 0. The same arithmetic as a `RunTally` fed one report at a time."""
+    def build(cls, run_id: str, reports: Sequence[RecordReport], judges: Iterable[_NamedJudge], facts: RunFacts) -> RunSummary:
+        """The summary of a run from its reports and the `facts` they do not tell. Tokens and requests
+        count only what was not a cache hit. The same arithmetic as a `RunTally` fed one report at a time."""
         tally = RunTally(judges)
         for seq, report in enumerate(reports):
             tally.add(report, seq)
-        return tally.summary(
-            run_id,
-            started_at=started_at,
-            finished_at=finished_at,
-            model=model,
-            datasets=datasets,
-            records_loaded=records_loaded,
-            load_errors=load_errors,
-            repeat=repeat,
-            cache_hits=cache_hits,
-            profile=profile,
-            exit_code=exit_code,
-        )
+        return tally.summary(run_id, facts)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run's summary says that its reports do not: when it ran, the model's name, the datasets,
+    `records_loaded` (default: the records judged) and `load_errors`, the repeats, the cache hits, the
+    profile, and `exit_code` (default: 1 when a record failed to load or a judge errored, else 0)."""
+
+    started_at: datetime
+    finished_at: datetime | None = None
+    model: str | None = None
+    datasets: Iterable[str | os.PathLike[str]] = ()
+    records_loaded: int | None = None
+    load_errors: Sequence[str] = ()
+    repeat: int = 1
+    cache_hits: int = 0
+    profile: str | None = None
+    exit_code: int | None = None
 
 
 class _ExactSum:
@@ -412,44 +403,32 @@ class RunTally:
     def inconclusive(self) -> list[str]:
         return [x for seq in sorted(self._inconclusive) for x in self._inconclusive[seq]]
 
-    def summary(
-        self,
-        run_id: str,
-        *,
-        started_at: datetime,
-        finished_at: datetime | None = None,
-        model: str | None = None,
-        datasets: Iterable[str | os.PathLike[str]] = (),
-        records_loaded: int | None = None,
-        load_errors: Sequence[str] = (),
-        repeat: int = 1,
-        cache_hits: int = 0,
-        profile: str | None = None,
-        exit_code: int | None = None,
-    ) -> RunSummary:
-        """The `RunSummary` of what was counted (see `RunSummary.build` for the defaults)."""
+    def summary(self, run_id: str, facts: RunFacts) -> RunSummary:
+        """The `RunSummary` of what was counted, with the `facts` the counts do not tell."""
+        f = facts
+        load_errors, records_loaded, exit_code = f.load_errors, f.records_loaded, f.exit_code
         judge_errors = self.judge_errors()
         judged = self.records_judged
         return RunSummary(
             run_id=run_id,
-            started_at=started_at,
-            finished_at=finished_at or datetime.now(UTC),
-            model=model,
+            started_at=f.started_at,
+            finished_at=f.finished_at or datetime.now(UTC),
+            model=f.model,
             judges=dict(self.judges),
-            datasets=[str(d) for d in datasets],
+            datasets=[str(d) for d in f.datasets],
             records_loaded=judged if records_loaded is None else records_loaded,
             records_judged=judged,
             load_errors=list(load_errors),
             judge_errors=judge_errors,
             inconclusive=self.inconclusive(),
-            profile=profile,
-            repeat=repeat,
+            profile=f.profile,
+            repeat=f.repeat,
             per_judge=self.per_judge(),
             mean_overall_score=self._overall.value / self._overall_n if self._overall_n else None,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             model_requests=self.model_requests,
-            cache_hits=cache_hits,
+            cache_hits=f.cache_hits,
             truncated_records=sorted(self._truncated),
             exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
         )
@@ -509,16 +488,18 @@ def build_report(
     run_id: str,
     repeat: int = 1,
     model: str | None = None,
-    truncation: Truncation | None = None,
-    transcript_sha256: str | None = None,
+    transcript: Transcript | None = None,
     skipped: dict[str, str] | None = None,
     profile: str | None = None,
-    speakers: dict[int, str] | None = None,
 ) -> RecordReport:
     """Assemble a record's report from its judges' results and compute the summary scores.
 
-    `speakers` maps transcript steps to who spoke there (multi-agent runs), for `decisive_agent`.
+    `transcript` (the one the judges read) gives the report its truncation and hash, and the speaker of
+    each step (multi-agent runs) for `decisive_agent`.
     """
+    truncation = transcript.truncation if transcript is not None else None
+    transcript_sha256 = transcript.sha256 if transcript is not None else None
+    speakers = transcript.speakers if transcript is not None else None
     report = RecordReport(
         query_id=record.query_id,
         run_id=run_id,

@@ -209,6 +209,18 @@ class _Finished:
     errors: list[str]
 
 
+@dataclass(frozen=True)
+class _Pacing:
+    """When a batch is sent (`settle_s` after its last line, or at `max_lines` / `max_bytes`) and how it is
+    polled (first after `poll_s`, backing off to `max_poll_s`)."""
+
+    settle_s: float
+    poll_s: float
+    max_poll_s: float
+    max_lines: int
+    max_bytes: int
+
+
 class _Collector:
     """Collects request lines into batches, submits them, polls them, and answers the waiting requests."""
 
@@ -218,11 +230,7 @@ class _Collector:
         *,
         state_path: Path | None,
         model_name: str,
-        settle_s: float,
-        poll_s: float,
-        max_poll_s: float,
-        max_lines: int,
-        max_bytes: int,
+        pacing: _Pacing,
         on_progress: Callable[[BatchProgress], None] | None,
     ) -> None:
         self._client = client
@@ -235,8 +243,8 @@ class _Collector:
             if state_path is not None
             else BatchState(base_url=base_url, model=model_name)
         )
-        self.settle_s, self.poll_s, self.max_poll_s = settle_s, poll_s, max_poll_s
-        self.max_lines, self.max_bytes = max_lines, max_bytes
+        self.settle_s, self.poll_s, self.max_poll_s = pacing.settle_s, pacing.poll_s, pacing.max_poll_s
+        self.max_lines, self.max_bytes = pacing.max_lines, pacing.max_bytes
         self.on_progress = on_progress
         self._seen: Counter[str] = Counter()
         self._pending: dict[str, _Pending] = {}
@@ -600,11 +608,7 @@ class BatchModel(WrapperModel):
             client,
             state_path=state_path,
             model_name=wrapped.model_name,
-            settle_s=settle_s,
-            poll_s=poll_s,
-            max_poll_s=max_poll_s,
-            max_lines=min(max_lines, BATCH_MAX_LINES),
-            max_bytes=min(max_bytes, BATCH_MAX_BYTES),
+            pacing=_Pacing(settle_s, poll_s, max_poll_s, min(max_lines, BATCH_MAX_LINES), min(max_bytes, BATCH_MAX_BYTES)),
             on_progress=on_progress,
         )
         transport = _CaptureTransport(self.collector, client.base_url.path)

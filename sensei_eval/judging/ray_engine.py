@@ -35,20 +35,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-from opentelemetry.trace import TracerProvider
 
 from sensei_eval.core.extras import requires_extra
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import Transcript
-from sensei_eval.evaluators.base import Judge
-from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.profiles import DEFAULT_PROFILE, Profile
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import JudgeCall, JudgeEvent, Records, RemoteJudgeCalls, StreamedRun, judge_stream
 from sensei_eval.models.judge_model import (
@@ -64,6 +60,7 @@ __all__ = (
     'MAX_RESTARTS',
     'MAX_TASK_RETRIES',
     'ModelSpec',
+    'RayCluster',
     'RayJudging',
     'judge_on_ray',
 )
@@ -127,11 +124,10 @@ def _from_factory(spec: str) -> JudgeModel:
 
 
 class _Worker:
-    """One Ray worker (an asyncio actor): the run's judges, profiles and its own judge model."""
+    """One Ray worker (an asyncio actor): the run's judges, profiles and its own judge model. `options` come
+    without model, cache or tracer provider: the worker builds its model from `spec`."""
 
-    def __init__(
-        self, spec: ModelSpec, judges: list[Judge], profile: Profile, profiles: dict[str, Profile], concurrency: int | None
-    ) -> None:
+    def __init__(self, spec: ModelSpec, options: JudgeRunOptions) -> None:
         self.problem: tuple[str, int] | None = None
         self.model: JudgeModel | None = None
         try:
@@ -140,7 +136,7 @@ class _Worker:
             self.problem = (str(e), e.exit_code)
         except Exception as e:
             self.problem = (f'cannot set up the judge model: {type(e).__name__}: {e}', 1)
-        self.calls = RemoteJudgeCalls(judges, self.model, profile=profile, profiles=profiles, concurrency=concurrency)
+        self.calls = RemoteJudgeCalls(replace(options, model=self.model))
 
     async def describe(self) -> dict[str, Any]:
         """The model as the driver needs it (name, settings, budget), after one check that it answers;
@@ -166,41 +162,41 @@ class _Worker:
         return await self.calls.run(record, transcript, calls, repeat)
 
 
+@dataclass(frozen=True)
+class RayCluster:
+    """Where and how the workers run. `address`: the cluster (`ray://host:10001`, `host:6379`, `auto`); None:
+    `$RAY_ADDRESS`, else a local Ray started here (and stopped by `close`). `workers`: how many (default:
+    the cluster's CPUs); `cpus_per_worker`: what each reserves (judging waits on the model: a fraction
+    lets more workers share a CPU). `records_per_worker`: records in flight per worker (default: twice
+    its model calls). `runtime_env`: the workers' Ray runtime environment (e.g.
+    `{"pip": ["sensei-eval[ray]"], "env_vars": {...}}`; none: the job's)."""
+
+    address: str | None = None
+    workers: int | None = None
+    cpus_per_worker: float = 1.0
+    records_per_worker: int | None = None
+    runtime_env: Mapping[str, Any] | None = None
+
+
 class RayJudging:
     """Workers on a Ray cluster making a run's model calls: `start()`, pass it as `judge_stream(remote=...)`
-    with `model` and `window`, then `close()` (or use `with`).
+    with `model` and `window` in the options, then `close()` (or use `with`).
 
-    `address`: the cluster (`ray://host:10001`, `host:6379`, `auto`); None: `$RAY_ADDRESS`, else a
-    local Ray started here (and stopped by `close`). A Ray already initialised in this process is used
-    as it is. `workers`: how many (default: the cluster's CPUs); `cpus_per_worker`: what each reserves
-    (judging waits on the model: a fraction lets more workers share a CPU). `concurrency`: model calls in
-    flight per worker (default: the model's). `runtime_env`: the workers' Ray runtime environment
-    (e.g. `{"pip": ["sensei-eval[ray]"], "env_vars": {...}}`; none: the job's)."""
+    The run's `options` give the judges, profiles and `concurrency` (model calls in flight per worker,
+    default: the model's); their model and cache stay here. A Ray already initialised in this process is
+    used as it is."""
 
-    def __init__(
-        self,
-        judges: Sequence[Judge],
-        spec: ModelSpec,
-        *,
-        address: str | None = None,
-        workers: int | None = None,
-        cpus_per_worker: float = 1.0,
-        concurrency: int | None = None,
-        records_per_worker: int | None = None,
-        profile: Profile = DEFAULT_PROFILE,
-        profiles: Mapping[str, Profile] | None = None,
-        runtime_env: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.judges = list(judges)
+    def __init__(self, options: JudgeRunOptions, spec: ModelSpec, cluster: RayCluster | None = None) -> None:
+        cluster = cluster or RayCluster()
+        self.options = replace(options, model=None, cache=None, tracer_provider=None)  # what travels to the workers
+        self.judges = list(options.judges)
         self.spec = spec
-        self.address = address
-        self.workers = workers
-        self.cpus_per_worker = cpus_per_worker
-        self.concurrency = concurrency
-        self.records_per_worker = records_per_worker
-        self.profile = profile
-        self.profiles = dict(profiles or {})
-        self.runtime_env = dict(runtime_env) if runtime_env else None
+        self.address = cluster.address
+        self.workers = cluster.workers
+        self.cpus_per_worker = cluster.cpus_per_worker
+        self.concurrency = options.concurrency
+        self.records_per_worker = cluster.records_per_worker
+        self.runtime_env = dict(cluster.runtime_env) if cluster.runtime_env else None
         self.model: JudgeModel | None = None
         self._actors: list[Any] = []
         self._load: list[int] = []
@@ -234,9 +230,7 @@ class RayJudging:
                 max_concurrency=max(1, self.records_per_worker or 1000),
                 **({'runtime_env': self.runtime_env} if self.runtime_env else {}),
             )
-            self._actors = [
-                actor.remote(self.spec, self.judges, self.profile, self.profiles, self.concurrency) for _ in range(count)
-            ]
+            self._actors = [actor.remote(self.spec, self.options) for _ in range(count)]
             self._load = [0] * count
             described = ray.get([a.describe.remote() for a in self._actors])
         except BaseException:
@@ -305,37 +299,29 @@ class RayJudging:
 
 async def judge_on_ray(
     records: Records,
-    judges: Sequence[Judge],
+    options: JudgeRunOptions,
     spec: ModelSpec,
     *,
     run_dir: RunFolder | Path,
-    address: str | None = None,
-    workers: int | None = None,
-    cpus_per_worker: float = 1.0,
-    concurrency: int | None = None,
-    repeat: int = 1,
-    cache: JudgeCache | None = None,
-    profile: Profile = DEFAULT_PROFILE,
-    profiles: Mapping[str, Profile] | None = None,
-    runtime_env: Mapping[str, Any] | None = None,
+    cluster: RayCluster | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
     on_report: Callable[[RecordReport, Path | None], None] | None = None,
-    tracer_provider: TracerProvider | None = None,
 ) -> tuple[StreamedRun, JudgeModel | None]:
     """`runner.judge_stream` with the model calls made by workers on Ray (see the module docstring):
     the run's counts, and the judge model as the workers resolved it (its name goes in the summary).
-    Options mean what they mean to `RayJudging` and `judge_stream`."""
-    session = RayJudging(
-        judges, spec, address=address, workers=workers, cpus_per_worker=cpus_per_worker, concurrency=concurrency,
-        profile=profile, profiles=profiles, runtime_env=runtime_env,
-    )  # fmt: skip
+    The driver's `options.model`, `window` and `concurrency` are set here from the workers (the model they
+    resolved from `spec`)."""
+    session = RayJudging(options, spec, cluster)
     session.start()  # blocks, before anything else runs: ray.init wants the main thread
     try:
         run = await judge_stream(
-            records, judges, session.model, run_dir=run_dir, repeat=repeat, cache=cache, on_judge=on_judge,
-            on_report=on_report, profile=profile, profiles=profiles, window=session.window,
-            tracer_provider=tracer_provider, remote=session if session.model is not None else None,
-        )  # fmt: skip
+            records,
+            replace(options, model=session.model, window=session.window, concurrency=None),  # the workers bound the calls
+            run_dir=run_dir,
+            on_judge=on_judge,
+            on_report=on_report,
+            remote=session if session.model is not None else None,
+        )
     finally:
         session.close()
     return run, session.model

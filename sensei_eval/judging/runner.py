@@ -47,9 +47,9 @@ from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from opentelemetry.trace import Tracer, TracerProvider
+from opentelemetry.trace import Tracer
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunTally, build_report, rebuild_report
@@ -58,6 +58,7 @@ from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.inconclusive import MIN_RECORDS_FOR_SAME_TEXT, normalise
 from sensei_eval.judging import telemetry
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.models.judge_model import JudgeModel
@@ -133,26 +134,18 @@ def report_judges(judges: Iterable[Judge]) -> list[Judge]:
 
 async def judge_stream(
     records: Records,
-    judges: Sequence[Judge],
-    model: JudgeModel | None,
+    options: JudgeRunOptions,
     *,
     run_dir: RunFolder | Path,
     run_id: str | None = None,
-    concurrency: int | None = None,
-    repeat: int = 1,
-    cache: JudgeCache | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
     on_report: Callable[[RecordReport, Path | None], None] | None = None,
-    profile: Profile = DEFAULT_PROFILE,
-    profiles: Mapping[str, Profile] | None = None,
-    window: int | None = None,
-    tracer_provider: TracerProvider | None = None,
     remote: RemoteJudge | None = None,
 ) -> StreamedRun:
     """Judge a stream of records in constant memory: every report goes to the run folder, none is kept.
 
     `records` may be any iterable (a generator over a file: `datasets.iter_datasets`) or async iterable.
-    At most `window` records (× repeat) are in flight (default: twice the concurrency, at least 8).
+    At most `options.window` records (× repeat) are in flight (default: twice the concurrency, at least 8).
     `on_report` sees each report in record order, and again when the run-wide rule rewrites it. The
     run id defaults to the folder's name. Returns the counts `summary.json` is built from.
 
@@ -160,43 +153,29 @@ async def judge_stream(
     cluster: `sensei_eval.judging.ray_engine`), all of one record in one go; everything else (transcripts,
     cache, checks, reports, the summary) stays here, so the run folder is the one a local run writes."""
     folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
+    store = _FolderStore(folder)
     return await _judge_run(
-        records, judges, model, run_id=run_id or folder.run_id, store=_FolderStore(folder), concurrency=concurrency,
-        repeat=repeat, cache=cache, on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles,
-        window=window, tracer_provider=tracer_provider, remote=remote,
-    )  # fmt: skip
+        records, options, run_id=run_id or folder.run_id, store=store, hooks=_Hooks(on_judge, on_report), remote=remote
+    )
 
 
 async def judge_records(
     records: Iterable[QueryRecord],
-    judges: Sequence[Judge],
-    model: JudgeModel | None,
+    options: JudgeRunOptions,
     *,
     run_id: str,
     run_dir: RunFolder | Path | None = None,
-    concurrency: int | None = None,
-    repeat: int = 1,
-    cache: JudgeCache | None = None,
     on_judge: Callable[[JudgeEvent], None] | None = None,
     on_report: Callable[[RecordReport, Path | None], None] | None = None,
-    profile: Profile = DEFAULT_PROFILE,
-    profiles: Mapping[str, Profile] | None = None,
-    window: int | None = None,
-    tracer_provider: TracerProvider | None = None,
 ) -> list[RecordReport]:
-    """Judge every record with every judge; returns the reports in record order (all in memory: for
-    small inputs; a large run is `judge_stream`).
+    """Judge every record with every judge of `options`; returns the reports in record order (all in memory:
+    for small inputs; a large run is `judge_stream`).
 
-    `profile` is the run's agent profile; `profiles` the ones a record may name besides the built-ins.
     With `run_dir` (a `RunFolder` or its path), each report is written there as soon as it is done.
     """
     folder = run_dir if isinstance(run_dir, RunFolder) or run_dir is None else RunFolder(run_dir)
     store = _MemoryStore(folder)
-    await _judge_run(
-        records, judges, model, run_id=run_id, store=store, concurrency=concurrency, repeat=repeat, cache=cache,
-        on_judge=on_judge, on_report=on_report, profile=profile, profiles=profiles, window=window,
-        tracer_provider=tracer_provider,
-    )  # fmt: skip
+    await _judge_run(records, options, run_id=run_id, store=store, hooks=_Hooks(on_judge, on_report))
     return [store.reports[seq] for seq in sorted(store.reports)]
 
 
@@ -212,6 +191,13 @@ class _Key:
     repeat: int
     seq: int
     speakers: dict[int, str] | None  # who spoke at which step (multi-agent runs), for the rewritten report
+
+
+class _Hooks(NamedTuple):
+    """What a run tells its caller as it goes: each judge result, each report (and where it was written)."""
+
+    on_judge: Callable[[JudgeEvent], None] | None
+    on_report: Callable[[RecordReport, Path | None], None] | None
 
 
 class _Store(Protocol):
@@ -280,29 +266,22 @@ class _SameText:
 
 async def _judge_run(
     records: Records,
-    judges: Sequence[Judge],
-    model: JudgeModel | None,
+    options: JudgeRunOptions,
     *,
     run_id: str,
     store: _Store,
-    concurrency: int | None,
-    repeat: int,
-    cache: JudgeCache | None,
-    on_judge: Callable[[JudgeEvent], None] | None,
-    on_report: Callable[[RecordReport, Path | None], None] | None,
-    profile: Profile,
-    profiles: Mapping[str, Profile] | None,
-    window: int | None,
-    tracer_provider: TracerProvider | None,
+    hooks: _Hooks,
     remote: RemoteJudge | None = None,
 ) -> StreamedRun:
+    judges, model, profile, repeat = options.judges, options.model, options.profile, options.repeat
+    on_judge, on_report = hooks
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
-    limit = max(1, concurrency or (model.default_concurrency if model else 4))
-    in_flight = max(1, window or max(8, 2 * limit))
-    caller = _Caller(model, asyncio.Semaphore(limit), cache, telemetry.get_tracer(tracer_provider))
+    limit = max(1, options.concurrency or (model.default_concurrency if model else 4))
+    in_flight = max(1, options.window or max(8, 2 * limit))
+    caller = _Caller(model, asyncio.Semaphore(limit), options.cache, telemetry.get_tracer(options.tracer_provider))
     budget = model.transcript_budget if model else None
-    known = _known_profiles(profile, profiles)
+    known = _known_profiles(profile, options.profiles)
     configured: dict[tuple[str, int], Judge] = {}
     run = StreamedRun(RunTally(report_judges(judges)))
     same_text = {j.name: _SameText() for j in report_judges(judges) if j.needs_model}
@@ -384,11 +363,9 @@ async def _judge_run(
             run_id=run_id,
             repeat=rep,
             model=model.name if model else None,
-            truncation=transcript.truncation,
-            transcript_sha256=transcript.sha256,
+            transcript=transcript,
             skipped=skipped,
             profile=chosen.name,
-            speakers=transcript.speakers,
         )
         report.errors.extend(problems)
         path = store.write(report, seq)
@@ -428,22 +405,15 @@ async def _judge_run(
 class RemoteJudgeCalls:
     """The other side of `judge_stream(remote=...)`: makes the judge calls a run sends (`JudgeCall`s)
     with the same judges, profiles and per-call code as a local run (crash guard, spans), no cache (the
-    sending side has one). `concurrency` bounds the model calls in flight here, across records."""
+    sending side has one: `options.cache` is not used). `options.concurrency` bounds the model calls in
+    flight here, across records."""
 
-    def __init__(
-        self,
-        judges: Sequence[Judge],
-        model: JudgeModel | None,
-        *,
-        profile: Profile = DEFAULT_PROFILE,
-        profiles: Mapping[str, Profile] | None = None,
-        concurrency: int | None = None,
-        tracer_provider: TracerProvider | None = None,
-    ) -> None:
-        self.judges = list(judges)
-        self.known = _known_profiles(profile, profiles)
-        limit = max(1, concurrency or (model.default_concurrency if model else 4))
-        self.caller = _Caller(model, asyncio.Semaphore(limit), None, telemetry.get_tracer(tracer_provider))
+    def __init__(self, options: JudgeRunOptions) -> None:
+        model = options.model
+        self.judges = list(options.judges)
+        self.known = _known_profiles(options.profile, options.profiles)
+        limit = max(1, options.concurrency or (model.default_concurrency if model else 4))
+        self.caller = _Caller(model, asyncio.Semaphore(limit), None, telemetry.get_tracer(options.tracer_provider))
         self._configured: dict[tuple[str, int], Judge] = {}
 
     def resolve(self, call: JudgeCall) -> tuple[Judge, list[Judge]]:

@@ -21,11 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sensei_eval.agents.runner import AgentRunner, Query, prompt_version, run_and_judge
+from sensei_eval.agents.runner import AgentRunner, AgentRuns, Query, prompt_version, run_and_judge
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport, mode_verdicts
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
@@ -115,13 +116,8 @@ async def evaluate_prompt(
     done = await run_and_judge(
         system_prompt,
         queries,
-        runner,
-        judges,
-        judge_model,
-        runs=runs,
-        agent_concurrency=concurrency,
-        judge_concurrency=concurrency,
-        cache=cache,
+        AgentRuns(runner, runs=runs, concurrency=concurrency),
+        JudgeRunOptions(judges, judge_model, cache=cache, concurrency=concurrency),
     )
     agent_errors = [str(f.error) for f in done.failed]
     evaluation = summarise(system_prompt, done.records, done.reports, agent_errors, runs=runs)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +38,14 @@ from sensei_eval.agents.components import PromptComponents, save_components
 from sensei_eval.agents.runner import AgentRunner, Query
 from sensei_eval.core.errors import ModelCallError
 from sensei_eval.core.reports import write_json_atomic
-from sensei_eval.evaluators.base import Judge
-from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import Profile
-from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.optimize.evaluate import PromptEvaluation
 from sensei_eval.optimize.loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.routing import resolve_routing
 
-__all__ = ('GepaError', 'GepaResult', 'run_gepa')
+__all__ = ('GepaError', 'GepaResult', 'GepaSettings', 'run_gepa')
 
 
 class GepaError(ModelCallError):
@@ -99,29 +98,35 @@ class GepaResult(BaseModel):
         return self.agent_calls + self.judge_calls + self.reflection_calls
 
 
+@dataclass(frozen=True)
+class GepaSettings:
+    """GEPA's own settings: the `reflection_lm` (a dspy LM) that proposes, the budget of metric calls
+    (`max_metric_calls` judged runs), `num_threads`, and the proposer's `adapter` (None: DSPy's default)."""
+
+    reflection_lm: Any
+    max_metric_calls: int
+    num_threads: int = 1
+    adapter: Any = None
+
+
 def run_gepa(
     components: PromptComponents,
     runner: AgentRunner,
     queries: Sequence[Query],
-    judges: Sequence[Judge],
-    judge_model: JudgeModel | None,
+    options: JudgeRunOptions,
+    gepa: GepaSettings,
     *,
-    reflection_lm: Any,
-    max_metric_calls: int,
     run_dir: Path,
-    seed: int = 0,
-    num_threads: int = 1,
-    cache: JudgeCache | None = None,
-    adapter: Any = None,
     config: OptimizeConfig | None = None,
 ) -> GepaResult:
     """Optimize `components` with dspy.GEPA (round-robin over components); results under `run_dir`.
 
-    `config` gives the split, the routing and the acceptance rule, as for the sequential loop (its `seed`
-    is replaced by `seed`)."""
+    `options` give the judges, their model and cache (the agent profile comes from `config`); `config`
+    gives the split, the routing, the acceptance rule and the seed, as for the sequential loop."""
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = (config or OptimizeConfig()).model_copy(update={'seed': seed})
+    config = config or OptimizeConfig()
+    seed, reflection_lm, adapter = config.seed, gepa.reflection_lm, gepa.adapter
     split = split_queries([q.query_id for q in queries], config)
     by_id = {q.query_id: q for q in queries}
     profile: Profile = _run_profile(config.profile, queries)
@@ -134,7 +139,7 @@ def run_gepa(
         return [dspy.Example(query=by_id[i].query, query_id=i).with_inputs('query', 'query_id') for i in ids]
 
     trainset, valset = examples(split.train), examples(split.validation)
-    metric = JudgeMetric(judges, judge_model, feedback=True, cache=cache, profile=profile, routing=routing)
+    metric = JudgeMetric(options.judges, options.model, feedback=True, cache=options.cache, profile=profile, routing=routing)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
     # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar),
     # counted: GEPA logs a proposal that fails (an answer it cannot parse) and goes on, so a reflection LM
@@ -143,7 +148,7 @@ def run_gepa(
     optimizer = dspy.GEPA(
         metric=metric,
         instruction_proposer=proposer,
-        max_metric_calls=max_metric_calls,
+        max_metric_calls=gepa.max_metric_calls,
         reflection_lm=reflection_lm,
         component_selector='round_robin',
         reflection_minibatch_size=min(3, len(trainset)),
@@ -151,7 +156,7 @@ def run_gepa(
         log_dir=str(run_dir / 'gepa_log'),
         track_stats=True,
         seed=seed,
-        num_threads=num_threads,
+        num_threads=gepa.num_threads,
     )
     with dspy.context(lm=reflection_lm):
         optimized = optimizer.compile(program, trainset=trainset, valset=valset)

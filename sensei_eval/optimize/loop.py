@@ -64,7 +64,7 @@ from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Prof
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
 from sensei_eval.optimize.routing import Routing, RoutingError, resolve_routing
-from sensei_eval.optimize.variants import VariantGenerator
+from sensei_eval.optimize.variants import CallLimits, VariantGenerator
 
 __all__ = (
     'CandidateResult',
@@ -453,8 +453,7 @@ class SequentialOptimizer:
                 seed=self.config.seed * 100 + r,
                 **_supported(
                     type(self.generator).forward,
-                    timeout_s=self.config.generator_timeout_s,
-                    max_tokens=self.config.generator_max_tokens,
+                    limits=CallLimits(self.config.generator_timeout_s, self.config.generator_max_tokens),
                     successful_runs=[e.render() for e in successes],
                 ),
             )

@@ -41,6 +41,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import DEFAULT_PROFILE, Profile
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
@@ -236,9 +237,8 @@ class JudgeMetric:
             hit = self._memo.get(key)
         if hit is not None:
             return hit
-        report = run_sync(
-            judge_records([record], self.judges, self.judge_model, run_id='dspy-metric', cache=self.cache, profile=self.profile)
-        )[0]
+        options = JudgeRunOptions(self.judges, self.judge_model, cache=self.cache, profile=self.profile)
+        report = run_sync(judge_records([record], options, run_id='dspy-metric'))[0]
         with self._lock:
             self.calls += 1
             self.judge_requests += sum(r.requests for r in report.judges.values() if not r.cached)

@@ -28,13 +28,14 @@ import json
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import dspy
 
 from sensei_eval.core.errors import describe_error
 
-__all__ = ('VARIANT_SCHEMA', 'VariantGenerator', 'answer_tokens', 'make_dspy_lm', 'unusable_reason')
+__all__ = ('VARIANT_SCHEMA', 'CallLimits', 'VariantGenerator', 'answer_tokens', 'make_dspy_lm', 'unusable_reason')
 
 ResponseFormat = Literal['auto', 'json_schema', 'json_object', 'none']
 
@@ -59,6 +60,14 @@ MAX_EXAMPLES = 8
 MAX_EXAMPLE_CHARS = 1200
 MAX_SUCCESSES = 3
 MAX_REST_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """One round's limits on each generator call: seconds to answer, tokens in the answer (None: the generator's own)."""
+
+    timeout_s: float | None = None
+    max_tokens: int | None = None
 
 
 class VariantGenerator(dspy.Module):  # type: ignore[misc]
@@ -103,10 +112,13 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
         failure_examples: Sequence[str],
         num_variants: int,
         seed: int = 0,
-        timeout_s: float | None = None,
-        max_tokens: int | None = None,
+        limits: CallLimits | None = None,
         successful_runs: Sequence[str] = (),
     ) -> dspy.Prediction:
+        """Up to `num_variants` rewrites of `component_name`. `limits` overrides the generator's own time and
+        token limits for these calls. (DSPy does not fix this signature: `Module.__call__` passes its
+        arguments through, by keyword here.)"""
+        timeout_s, max_tokens = (limits.timeout_s, limits.max_tokens) if limits is not None else (None, None)
         if self.timeouts >= self.max_timeouts:
             # a model that missed the time limit this often in the run is too slow for it: don't wait again
             return dspy.Prediction(

@@ -58,6 +58,7 @@ from sensei_eval.evaluators.investigation import (
     StructuredInvestigationScorer,
 )
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service.config import ServiceSettings
@@ -263,7 +264,7 @@ class ScoringWorker:
     async def _evaluate(self, job: Job) -> _Outcome:
         record, evaluators = await asyncio.to_thread(self._load_evaluation_input, job)
         judges = make_judges(evaluators)
-        reports = await judge_records([record], judges, self._shared_model, run_id=f'service-{job.job_id}')
+        reports = await judge_records([record], JudgeRunOptions(judges, self._shared_model), run_id=f'service-{job.job_id}')
         report = reports[0]
         values: dict[str, Any] = {
             'report': report.model_dump(mode='json'),

@@ -175,15 +175,12 @@ def _ingest(store: Store, by_trace: dict[str, dict[str, Span]], settings: Servic
         if new_spans:
             db.execute(insert(TraceSpanRow), new_spans)
         if complete:
-            sampler = _store_sampler(db, store, settings)
-            rows = _Rows()
+            txn = _Txn(db, settings, _store_sampler(db, store, settings), user)
             for row, fresh in complete:
                 earlier = buffered.get(row.trace_id)
                 spans = fresh + (_buffered_spans(db, row.trace_id) if earlier else [])
-                result.finished.append(
-                    _finish(db, row, spans, settings, sampler, user, rows, timed_out=False, had_buffer=bool(earlier))
-                )
-            rows.insert(db)
+                result.finished.append(_finish(txn, row, spans, timed_out=False, had_buffer=bool(earlier)))
+            txn.rows.insert(db)
     for outcome in result.finished:
         _log_errors(outcome)
     return result
@@ -197,10 +194,9 @@ def finish_trace(store: Store, trace_id: str, settings: ServiceSettings, *, user
         if row is None or row.status != 'pending':
             return None
         spans = _buffered_spans(db, trace_id)
-        rows = _Rows()
-        sampler = _store_sampler(db, store, settings)
-        outcome = _finish(db, row, spans, settings, sampler, user, rows, timed_out=timed_out, had_buffer=True)
-        rows.insert(db)
+        txn = _Txn(db, settings, _store_sampler(db, store, settings), user)
+        outcome = _finish(txn, row, spans, timed_out=timed_out, had_buffer=True)
+        txn.rows.insert(db)
     _log_errors(outcome)
     return outcome
 
@@ -223,12 +219,22 @@ class _Rows:
                 db.execute(insert(table), rows)  # sessions first: the other two reference them
 
 
-def _finish(
-    db: Session, row: TraceRow, spans: list[Span], settings: ServiceSettings, sampler: Sampler, user: str, rows: _Rows,
-    *, timed_out: bool, had_buffer: bool,
-) -> TraceOutcome:  # fmt: skip
-    """Sessions, sampling decisions and evaluations for one trace's records (added to `rows`, which the
-    caller inserts); the trace closed."""
+@dataclass
+class _Txn:
+    """What the traces finished in one write transaction share: the session, the settings, the sampler
+    (its budget counted under the budget lock), the user, and the rows inserted together at the end."""
+
+    db: Session
+    settings: ServiceSettings
+    sampler: Sampler
+    user: str
+    rows: _Rows = field(default_factory=lambda: _Rows())
+
+
+def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had_buffer: bool) -> TraceOutcome:
+    """Sessions, sampling decisions and evaluations for one trace's records (added to `txn.rows`, which
+    the caller inserts); the trace closed."""
+    db, settings, sampler, user, rows = txn.db, txn.settings, txn.sampler, txn.user, txn.rows
     outcome = TraceOutcome(row.trace_id, 'rejected')
     build = build_trace(spans, settings.traces, timed_out=timed_out) if spans else None
     sessions, evaluations, decisions = rows.sessions, rows.evaluations, rows.decisions

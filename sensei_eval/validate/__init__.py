@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from sensei_eval.agents.components import PromptComponents, load_components
-from sensei_eval.agents.runner import AgentRunner, PydanticAIRunner, Query, load_queries, load_runner
+from sensei_eval.agents.runner import AgentRunner, AgentRuns, PydanticAIRunner, Query, load_queries, load_runner
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
-from sensei_eval.validate.compare import OVERALL, JudgeSetError, compare_reports, split_run_id
+from sensei_eval.validate.compare import OVERALL, JudgeSetError, Resampling, compare_reports, split_run_id
 from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, RunError, SideSummary, Thresholds
 from sensei_eval.validate.gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, decide
 from sensei_eval.validate.render import print_comparison, to_markdown
-from sensei_eval.validate.run import run_agent, validate_prompts
+from sensei_eval.validate.run import ValidateOptions, run_agent, validate_prompts
 
 __all__ = (
     'EXIT_INPUT_ERROR',
@@ -39,9 +40,11 @@ __all__ = (
     'GateResult',
     'JudgeSetError',
     'MetricComparison',
+    'Resampling',
     'RunError',
     'SideSummary',
     'Thresholds',
+    'ValidateOptions',
     'assert_no_regression',
     'compare_reports',
     'print_comparison',
@@ -59,18 +62,11 @@ def assert_no_regression(
     old: Comparison | Reports | Prompt,
     new: Reports | Prompt | None = None,
     *,
-    agent: AgentRunner | Any | str | None = None,
+    agent: AgentRuns | AgentRunner | Any | str | None = None,
     queries: Sequence[Query] | str | Path | None = None,
-    judges: Sequence[str] | Sequence[Judge] = ('mvp', 'checks'),
+    judges: JudgeRunOptions | Sequence[str] | Sequence[Judge] = ('mvp', 'checks'),
     model: JudgeModel | str | None = None,
-    runs: int = 1,
-    judge_repeats: int = 1,
-    alpha: float = 0.05,
-    max_drop: float = 0.05,
-    min_effect: float = 0.0,
-    max_error_rate: float = 0.0,
-    seed: int = 0,
-    out_dir: Path | None = None,
+    validate: ValidateOptions | None = None,
 ) -> Comparison:
     """Fail a test (AssertionError carrying the Markdown table) when the new side regressed.
 
@@ -80,13 +76,16 @@ def assert_no_regression(
     * `assert_no_regression(old_run_dir, new_run_dir)` — two judge run folders, or two lists of reports;
     * `assert_no_regression(old_prompt, new_prompt, agent=..., queries=...)` — run the agent under both
       prompts (text, a `PromptComponents`, or a `Path` to a prompts file), judge and compare. `agent` is
-      an `AgentRunner`, a pydantic-ai `Agent` or a `"module:factory"` string; `queries` a list of `Query`
-      or a JSONL path. This form calls `asyncio.run`; in an async test `await validate_prompts(...)` and
-      pass the result instead.
+      an `AgentRunner`, a pydantic-ai `Agent`, a `"module:factory"` string, or `AgentRuns` (runs per
+      query, concurrency); `queries` a list of `Query` or a JSONL path; `judges` judge names or `Judge`s
+      (with `model`), or a `JudgeRunOptions` (judge repeats, cache, …). This form calls `asyncio.run`; in
+      an async test `await validate_prompts(...)` and pass the result instead.
 
+    `validate`: the thresholds, the seed (`resampling`) and, for the agent form, where the reports go.
     Returns the comparison when the gate passes, so a test can assert more.
     """
-    thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate)
+    validate = validate or ValidateOptions()
+    thresholds = validate.thresholds or Thresholds()
     if isinstance(old, Comparison):
         comparison = old.model_copy(update={'thresholds': thresholds}, deep=True)
         decide(comparison)
@@ -97,25 +96,13 @@ def assert_no_regression(
             or not isinstance(new, str | Path | PromptComponents)
         ):
             raise TypeError('with agent=..., give the old and the new prompt (text, Path or PromptComponents) and queries=...')
-        comparison = asyncio.run(
-            validate_prompts(
-                _prompt(old),
-                _prompt(new),
-                _runner(agent),
-                _queries(queries),
-                _judges(judges),
-                _model(model, judges),
-                runs=runs,
-                judge_repeats=judge_repeats,
-                thresholds=thresholds,
-                out_dir=out_dir,
-                seed=seed,
-            )
-        )
+        runs = agent if isinstance(agent, AgentRuns) else AgentRuns(_runner(agent))
+        options = judges if isinstance(judges, JudgeRunOptions) else JudgeRunOptions(_judges(judges), _model(model, judges))
+        comparison = asyncio.run(validate_prompts(_prompt(old), _prompt(new), runs, _queries(queries), options, validate))
     else:
         if new is None:
             raise TypeError('give the old and the new reports (run folders or lists of RecordReport)')
-        comparison = compare_reports(_reports(old), _reports(new), thresholds=thresholds, seed=seed)  # type: ignore[arg-type]
+        comparison = compare_reports(_reports(old), _reports(new), thresholds=thresholds, resampling=validate.resampling)  # type: ignore[arg-type]
     if not comparison.gate.passed:
         raise AssertionError('prompt change regressed:\n\n' + to_markdown(comparison))
     return comparison

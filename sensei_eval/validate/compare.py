@@ -58,6 +58,7 @@ from sensei_eval.validate.gate import decide
 __all__ = (
     'OVERALL',
     'JudgeSetError',
+    'Resampling',
     'compare_reports',
     'judge_names',
     'metric_name',
@@ -69,6 +70,7 @@ OVERALL = 'overall'
 _RUN_SUFFIX = re.compile(r'^(?P<base>.+)#r(?P<run>\d+)$')
 # z for the two-sided 95% "noise floor" of a mean paired difference.
 _Z95 = 1.959963984540054
+
 
 class JudgeSetError(InputError):
     """The two sides ran different judges (and `common_judges` was not asked for)."""
@@ -82,14 +84,21 @@ def split_run_id(query_id: str) -> tuple[str, int]:
     return m['base'], int(m['run'])
 
 
+@dataclass(frozen=True)
+class Resampling:
+    """The statistics' randomness: the seed, and how many bootstrap and permutation resamples."""
+
+    seed: int = 0
+    bootstrap: int = stats.DEFAULT_BOOTSTRAP
+    permutations: int = stats.DEFAULT_PERMUTATIONS
+
+
 def compare_reports(
     old: Sequence[RecordReport],
     new: Sequence[RecordReport],
     *,
     thresholds: Thresholds | None = None,
-    seed: int = 0,
-    bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP,
-    permutation_resamples: int = stats.DEFAULT_PERMUTATIONS,
+    resampling: Resampling | None = None,
     old_side: SideSummary | None = None,
     new_side: SideSummary | None = None,
     common_judges: bool = False,
@@ -100,6 +109,7 @@ def compare_reports(
     no comparison) unless `common_judges`: then only the judges both ran are compared, each report's
     scores recomputed from those judges."""
     thresholds = thresholds or Thresholds()
+    resampling = resampling or Resampling()
     old_judges, new_judges = judge_names(old), judge_names(new)
     warnings: list[str] = []
     if old_judges != new_judges:
@@ -129,18 +139,14 @@ def compare_reports(
     new_queries |= {e.query_id for e in new_summary.run_errors}
 
     metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics), {**old_obs.modes, **new_obs.modes})
-    rng = np.random.default_rng(seed)
-    results = [
-        _compare_metric(
-            name, old_obs, new_obs, old_summary, new_summary, rng, thresholds.ci_level, bootstrap_resamples, permutation_resamples
-        )
-        for name in metrics
-    ]
+    rng = np.random.default_rng(resampling.seed)
+    sides = (old_obs, new_obs, old_summary, new_summary)
+    results = [_compare_metric(name, sides, rng, thresholds.ci_level, resampling) for name in metrics]
     comparison = Comparison(
         thresholds=thresholds,
-        seed=seed,
-        bootstrap_resamples=bootstrap_resamples,
-        permutation_resamples=permutation_resamples,
+        seed=resampling.seed,
+        bootstrap_resamples=resampling.bootstrap,
+        permutation_resamples=resampling.permutations,
         old=old_summary,
         new=new_summary,
         only_old=sorted(old_queries - new_queries),
@@ -293,15 +299,14 @@ def _per_query(data: dict[str, dict[int, dict[int, _Cell]]]) -> tuple[dict[str, 
 
 def _compare_metric(
     name: str,
-    old_obs: _Observations,
-    new_obs: _Observations,
-    old_side: SideSummary,
-    new_side: SideSummary,
+    sides: tuple[_Observations, _Observations, SideSummary, SideSummary],
     rng: np.random.Generator,
     level: float,
-    bootstrap_resamples: int,
-    permutation_resamples: int,
+    resampling: Resampling,
 ) -> MetricComparison:
+    """One metric compared: `sides` are the old and the new observations, then the old and the new summary."""
+    old_obs, new_obs, old_side, new_side = sides
+    bootstrap_resamples, permutation_resamples = resampling.bootstrap, resampling.permutations
     old_values, old_errors, old_n = _per_query(old_obs.metrics.get(name, {}))
     new_values, new_errors, new_n = _per_query(new_obs.metrics.get(name, {}))
     kind = old_obs.kinds.get(name) or new_obs.kinds.get(name) or 'judge'

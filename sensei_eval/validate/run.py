@@ -3,12 +3,12 @@
 `validate_prompts` is the library form of `python -m sensei_eval.validate --old-prompt … --new-prompt …`:
 
 1. every query is run R times under each prompt (`agents.run_and_judge_many`, at most
-   `agent_concurrency` runs in flight, old and new interleaved so a drifting backend hits both alike);
+   `AgentRuns.concurrency` runs in flight, old and new interleaved so a drifting backend hits both alike);
    run r of query `q` becomes the record `q#r<r>` (just `q` when R = 1), so reports of one query never
    overwrite each other and `compare.split_run_id` pairs them back by `q`;
 2. a run that raises is an `AgentRunError`: it becomes a `RunError` in the comparison, counted against
    `max_error_rate` — never a record, never a score;
-3. each side's records are judged by the same judges with `runner.judge_records(repeat=J)` (the judge
+3. each side's records are judged by the same judges with `runner.judge_records` (`JudgeRunOptions(repeat=J)`) (the judge
    cache key includes the repeat index, so J re-judgings really ask J times) into `<out>/old/` and
    `<out>/new/`, one report per record and repeat, exactly as the judge CLI writes them;
 4. `compare.compare_reports` pairs, tests and gates.
@@ -17,12 +17,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import (
     AgentRunner,
+    AgentRuns,
     JudgedRuns,
     Query,
     RunEvent,
@@ -33,15 +34,12 @@ from sensei_eval.agents.runner import (
 )
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import write_json_atomic
-from sensei_eval.evaluators.base import Judge
-from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import JudgeEvent
-from sensei_eval.models.judge_model import JudgeModel
-from sensei_eval.validate import stats
-from sensei_eval.validate.compare import compare_reports
+from sensei_eval.validate.compare import Resampling, compare_reports
 from sensei_eval.validate.comparison import Comparison, RunError, SideSummary, Thresholds
 
-__all__ = ('RunEvent', 'SideRun', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
+__all__ = ('RunEvent', 'SideRun', 'ValidateOptions', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
 
 SIDES = ('old', 'new')
 
@@ -71,7 +69,8 @@ async def run_agent(
 ) -> dict[str, SideRun]:
     """Run every query `runs` times under every prompt of `prompts` (label → text), sharing one limit;
     no judging (`agents.run_and_judge_many` with no judges)."""
-    done = await run_and_judge_many(prompts, queries, runner, [], runs=runs, agent_concurrency=concurrency, on_run=on_run)
+    agent = AgentRuns(runner, runs=runs, concurrency=concurrency, on_run=on_run)
+    done = await run_and_judge_many(prompts, queries, agent, JudgeRunOptions())
     return {label: _side_run(d) for label, d in done.items()}
 
 
@@ -82,35 +81,38 @@ def _side_run(done: JudgedRuns) -> SideRun:
     return SideRun(done.label, done.prompt, done.records, errors, done.attempts)
 
 
+@dataclass(frozen=True)
+class ValidateOptions:
+    """How the two sides are compared (`thresholds`, `resampling`) and where the run goes: reports to
+    `out_dir/old|new/` when set, run ids `<run_id>-old|new`; `old_source` / `new_source` name where each
+    prompt came from in the comparison (default: a `PromptComponents`' own source)."""
+
+    thresholds: Thresholds | None = None
+    resampling: Resampling = field(default_factory=Resampling)
+    out_dir: Path | None = None
+    run_id: str = 'validate'
+    old_source: str | None = None
+    new_source: str | None = None
+
+
 async def validate_prompts(
     old_prompt: str | PromptComponents,
     new_prompt: str | PromptComponents,
-    runner: AgentRunner,
+    agent: AgentRuns,
     queries: Sequence[Query],
-    judges: Sequence[Judge],
-    model: JudgeModel | None = None,
+    options: JudgeRunOptions,
+    validate: ValidateOptions | None = None,
     *,
-    runs: int = 1,
-    judge_repeats: int = 1,
-    thresholds: Thresholds | None = None,
-    out_dir: Path | None = None,
-    run_id: str = 'validate',
-    agent_concurrency: int = 4,
-    judge_concurrency: int | None = None,
-    cache: JudgeCache | None = None,
-    seed: int = 0,
-    bootstrap_resamples: int = stats.DEFAULT_BOOTSTRAP,
-    permutation_resamples: int = stats.DEFAULT_PERMUTATIONS,
-    old_source: str | None = None,
-    new_source: str | None = None,
-    on_run: Callable[[RunEvent], None] | None = None,
     on_judge: Callable[[str, JudgeEvent], None] | None = None,
     on_judging: Callable[[str, int], None] | None = None,
 ) -> Comparison:
-    """Run, judge and compare the two prompts; reports go to `out_dir/old|new/` when `out_dir` is set.
+    """Run (`agent`: runner, runs per query, concurrency, `on_run` per agent run), judge (`options`: its
+    `repeat` is the judge repeats) and compare the two prompts.
 
-    Progress callbacks: `on_run` per agent run, `on_judging(side, total judge calls)` before a side is
-    judged, `on_judge(side, event)` per judge call."""
+    Progress callbacks: `agent.on_run` per agent run, `on_judging(side, total judge calls)` before a side
+    is judged, `on_judge(side, event)` per judge call."""
+    validate = validate or ValidateOptions()
+    runs, judge_repeats, out_dir, run_id = agent.runs, options.repeat, validate.out_dir, validate.run_id
     if runs < 1 or judge_repeats < 1:
         raise ValueError('runs and judge_repeats must be at least 1')
     texts = {'old': prompt_text(old_prompt), 'new': prompt_text(new_prompt)}
@@ -121,24 +123,17 @@ async def validate_prompts(
     done = await run_and_judge_many(
         texts,
         queries,
-        runner,
-        judges,
-        model,
-        runs=runs,
-        repeat=judge_repeats,
+        agent,
+        options,
         run_ids={label: f'{run_id}-{label}' for label in SIDES},
         run_dirs={label: out_dir / label if out_dir is not None else None for label in SIDES},
-        agent_concurrency=agent_concurrency,
-        judge_concurrency=judge_concurrency,
-        cache=cache,
-        on_run=on_run,
         on_judging=on_judging,
         on_judge=on_judge,
     )
     sides = {label: _side_run(d) for label, d in done.items()}
     reports = {label: d.reports for label, d in done.items()}
     given = {'old': old_prompt, 'new': new_prompt}
-    sources = {'old': old_source, 'new': new_source}
+    sources = {'old': validate.old_source, 'new': validate.new_source}
     summaries = {
         label: SideSummary(
             label=label,
@@ -154,10 +149,8 @@ async def validate_prompts(
     return compare_reports(
         reports['old'],
         reports['new'],
-        thresholds=thresholds,
-        seed=seed,
-        bootstrap_resamples=bootstrap_resamples,
-        permutation_resamples=permutation_resamples,
+        thresholds=validate.thresholds,
+        resampling=validate.resampling,
         old_side=summaries['old'],
         new_side=summaries['new'],
     )

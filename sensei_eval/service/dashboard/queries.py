@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
@@ -43,8 +43,8 @@ from sensei_eval.evaluators.investigation import (
 )
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
-from sensei_eval.service.schemas import EvaluationOut, ScoreOut
-from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, Store
+from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
+from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
 
 __all__ = (
     'CategoryOut',
@@ -389,32 +389,52 @@ def _day_bounds(since: str | None, until: str | None) -> tuple[int | None, int |
     return low, high
 
 
-def list_sessions(
-    store: Store,
-    *,
-    limit: int,
-    offset: int,
-    agent: str | None = None,
-    status: str | None = None,
-    min_score: int | None = None,
-    max_score: int | None = None,
-    scored: bool | None = None,
-    failure_mode: str | None = None,
-    q: str | None = None,
-    sort: SortKey = 'date',
-    order: Order = 'desc',
-    judge: str | None = None,
-    failed: bool | None = None,
-    min_overall: float | None = None,
-    max_overall: float | None = None,
-    prompt_version: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-) -> DashboardPage:
-    """One page of sessions, filtered and sorted; unscored sessions sort last by score.
+# A day, YYYY-MM-DD (UTC): the date filters of the list and the patterns (an empty value means no filter).
+_DAY = r'^(\d{4}-\d{2}-\d{2})?$'
 
-    The judgement filters read each session's latest completed evaluation: `judge` (that judge's verdict
-    failed), `failed` (any failure mode / none), `min_overall`..`max_overall` (overall score, 0-1)."""
+
+class _Filters(BaseModel):
+    """Query parameters where an empty value means no filter (`?agent=` is every agent)."""
+
+    @field_validator('*', mode='after')
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == '' else value
+
+
+class SessionFilters(_Filters):
+    """The session list's query (`GET /api/v1/dashboard/sessions`): a page (`limit`, `offset`), filters,
+    and the sort. The judgement filters read each session's latest completed evaluation: `judge` (that
+    judge's verdict failed), `failed` (any failure mode / none), `min_overall`..`max_overall` (overall
+    score, 0-1); `since`/`until` are days (YYYY-MM-DD, UTC, both included); `q` a part of the query id."""
+
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    agent: str | None = Field(None, max_length=255)
+    status: SessionStatus | None = None
+    min_score: int | None = Field(None, ge=0, le=100)
+    max_score: int | None = Field(None, ge=0, le=100)
+    scored: bool | None = None
+    failure_mode: str | None = None
+    q: str | None = Field(None, max_length=200)
+    sort: SortKey = 'date'
+    order: Order = 'desc'
+    judge: str | None = Field(None, max_length=100)
+    failed: bool | None = None
+    min_overall: float | None = Field(None, ge=0, le=1)
+    max_overall: float | None = Field(None, ge=0, le=1)
+    prompt_version: str | None = Field(None, max_length=255)
+    since: str | None = Field(None, pattern=_DAY)
+    until: str | None = Field(None, pattern=_DAY)
+
+
+def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
+    """One page of sessions, filtered and sorted (`SessionFilters`); unscored sessions sort last by score."""
+    f = filters
+    limit, offset, agent, min_score, max_score, scored = f.limit, f.offset, f.agent, f.min_score, f.max_score, f.scored
+    status = f.status.value if f.status else None
+    failure_mode, q, sort, order, judge, failed = f.failure_mode, f.q, f.sort, f.order, f.judge, f.failed
+    min_overall, max_overall, prompt_version, since, until = f.min_overall, f.max_overall, f.prompt_version, f.since, f.until
     with store.read() as db:
         latest = _latest_completed_scores()
         base: Select[Any] = select(SessionRow, latest.c.total_score, latest.c.prompt_hash, latest.c.smoke).outerjoin(
@@ -633,20 +653,21 @@ Bucket = Literal['day', 'week']
 Group = Literal['all', 'agent', 'prompt_version']
 
 
-def patterns(
-    store: Store,
-    variant: str,
-    *,
-    top: int = 15,
-    include_smoke: bool = False,
-    agent: str | None = None,
-    prompt_version: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    judge: str | None = None,
-    bucket: Bucket = 'day',
-    group: Group = 'all',
-) -> Patterns:
+class PatternFilters(_Filters):
+    """The patterns' query (`GET /api/v1/dashboard/patterns`): which runs (`agent`, `prompt_version`,
+    `since`/`until` days, smoke results or not), which judge, and the failure-rate buckets and groups."""
+
+    include_smoke: bool = False
+    agent: str | None = Field(None, max_length=255)
+    prompt_version: str | None = Field(None, max_length=255)
+    since: str | None = Field(None, pattern=_DAY)
+    until: str | None = Field(None, pattern=_DAY)
+    judge: str | None = Field(None, max_length=100)
+    bucket: Bucket = 'day'
+    group: Group = 'all'
+
+
+def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 15) -> Patterns:
     """What the judges found, under today's criteria, over the runs the filters select.
 
     Pass rate per judge (passed of its ok verdicts; errors and inconclusive verdicts counted beside it),
@@ -655,6 +676,9 @@ def patterns(
     distribution; and, for alert runs, the investigation scores (histogram, daily mean, missing tools).
     A run's date is when it was ingested. `judge` narrows every judgement figure to that judge.
     Smoke scores and evaluations (the embedded model's) are left out unless `include_smoke`."""
+    f = filters
+    include_smoke, agent, prompt_version, since, until = f.include_smoke, f.agent, f.prompt_version, f.since, f.until
+    judge, bucket, group = f.judge, f.bucket, f.group
     prompt_hash = current_hash(variant)
     low, high = _day_bounds(since, until)
     with store.read() as db:

@@ -36,10 +36,9 @@ from starlette.types import Scope
 
 from sensei_eval.core.modes import MODES
 from sensei_eval.service.dashboard import queries
-from sensei_eval.service.dashboard.queries import Bucket, DashboardPage, Group, Order, Patterns, SessionView, SortKey
-from sensei_eval.service.schemas import Limit, Offset, SessionId
+from sensei_eval.service.dashboard.queries import DashboardPage, PatternFilters, Patterns, SessionFilters, SessionView
+from sensei_eval.service.schemas import SessionId
 from sensei_eval.service.state import State
-from sensei_eval.service.store import SessionStatus
 
 __all__ = ('CSP', 'STATIC_DIR', 'mount_dashboard', 'router')
 
@@ -58,61 +57,18 @@ _SECURITY_HEADERS = {
     'Cache-Control': 'no-cache',
 }
 
-# A day, YYYY-MM-DD (UTC): the date filters of the list and the patterns (an empty value means no filter).
-Day = Annotated[str | None, Query(pattern=r'^(\d{4}-\d{2}-\d{2})?$')]
-
 router = APIRouter(prefix='/api/v1/dashboard', tags=['dashboard'])
 
 
 @router.get('/sessions', response_model=DashboardPage)
-def dashboard_sessions(
-    state: State,
-    limit: Limit = 50,
-    offset: Offset = 0,
-    agent: Annotated[str | None, Query(max_length=255)] = None,
-    status: SessionStatus | None = None,
-    min_score: Annotated[int | None, Query(ge=0, le=100)] = None,
-    max_score: Annotated[int | None, Query(ge=0, le=100)] = None,
-    scored: bool | None = None,
-    failure_mode: str | None = None,
-    q: Annotated[str | None, Query(max_length=200)] = None,
-    sort: SortKey = 'date',
-    order: Order = 'desc',
-    judge: Annotated[str | None, Query(max_length=100)] = None,
-    failed: bool | None = None,
-    min_overall: Annotated[float | None, Query(ge=0, le=1)] = None,
-    max_overall: Annotated[float | None, Query(ge=0, le=1)] = None,
-    prompt_version: Annotated[str | None, Query(max_length=255)] = None,
-    since: Day = None,
-    until: Day = None,
-) -> DashboardPage:
-    if failure_mode and failure_mode not in MODES:
+def dashboard_sessions(state: State, filters: Annotated[SessionFilters, Query()]) -> DashboardPage:
+    if filters.failure_mode and filters.failure_mode not in MODES:
         known = ', '.join(MODES)
         raise HTTPException(
             422,
             detail=[{'loc': ['query', 'failure_mode'], 'msg': f'unknown failure mode; known: {known}', 'type': 'value_error'}],
         )
-    return queries.list_sessions(
-        state.store,
-        limit=limit,
-        offset=offset,
-        agent=agent or None,
-        status=status.value if status else None,
-        min_score=min_score,
-        max_score=max_score,
-        scored=scored,
-        failure_mode=failure_mode or None,
-        q=q or None,
-        sort=sort,
-        order=order,
-        judge=judge or None,
-        failed=failed,
-        min_overall=min_overall,
-        max_overall=max_overall,
-        prompt_version=prompt_version or None,
-        since=since or None,
-        until=until or None,
-    )
+    return queries.list_sessions(state.store, filters)
 
 
 @router.get('/sessions/{session_id}', response_model=SessionView)
@@ -121,29 +77,8 @@ def dashboard_session(session_id: SessionId, state: State) -> SessionView:
 
 
 @router.get('/patterns', response_model=Patterns)
-def dashboard_patterns(
-    state: State,
-    include_smoke: bool = False,
-    agent: Annotated[str | None, Query(max_length=255)] = None,
-    prompt_version: Annotated[str | None, Query(max_length=255)] = None,
-    since: Day = None,
-    until: Day = None,
-    judge: Annotated[str | None, Query(max_length=100)] = None,
-    bucket: Bucket = 'day',
-    group: Group = 'all',
-) -> Patterns:
-    return queries.patterns(
-        state.store,
-        state.settings.scorer,
-        include_smoke=include_smoke,
-        agent=agent or None,
-        prompt_version=prompt_version or None,
-        since=since or None,
-        until=until or None,
-        judge=judge or None,
-        bucket=bucket,
-        group=group,
-    )
+def dashboard_patterns(state: State, filters: Annotated[PatternFilters, Query()]) -> Patterns:
+    return queries.patterns(state.store, state.settings.scorer, filters)
 
 
 class _SecureStatic(StaticFiles):
