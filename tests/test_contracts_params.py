@@ -31,27 +31,17 @@ def _is_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def mounted_commands(root: Path = PACKAGE) -> set[tuple[str, str]]:
-    """(module path, function) of every function `__main__.py` mounts as a command: `app.command(...)(name)`."""
-    main = root / '__main__.py'
-    if not main.exists():
+    """(module path, function) of every command the root command line mounts from its table
+    (`sensei_eval.cli.app.COMMANDS`: name -> module, attribute, help); typer sub-apps aside."""
+    if root != PACKAGE:
         return set()
-    tree = ast.parse(main.read_text('utf-8'))
-    imported = {
-        alias.asname or alias.name: (node.module.removeprefix('sensei_eval.').replace('.', '/') + '.py', alias.name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('sensei_eval.')
-        for alias in node.names
-    }
+    from sensei_eval.cli.app import COMMANDS
+
     return {
-        imported[node.args[0].id]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and _is_command_call(node.func)
-        and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in imported
-    }  # fmt: skip
-
-
-def _is_command_call(call: ast.Call) -> bool:
-    return ast.unparse(call.func) in COMMAND_DECORATORS
+        (module.removeprefix('sensei_eval.').replace('.', '/') + '.py', attribute)
+        for module, attribute, _ in COMMANDS.values()
+        if attribute != 'app'
+    }
 
 
 def too_many(root: Path = PACKAGE) -> list[str]:
@@ -73,8 +63,10 @@ def test_no_function_takes_more_than_eight_parameters() -> None:
     assert too_many() == []
 
 
-def test_the_commands_main_mounts_are_found() -> None:
-    assert {('cli/judge.py', 'judge'), ('cli/validate.py', 'validate'), ('cli/calibrate.py', 'main')} <= mounted_commands()
+def test_the_commands_the_root_mounts_are_found() -> None:
+    mounted = mounted_commands()
+    assert {('cli/judge.py', 'judge'), ('cli/validate.py', 'validate'), ('cli/calibrate.py', 'main')} <= mounted
+    assert ('cli/serve.py', 'serve') in mounted
 
 
 def test_the_check_sees_a_long_signature_and_spares_commands(tmp_path: Path) -> None:
@@ -84,5 +76,4 @@ def test_the_check_sees_a_long_signature_and_spares_commands(tmp_path: Path) -> 
         '@app.command()\ndef cmd(a, b, c, d, e, f, g, h, i): ...\n'
         'async def star(a, *args, b, c, d, e, f, g, **kw): ...\n'
     )
-    (tmp_path / '__main__.py').write_text("from sensei_eval.mod import long as _long\napp.command('long')(_long)\n")
-    assert too_many(tmp_path) == ['mod.py:6 star (9 parameters)']
+    assert too_many(tmp_path) == ['mod.py:1 long (9 parameters)', 'mod.py:6 star (9 parameters)']

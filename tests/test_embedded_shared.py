@@ -154,7 +154,9 @@ def test_a_fully_cached_rerun_starts_no_server(
     )
 
     def run(run_id: str) -> dict[str, Any]:
+        # one call per judge (the fake server answers single verdicts; fused ones are cached alike: test_fused)
         args = ['--dataset', str(dataset), '--out', str(tmp_path / 'out'), '--run-id', run_id, '--judges', 'mvp']
+        args += ['--fuse', 'none']
         with override_allow_model_requests(True):
             result = CliRunner().invoke(judge_cli.app, args)
         assert result.exit_code == 0, result.output
