@@ -342,13 +342,6 @@ async def test_a_task_first_model_gets_the_fused_task_before_the_transcript_and_
     assert prompts[1].startswith(shared) and len(shared) > 1000
 
 
-def test_the_embedded_model_fuses_the_selected_mvp_judges_by_default() -> None:
-    from sensei_eval.evaluators.registry import default_fuse
-
-    assert default_fuse(make_judges(['mvp', 'checks'])) == ['tool_selection+hallucination+completeness']
-    assert default_fuse(make_judges(['hallucination', 'completeness'])) == ['hallucination+completeness']
-    assert default_fuse(make_judges(['hallucination', 'checks'])) == []  # one judge: nothing to fuse
+def test_fuse_none_fuses_nothing() -> None:
     judges = make_judges(['mvp'])
     assert fuse_judges(judges, ['none']) == judges
-    [fused] = fuse_judges(judges, default_fuse(judges))
-    assert isinstance(fused, FusedJudge) and fused.member_names == MVP

@@ -56,8 +56,6 @@ from sensei_eval.evaluators.registry import (
     JUDGES,
     FuseSpecError,
     UnknownJudgeError,
-    default_fuse,
-    fuse_judges,
     make_judges,
 )
 from sensei_eval.judging.cache import JudgeCache
@@ -126,8 +124,7 @@ def judge(
         typer.Option(
             '--fuse',
             help='Judge several failure modes in one model call per group: categories or judge names joined '
-            'with +, groups separated by commas, all, or none (e.g. output,methodology). Default: none, except the '
-            'embedded model, which fuses the MVP judges. See docs/fused.md.',
+            'with +, groups separated by commas, all, or none (e.g. output,methodology). Opt-in: see docs/fused.md.',
             show_default=False,
         ),
     ] = None,
@@ -203,9 +200,6 @@ def judge(
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(flags)
-        if fuse is None and judge_model.task_first:  # the embedded model: its MVP judges in one call (--fuse none: not)
-            judges = fuse_judges(judges, default_fuse(judges))
-            options = replace(options, judges=judges)
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)

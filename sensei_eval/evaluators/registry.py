@@ -46,7 +46,6 @@ __all__ = (
     'JUDGES',
     'FuseSpecError',
     'UnknownJudgeError',
-    'default_fuse',
     'fuse_judges',
     'make_judges',
     'resolve_names',
@@ -159,12 +158,3 @@ def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Jud
             fused_at[members[0].name] = FusedJudge(members=members)
             dropped.update(j.name for j in members[1:])
     return [fused_at.get(j.name, j) for j in judges if j.name not in dropped]
-
-
-def default_fuse(judges: Sequence[Judge]) -> list[str]:
-    """What `--fuse` is when not given, for a model that reads the task first (`JudgeModel.task_first`, the
-    embedded model): the selected MVP judges in one call per record. On two cores its time goes into
-    evaluating prompt tokens, and a record's three MVP tasks are 1,600 tokens against ~600 of a typical
-    transcript; fused, with the task first, consecutive records share the tasks as a cached prefix."""
-    mvp = [j.name for j in judges if isinstance(j, FailureModeJudge) and j.name in GROUPS['mvp']]
-    return ['+'.join(mvp)] if len(mvp) >= 2 else []

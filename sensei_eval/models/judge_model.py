@@ -79,9 +79,9 @@ EMBEDDED_NOTICE = (
     'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
 )
 
-# Transcript budgets, in tokens. SmolLM2 has an 8k context, but on two cores a prompt's evaluation costs
-# time in proportion to its length (and more than that at long contexts), so its budget is sized for its
-# speed; a judge prompt that would still not fit is re-cut (`tokens.fit_transcript`). Hosted
+# Transcript budgets, in tokens. SmolLM2 has an 8k context: 4.5k leaves room for the largest judge prompt
+# and the answer (a prompt that would still not fit is re-cut to the context: `tokens.fit_transcript`), and
+# on two cores, where evaluating a prompt costs ~6.5 ms a token, it keeps a long record's call near 30 s. Hosted
 # models have far more room; 60k keeps cost per judge sane on huge traces.
 EMBEDDED_TRANSCRIPT_BUDGET = 4_500
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
