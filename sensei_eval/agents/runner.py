@@ -51,7 +51,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, SystemP
 from pydantic_ai.usage import UsageLimits
 
 from sensei_eval.agents.components import PromptComponents
-from sensei_eval.core.errors import ConfigError, LoadError, SenseiError, json_error_text, validation_load_error
+from sensei_eval.core.errors import ConfigError, LoadError, SenseiError, describe_error, json_error_text, validation_load_error
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
@@ -365,7 +365,7 @@ async def run_query(runner: AgentRunner, system_prompt: str, query: Query) -> Qu
     except AgentRunError:
         raise
     except Exception as e:
-        raise AgentRunError(query.query_id, f'agent run failed: {type(e).__name__}: {str(e)[:500]}') from e
+        raise AgentRunError(query.query_id, f'agent run failed: {describe_error(e)}') from e
 
 
 def load_runner(spec: str) -> AgentRunner:
@@ -380,7 +380,7 @@ def load_runner(spec: str) -> AgentRunner:
     try:
         module = import_spec(module_name)
     except Exception as e:
-        raise ValueError(f'cannot import {module_name!r} for --agent: {type(e).__name__}: {e}') from None
+        raise ValueError(f'cannot import {module_name!r} for --agent: {describe_error(e)}') from None
     factory = getattr(module, attr, None)
     if factory is None:
         raise ValueError(f'{module_name!r} has no attribute {attr!r}')

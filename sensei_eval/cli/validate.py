@@ -45,7 +45,7 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
-from sensei_eval.core.errors import InputError
+from sensei_eval.core.errors import InputError, describe_error
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report, write_json_atomic
 from sensei_eval.evaluators.base import Judge
@@ -227,7 +227,7 @@ def _setup(old_prompt: str, new_prompt: str, agent: str, dataset: Path, judge_na
         except ComponentsError as e:
             raise InputError(f'{option}: {e}') from None
         except Exception as e:  # importing a prompts module runs its code
-            raise InputError(f'{option}: cannot load {source!r}: {type(e).__name__}: {e}') from None
+            raise InputError(f'{option}: cannot load {source!r}: {describe_error(e)}') from None
     if not dataset.is_file():
         raise InputError(f'--dataset: no such file: {dataset}')
     queries, errors = load_queries(dataset)
@@ -240,7 +240,7 @@ def _setup(old_prompt: str, new_prompt: str, agent: str, dataset: Path, judge_na
     except ValueError as e:
         raise InputError(f'--agent: {e}') from None
     except Exception as e:  # the factory itself failed
-        raise InputError(f'--agent: {agent} failed: {type(e).__name__}: {e}') from None
+        raise InputError(f'--agent: {agent} failed: {describe_error(e)}') from None
     return prompts[0], prompts[1], runner, queries, judges
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.extras import requires_extra
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport
@@ -135,7 +136,7 @@ class _Worker:
         except ModelSetupError as e:  # said by describe(): an exception here would only say "actor died"
             self.problem = (str(e), e.exit_code)
         except Exception as e:
-            self.problem = (f'cannot set up the judge model: {type(e).__name__}: {e}', 1)
+            self.problem = (f'cannot set up the judge model: {describe_error(e)}', 1)
         self.calls = RemoteJudgeCalls(replace(options, model=self.model))
 
     async def describe(self) -> dict[str, Any]:

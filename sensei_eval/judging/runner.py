@@ -51,6 +51,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.trace import Tracer
 
+from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunTally, build_report, rebuild_report
 from sensei_eval.core.transcript import Transcript, render_transcript
@@ -296,7 +297,7 @@ async def _judge_run(
         try:
             return await judge_record(record, rep, seq)
         except Exception as e:  # defence in depth: one record that breaks rendering or reporting never stops the run
-            message = f'the record could not be judged ({type(e).__name__}: {str(e)[:200]})'
+            message = f'the record could not be judged ({describe_error(e, limit=200)})'
             results = [_crashed(m, model, message) for j in judges for m in (members_of(j) or [j])]
             try:
                 report = build_report(record, results, run_id=run_id, repeat=rep, model=model.name if model else None)
@@ -569,8 +570,8 @@ class _Caller:
                 if len(got) != len(away) or any(len(g) != len(calls[i][1] or [0]) for g, i in zip(got, away, strict=False)):
                     raise RuntimeError(f'{len(got)} answer(s) for {len(away)} call(s)')
             except Exception as e:  # a lost call: each of its judges an error, never a verdict
-                first = (str(e).strip().splitlines() or [''])[0]
-                why = f'not judged: {type(e).__name__}: {first}'[:500]
+                first = (describe_error(e).splitlines() or [''])[0]
+                why = f'not judged: {first}'[:500]
                 return [[_crashed(t, self.model, why) for t in calls[i][1] or [calls[i][0]]] for i in away]
             return got
 
@@ -610,7 +611,7 @@ class _Caller:
                 kept[0] = kept[0].model_copy(update=usage)
             return kept
         except Exception as e:  # a judge bug must not sink the run
-            return [_crashed(t, model, f'judge crashed: {type(e).__name__}: {e}') for t in members or [judge]]
+            return [_crashed(t, model, f'judge crashed: {describe_error(e)}') for t in members or [judge]]
 
 
 _USAGE = ('input_tokens', 'output_tokens', 'requests')

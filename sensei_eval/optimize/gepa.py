@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.components import PromptComponents, save_components
 from sensei_eval.agents.runner import AgentRunner, Query
-from sensei_eval.core.errors import ModelCallError
+from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import Profile
@@ -69,7 +69,7 @@ class _CountingProposer:
             )
         except Exception as e:
             self.failures += 1
-            self.last_error = f'{type(e).__name__}: {str(e)[:300]}'
+            self.last_error = describe_error(e, limit=300)
             raise
         if not any(isinstance(v, str) and v.strip() for v in out.values()):
             self.failures += 1
