@@ -264,8 +264,7 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.settings import ModelSettings
 
-    from sensei_eval.evaluators.base import default_transcript_budget
-    from sensei_eval.models.judge_model import JudgeModel
+    from sensei_eval.models.judge_model import EMBEDDED_TRANSCRIPT_BUDGET, JudgeModel
 
     scripted = ScriptedJudge(_answer)
     model = JudgeModel(
@@ -274,7 +273,7 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
         settings=ModelSettings(temperature=0.0, max_tokens=700),
         embedded=True,
     )
-    model.transcript_budget = default_transcript_budget(model) or 0
+    model.transcript_budget = EMBEDDED_TRANSCRIPT_BUDGET  # as resolve_model sets it
     [fused] = make_judges(['all'], fuse=['all'])[:1]
     assert isinstance(fused, FusedJudge) and len(fused.members) >= 15
     record = openai_record()

@@ -14,11 +14,11 @@ from pydantic_ai.settings import ModelSettings
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import estimate_tokens, render_transcript
-from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge, default_transcript_budget
+from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
 from sensei_eval.evaluators.fused import FusedJudge
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.models import tokens
-from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.models.judge_model import EMBEDDED_TRANSCRIPT_BUDGET, JudgeModel
 
 from .helpers import ScriptedJudge, about
 
@@ -45,7 +45,7 @@ def _embedded(model: Any = None, budget: int | None = None) -> JudgeModel:
         settings=ModelSettings(temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS),
         embedded=True,
     )
-    judge_model.transcript_budget = budget or default_transcript_budget(judge_model) or 0
+    judge_model.transcript_budget = budget or EMBEDDED_TRANSCRIPT_BUDGET
     return judge_model
 
 

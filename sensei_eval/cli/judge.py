@@ -102,7 +102,8 @@ def judge(
     no_cache: NoCacheOption = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
     max_transcript_tokens: Annotated[
-        int | None, typer.Option(min=200, help="Transcript budget (default: fits the model's context).")
+        int | None,
+        typer.Option(min=200, help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
     ] = None,
     profile: Annotated[
         str,

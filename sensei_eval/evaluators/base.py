@@ -49,14 +49,12 @@ from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.retry import RunStoppedError
 from sensei_eval.models.tokens import (
-    MIN_TRANSCRIPT_TOKENS,
     PromptFit,
     SizedModel,
     TokenCounter,
     counter_for,
     fit_transcript,
     largest_task_tokens,
-    prompt_limit,
 )
 
 __all__ = (
@@ -532,15 +530,6 @@ def _limit(node: Any, key: str | None = None) -> None:
     elif isinstance(node, list):
         for v in node:
             _limit(v, key)
-
-
-def default_transcript_budget(model: SizedModel) -> int | None:
-    """For a model of known context: the budget left beside the largest single failure-mode judge's task.
-    The most the embedded model's 8k context could take (its default budget is smaller, sized for its speed)."""
-    limit = prompt_limit(model)
-    if limit is None:
-        return None
-    return max(MIN_TRANSCRIPT_TOKENS, limit - largest_single_task(model))
 
 
 # The failure-mode judges the registry knows (`evaluators.registry`, which sits above this module, keeps it

@@ -29,7 +29,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -311,12 +311,6 @@ def fit_transcript(
             break
         budget = max(MIN_TRANSCRIPT_TOKENS, budget - over - 16)
     return PromptFit(fitted, total, counter.name, counter.exact, limit, True)
-
-
-def shared_task_tokens(model: SizedModel, tasks: Iterable[tuple[str, str]]) -> int:
-    """The largest (system, task) pair among judges that share one transcript, counted for `model`."""
-    counter = counter_for(model)
-    return max((_task_tokens(counter, system, task) for system, task in tasks), default=0)
 
 
 @cache
