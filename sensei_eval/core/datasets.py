@@ -97,7 +97,8 @@ def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RE
 
     What stays in memory is one entry per query id (for the duplicate checks), never the records."""
     earlier: set[str] = set()
-    for path in paths:
+    paths = list(paths)
+    for index, path in enumerate(paths):
         seen: dict[str, int] = {}
         for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
             if isinstance(item, QueryRecord) and item.query_id in earlier:
@@ -105,7 +106,8 @@ def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RE
                 yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
                 continue
             yield item
-        earlier.update(seen)
+        if index < len(paths) - 1:  # after the last file nothing reads it: no second table of every id
+            earlier.update(seen)
 
 
 def _collect(items: Iterable[QueryRecord | LoadError], lines: dict[str, int] | None = None) -> LoadResult:
