@@ -1,51 +1,76 @@
 """Reference checks: the record's tool calls against the `expected_tool_calls` it carries.
 
-Semantics, chosen to mean what users mean by "the run made the expected calls" (and to reproduce the
-per-action labels of published benchmarks such as tau2-bench):
+The semantics, chosen from first principles and from what reference-based evaluators in the field
+mean (tau-bench and tau2-bench judge the final state of the world); `docs/reference.md` is the user's
+page for the same rules.
 
-* each expected call is matched to a **distinct** actual call (a multiset: a tool expected twice needs
-  two calls) of the same tool whose arguments are **equal** (`arguments='subset'`: the expected keys
-  only); an expected call with `args: null` matches any call of its tool;
-* argument values compare `lenient` by default: what JSON cannot tell apart (key order), numbers and
-  numeric strings (`"100"` == `100` == `100.0`), spaces around any string, and case and runs of
-  whitespace in **free text** (a string of `free_text_words` words or more). `exact` compares the
-  JSON values; `ignore` skips the argument. Set it for the check (`values`), per tool or per argument
-  (`tools: {NAME: {values: ..., args: {ARG: exact|lenient|ignore}}}`);
-* only calls that did not error count (a result that reads as an error is a failed attempt);
-* order is free (`ordered=True`: the matched calls must come in the expected order) and extra calls are
-  allowed (`strict=True`: every successful call must be matched to an expected one).
+**What the reference says.** `expected_tool_calls` lists the calls a good run makes. A missing field
+means *no reference* (the check is skipped); an empty list `[]` means *change nothing*: the run may
+look things up, but any state-changing call fails it.
 
-The per-call match table (`details.expected[*].matched`) follows those rules only, so agreement with a
-benchmark's per-action labels stays measurable. What a miss *means* depends on the call:
+**Every call is classified as state-changing or not**, from the best evidence the record has, and the
+report says which evidence decided (`details.calls[*].evidence`, `details.tools`):
 
-* an expected call is **required** or **advisory**: `required` on the expected call, else
-  `tools.NAME.required`, else advisory when its tool is **read-only** and required otherwise;
-* a tool is read-only when the record's tool definitions say so (`metadata.tools`: MCP-style
-  `{"name": ..., "annotations": {"readOnlyHint": true}}`, also under `function`), else by
-  `tools.NAME.read_only`, else when its name matches `read_only_patterns` (by default a lookup verb
-  at the start of the name: get_, list_, search_, find_, read_, lookup_, fetch_, describe_, view_,
-  show_, and their camelCase forms) — a convention, not knowledge of any one agent;
-* a missing or wrong required call is a `major` finding and fails the check; a missing advisory call,
-  or a call whose only differing arguments are free text (a summary in other words), is a `minor`
-  finding: reported, scored lower, but the check passes.
+1. `annotation`: the tool's MCP annotations in the record's tool definitions (`metadata.tools`, MCP
+   `{"name", "annotations": {"readOnlyHint", "destructiveHint"}}` or OpenAI `{"type": "function",
+   "function": {...}}`): `readOnlyHint: true` reads; `readOnlyHint: false` or `destructiveHint: true` writes;
+2. `description`: the tool's description in those definitions, read by its leading verb ("Cancel the
+   reservation" writes; "Get the details", "Returns the status" read; "Calculate ..." computes; "Transfer
+   the user to a human agent" hands off) or by what it says it does not do ("will not change the database");
+3. `profile`: the check's `tools: {NAME: {read_only: true|false}}` rule, then its `read_only_patterns` and
+   `state_changing_patterns` (regular expressions on the name);
+4. `name`: the tool's name, split into words (snake_case, kebab, dotted, camelCase), as the last resort:
+   a hand-off (`transfer_to_X`, `handoff`, `escalate`: the OpenAI Agents SDK's convention) and a pure
+   computation (`calculate`, `think`, `final_answer`) change nothing; the first word that is a known
+   verb decides (`cancel_x` writes, `get_x` reads); a name with no known verb is taken to change state,
+   as MCP's defaults say of a tool without annotations (`readOnlyHint: false`).
 
-Findings land in the failure modes' issue models: an expected call with no successful call of its tool
-is a `tool_selection` issue (a missed tool); a tool called but never with the expected arguments is a
-`tool_parameters` issue naming the parameter, the expected and actual values and the step; with
-`strict`, extra calls are a `tool_selection` issue (unnecessary tools). Each mode gets its own score:
-1 with no finding; `0.5 + 0.5·r` with only minor ones; `0.5·r` once a major one, where `r` is the
-share of expected calls matched, weighted 1 per required call and 0.25 per advisory one (so runs
-rank by how much of the reference they did, and any failed required call ranks below every pass).
+A call that errored changed nothing and counts as neither a match nor an extra write.
+
+**Matching.** Each expected call is matched to a **distinct** successful call (a multiset: a tool
+expected twice needs two calls) of the same tool whose arguments fit: `arguments='exact'` (default)
+compares every key; `'subset'` only the expected keys, **at every depth**: extra keys inside nested
+objects are ignored, and list items are paired by a key they share (`id`, `*_id`, `name`, or any key
+whose values are unique on both sides) or else by position (a list must have as many items as
+expected). An expected call with `args: null` matches any call of its tool. Values compare `lenient`
+by default: what JSON cannot tell apart (key order), numbers and numeric strings (`"100"` == `100`),
+spaces around any string, and case and runs of whitespace in **free text** (a string of
+`free_text_words` words or more). `exact` compares the JSON values; `ignore` skips the argument; set it
+for the check (`values`), per tool or per argument (`tools: {NAME: {values: ..., args: {ARG: mode}}}`).
+Order is free (`ordered=True`: the matched calls must come in the expected order). The per-call match
+table (`details.expected[*].matched`) follows these rules only, so agreement with a benchmark's
+per-action labels stays measurable (it reproduces every one of tau2-airline's 148 action labels).
+
+**What fails.**
+
+* a missing or wrong **required** expected call (a `major` finding). An expected call is required when
+  it says so (`required`), else by `tools.NAME.required`, else when its tool is state-changing; a
+  missing lookup, computation or hand-off is an advisory (`minor`) finding: reported, scored lower, the
+  check passes. A call whose only differing arguments are free text (a summary in other words) is minor;
+* an **extra state-changing call**: a successful state-changing call matched to no expected call
+  (`extra_writes='fail'`, the default). Reads, computations and hand-offs the reference does not list
+  are free. `extra_writes='allow'` (in a profile, for agents whose references are partial) lets extra
+  writes pass, except under an empty reference, which always means "change nothing";
+* with `strict=True`, **any** extra successful call, reads included.
+
+Findings land in the failure modes' issue models: a missed call (or an extra one) is a
+`tool_selection` issue (`missed_tools` / `unnecessary_tools`); a tool called but never with the
+expected arguments is a `tool_parameters` issue naming the parameter, the expected and actual values
+and the step (a wrong write is reported there once, not again as an extra write). Each mode gets its
+own score: 1 with no finding; `0.5 + 0.5·r` with only minor ones; `0.5·r` once a major one, where `r`
+is the weighted share of the reference done: expected calls matched (1 per required call, 0.25 per
+advisory one) over all expected calls plus every extra write (1 each), so runs rank by how much of
+the reference they did and how much they changed that nobody asked for.
 
 The options are fields of the check (set them in a profile) and can be set per record in
 `metadata.reference_check` (`{"strict": true, "ordered": true, "arguments": "subset",
-"values": "exact"}`).
+"values": "exact", "extra_writes": "allow"}`).
 
 pydantic-evals' `ToolCorrectness` (run on a span tree built from the record) gives the same answer for
 tool names and still runs, so its verdict sits beside ours in `details`. Its `ArgumentCorrectness`
 inspects one occurrence of a tool (first, last or an index), so a tool expected twice with different
 arguments can never pass it, and its `TrajectoryMatch` F1 falls below 1 with any extra call: neither
-can express the matching above, which is why the arguments and the order are matched here.
+can express the matching above, which is why the arguments and the are matched here.
 """
 
 from __future__ import annotations
@@ -75,21 +100,29 @@ __all__ = (
     'DEFAULT_READ_ONLY_PATTERNS',
     'ArgumentMatch',
     'CallMatch',
+    'Effect',
+    'ExtraWrites',
     'ReferenceCheck',
     'ValueMatch',
+    'classify_tool',
     'match_expected_calls',
     'read_only_tools',
+    'tool_definitions',
 )
 
 ArgumentMatch = Literal['exact', 'subset']
 ValueMatch = Literal['exact', 'lenient', 'ignore']
+ExtraWrites = Literal['fail', 'allow']
+EffectKind = Literal['write', 'read', 'compute', 'hand-off']
+Evidence = Literal['annotation', 'description', 'profile', 'name']
 _VALUE_MATCHES = ('exact', 'lenient', 'ignore')
+_EXTRA_WRITES = ('fail', 'allow')
 # Keys a record's `metadata.reference_check` may set; anything else there is reported, not ignored.
-_RECORD_OPTIONS = frozenset({'strict', 'ordered', 'arguments', 'values'})
+_RECORD_OPTIONS = frozenset({'strict', 'ordered', 'arguments', 'values', 'extra_writes'})
 # Keys of one tool's rule in `tools`.
 _TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args'})
-# A lookup verb at the start of a tool name (snake_case, kebab, dotted or camelCase): the common
-# convention for tools that only read. A profile replaces the list; tool annotations win over it.
+# Kept for profiles written against earlier versions: a lookup verb at the start of a name. The name
+# rules below already cover it; a profile's own `read_only_patterns` add to them as `profile` evidence.
 DEFAULT_READ_ONLY_PATTERNS: tuple[str, ...] = (
     r'^(?:get|list|search|find|read|lookup|fetch|describe|view|show)(?:[_\-.A-Z0-9]|$)',
 )
@@ -100,6 +133,200 @@ _FREE_TEXT_WORDS = 6
 # lookup costs a quarter of what a missed state change costs.
 _ADVISORY_WEIGHT = 0.25
 _NUMERIC = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?')
+
+# ---------------------------------------------------------------------------------------------------
+# What a tool does: verbs as tool names and descriptions use them (English, any domain). A word is
+# looked up as written and, in descriptions, without a third-person "s" ("Cancels" -> cancel).
+_WRITE_VERBS = frozenset(
+    'create add insert update modify edit change set put patch post delete remove cancel book reserve send '
+    'submit write save upload pay refund charge exchange return order purchase buy apply assign approve reject '
+    'close enable disable toggle suspend resume activate deactivate reset restart reboot move rename register '
+    'subscribe unsubscribe schedule reschedule issue grant revoke deploy refuel make mark archive merge commit '
+    'publish upgrade downgrade replace install uninstall block unblock lock unlock confirm complete start stop '
+    'kill terminate finalize claim redeem upsert append clear drop transfer share invite accept decline '
+    'process void attach detach unlink connect disconnect provision allocate increase decrease '
+    'extend renew rebook destroy erase purge overwrite rollback revert'.split()
+)
+_READ_VERBS = frozenset(
+    'get list search find read lookup look fetch describe view show query retrieve browse inspect count locate '
+    'load download check verify peek scan explore see'.split()
+)
+# Names and descriptions of tools that change nothing and read nothing outside: computations, notes to
+# self, the answer itself.
+_COMPUTE_VERBS = frozenset(
+    'calculate calc calculator compute think reason reflect plan convert evaluate math format parse validate '
+    'summarize summarise translate estimate final answer sum multiply divide'.split()
+)
+# A hand-off passes the conversation on (to a human, another agent): it changes who answers, not the world.
+_HANDOFF_VERBS = frozenset({'transfer', 'handoff', 'handover', 'escalate', 'delegate', 'route', 'forward'})
+_HANDOFF_ONLY = frozenset({'handoff', 'handover', 'escalate', 'delegate'})  # a hand-off whatever follows
+_HANDOFF_TEXT = re.compile(
+    r'\b(?:transfer|hand(?:s|ing)? off|hand(?:s)? over|escalate|route|forward)s?\b[^.]{0,40}\b(?:to|with)\b[^.]{0,30}'
+    r'\b(?:human|agent|person|operator|specialist|representative|supervisor|team)',
+    re.IGNORECASE,
+)
+_NO_CHANGE_TEXT = re.compile(
+    r'\bread[- ]only\b|\b(?:does|do|will|would) not (?:\w+ ){0,6}(?:change|modify|alter|write|update|affect)'
+    r'|\bwithout (?:changing|modifying|altering)|\bno side[- ]effects?\b',
+    re.IGNORECASE,
+)
+_DESCRIPTION_LEAD = re.compile(
+    r'^\s*(?:(?:this|the) (?:tool|function|endpoint|api)\s*(?:is used to|can be used to|will|lets you|allows you to)?'
+    r'|use (?:this|the) (?:tool|function) to|(?:a )?(?:tool|function) (?:that|to)|used to|allows? (?:you|the \w+) to'
+    r'|lets? (?:you|the \w+)|(?:it )?(?:can|will)|helps? (?:you )?(?:to )?)\s*',
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a tool does to the world, and the evidence that says so (reported with every call)."""
+
+    kind: EffectKind
+    evidence: Evidence
+    why: str
+
+    @property
+    def state_changing(self) -> bool:
+        return self.kind == 'write'
+
+    def as_dict(self) -> dict[str, Any]:
+        return {'state_changing': self.state_changing, 'kind': self.kind, 'evidence': self.evidence, 'why': self.why}
+
+
+def _words(name: str) -> list[str]:
+    """A tool name as lower-case words: snake_case, kebab-case, dotted, slashed and camelCase split."""
+    spaced = re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', ' ', name)
+    return [w for w in re.split(r'[^A-Za-z0-9]+', spaced.lower()) if w]
+
+
+def _verb_kind(word: str) -> EffectKind | None:
+    if word in _WRITE_VERBS:
+        return 'write'
+    if word in _READ_VERBS:
+        return 'read'
+    if word in _COMPUTE_VERBS:
+        return 'compute'
+    return None
+
+
+def _by_name(name: str) -> Effect:
+    """The last resort: what the tool's name says (module docstring, rule 4)."""
+    words = _words(name)
+    if words[:2] in (['hand', 'off'], ['hand', 'over']) or (
+        words[:1] and words[0] in _HANDOFF_VERBS and (words[1:2] == ['to'] or words[0] in _HANDOFF_ONLY)
+    ):
+        return Effect('hand-off', 'name', f'{name!r} names a hand-off (transfer_to_X, handoff, escalate)')
+    for word in words:  # the first known verb decides: `cancel_search_job` writes, `search_cancelled` reads
+        kind = _verb_kind(word)
+        if kind is not None:
+            return Effect(kind, 'name', f'{word!r} in the name')
+    return Effect('write', 'name', 'no verb in the name tells; a tool is taken to change state (MCP default)')
+
+
+def _by_description(text: str) -> Effect | None:
+    """What a tool's description says it does, or None when it does not tell (rule 2)."""
+    if _HANDOFF_TEXT.search(text):
+        return Effect('hand-off', 'description', 'the description hands the conversation off')
+    first_sentence = re.split(r'(?<=[.!?])\s', text.strip(), maxsplit=1)[0]
+    if _NO_CHANGE_TEXT.search(first_sentence) or _NO_CHANGE_TEXT.search(text[:400]):
+        lead = _first_verb(text)
+        kind: EffectKind = 'compute' if lead == 'compute' else 'read'
+        return Effect(kind, 'description', 'the description says it changes nothing')
+    lead = _first_verb(text)
+    if lead is None:
+        return None
+    word = _DESCRIPTION_LEAD.sub('', text, count=1).split(None, 1)[0].strip('.,:;()"\'`').lower()
+    return Effect(lead, 'description', f'the description begins with {word!r}')
+
+
+def _first_verb(text: str) -> EffectKind | None:
+    rest = _DESCRIPTION_LEAD.sub('', text.strip(), count=1)
+    words = rest.split(None, 1)
+    if not words:
+        return None
+    word = words[0].strip('.,:;()"\'`').lower()
+    if word in ('returns', 'gets', 'retrieves', 'lists', 'fetches', 'looks', 'searches', 'finds', 'shows', 'reads'):
+        return 'read'  # "Returns the status" reads; "Return some items" (imperative) writes
+    for candidate in (word, word[:-1] if word.endswith('s') else word, word[:-2] if word.endswith('es') else word):
+        kind = _verb_kind(candidate)
+        if kind is not None:
+            return kind
+    return None
+
+
+def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
+    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`.
+
+    Reads MCP tool definitions (`{"name", "description", "annotations"}`), OpenAI tool schemas
+    (`{"type": "function", "function": {"name", "description", ...}}`) and a mapping of name to
+    definition."""
+    tools = record.metadata.get('tools')
+    items: list[Any]
+    if isinstance(tools, dict):
+        items = [{'name': k, **v} if isinstance(v, dict) else {'name': k} for k, v in tools.items()]
+    elif isinstance(tools, list):
+        items = tools
+    else:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for tool in items:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get('function')
+        inner: dict[str, Any] = function if isinstance(function, dict) else tool
+        name = inner.get('name') or tool.get('name')
+        if not isinstance(name, str) or not name:
+            continue
+        notes = inner.get('annotations') or tool.get('annotations')
+        description = inner.get('description') or tool.get('description')
+        out[name] = {
+            'annotations': notes if isinstance(notes, dict) else {},
+            'description': description if isinstance(description, str) else '',
+        }
+    return out
+
+
+def read_only_tools(record: QueryRecord) -> dict[str, bool]:
+    """Tool name -> its `readOnlyHint`, from the tool definitions a record carries (`metadata.tools`)."""
+    return {
+        name: d['annotations']['readOnlyHint']
+        for name, d in tool_definitions(record).items()
+        if isinstance(d['annotations'].get('readOnlyHint'), bool)
+    }
+
+
+def classify_tool(
+    name: str,
+    definition: Mapping[str, Any] | None = None,
+    rule: Mapping[str, Any] | None = None,
+    *,
+    read_only_patterns: Sequence[str] = (),
+    state_changing_patterns: Sequence[str] = (),
+) -> Effect:
+    """Whether `name` changes state, from the best evidence there is (module docstring: annotation,
+    description, profile, name)."""
+    definition = definition or {}
+    notes = definition.get('annotations') or {}
+    if notes.get('readOnlyHint') is True:
+        return Effect('read', 'annotation', 'readOnlyHint: true')
+    if notes.get('destructiveHint') is True:
+        return Effect('write', 'annotation', 'destructiveHint: true')
+    if notes.get('readOnlyHint') is False:
+        return Effect('write', 'annotation', 'readOnlyHint: false')
+    description = definition.get('description') or ''
+    if description.strip() and (by_text := _by_description(description)) is not None:
+        return by_text
+    rule = rule or {}
+    if isinstance(rule.get('read_only'), bool):
+        return Effect('read' if rule['read_only'] else 'write', 'profile', f'tools.{name}.read_only: {str(rule["read_only"]).lower()}')
+    for pattern in state_changing_patterns:
+        if re.search(pattern, name):
+            return Effect('write', 'profile', f'state_changing_patterns: {pattern!r}')
+    for pattern in read_only_patterns:
+        if re.search(pattern, name):
+            return Effect('read', 'profile', f'read_only_patterns: {pattern!r}')
+    return _by_name(name)
 
 
 @dataclass(frozen=True)
@@ -136,12 +363,56 @@ class _Compare:
     def equal(self, key: str, want: Any, actual: dict[str, Any], present: bool) -> bool:
         if not present:
             return False
+        if self.keys == 'subset':
+            return _fits_subset(want, actual[key], self.mode(key), self.free_text_words)
         if self.mode(key) == 'exact':
             return bool(_normal(want) == _normal(actual[key]))
         return bool(_lenient(want, self.free_text_words) == _lenient(actual[key], self.free_text_words))
 
     def free_text(self, value: Any) -> bool:
         return isinstance(value, str) and len(value.split()) >= self.free_text_words
+
+
+def _fits_subset(want: Any, have: Any, mode: ValueMatch, words: int) -> bool:
+    """`have` holds everything `want` says, at every depth: extra keys in nested objects are ignored,
+    list items are paired by a shared key (`_item_key`) or by position, and leaves compare by `mode`."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and _fits_subset(v, have[k], mode, words) for k, v in want.items())
+    if isinstance(want, list | tuple):
+        if not isinstance(have, list | tuple) or len(want) != len(have):
+            return False
+        key = _item_key(want, have)
+        if key is None:
+            return all(_fits_subset(w, h, mode, words) for w, h in zip(want, have, strict=True))
+        by_key = {_leaf(h[key], mode, words): h for h in have}
+        return all(
+            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits_subset(w, match, mode, words) for w in want
+        )
+    return bool(_leaf(want, mode, words) == _leaf(have, mode, words))
+
+
+def _leaf(value: Any, mode: ValueMatch, words: int) -> Any:
+    value = _lenient(value, words) if mode == 'lenient' else _normal(value)
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
+
+
+def _item_key(want: Sequence[Any], have: Sequence[Any]) -> str | None:
+    """The key list items are paired by: one every item on both sides has with a scalar value, unique
+    on each side; `id`, then `*_id`/`*Id`, then `name`/`key`, then any other. None: pair by position."""
+    if not want or not all(isinstance(x, dict) for x in (*want, *have)):
+        return None
+    shared = set.intersection(*(set(x) for x in (*want, *have)))
+    usable = [
+        k for k in shared
+        if all(isinstance(x[k], str | int | float) and not isinstance(x[k], bool) for x in (*want, *have))
+        and len({json.dumps(x[k]) for x in want}) == len(want) and len({json.dumps(x[k]) for x in have}) == len(have)
+    ]  # fmt: skip
+
+    def rank(k: str) -> tuple[int, str]:
+        low = k.lower()
+        return (0 if low == 'id' else 1 if low.endswith(('_id', 'id')) else 2 if low in ('name', 'key') else 3, k)
+
+    return min(usable, key=rank) if usable else None
 
 
 def match_expected_calls(
@@ -171,24 +442,6 @@ def match_expected_calls(
     return [CallMatch(e, pairs.get(k)) for k, e in enumerate(expected)]
 
 
-def read_only_tools(record: QueryRecord) -> dict[str, bool]:
-    """Tool name -> its `readOnlyHint`, from the tool definitions a record carries (`metadata.tools`)."""
-    out: dict[str, bool] = {}
-    tools = record.metadata.get('tools')
-    if not isinstance(tools, list):
-        return out
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get('function')
-        inner: dict[str, Any] = function if isinstance(function, dict) else tool
-        name = inner.get('name') or tool.get('name')
-        notes = inner.get('annotations') or tool.get('annotations')
-        if isinstance(name, str) and isinstance(notes, dict) and isinstance(notes.get('readOnlyHint'), bool):
-            out[name] = notes['readOnlyHint']
-    return out
-
-
 @functools.cache
 def _module_source() -> str:
     """The matching code, read once: the criteria hash changes when the semantics do."""
@@ -211,14 +464,20 @@ class ReferenceCheck(Judge):
     ordered: bool = False
     arguments: ArgumentMatch = 'exact'
     values: ValueMatch = 'lenient'
+    # an extra successful state-changing call: `fail` (the default) or `allow` (references that are partial)
+    extra_writes: ExtraWrites = 'fail'
     # per tool: {required: bool, read_only: bool, values: exact|lenient|ignore, args: {ARG: mode}}
     tools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    read_only_patterns: Sequence[str] = DEFAULT_READ_ONLY_PATTERNS
+    # a profile's own name rules (regular expressions), checked before the built-in name rules
+    read_only_patterns: Sequence[str] = ()
+    state_changing_patterns: Sequence[str] = ()
     free_text_words: int = _FREE_TEXT_WORDS
 
     def __post_init__(self) -> None:
         if self.values not in _VALUE_MATCHES:
             raise ValueError(f'values: expected one of {", ".join(_VALUE_MATCHES)}, got {self.values!r}')
+        if self.extra_writes not in _EXTRA_WRITES:
+            raise ValueError(f'extra_writes: expected one of {", ".join(_EXTRA_WRITES)}, got {self.extra_writes!r}')
         if not isinstance(self.tools, Mapping):
             raise ValueError('tools: expected a mapping of tool name to its rule')
         for name, rule in self.tools.items():
@@ -235,11 +494,12 @@ class ReferenceCheck(Judge):
             args = rule.get('args', {})
             if not isinstance(args, Mapping) or any(v not in _VALUE_MATCHES for v in args.values()):
                 raise ValueError(f'tools.{name}.args: expected a mapping of argument to {"|".join(_VALUE_MATCHES)}')
-        for pattern in self.read_only_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f'read_only_patterns: {pattern!r} is not a regular expression ({e})') from None
+        for option in ('read_only_patterns', 'state_changing_patterns'):
+            for pattern in getattr(self, option):
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    raise ValueError(f'{option}: {pattern!r} is not a regular expression ({e})') from None
 
     def criteria_hash(self) -> str:
         params = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -247,7 +507,8 @@ class ReferenceCheck(Judge):
         return hashlib.sha256((_module_source() + text).encode()).hexdigest()
 
     def applies_to(self, record: QueryRecord) -> str | None:
-        return None if record.expected_tool_calls else 'the record has no expected_tool_calls'
+        # `[]` is a reference ("change nothing"); only a missing field is none
+        return None if record.expected_tool_calls is not None else 'the record has no expected_tool_calls'
 
     def for_record(self, record: QueryRecord) -> tuple[ReferenceCheck, list[str]]:
         """This check with the record's own options applied, and warnings about options it could not use."""
@@ -265,16 +526,12 @@ class ReferenceCheck(Judge):
                     changes[key] = options[key]
                 else:
                     warnings.append(f'metadata.reference_check.{key}: expected true or false; ignored')
-        if 'arguments' in options:
-            if options['arguments'] in ('exact', 'subset'):
-                changes['arguments'] = options['arguments']
-            else:
-                warnings.append("metadata.reference_check.arguments: expected 'exact' or 'subset'; ignored")
-        if 'values' in options:
-            if options['values'] in _VALUE_MATCHES:
-                changes['values'] = options['values']
-            else:
-                warnings.append(f'metadata.reference_check.values: expected one of {", ".join(_VALUE_MATCHES)}; ignored')
+        for key, allowed in (('arguments', ('exact', 'subset')), ('values', _VALUE_MATCHES), ('extra_writes', _EXTRA_WRITES)):
+            if key in options:
+                if options[key] in allowed:
+                    changes[key] = options[key]
+                else:
+                    warnings.append(f'metadata.reference_check.{key}: expected one of {", ".join(allowed)}; ignored')
         return replace(self, **changes), warnings
 
     def compare_for(self, tool: str) -> _Compare:
@@ -287,23 +544,28 @@ class ReferenceCheck(Judge):
             free_text_words=self.free_text_words,
         )
 
-    def read_only(self, tool: str, hints: Mapping[str, bool]) -> bool:
-        """Whether `tool` only reads: the record's tool annotations, then the rule, then the name patterns."""
-        if tool in hints:
-            return hints[tool]
-        rule = self.tools.get(tool, {})
-        if 'read_only' in rule:
-            return bool(rule['read_only'])
-        return any(re.search(p, tool) for p in self.read_only_patterns)
+    def effect(self, tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> Effect:
+        """What `tool` does, from the record's tool definitions, this check's rules, then its name."""
+        return classify_tool(
+            tool,
+            definitions.get(tool),
+            self.tools.get(tool),
+            read_only_patterns=self.read_only_patterns,
+            state_changing_patterns=self.state_changing_patterns,
+        )
 
-    def required(self, e: ExpectedToolCall, hints: Mapping[str, bool]) -> bool:
-        """Whether missing `e` fails the run (see the module docstring for the order of the rules)."""
+    def read_only(self, tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Whether `tool` changes nothing (reads, computes or hands off)."""
+        return not self.effect(tool, definitions).state_changing
+
+    def required(self, e: ExpectedToolCall, definitions: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Whether missing `e` fails the run: `e.required`, else `tools.NAME.required`, else state-changing."""
         if e.required is not None:
             return e.required
         rule = self.tools.get(e.tool_name, {})
         if 'required' in rule:
             return bool(rule['required'])
-        return not self.read_only(e.tool_name, hints)
+        return self.effect(e.tool_name, definitions).state_changing
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         start = time.perf_counter()
@@ -311,10 +573,11 @@ class ReferenceCheck(Judge):
         expected = record.expected_tool_calls or []
         calls = record.tool_calls()
         matches = match_expected_calls(expected, calls, ordered=check.ordered, compare=check.compare_for)
-        hints = read_only_tools(record)
-        required = [check.required(e, hints) for e in expected]
+        definitions = tool_definitions(record)
+        effects = {name: check.effect(name, definitions) for name in dict.fromkeys([*(c.tool_name for c in calls), *(e.tool_name for e in expected)])}
+        required = [check.required(e, definitions) for e in expected]
         steps = _call_steps(transcript, calls)
-        issues = check._issues(matches, calls, steps, required)
+        issues, extra_writes = check._issues(matches, calls, steps, required, effects, empty=not expected)
 
         names_result, failures = await run_evaluators(
             [ToolCorrectness(expected_tools=[e.tool_name for e in expected], allow_extra=not check.strict)],
@@ -325,16 +588,24 @@ class ReferenceCheck(Judge):
             return self._result(model=None, status='error', error=message, latency_s=time.perf_counter() - start)
 
         weights = [1.0 if r else _ADVISORY_WEIGHT for r in required]
-        share = sum(w for w, m in zip(weights, matches, strict=True) if m.actual_index is not None) / (sum(weights) or 1.0)
+        done = sum(w for w, m in zip(weights, matches, strict=True) if m.actual_index is not None)
+        share = done / (sum(weights) + len(extra_writes)) if (sum(weights) + len(extra_writes)) else 1.0
         mode_scores = {'tool_selection': _mode_score(issues, 'tool_selection', share)}
         if any(e.args is not None for e in expected):
             mode_scores['tool_parameters'] = _mode_score(issues, 'tool_parameters', share)
         matched = sum(1 for m in matches if m.actual_index is not None)
         failing = [i for _, i in issues if i.severity != 'minor']
+        by_call = {m.actual_index: k for k, m in enumerate(matches) if m.actual_index is not None}
+        if issues:
+            reasoning = '; '.join(_reason(i) for _, i in issues)
+        elif expected:
+            reasoning = f'all {len(expected)} expected call(s) matched and no state-changing call beyond them'
+        else:
+            reasoning = 'the reference is empty ("change nothing") and no call changed state'
         return self._result(
             model=None,
             status='ok',
-            reasoning='; '.join(_reason(i) for _, i in issues) or f'all {len(expected)} expected call(s) matched',
+            reasoning=reasoning,
             issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
             score=min(mode_scores.values()),
             mode_scores=mode_scores,
@@ -346,9 +617,24 @@ class ReferenceCheck(Judge):
                 'ordered': check.ordered,
                 'arguments': check.arguments,
                 'values': check.values,
+                'extra_writes': check.extra_writes,
+                'reference': 'empty: change nothing' if not expected else f'{len(expected)} expected call(s)',
                 'matched': matched,
                 'matched_share': round(share, 4),
                 'minor_findings': len(issues) - len(failing),
+                'extra_state_changing_calls': len(extra_writes),
+                'tools': {name: e.as_dict() for name, e in effects.items()},
+                'calls': [
+                    {
+                        'tool_name': c.tool_name,
+                        'step': steps[i],
+                        'failed': c.failed,
+                        'expected': by_call.get(i),
+                        'state_changing': effects[c.tool_name].state_changing,
+                        'evidence': effects[c.tool_name].evidence,
+                    }
+                    for i, c in enumerate(calls)
+                ],
                 'expected': [
                     {
                         'tool_name': m.expected.tool_name,
@@ -364,10 +650,20 @@ class ReferenceCheck(Judge):
         )
 
     def _issues(
-        self, matches: list[CallMatch], calls: Sequence[ToolCall], steps: list[int | None], required: list[bool]
-    ) -> list[tuple[str, Issue]]:
+        self,
+        matches: list[CallMatch],
+        calls: Sequence[ToolCall],
+        steps: list[int | None],
+        required: list[bool],
+        effects: Mapping[str, Effect],
+        *,
+        empty: bool = False,
+    ) -> tuple[list[tuple[str, Issue]], list[int]]:
+        """The findings, and the indices of the extra state-changing calls (they lower the score's share)."""
         issues: list[tuple[str, Issue]] = []
         used = {m.actual_index for m in matches if m.actual_index is not None}
+        # a wrong write is reported once, as a parameter finding, not again as an extra write
+        explained: set[int] = set()
         for m, req in zip(matches, required, strict=True):
             if m.actual_index is not None:
                 continue
@@ -377,6 +673,7 @@ class ReferenceCheck(Judge):
             ok = [i for i in same_tool if not calls[i].failed]
             if ok and all(compare.differing(e.args, calls[i].args) for i in ok):
                 issue = _parameter_issue(e, calls, ok, used, steps, compare)
+                explained.update(i for i in ok if i not in used)
                 free = all(compare.free_text((e.args or {}).get(k)) for k in issue.parameter.split(', '))
                 issue.severity = 'major' if req and not free else 'minor'
                 if req and free:
@@ -394,13 +691,16 @@ class ReferenceCheck(Judge):
             else:
                 why = f'{e.tool_name} was expected but never called'
             if not req:
-                why += ' (an advisory call: a read-only lookup or marked not required)'
+                effect = effects[e.tool_name]
+                why += f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})' if e.required is None else ' (marked not required)'
             selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
             selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
             selection.severity = 'major' if req else 'minor'
             issues.append(('tool_selection', selection))
+        unmatched = [i for i, c in enumerate(calls) if not c.failed and i not in used]
+        writes = [i for i in unmatched if effects[calls[i].tool_name].state_changing]
         if self.strict:
-            extra = [i for i, c in enumerate(calls) if not c.failed and i not in used]
+            extra = unmatched
             if extra:
                 names = sorted({calls[i].tool_name for i in extra})
                 selection = ToolSelectionIssue(
@@ -411,9 +711,24 @@ class ReferenceCheck(Judge):
                 selection.steps = [s for i in extra if (s := steps[i]) is not None]
                 selection.severity = 'major'
                 issues.append(('tool_selection', selection))
+        elif self.extra_writes == 'fail' or empty:
+            unasked = [i for i in writes if i not in explained]
+            if unasked:
+                names = sorted({calls[i].tool_name for i in unasked})
+                how = '; '.join(f'{n}: {effects[n].why} ({effects[n].evidence})' for n in names)
+                what = 'the reference is empty ("change nothing")' if empty else 'the reference does not contain them'
+                selection = ToolSelectionIssue(
+                    missed_tools=[],
+                    unnecessary_tools=names,
+                    reasoning=f'{len(unasked)} state-changing call(s) nobody asked for, {what}: {how}.',
+                )
+                selection.steps = [s for i in unasked if (s := steps[i]) is not None]
+                selection.severity = 'major'
+                issues.append(('tool_selection', selection))
         for _, found in issues:
             found.source = 'check'
-        return issues
+        extra_writes = [i for i in writes if i not in explained] if (self.extra_writes == 'fail' or empty or self.strict) else []
+        return issues, extra_writes
 
 
 # ---------------------------------------------------------------------------------------------------
