@@ -1,6 +1,6 @@
 """Verdicts on real runs nobody here wrote: the deterministic checks against tau2-bench's own labels.
 
-    python benchmarks/verdicts.py [--data ../shared/datasets/tau2-airline]
+    python benchmarks/verdicts.py [--quick] [--data ../shared/datasets/tau2-airline]
 
 Reads `records.jsonl` (50 published runs of a customer-service agent, Claude Sonnet 4.5 on tau2-bench's
 airline domain; MIT, sierra-research/tau2-bench) and `labels.jsonl` (the benchmark's reward and, per
@@ -11,7 +11,10 @@ an agent profile, and prints:
   reference check although the labels matched every expected action (extra or repeated calls);
 * AUROC of `overall_score` for predicting a failed run (reward < 1), and of the reference check alone;
 * the share of runs flagged by any check, passed and failed runs apart;
-* the same figures for the trivial baseline that calls every run (and every action) a failure.
+* the same figures for the trivial baseline that calls every run (and every action) a failure, and the
+  AUROC of trivial risk scores: transcript length (steps) and the number of tool errors;
+* how many calls the reference check classified state-changing, and by which evidence (annotation,
+  description, profile, name).
 
 Run under the `default` profile (what an unknown agent gets) and under `docs-agent` (another agent's
 conventions forced on this one), to show what profiles are for. A run is *flagged* when a check's
@@ -27,7 +30,12 @@ apart. Under the default profile it also prints:
   runs with the agent and step at fault): how many runs load with every speaker, and decisive
   agent/step accuracy of the checks against the trivial baselines (first agent that is not the user,
   last step). The checks read only tool calls, and these logs have none: whatever they score there
-  is what checks alone can do, and blame needs an LLM judge (`sensei-eval calibrate`).
+  is what checks alone can do, and blame needs an LLM judge (`sensei-eval calibrate`). Also: runs
+  flagged (every run there failed, so this is the share of failures caught), beside the trivial
+  baselines (transcript length, tool errors, first agent, last step).
+
+`--quick` runs the default profile only, without the spelling-invariance and reference-free reruns
+(seconds); the full run adds them.
 """
 
 from __future__ import annotations
@@ -41,8 +49,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sklearn.metrics import roc_auc_score
-
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
@@ -52,13 +58,35 @@ from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
 from sensei_eval.judging.runner import judge_records
 
-_DATASETS = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
+# ../shared/datasets beside the checkout (or beside the folder of worktrees holding it)
+_DATASETS = next(
+    (p / 'shared' / 'datasets' for p in Path(__file__).resolve().parents[1:4] if (p / 'shared' / 'datasets').is_dir()),
+    Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets',
+)
 _DEFAULT_DATA = _DATASETS / 'tau2-airline'
 _DEFAULT_WHO = _DATASETS / 'who-and-when-algo'
 
 
 def _auroc(failed: list[bool], risk: list[float]) -> float | None:
-    return float(roc_auc_score(failed, risk)) if 0 < sum(failed) < len(failed) else None
+    """P(a failed run's risk > a passed run's), ties counted half (Mann-Whitney); None with one class."""
+    bad = [r for r, f in zip(risk, failed, strict=True) if f]
+    good = [r for r, f in zip(risk, failed, strict=True) if not f]
+    if not bad or not good:
+        return None
+    wins = sum((b > g) + 0.5 * (b == g) for b in bad for g in good)
+    return wins / (len(bad) * len(good))
+
+
+def _fmt(value: float | None) -> str:
+    return 'n/a' if value is None else f'{value:.3f}'
+
+
+def _tool_errors(record: QueryRecord) -> int:
+    return sum(c.failed for c in record.tool_calls())
+
+
+def _steps(record: QueryRecord) -> int:
+    return len(render_transcript(record).steps)
 
 
 def _flagged(report: RecordReport) -> bool:
@@ -167,6 +195,7 @@ def main() -> int:
     parser.add_argument('--data', type=Path, default=_DEFAULT_DATA, help='folder with records.jsonl and labels.jsonl')
     parser.add_argument('--who-and-when', type=Path, default=_DEFAULT_WHO, help='Who&When records and labels')
     parser.add_argument('--judge-run', type=Path, help='a run folder of LLM judges: count ok and inconclusive verdicts')
+    parser.add_argument('--quick', action='store_true', help='default profile only, no reruns (seconds)')
     args = parser.parse_args()
     if args.judge_run is not None:
         return _judge_run(args.judge_run)
@@ -181,7 +210,7 @@ def main() -> int:
     judges = make_judges(['checks'])
     n_passed = sum(lb['passed'] for lb in labels.values())
     print(f'{len(loaded.records)} tau2-airline runs ({n_passed} passed), checks only, no model')
-    for name in ('default', 'docs-agent'):
+    for name in ('default',) if args.quick else ('default', 'docs-agent'):
         start = time.perf_counter()
         reports = asyncio.run(
             judge_records(loaded.records, JudgeRunOptions(judges, profile=BUILTIN_PROFILES[name]), run_id='bench')
@@ -204,6 +233,21 @@ def main() -> int:
         )
         if name != 'default':
             continue
+        by_id = {r.query_id: r for r in loaded.records}
+        failed = [not labels[r.query_id]['passed'] for r in reports]
+        length = _auroc(failed, [float(_steps(by_id[r.query_id])) for r in reports])
+        errors = _auroc(failed, [float(_tool_errors(by_id[r.query_id])) for r in reports])
+        print(f'  trivial baselines, AUROC: transcript length {_fmt(length)}, tool-error count {_fmt(errors)}')
+        evidence: dict[str, int] = {}
+        writes = 0
+        for r in reports:
+            ref = r.judges.get('reference_check')
+            for call in ref.details.get('calls', []) if ref is not None and ref.status == 'ok' else []:
+                evidence[call['evidence']] = evidence.get(call['evidence'], 0) + 1
+                writes += call['state_changing']
+        print(f'  calls classified: {sum(evidence.values())} ({writes} state-changing), by evidence {evidence}')
+        if args.quick:
+            continue
         print(f'  overall_score: {len({r.overall_score for r in reports})} distinct values on {len(reports)} runs')
         judge = functools.partial(judge_records, options=JudgeRunOptions(judges, profile=BUILTIN_PROFILES[name]), run_id='bench')
         unique = asyncio.run(judge([_unique_ids(r) for r in loaded.records]))
@@ -222,6 +266,8 @@ def main() -> int:
         )
     if args.who_and_when and (args.who_and_when / 'records.jsonl').is_file():
         _who_and_when(args.who_and_when, judges)
+    else:
+        print(f'\nno Who&When data at {args.who_and_when}', file=sys.stderr)
     return 0
 
 
@@ -281,6 +327,11 @@ def _who_and_when(folder: Path, judges: Any) -> None:
         last_hits += len(steps) == truth_step
     named = sum(r.decisive_agent is not None for r in reports)
     k = len(reports)
+    caught = sum(map(_flagged, reports))
+    print(
+        f'  failed runs caught (flagged by a check): {caught} of {k} ({caught / k:.1%}); every run here failed, '
+        f'so AUROC is undefined; a run with tool errors {sum(_tool_errors(r) > 0 for r in loaded.records)} of {k}'
+    )
     print(
         f'  checks only: a decisive agent named in {named} of {k} reports; agent accuracy {agent_hits / k:.1%}, '
         f'step accuracy {step_hits / k:.1%}'

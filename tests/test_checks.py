@@ -86,7 +86,8 @@ def test_reference_check_fails_a_wrong_trajectory() -> None:
     data = record.model_dump()
     data['expected_tool_calls'] = [
         {'tool_name': 'scout_grep'},
-        {'tool_name': 'tavily_search'},
+        # lookups are advisory by default (issue 31: a missing read alone does not fail a run): required here
+        {'tool_name': 'tavily_search', 'required': True},
         {'tool_name': 'context7_get_docs', 'args': {'library_id': '/wrong/lib'}},
     ]
     [report] = asyncio.run(

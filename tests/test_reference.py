@@ -1,5 +1,5 @@
-"""The reference check: each expected call matched to a distinct successful call, order-free, extras
-allowed unless asked otherwise; findings in the tool_selection / tool_parameters issue models; and on
+"""The reference check: each expected call matched to a distinct successful call, order-free, extra
+reads allowed and extra writes failed unless asked otherwise; findings in the tool_selection / tool_parameters issue models; and on
 real tau2-bench runs, the benchmark's own per-action labels reproduced."""
 
 from __future__ import annotations
@@ -78,15 +78,23 @@ def test_order_is_free_by_default_and_checked_when_ordered() -> None:
     assert _judge(_record([GET, GET_B], expected, reference_check={'ordered': True})).passed is False
 
 
-def test_extra_calls_are_allowed_unless_strict() -> None:
+def test_extra_reads_are_free_extra_writes_fail_and_strict_fails_any_extra() -> None:
+    # the semantics changed on purpose (issue 31): an extra state-changing call fails by default
     expected = [{'tool_name': 'update', 'args': {'id': 'A'}}]
-    calls = [('think', {'thought': 'hm'}, 'ok'), GET, ('calculate', {'expression': '1+1'}, '2'), GET_B]
-    assert _judge(_record(calls, expected)).passed is True
-    strict = _judge(_record(calls, expected), ReferenceCheck(strict=True))
+    free = [('think', {'thought': 'hm'}, 'ok'), GET, ('calculate', {'expression': '1+1'}, '2'), ('get_x', {}, '{}')]
+    assert _judge(_record(free, expected)).passed is True
+    calls = [*free, GET_B]
+    extra = _judge(_record(calls, expected))
+    assert extra.passed is False
+    [issue] = extra.issues
+    assert issue['unnecessary_tools'] == ['update'] and issue['failure_mode'] == 'tool_selection'
+    assert _judge(_record(calls, expected), ReferenceCheck(extra_writes='allow')).passed is True
+    assert _judge(_record(calls, expected, reference_check={'extra_writes': 'allow'})).passed is True
+    strict = _judge(_record(calls, expected, reference_check={'extra_writes': 'allow'}), ReferenceCheck(strict=True))
     assert strict.passed is False
     [issue] = strict.issues
-    assert issue['unnecessary_tools'] == ['calculate', 'think', 'update'] and issue['failure_mode'] == 'tool_selection'
-    assert _judge(_record(calls, expected, reference_check={'strict': True})).passed is False
+    assert issue['unnecessary_tools'] == ['calculate', 'get_x', 'think', 'update'] and issue['failure_mode'] == 'tool_selection'
+    assert _judge(_record(free, expected, reference_check={'strict': True})).passed is False
 
 
 def test_arguments_compare_after_json_normalisation() -> None:

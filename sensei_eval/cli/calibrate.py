@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sensei_eval.cli.common import ModelFlags, make_app, setup_judge_model, split_names
+from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.data import BENCHMARKS
 from sensei_eval.models.judge_model import JudgeModel
@@ -237,7 +238,15 @@ def _print_result(result: CalibrationResult, console: Console) -> None:
         console.print(noise)
     for p in result.problems:
         console.print(f'[yellow]label problem:[/] {escape(p)}', highlight=False)
+    for note in result.notes:
+        console.print(f'note: {escape(note)}', highlight=False)
 
 
 def _fmt(value: float | None) -> str:
     return '-' if value is None else f'{value:.3f}'
+
+
+@exit_on_missing_extra
+def run() -> None:
+    """`python -m sensei_eval.calibrate` (`main` is the command itself)."""
+    app(prog_name='python -m sensei_eval.calibrate')

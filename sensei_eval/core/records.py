@@ -286,9 +286,9 @@ def parse_messages(
 ) -> list[ModelMessage]:
     """Normalise a raw history into pydantic-ai messages, checking every tool result has its call.
 
-    `speaker_prefix` (OpenAI-format logs): None detects a consistent `[Name] ...` prefix naming the
-    speaker (`speakers_from_prefix`); False never reads one; True, `"bracket"`, `"colon"` (`Name: ...`)
-    or a regular expression with a `name` group reads it from every message that has it."""
+    `speaker_prefix` (OpenAI-format logs): None detects a consistent prefix naming the speaker
+    (`[Name]`, `[Name (note)]`, `Name:`, `Name (-> Other):`; `speakers_from_prefix`); False never reads
+    one; True, `"bracket"`, `"colon"` (`Name: ...`) or a regular expression with a `name` group reads it from every message that has it."""
     if message_format == 'pydantic-ai':
         parsed = _parse_pydantic_ai(messages)
     elif message_format == 'openai':
@@ -318,10 +318,21 @@ def _without_tags(loc: Iterable[int | str]) -> list[int | str]:
     return out
 
 
-# A speaker written at the start of a message's text, as multi-agent logs without a `name` field do.
-_BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][\w .\-]{0,59})\]\s*'
-_COLON_PREFIX = r'^\s*(?P<name>[A-Z][\w\-]*(?: [A-Z][\w\-]*){0,3}):\s+'
-# Fewest prefixed messages from which a log's `[Name]` prefixes count as speakers when detected.
+# A speaker written at the start of a message's text, as multi-agent logs without a `name` field do:
+# `[Name] ...`, `[Name (anything)] ...` (`[Orchestrator (thought)]`, `[Orchestrator (-> WebSurfer)]`),
+# `Name: ...` and `Name (-> Other): ...`. The speaker is the name; the note in parentheses is dropped.
+_NOTE = r'(?:\s*\([^()\n]{0,80}\))?'
+_BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][^\[\]()\n]{0,59}?)' + _NOTE + r'\s*\](?!\()\s*:?\s*'
+_COLON_PREFIX = r'^\s*(?P<name>[A-Za-z][\w.\-]*(?: [A-Za-z][\w.\-]*){0,3})' + _NOTE + r'\s*:\s+'
+# Words a message may open with before a colon that are not speakers (labels of the text itself).
+_NOT_SPEAKERS = frozenset((
+    'note', 'notes', 'answer', 'final', 'summary', 'step', 'thought', 'action', 'input', 'observation', 'question',
+    'error', 'output', 'result', 'results', 'example', 'warning', 'important', 'update', 'sure', 'yes', 'no', 'hi',
+    'hello', 'dear', 'subject', 're', 'code', 'reason', 'reasoning', 'plan', 'task', 'solution', 'response',
+    'reply', 'explanation', 'conclusion', 'status', 'tldr', 'ps', 'fyi', 'edit',
+    'final answer', 'action input', 'next step', 'next steps',
+))  # fmt: skip
+# Fewest prefixed messages from which a log's prefixes count as speakers when detected.
 _MIN_PREFIXED = 2
 
 
@@ -329,12 +340,20 @@ def speakers_from_prefix(messages: Sequence[Any], setting: bool | str | None = N
     """Message index -> (speaker, length of the prefix to drop), for messages that name their speaker
     in a content prefix rather than in `name`.
 
-    Detected (`setting` None) only when it is consistent: at least two assistant messages without a
-    `name`, and every one of them opens with a `[Name]` prefix. A record can name the form instead
-    (`metadata.speaker_prefix`: "bracket", "colon" or a regular expression with a `name` group)."""
+    Detected (`setting` None) when a grammar is consistent: the bracket form (`[Name]`, `[Name (note)]`),
+    else the colon form (`Name:`, `Name (-> Other):`), read from at least two messages without a `name`
+    and from at least half of those the agent wrote. Messages whose prefix cannot be read keep no
+    speaker; the others keep theirs. A record can name the form instead (`metadata.speaker_prefix`:
+    "bracket", "colon" or a regular expression with a `name` group): then every message that has it."""
     if setting is False:
         return {}
-    if setting is None or setting is True or setting == 'bracket':
+    if setting is None:
+        for grammar in (_BRACKET_PREFIX, _COLON_PREFIX):
+            found = _prefixed(messages, re.compile(grammar), detect=True)
+            if found:
+                return found
+        return {}
+    if setting is True or setting == 'bracket':
         pattern = re.compile(_BRACKET_PREFIX)
     elif setting == 'colon':
         pattern = re.compile(_COLON_PREFIX)
@@ -345,20 +364,27 @@ def speakers_from_prefix(messages: Sequence[Any], setting: bool | str | None = N
             raise RecordFieldError('metadata.speaker_prefix', f'not a regular expression ({e})') from None
         if 'name' not in pattern.groupindex:
             raise RecordFieldError('metadata.speaker_prefix', 'the regular expression needs a (?P<name>...) group')
+    return _prefixed(messages, pattern, detect=False)
+
+
+def _prefixed(messages: Sequence[Any], pattern: re.Pattern[str], *, detect: bool) -> dict[int, tuple[str, int]]:
     found: dict[int, tuple[str, int]] = {}
-    unnamed_assistant = prefixed_assistant = 0
+    unnamed_agent = prefixed_agent = 0
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get('name') or msg.get('role') not in ('assistant', 'user', 'system'):
             continue
         content = msg.get('content')
         if not isinstance(content, str) or not content.strip():
             continue
+        agent = msg.get('role') == 'assistant'
+        unnamed_agent += agent
         m = pattern.match(content)
-        unnamed_assistant += msg.get('role') == 'assistant'
-        if m and m.group('name').strip():
-            found[i] = (m.group('name').strip(), m.end())
-            prefixed_assistant += msg.get('role') == 'assistant'
-    if setting is None and (prefixed_assistant < _MIN_PREFIXED or prefixed_assistant < unnamed_assistant):
+        name = m.group('name').strip() if m else ''
+        if not name or (detect and name.casefold() in _NOT_SPEAKERS):
+            continue
+        found[i] = (name, m.end()) if m else (name, 0)
+        prefixed_agent += agent
+    if detect and (prefixed_agent < _MIN_PREFIXED or 2 * prefixed_agent < unnamed_agent):
         return {}
     return found
 

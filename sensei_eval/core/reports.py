@@ -123,6 +123,9 @@ class RecordReport(BaseModel):
     message_format: str | None = None
     agent_rating: Rating | None = None
     prompt_version: str | None = None
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="The record's metadata (speaker prefixes, tool definitions): rebuilt as judged."
+    )
 
     issues: dict[str, list[SerializeAsAny[Issue]]] = Field(
         default_factory=dict,
@@ -510,6 +513,7 @@ def build_report(
         message_format=record.message_format,
         agent_rating=record.rating,
         prompt_version=record.prompt_version,
+        metadata=dict(record.metadata),
         model=model,
         truncation=truncation,
         transcript_sha256=transcript_sha256,

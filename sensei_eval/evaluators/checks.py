@@ -9,7 +9,7 @@ as the LLM judge of its failure mode, with `source="check"`, so a report shows t
 | `docs_tool_check` | tool_selection | a question about a library is answered with no documentation tool call |
 | `greeting_check` | agent_format | the final answer opens with a greeting or carries chat filler |
 | `citation_check` | citation_quality | the answer cites nothing, or cites without a snippet |
-| `error_recovery_check` | research_depth | a tool returned an error and the agent answered without trying anything else |
+| `error_recovery_check` | tool_parameters | a tool error, then neither another attempt nor telling the user what failed and why |
 | `repeated_call_check` | tool_parameters | a call that failed is repeated with identical arguments |
 | `identifier_check` | hallucination | a code identifier in the answer appears in no tool result |
 
@@ -18,6 +18,11 @@ them encode one agent's conventions (`version_check`, `docs_tool_check`, `greeti
 `citation_check`: the documentation-research agent's) and run only under the `docs-agent` profile;
 `sensei_eval.judging.profiles` decides which checks run for which agent, and the report lists the others as
 skipped.
+
+Findings are filed under failure modes and issue fields that fit any agent: an unrecovered tool error
+is a `tool_parameters` finding (the failed call, its error, what to do instead), not "research depth"
+with "query phrasings tried". Under the `docs-agent` profile `error_recovery_check` runs with
+`vocabulary: docs-agent` and files the same finding as that agent's `research_depth` issue.
 
 A check's criteria hash is the SHA256 of its source code and parameters: change the logic, the hash
 changes, just as editing a rubric changes an LLM judge's.
@@ -99,11 +104,20 @@ class DeterministicCheck(Judge):
             model=None,
             status='ok',
             reasoning='; '.join(_reason_of(i) for i in issues) or 'nothing found',
-            issues=[i.model_dump(mode='json') for i in issues],
+            issues=[_tagged(i, self.failure_mode) for i in issues],
             score=max(0.0, 1.0 - 0.5 * len(issues)),
             passed=not issues,
             latency_s=time.perf_counter() - start,
         )
+
+
+def _tagged(issue: Issue, own_mode: str | None) -> dict[str, object]:
+    """The issue as JSON, tagged with its failure mode when that is not the check's own (`mode_verdicts`)."""
+    data = issue.model_dump(mode='json')
+    mode = next((m.name for m in MODES.values() if m.issue_model is type(issue)), own_mode)
+    if mode != own_mode:
+        data['failure_mode'] = mode
+    return data
 
 
 def _reason_of(issue: Issue) -> str:
@@ -362,12 +376,52 @@ def _first_sentence(text: str) -> str:
     return (m.group(0) if m else text[:160]).strip()
 
 
+# A reply that tells the user a step did not work: what an honest report of a refused or failed call says.
+_TOLD_FAILURE = re.compile(
+    r"\b(?:unable|cannot|can't|can ?not|couldn't|could not|wasn't able|was not able|not able|failed|fails|error"
+    r"|unfortunately|not possible|impossible|isn't possible|not allowed|not permitted|not eligible|ineligible"
+    r"|denied|refused|rejected|declined|unavailable|not available|isn't available|no longer|not enough|insufficient"
+    r"|exceeds?|too (?:many|few|late|early)|didn't go through|did not go through|won't be able|will not be able)\b",
+    re.IGNORECASE,
+)
+_BECAUSE = re.compile(r'\b(?:because|since|due to|as (?:the|your|there|it|this|that)|the reason|which means)\b', re.IGNORECASE)
+_STOPWORDS = frozenset((
+    'error', 'the', 'and', 'for', 'with', 'that', 'this', 'from', 'your', 'have', 'has', 'was', 'were', 'are',
+    'not', 'but', 'you', 'can', 'cannot', 'could', 'would', 'there', 'their', 'which', 'what', 'when', 'where',
+    'been', 'being', 'into', 'than', 'then', 'them', 'they', 'will', 'only', 'also', 'such', 'does', 'did',
+    'failed', 'failure', 'exception', 'invalid', 'status', 'message', 'code', 'none', 'null', 'true', 'false',
+))  # fmt: skip
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r'[a-z][a-z0-9_-]{3,}', text.lower()) if w not in _STOPWORDS}
+
+
+def _told_user(error: str, reply: str) -> bool:
+    """Whether `reply` tells the user what failed and why: it says the step did not work, and gives the
+    reason (words of the error message itself, or an explicit "because/due to" clause)."""
+    if not _TOLD_FAILURE.search(reply):
+        return False
+    return bool(_content_words(error) & _content_words(reply)) or bool(_BECAUSE.search(reply))
+
+
 @dataclass(repr=False)
 class ErrorRecoveryCheck(DeterministicCheck):
-    """A tool error followed by an answer, with no other attempt in between."""
+    """A tool error followed by an answer, with no other attempt and no honest word to the user.
+
+    A recovery is either another attempt (different arguments or another tool) or telling the user
+    what was refused and why (a business rule that says no is an answer, not a failure to recover).
+    `vocabulary: docs-agent` files the finding as a documentation agent's `research_depth` issue."""
 
     name: ClassVar[str] = 'error_recovery_check'
-    failure_mode: ClassVar[str | None] = 'research_depth'
+    failure_mode: ClassVar[str | None] = 'tool_parameters'
+    failure_modes: ClassVar[tuple[str, ...]] = ('tool_parameters', 'research_depth')
+
+    vocabulary: str = 'any'
+
+    def __post_init__(self) -> None:
+        if self.vocabulary not in ('any', 'docs-agent'):
+            raise ValueError(f"vocabulary: expected 'any' or 'docs-agent', got {self.vocabulary!r}")
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         pairs = _tool_steps(record, transcript)
@@ -378,19 +432,35 @@ class ErrorRecoveryCheck(DeterministicCheck):
             if any((c.tool_name, _normal_args(c.text)) != (call.tool_name, _normal_args(call.text)) for c in after):
                 continue  # it tried something different afterwards
             assert result is not None
+            replies = [s for s in transcript.steps if s.kind == 'assistant' and s.number > result.number and s.text.strip()]
+            if any(_told_user(result.text, r.text) for r in replies):
+                continue  # it told the user what failed and why: an honest answer is a recovery
             what = 'repeated the same call and then answered' if after else 'answered'
+            reasoning = (
+                f'{call.tool_name} returned an error at step {result.number}; the agent {what} without trying '
+                'anything different and without telling the user what failed and why.'
+            )
+            steps = [call.number, result.number, *(c.number for c in after)]
+            if self.vocabulary == 'docs-agent':
+                return [
+                    ResearchDepthIssue(
+                        steps=steps,
+                        query_phrasings_tried=len({c.text for c, _ in pairs}),
+                        sources_consulted=len({c.tool_name for c, _ in pairs}),
+                        depth_of_investigation='shallow',
+                        missed_exploration=[f'another approach after {call.tool_name} failed (other arguments or tool)'],
+                        premature_conclusion=True,
+                        reasoning=reasoning,
+                    )
+                ]
             return [
-                ResearchDepthIssue(
-                    steps=[call.number, result.number, *(c.number for c in after)],
-                    query_phrasings_tried=len({c.text for c, _ in pairs}),
-                    sources_consulted=len({c.tool_name for c, _ in pairs}),
-                    depth_of_investigation='shallow',
-                    missed_exploration=[f'another approach after {call.tool_name} failed (corrected arguments or another tool)'],
-                    premature_conclusion=True,
-                    reasoning=(
-                        f'{call.tool_name} returned an error at step {result.number}; the agent {what} '
-                        'without trying anything different.'
-                    ),
+                ToolParameterIssue(
+                    steps=steps,
+                    tool_name=call.tool_name or '?',
+                    parameter='(the call failed)',
+                    actual_value=result.text[:200],
+                    suggested_value='retry with corrected arguments or another tool, or tell the user what failed and why',
+                    reasoning=reasoning,
                 )
             ]
         return []

@@ -22,8 +22,10 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 4. `name`: the tool's name, split into words (snake_case, kebab, dotted, camelCase), as the last resort:
    a hand-off (`transfer_to_X`, `handoff`, `escalate`: the OpenAI Agents SDK's convention) and a pure
    computation (`calculate`, `think`, `final_answer`) change nothing; the first word that is a known
-   verb decides (`cancel_x` writes, `get_x` reads); a name with no known verb is taken to change state,
-   as MCP's defaults say of a tool without annotations (`readOnlyHint: false`).
+   verb decides (`cancel_x` writes, `get_x` reads). A name with no known verb (`scout_grep`,
+   `kubectl-logs`) is `unknown` and not counted as a state change: failing a run needs evidence, and
+   most tools whose names say nothing only look things up. Declare such a tool when it does change
+   state (annotations in the record, or `tools: {NAME: {read_only: false}}` in a profile).
 
 A call that errored changed nothing and counts as neither a match nor an extra write.
 
@@ -113,7 +115,7 @@ __all__ = (
 ArgumentMatch = Literal['exact', 'subset']
 ValueMatch = Literal['exact', 'lenient', 'ignore']
 ExtraWrites = Literal['fail', 'allow']
-EffectKind = Literal['write', 'read', 'compute', 'hand-off']
+EffectKind = Literal['write', 'read', 'compute', 'hand-off', 'unknown']
 Evidence = Literal['annotation', 'description', 'profile', 'name']
 _VALUE_MATCHES = ('exact', 'lenient', 'ignore')
 _EXTRA_WRITES = ('fail', 'allow')
@@ -137,26 +139,31 @@ _NUMERIC = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?')
 # ---------------------------------------------------------------------------------------------------
 # What a tool does: verbs as tool names and descriptions use them (English, any domain). A word is
 # looked up as written and, in descriptions, without a third-person "s" ("Cancels" -> cancel).
-_WRITE_VERBS = frozenset(
-    'create add insert update modify edit change set put patch post delete remove cancel book reserve send '
-    'submit write save upload pay refund charge exchange return order purchase buy apply assign approve reject '
-    'close enable disable toggle suspend resume activate deactivate reset restart reboot move rename register '
-    'subscribe unsubscribe schedule reschedule issue grant revoke deploy refuel make mark archive merge commit '
-    'publish upgrade downgrade replace install uninstall block unblock lock unlock confirm complete start stop '
-    'kill terminate finalize claim redeem upsert append clear drop transfer share invite accept decline '
-    'process void attach detach unlink connect disconnect provision allocate increase decrease '
-    'extend renew rebook destroy erase purge overwrite rollback revert'.split()
-)
-_READ_VERBS = frozenset(
-    'get list search find read lookup look fetch describe view show query retrieve browse inspect count locate '
-    'load download check verify peek scan explore see'.split()
-)
+_WRITE_VERBS = frozenset((
+    'create', 'add', 'insert', 'update', 'modify', 'edit', 'change', 'set', 'put', 'patch', 'post', 'delete',
+    'remove', 'cancel', 'book', 'reserve', 'send', 'submit', 'write', 'save', 'upload', 'pay', 'refund', 'charge',
+    'exchange', 'return', 'purchase', 'buy', 'apply', 'assign', 'approve', 'reject', 'close', 'enable',
+    'disable', 'toggle', 'suspend', 'resume', 'activate', 'deactivate', 'reset', 'restart', 'reboot', 'move',
+    'rename', 'register', 'subscribe', 'unsubscribe', 'schedule', 'reschedule', 'issue', 'grant', 'revoke',
+    'deploy', 'refuel', 'make', 'mark', 'archive', 'merge', 'commit', 'publish', 'upgrade', 'downgrade', 'replace',
+    'install', 'uninstall', 'block', 'unblock', 'lock', 'unlock', 'confirm', 'complete', 'start', 'stop', 'kill',
+    'terminate', 'finalize', 'claim', 'redeem', 'upsert', 'append', 'clear', 'drop', 'transfer', 'share', 'invite',
+    'accept', 'decline', 'process', 'void', 'attach', 'detach', 'unlink', 'connect', 'disconnect', 'provision',
+    'allocate', 'increase', 'decrease', 'extend', 'renew', 'rebook', 'destroy', 'erase', 'purge', 'overwrite',
+    'rollback', 'revert',
+))  # fmt: skip
+_READ_VERBS = frozenset((
+    'get', 'list', 'search', 'find', 'read', 'lookup', 'look', 'fetch', 'describe', 'view', 'show', 'query',
+    'retrieve', 'browse', 'inspect', 'count', 'locate', 'load', 'download', 'check', 'verify', 'peek', 'scan',
+    'explore', 'see', 'resolve', 'grep', 'watch', 'monitor', 'lookup', 'poll', 'test',
+))  # fmt: skip
 # Names and descriptions of tools that change nothing and read nothing outside: computations, notes to
 # self, the answer itself.
-_COMPUTE_VERBS = frozenset(
-    'calculate calc calculator compute think reason reflect plan convert evaluate math format parse validate '
-    'summarize summarise translate estimate final answer sum multiply divide'.split()
-)
+_COMPUTE_VERBS = frozenset((
+    'calculate', 'calc', 'calculator', 'compute', 'think', 'reason', 'reflect', 'plan', 'convert', 'evaluate',
+    'math', 'format', 'parse', 'validate', 'summarize', 'summarise', 'translate', 'estimate', 'final', 'answer',
+    'sum', 'multiply', 'divide',
+))  # fmt: skip
 # A hand-off passes the conversation on (to a human, another agent): it changes who answers, not the world.
 _HANDOFF_VERBS = frozenset({'transfer', 'handoff', 'handover', 'escalate', 'delegate', 'route', 'forward'})
 _HANDOFF_ONLY = frozenset({'handoff', 'handover', 'escalate', 'delegate'})  # a hand-off whatever follows
@@ -170,10 +177,11 @@ _NO_CHANGE_TEXT = re.compile(
     r'|\bwithout (?:changing|modifying|altering)|\bno side[- ]effects?\b',
     re.IGNORECASE,
 )
+_READ_ONLY_TEXT = re.compile(r'\bread[- ]only\b|\bno side[- ]effects?\b', re.IGNORECASE)
 _DESCRIPTION_LEAD = re.compile(
     r'^\s*(?:(?:this|the) (?:tool|function|endpoint|api)\s*(?:is used to|can be used to|will|lets you|allows you to)?'
     r'|use (?:this|the) (?:tool|function) to|(?:a )?(?:tool|function) (?:that|to)|used to|allows? (?:you|the \w+) to'
-    r'|lets? (?:you|the \w+)|(?:it )?(?:can|will)|helps? (?:you )?(?:to )?)\s*',
+    r'|lets? (?:you|the \w+)|(?:it )?(?:can|will)|helps? (?:you )?(?:to )?)\b\s*',
     re.IGNORECASE,
 )
 
@@ -221,22 +229,24 @@ def _by_name(name: str) -> Effect:
         kind = _verb_kind(word)
         if kind is not None:
             return Effect(kind, 'name', f'{word!r} in the name')
-    return Effect('write', 'name', 'no verb in the name tells; a tool is taken to change state (MCP default)')
+    return Effect('unknown', 'name', 'no verb in the name says it changes state (a failure needs evidence)')
 
 
 def _by_description(text: str) -> Effect | None:
-    """What a tool's description says it does, or None when it does not tell (rule 2)."""
+    """What a tool's description says it does, or None when it does not tell (rule 2). Its leading verb
+    decides; a description that says it changes nothing ("read-only", "will not change the database")
+    makes it a read, except that a leading write verb yields only to "read-only" or "no side effects"
+    ("Cancel the booking. This does not affect other passengers" still writes)."""
     if _HANDOFF_TEXT.search(text):
         return Effect('hand-off', 'description', 'the description hands the conversation off')
-    first_sentence = re.split(r'(?<=[.!?])\s', text.strip(), maxsplit=1)[0]
-    if _NO_CHANGE_TEXT.search(first_sentence) or _NO_CHANGE_TEXT.search(text[:400]):
-        lead = _first_verb(text)
-        kind: EffectKind = 'compute' if lead == 'compute' else 'read'
-        return Effect(kind, 'description', 'the description says it changes nothing')
     lead = _first_verb(text)
+    word = (_DESCRIPTION_LEAD.sub('', text.strip(), count=1).split(None, 1) or [''])[0].strip('.,:;()"\'`').lower()
+    if lead == 'write' and not _READ_ONLY_TEXT.search(text):
+        return Effect('write', 'description', f'the description begins with {word!r}')
+    if _NO_CHANGE_TEXT.search(text[:600]):
+        return Effect('compute' if lead == 'compute' else 'read', 'description', 'the description says it changes nothing')
     if lead is None:
         return None
-    word = _DESCRIPTION_LEAD.sub('', text, count=1).split(None, 1)[0].strip('.,:;()"\'`').lower()
     return Effect(lead, 'description', f'the description begins with {word!r}')
 
 
@@ -319,7 +329,9 @@ def classify_tool(
         return by_text
     rule = rule or {}
     if isinstance(rule.get('read_only'), bool):
-        return Effect('read' if rule['read_only'] else 'write', 'profile', f'tools.{name}.read_only: {str(rule["read_only"]).lower()}')
+        return Effect(
+            'read' if rule['read_only'] else 'write', 'profile', f'tools.{name}.read_only: {str(rule["read_only"]).lower()}'
+        )
     for pattern in state_changing_patterns:
         if re.search(pattern, name):
             return Effect('write', 'profile', f'state_changing_patterns: {pattern!r}')
@@ -574,7 +586,10 @@ class ReferenceCheck(Judge):
         calls = record.tool_calls()
         matches = match_expected_calls(expected, calls, ordered=check.ordered, compare=check.compare_for)
         definitions = tool_definitions(record)
-        effects = {name: check.effect(name, definitions) for name in dict.fromkeys([*(c.tool_name for c in calls), *(e.tool_name for e in expected)])}
+        effects = {
+            name: check.effect(name, definitions)
+            for name in dict.fromkeys([*(c.tool_name for c in calls), *(e.tool_name for e in expected)])
+        }
         required = [check.required(e, definitions) for e in expected]
         steps = _call_steps(transcript, calls)
         issues, extra_writes = check._issues(matches, calls, steps, required, effects, empty=not expected)
@@ -692,7 +707,11 @@ class ReferenceCheck(Judge):
                 why = f'{e.tool_name} was expected but never called'
             if not req:
                 effect = effects[e.tool_name]
-                why += f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})' if e.required is None else ' (marked not required)'
+                why += (
+                    f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})'
+                    if e.required is None
+                    else ' (marked not required)'
+                )
             selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
             selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
             selection.severity = 'major' if req else 'minor'

@@ -17,7 +17,7 @@ Users declare their own profile in a small YAML, TOML or JSON file:
     extends: default            # optional: start from a built-in profile's checks and parameters
     checks: [greeting_check]    # added to what it extends (or the whole list, without `extends`)
     params:
-      reference_check: {strict: true, ordered: false}
+      reference_check: {extra_writes: allow, ordered: false}   # see docs/reference.md
 
 Unknown checks, parameters for checks the profile does not run and unknown parameter names are errors
 naming the file and the field, never ignored.
@@ -95,6 +95,8 @@ BUILTIN_PROFILES: dict[str, Profile] = {
             name='docs-agent',
             description='A documentation-research agent: docs lookups, pinned versions, <source> citations, no chat filler.',
             checks=(*AGNOSTIC_CHECKS, *_DOCS_AGENT_CHECKS),
+            # this agent's vocabulary: an unrecovered tool error is shallow research
+            params={'error_recovery_check': {'vocabulary': 'docs-agent'}},
             # the failure-mode table's components are this agent's prompt sections; the registry keeps the
             # mapping current (a mode registered at runtime with components is in it)
             component_map=_REGISTRY_COMPONENTS,

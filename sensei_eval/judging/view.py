@@ -369,7 +369,8 @@ def _record_html(report: RecordReport, anchor: str) -> str:
 def _transcript_html(report: RecordReport, anchor: str, cited: set[int]) -> str:
     try:
         record = QueryRecord(
-            query_id=report.query_id, query=report.query, messages=report.messages, message_format=report.message_format
+            query_id=report.query_id, query=report.query, messages=report.messages, message_format=report.message_format,
+            metadata=report.metadata,
         )
         steps = render_transcript(record, include_system=False).steps
     except Exception as e:  # a report whose messages no longer parse: say so, keep the page
@@ -377,7 +378,7 @@ def _transcript_html(report: RecordReport, anchor: str, cited: set[int]) -> str:
     items = ''
     for step in steps:
         mark = ' cited' if step.number in cited else ''
-        who = f' {step.tool_name}' if step.tool_name else ''
+        who = (f' ({step.speaker})' if step.speaker else '') + (f' {step.tool_name}' if step.tool_name else '')
         items += (
             f'<li id="{anchor}-s{step.number}" class="step {_e(step.kind)}{mark}"><span class="n">[{step.number}] '
             f'{_e(step.kind.replace("_", " "))}{_e(who)}</span><pre>{_e(step.text)}</pre></li>'

@@ -1,11 +1,14 @@
 """Calibration: how far to trust the judges, measured against labels people (or benchmarks) gave.
 
-`python -m sensei_eval.validate.calibrate --reports RUN_DIR --labels FILE` reads a judge run and a JSONL file of
-labels. Each line names a record (`query_id`) and carries one or more labels; keys it does not know are
+`python -m sensei_eval.calibrate --reports RUN_DIR --labels FILE` (or `sensei-eval calibrate`) reads a
+judge run and a JSONL file of labels. Each line names a record (`query_id`) and carries one or more labels; keys it does not know are
 ignored, so a dataset's own label file (e.g. tau2-bench's `reward`, `passed`, `db_match`, ...) is read
 as it is. The name of a field says what its value is:
 
-* `failure_mode` + `label`: a verdict on one failure mode, `pass` or `fail` (also `true`/`false`).
+* `failure_mode` + `label`: a verdict on one failure mode, `pass` or `fail` (also `true`/`false`), or
+  MAST-style `1`/`0` (1: the failure mode occurred, so `fail`; 0: `pass`). A mode name that is not one
+  of ours (a published taxonomy's, e.g. MAST's "1.1 Disobey Task Specification") is kept and noted
+  (`notes`): no judge of ours reports it, so it is not compared, and the other labels are used.
   With `"failure_mode": "overall"` the label is about the whole run: `pass`/`fail`/a boolean is the
   run's **outcome**, a number is a **rating** (as it always was: a number under `overall` is never read
   as a reward; write `reward` for that).
@@ -33,11 +36,15 @@ Figures, all on each record's first repeat:
   judge's `score`, lower meaning more likely failed: AUROC, the best F1 over thresholds (a run is
   flagged when its score is ≤ the threshold) with precision, recall and accuracy there, and the share of
   passed runs flagged (false alarms: `overall_score < 1`, a judge's verdict fail) and of failed runs
-  flagged. Beside them the always-fail baseline: AUROC 0.5, F1 2p/(1+p), accuracy p (p: failed share).
+  flagged. A score that is the same on every labelled run separates nothing: it gets AUROC 0.5 and the
+  note "separates nothing", and no F1, precision, recall or accuracy (a constant that flags every run
+  would otherwise claim the always-fail baseline's F1). Beside them the always-fail baseline: AUROC
+  0.5, F1 2p/(1+p), accuracy p (p: failed share).
   AUROC needs both classes: with one, it is None and the reason is in `problems`.
 * **Ratings**: Spearman's ρ between `overall_score` and the ratings; also against the ratings the
   records carry themselves (the calling agent's `/rate`).
-* **Where it went wrong**: the report's `decisive_step` (earliest step cited by the primary failure
+* **Where it went wrong** (each record rebuilt with its metadata, so the speakers are the ones the
+  judges saw): the report's `decisive_step` (earliest step cited by the primary failure
   mode) against `mistake_step`, exact and within ±1; `decisive_agent` against `mistake_agent`
   (case and surrounding spaces ignored). Labelled runs without a decisive step/agent are counted, and
   beside each figure its trivial baseline: the last step, and the first agent that is not the user.
@@ -208,6 +215,7 @@ class CalibrationResult(BaseModel):
     agents: AgentAccuracy | None = None
     noise: list[JudgeNoise]
     problems: list[str]
+    notes: list[str] = Field(default_factory=list, description='How labels were read (MAST-style 0/1, modes not ours).')
 
 
 @dataclass
@@ -221,6 +229,7 @@ class LabelSet:
     mistake_steps: dict[str, int] = field(default_factory=dict)
     mistake_agents: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
@@ -241,6 +250,8 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
         store.setdefault(key, value)
         first_line.setdefault(slot, lineno)
 
+    mast = 0  # failure-mode labels written 1/0 (MAST-style)
+    foreign: dict[str, int] = {}  # failure modes that are not ours -> labels
     for lineno, line in enumerate(path.read_text(encoding='utf-8').splitlines(), start=1):
         if not line.strip():
             continue
@@ -276,11 +287,16 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
                 )
         elif label.failure_mode is not None:
             assert label.label is not None
-            if label.failure_mode not in MODES:
-                labels.problems.append(f'{where}: field `failure_mode`: unknown failure mode {label.failure_mode!r}')
-            elif (verdict := _verdict(label.label)) is None:
-                labels.problems.append(f'{where}: field `label`: expected pass or fail, got {label.label!r}')
+            verdict = _verdict(label.label)
+            if verdict is None and isinstance(label.label, int | float) and label.label in (0, 1):
+                verdict = FAIL if label.label == 1 else PASS
+                mast += 1
+            if verdict is None:
+                labels.problems.append(f'{where}: field `label`: expected pass or fail (or 1/0), got {label.label!r}')
             else:
+                if label.failure_mode not in MODES:
+                    foreign.setdefault(label.failure_mode, 0)
+                    foreign[label.failure_mode] += 1
                 put(labels.verdicts, (qid, label.failure_mode), verdict, lineno, 'label')
 
         for name in ('outcome', 'passed'):
@@ -317,6 +333,13 @@ def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
                 labels.problems.append(f'{where}: field `mistake_agent`: empty')
             else:
                 put(labels.mistake_agents, qid, label.mistake_agent.strip(), lineno, 'mistake_agent')
+    if mast:
+        labels.notes.append(f'{path}: {mast} failure-mode label(s) given as 1/0, read MAST-style: 1 = the mode occurred (fail)')
+    for mode, n in foreign.items():
+        labels.notes.append(
+            f'{path}: failure mode {mode!r} ({n} label(s)) is not one of ours: kept, but no judge reports it, '
+            f'so it is not compared (ours: {", ".join(MODES)})'
+        )
     return labels
 
 
@@ -399,6 +422,7 @@ def calibrate(
         agents=_agents(first, labels),
         noise=_noise(reports),
         problems=problems,
+        notes=list(labels.notes),
     )
 
 
@@ -542,6 +566,9 @@ def _figures(name: str, s: _Scored, one_class: str | None, problems: list[str]) 
             problems.append(f'{name}: {figures.note}')
     if n_failed == 0:
         return figures
+    if len(set(s.scores)) == 1:
+        figures.note = f'the score is {s.scores[0]:g} on every labelled run: it separates nothing (no F1 or accuracy from it)'
+        return figures
     precision, recall, thresholds = precision_recall_curve(y_true, y_score)
     best, best_f1 = -1, -1.0
     for i in range(len(thresholds)):  # ties: the highest threshold on -score, i.e. the fewest runs flagged
@@ -640,7 +667,7 @@ def _record_of(report: RecordReport, n_messages: int | None = None) -> QueryReco
     try:
         return QueryRecord.model_validate(
             {'query_id': report.query_id, 'query': report.query or '-', 'messages': messages,
-             'message_format': report.message_format}
+             'message_format': report.message_format, 'metadata': report.metadata}
         )  # fmt: skip
     except (ValidationError, ValueError):
         return None

@@ -110,6 +110,7 @@ class StepOut(BaseModel):
     kind: str
     text: str
     tool_name: str | None
+    speaker: str | None = None  # who spoke at this step (multi-agent runs)
 
 
 class IssueOut(BaseModel):
@@ -546,7 +547,9 @@ def session_view(store: Store, session_id: str) -> SessionView:
     history = repository.list_scores(store, session_id)
     record = QueryRecord.model_validate(detail.record)
     transcript = render_transcript(record, include_system=False)
-    steps = [StepOut(number=s.number, kind=s.kind, text=s.text, tool_name=s.tool_name) for s in transcript.steps]
+    steps = [
+        StepOut(number=s.number, kind=s.kind, text=s.text, tool_name=s.tool_name, speaker=s.speaker) for s in transcript.steps
+    ]
     evaluation = detail.latest_evaluation
     issues: list[IssueOut] = []
     modes: list[str] = []

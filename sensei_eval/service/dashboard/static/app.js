@@ -513,7 +513,7 @@ function sessionView(initial) {
     const list = h('ol', { class: 'steps', dataset: { testid: 'transcript' } });
     const cited = citedSteps();
     for (const step of data.steps) {
-      const title = [`[${step.number}]`, step.kind.replace('_', ' '), step.tool_name || ''].join(' ');
+      const title = [`[${step.number}]`, step.kind.replace('_', ' '), step.speaker ? `(${step.speaker})` : '', step.tool_name || ''].filter(Boolean).join(' ');
       const body = h('pre', { class: 'text' }, step.text);
       let item;
       if (step.kind === 'tool_call' || step.kind === 'tool_result' || step.kind === 'thinking' || step.kind === 'system') {
