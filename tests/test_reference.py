@@ -1,6 +1,6 @@
 """The reference check: each expected call matched to a distinct successful call, order-free, extra
-reads allowed and extra writes failed unless asked otherwise; findings in the tool_selection / tool_parameters issue models; and on
-real tau2-bench runs, the benchmark's own per-action labels reproduced."""
+reads allowed and extra writes failed unless asked otherwise; findings in the tool_selection /
+tool_parameters issue models; and on real tau2-bench runs, the benchmark's own per-action labels reproduced."""
 
 from __future__ import annotations
 
