@@ -23,8 +23,8 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
    a hand-off (`transfer_to_X`, `handoff`, `escalate`: the OpenAI Agents SDK's convention) and a pure
    computation (`calculate`, `think`, `final_answer`) change nothing; the first word that is a known
    verb decides (`cancel_x` writes, `get_x` reads). A name with no known verb (`scout_grep`,
-   `kubectl-logs`) is `unknown` and not counted as a state change: failing a run needs evidence, and
-   most tools whose names say nothing only look things up. Declare such a tool when it does change
+   `kubectl-logs`) is `unknown`: an extra call of it does not fail the run (failing needs evidence, and
+   most tools whose names say nothing only look things up), but a missing expected call of it does. Declare such a tool when it does change
    state (annotations in the record, or `tools: {NAME: {read_only: false}}` in a profile).
 
 A call that errored changed nothing and counts as neither a match nor an extra write.
@@ -46,8 +46,9 @@ per-action labels stays measurable (it reproduces every one of tau2-airline's 14
 **What fails.**
 
 * a missing or wrong **required** expected call (a `major` finding). An expected call is required when
-  it says so (`required`), else by `tools.NAME.required`, else when its tool is state-changing; a
-  missing lookup, computation or hand-off is an advisory (`minor`) finding: reported, scored lower, the
+  it says so (`required`), else by `tools.NAME.required`, else unless its tool is known to change
+  nothing: the reference's word is evidence enough that an `unknown` tool was needed. A missing
+  lookup, computation or hand-off is an advisory (`minor`) finding: reported, scored lower, the
   check passes. A call whose only differing arguments are free text (a summary in other words) is minor;
 * an **extra state-changing call**: a successful state-changing call matched to no expected call
   (`extra_writes='fail'`, the default). Reads, computations and hand-offs the reference does not list
@@ -571,13 +572,14 @@ class ReferenceCheck(Judge):
         return not self.effect(tool, definitions).state_changing
 
     def required(self, e: ExpectedToolCall, definitions: Mapping[str, Mapping[str, Any]]) -> bool:
-        """Whether missing `e` fails the run: `e.required`, else `tools.NAME.required`, else state-changing."""
+        """Whether missing `e` fails the run: `e.required`, else `tools.NAME.required`, else unless its tool
+        is known to change nothing (a read, a computation, a hand-off: an `unknown` tool stays required)."""
         if e.required is not None:
             return e.required
         rule = self.tools.get(e.tool_name, {})
         if 'required' in rule:
             return bool(rule['required'])
-        return self.effect(e.tool_name, definitions).state_changing
+        return self.effect(e.tool_name, definitions).kind in ('write', 'unknown')
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         start = time.perf_counter()
