@@ -280,6 +280,15 @@ def test_prose_is_not_taken_for_speakers() -> None:
     assert _speakers(['Sure, here it is.', 'Planner: go', 'plain', 'plain again']) == [None, None, None, None]
 
 
+def test_a_note_after_a_name_field_is_dropped_as_in_prefixes() -> None:
+    data = {'query_id': 's', 'query': 't', 'messages': [
+        {'role': 'assistant', 'content': 'plan', 'name': 'Orchestrator (thought)'},
+        {'role': 'assistant', 'content': 'go', 'name': 'Orchestrator (-> WebSurfer)'},
+        {'role': 'assistant', 'content': 'ok', 'name': 'WebSurfer'}]}  # fmt: skip
+    speakers = [s.speaker for s in render_transcript(QueryRecord.model_validate(data)).steps]
+    assert speakers == ['Orchestrator', 'Orchestrator', 'WebSurfer']
+
+
 def test_the_openai_name_field_wins_over_a_prefix() -> None:
     data = {'query_id': 's', 'query': 't', 'messages': [
         {'role': 'assistant', 'content': '[Other] hi', 'name': 'Coder'}, {'role': 'assistant', 'content': 'x', 'name': 'Bot'}]}  # fmt: skip

@@ -565,7 +565,14 @@ def _speaker_field(msg: dict[str, Any], keys: Sequence[str], where: str) -> str 
 
 
 def _speaker_metadata(speaker: str | None) -> dict[str, Any] | None:
+    """The speaker as every loader keeps it; a note after the name (`Orchestrator (thought)`,
+    `Orchestrator (-> WebSurfer)`, as Magentic-One logs write their roles) is dropped, as in prefixes."""
+    if speaker:
+        speaker = _SPEAKER_NOTE.sub('', speaker).strip() or speaker
     return {'speaker': speaker} if speaker else None
+
+
+_SPEAKER_NOTE = re.compile(r'\s*\([^()\n]{0,80}\)\s*$')
 
 
 def _call_args(part: ToolCallPart) -> dict[str, Any] | str:
