@@ -291,7 +291,8 @@ def test_a_note_after_a_name_field_is_dropped_as_in_prefixes() -> None:
 
 def test_the_openai_name_field_wins_over_a_prefix() -> None:
     data = {'query_id': 's', 'query': 't', 'messages': [
-        {'role': 'assistant', 'content': '[Other] hi', 'name': 'Coder'}, {'role': 'assistant', 'content': 'x', 'name': 'Bot'}]}  # fmt: skip
+        {'role': 'assistant', 'content': '[Other] hi', 'name': 'Coder'},
+        {'role': 'assistant', 'content': 'x', 'name': 'Bot'}]}  # fmt: skip
     assert [s.speaker for s in render_transcript(QueryRecord.model_validate(data)).steps] == ['Coder', 'Bot']
 
 

@@ -288,7 +288,8 @@ def parse_messages(
 
     `speaker_prefix` (OpenAI-format logs): None detects a consistent prefix naming the speaker
     (`[Name]`, `[Name (note)]`, `Name:`, `Name (-> Other):`; `speakers_from_prefix`); False never reads
-    one; True, `"bracket"`, `"colon"` (`Name: ...`) or a regular expression with a `name` group reads it from every message that has it."""
+    one; True, `"bracket"`, `"colon"` (`Name: ...`) or a regular expression with a `name` group reads it
+    from every message that has it."""
     if message_format == 'pydantic-ai':
         parsed = _parse_pydantic_ai(messages)
     elif message_format == 'openai':

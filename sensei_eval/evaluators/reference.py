@@ -17,15 +17,16 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 2. `description`: the tool's description in those definitions, read by its leading verb ("Cancel the
    reservation" writes; "Get the details", "Returns the status" read; "Calculate ..." computes; "Transfer
    the user to a human agent" hands off) or by what it says it does not do ("will not change the database");
-3. `profile`: the check's `tools: {NAME: {read_only: true|false}}` rule, then its `read_only_patterns` and
-   `state_changing_patterns` (regular expressions on the name);
+3. `profile`: the check's `tools: {NAME: {read_only: true|false}}` rule, then its
+   `state_changing_patterns` and `read_only_patterns` (regular expressions on the name);
 4. `name`: the tool's name, split into words (snake_case, kebab, dotted, camelCase), as the last resort:
    a hand-off (`transfer_to_X`, `handoff`, `escalate`: the OpenAI Agents SDK's convention) and a pure
    computation (`calculate`, `think`, `final_answer`) change nothing; the first word that is a known
    verb decides (`cancel_x` writes, `get_x` reads). A name with no known verb (`scout_grep`,
    `kubectl-logs`) is `unknown`: an extra call of it does not fail the run (failing needs evidence, and
-   most tools whose names say nothing only look things up), but a missing expected call of it does. Declare such a tool when it does change
-   state (annotations in the record, or `tools: {NAME: {read_only: false}}` in a profile).
+   most tools whose names say nothing only look things up), but a missing expected call of it does.
+   Declare such a tool when it does change state (annotations in the record, or
+   `tools: {NAME: {read_only: false}}` in a profile).
 
 A call that errored changed nothing and counts as neither a match nor an extra write.
 

@@ -1,9 +1,9 @@
 """Calibration: how far to trust the judges, measured against labels people (or benchmarks) gave.
 
 `python -m sensei_eval.calibrate --reports RUN_DIR --labels FILE` (or `sensei-eval calibrate`) reads a
-judge run and a JSONL file of labels. Each line names a record (`query_id`) and carries one or more labels; keys it does not know are
-ignored, so a dataset's own label file (e.g. tau2-bench's `reward`, `passed`, `db_match`, ...) is read
-as it is. The name of a field says what its value is:
+judge run and a JSONL file of labels. Each line names a record (`query_id`) and carries one or more
+labels; keys it does not know are ignored, so a dataset's own label file (e.g. tau2-bench's `reward`,
+`passed`, `db_match`, ...) is read as it is. The name of a field says what its value is:
 
 * `failure_mode` + `label`: a verdict on one failure mode, `pass` or `fail` (also `true`/`false`), or
   MAST-style `1`/`0` (1: the failure mode occurred, so `fail`; 0: `pass`). A mode name that is not one
