@@ -145,6 +145,25 @@ def _numbers_as_strings(record: QueryRecord) -> QueryRecord:
     return QueryRecord.model_validate(data)
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split('_')
+    return 'ns.' + head + ''.join(w.capitalize() for w in rest)
+
+
+def _renamed_tools(record: QueryRecord) -> QueryRecord:
+    """The record with every tool name written another way (`cancel_reservation` -> `ns.cancelReservation`),
+    in its calls and its expected calls: the verdicts must not rest on one naming style."""
+    data = record.model_dump(mode='json')
+    for msg in data['messages']:
+        for call in msg.get('tool_calls') or []:
+            call['function']['name'] = _camel(call['function']['name'])
+        if msg.get('role') == 'tool' and isinstance(msg.get('name'), str):
+            msg['name'] = _camel(msg['name'])
+    for expected in data.get('expected_tool_calls') or []:
+        expected['tool_name'] = _camel(expected['tool_name'])
+    return QueryRecord.model_validate(data)
+
+
 def _changed(before: list[RecordReport], after: list[RecordReport]) -> int:
     by_id = {r.query_id: _verdicts(r) for r in after}
     return sum(_verdicts(r) != by_id.get(r.query_id) for r in before)
@@ -252,9 +271,11 @@ def main() -> int:
         judge = functools.partial(judge_records, options=JudgeRunOptions(judges, profile=BUILTIN_PROFILES[name]), run_id='bench')
         unique = asyncio.run(judge([_unique_ids(r) for r in loaded.records]))
         strings = asyncio.run(judge([_numbers_as_strings(r) for r in loaded.records]))
+        renamed = asyncio.run(judge([_renamed_tools(r) for r in loaded.records]))
         print(
             f'  runs whose verdicts change: every call a unique id {_changed(reports, unique)}, '
-            f'numbers sent as strings {_changed(reports, strings)} (of {len(reports)})'
+            f'numbers sent as strings {_changed(reports, strings)}, tool names written as '
+            f'`ns.camelCase` {_changed(reports, renamed)} (of {len(reports)})'
         )
         bare = [r.model_copy(update={'expected_tool_calls': None}) for r in loaded.records]
         free = _figures(asyncio.run(judge(bare)), labels)

@@ -145,6 +145,9 @@ def test_evidence_order_annotation_description_profile_name() -> None:
     assert classify_tool('sync', state_changing_patterns=[r'^sync$']).state_changing
     assert classify_tool('purge_cache').kind == 'write' and classify_tool('fetchUser').kind == 'read'
     assert classify_tool('transfer_funds').kind == 'write'  # a transfer that is not to someone: a write
+    # a namespace or product before the verb is skipped, in any naming style
+    assert classify_tool('airline.transferToHumanAgents').kind == 'hand-off'
+    assert classify_tool('shop__cancelOrder').kind == 'write' and classify_tool('context7_get_docs').kind == 'read'
 
 
 def test_tool_schemas_in_the_record_decide_before_the_name() -> None:

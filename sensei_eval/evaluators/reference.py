@@ -152,7 +152,7 @@ _WRITE_VERBS = frozenset((
     'terminate', 'finalize', 'claim', 'redeem', 'upsert', 'append', 'clear', 'drop', 'transfer', 'share', 'invite',
     'accept', 'decline', 'process', 'void', 'attach', 'detach', 'unlink', 'connect', 'disconnect', 'provision',
     'allocate', 'increase', 'decrease', 'extend', 'renew', 'rebook', 'destroy', 'erase', 'purge', 'overwrite',
-    'rollback', 'revert',
+    'rollback', 'revert', 'forward',
 ))  # fmt: skip
 _READ_VERBS = frozenset((
     'get', 'list', 'search', 'find', 'read', 'lookup', 'look', 'fetch', 'describe', 'view', 'show', 'query',
@@ -221,15 +221,16 @@ def _verb_kind(word: str) -> EffectKind | None:
 
 
 def _by_name(name: str) -> Effect:
-    """The last resort: what the tool's name says (module docstring, rule 4)."""
+    """The last resort: what the tool's name says (module docstring, rule 4). Words before the first
+    known verb (a namespace, a product: `airline.cancelReservation`, `context7_get_docs`) are skipped."""
     words = _words(name)
-    if words[:2] in (['hand', 'off'], ['hand', 'over']) or (
-        words[:1] and words[0] in _HANDOFF_VERBS and (words[1:2] == ['to'] or words[0] in _HANDOFF_ONLY)
-    ):
-        return Effect('hand-off', 'name', f'{name!r} names a hand-off (transfer_to_X, handoff, escalate)')
-    for word in words:  # the first known verb decides: `cancel_search_job` writes, `search_cancelled` reads
+    for k, word in enumerate(words):
+        if words[k : k + 2] in (['hand', 'off'], ['hand', 'over']) or (
+            word in _HANDOFF_VERBS and (words[k + 1 : k + 2] == ['to'] or word in _HANDOFF_ONLY)
+        ):
+            return Effect('hand-off', 'name', f'{name!r} names a hand-off (transfer_to_X, handoff, escalate)')
         kind = _verb_kind(word)
-        if kind is not None:
+        if kind is not None:  # the first known verb decides: `cancel_search_job` writes, `search_cancelled` reads
             return Effect(kind, 'name', f'{word!r} in the name')
     return Effect('unknown', 'name', 'no verb in the name says it changes state (a failure needs evidence)')
 
