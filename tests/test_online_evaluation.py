@@ -112,3 +112,28 @@ async def test_a_judge_without_a_record_or_spans_fails_with_a_reason() -> None:
     [case] = report.cases
     [failure] = case.evaluator_failures
     assert 'no record to judge' in failure.error_message or 'QueryRecord' in failure.error_message
+
+
+def test_online_judging_feeds_the_service(tmp_path: Path) -> None:
+    """A live agent's judged runs land in the scoring service as sessions (real uvicorn on loopback)."""
+    import asyncio
+
+    import httpx
+
+    from sensei_eval.production.online import post_to_service
+    from tests.service.conftest import ScriptedScorer, fast_settings, live_server
+
+    settings = fast_settings(f'sqlite:///{tmp_path / "service.db"}')
+    with live_server(settings, ScriptedScorer().model(), migrate=True) as server:
+        options = JudgeRunOptions(judges=make_judges(['checks']))
+        capability = online_evaluation(options, sample_rate=1.0, on_report=post_to_service(server.url, agent='billing'))
+
+        async def run() -> str:
+            result = await make_agent(capability).run('What is the balance of account A-17?')
+            await wait_for_evaluations()
+            return QueryRecord.from_pydantic_ai(result).query
+
+        query = asyncio.run(run())
+        sessions = httpx.get(f'{server.url}/api/v1/sessions', params={'agent': 'billing'}).json()
+    [session] = sessions['items']
+    assert session['query'] == query == 'What is the balance of account A-17?'

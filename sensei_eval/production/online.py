@@ -98,20 +98,27 @@ def online_evaluation(
     return OnlineEvaluation(evaluators=[evaluator, *extra], config=config)
 
 
-def post_to_service(base_url: str, *, token: str | None = None, timeout_s: float = 30.0) -> ReportCallback:
+def post_to_service(
+    base_url: str, *, agent: str | None = None, token: str | None = None, timeout_s: float = 30.0
+) -> ReportCallback:
     """An `on_report` that stores each judged run in the scoring service as a session
-    (`POST /api/v1/sessions`), where the dashboard, Patterns and alerts read it."""
+    (`POST /api/v1/sessions`, as `agent`), where the dashboard, Patterns and alerts read it and the service
+    judges it with its own judges (`serve --judges`); the report written here stays the agent side's record."""
     import httpx
 
     headers = {'Authorization': f'Bearer {token}'} if token else {}
 
     async def post(report: RecordReport) -> None:
-        body = {
-            'session_id': report.query_id,
+        body: dict[str, Any] = {
+            'query_id': report.query_id,
             'query': report.query,
             'messages': report.messages,
             'message_format': report.message_format,
+            'prompt_version': report.prompt_version,
+            'agent': agent,
         }
+        if report.agent_rating is not None:
+            body['rating'] = report.agent_rating.model_dump(mode='json')
         async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout_s) as client:
             answer = await client.post('/api/v1/sessions', json=body)
             answer.raise_for_status()
