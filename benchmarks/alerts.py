@@ -38,7 +38,10 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, default=20)
     parser.add_argument('--runs', type=int, default=1000)
     parser.add_argument('--bad-rate', type=float, default=0.4)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.runs = 2, 200
 
     false_alarms, fired_per_regression, delays, per_run_us = 0, [], [], []
     for seed in range(args.seeds):

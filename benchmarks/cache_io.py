@@ -96,7 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--records', type=int, default=1000)
     parser.add_argument('--repeat', type=int, default=3)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.records, args.repeat = 50, 1
     records = [_record(i) for i in range(args.records)]
     _run(records[:20], None)  # imports, agent construction
 

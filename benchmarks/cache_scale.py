@@ -127,7 +127,10 @@ def main() -> None:
     parser.add_argument('--entries', type=int, default=1_000_000)
     parser.add_argument('--lookups', type=int, default=20_000)
     parser.add_argument('--records', type=int, default=1000)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.entries, args.lookups, args.records = 2_000, 500, 50
     with tempfile.TemporaryDirectory(prefix='cache-scale-') as tmp:
         filled = fill(Path(tmp), args.entries)
         size = sum(p.stat().st_size for p in (Path(tmp) / 'judge').iterdir()) / 2**20

@@ -153,7 +153,10 @@ def main() -> None:
     parser.add_argument('--clients', type=int, default=4)
     parser.add_argument('--decisions', type=int, default=5000)
     parser.add_argument('--pg-url', default=None)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.backends, args.traces, args.traces_per_request, args.clients, args.decisions = ['sqlite'], 40, 10, 2, 200
 
     template = _agent_spans()
     bodies = _requests(template, args.traces, args.traces_per_request)

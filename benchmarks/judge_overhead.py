@@ -78,7 +78,10 @@ def main() -> None:
     parser.add_argument('--judges', type=int, default=3, choices=range(1, 7))
     parser.add_argument('--concurrency', type=int, nargs='+', default=[1, 4, 16])
     parser.add_argument('--latency', type=float, nargs='+', default=[0.1, 0.5])
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.records, args.judges, args.concurrency, args.latency = 8, 2, [4], [0.02]
     print(f'{"N":>4} {"K":>2} {"C":>3} {"latency":>8} {"wall s":>8} {"ideal s":>8} {"wall/ideal":>10}')
     for latency in args.latency:
         for c in args.concurrency:

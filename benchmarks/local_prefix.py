@@ -51,7 +51,10 @@ def main() -> None:
     parser.add_argument('--dataset', default='datasets/sample.jsonl')
     parser.add_argument('--query-id', default='docs-long-001')
     parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     records = load_dataset(args.dataset).records
     record = next(r for r in records if r.query_id == args.query_id)
     other = next(r for r in records if r.query_id != args.query_id)

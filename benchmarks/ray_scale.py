@@ -221,7 +221,10 @@ def main() -> None:
     parser.add_argument('--memory', type=int, nargs='*', default=[10_000, 100_000], help='record counts for the memory runs')
     parser.add_argument('--memory-latency', type=float, default=0.01)
     parser.add_argument('--memory-child', type=int, help=argparse.SUPPRESS)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.records, args.workers, args.memory, args.latency = 40, [1], [], 0.01
     if args.memory_child is not None:
         memory_child(args.memory_child, args.memory_latency, max(args.workers), args.concurrency)
         return

@@ -356,7 +356,10 @@ def main() -> None:
     parser.add_argument('--scorings', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3, help='alternating rounds of service and minimal route')
     parser.add_argument('--pg-url', default=None)
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.backends, args.clients, args.requests, args.sessions, args.latency, args.scorings, args.rounds = ['sqlite'], 4, 40, 10, 0.01, 2, 1
 
     results = []
     tmp = tempfile.mkdtemp(prefix='sensei-bench-')

@@ -189,7 +189,10 @@ def main() -> None:
     parser.add_argument('--dataset', action='append', type=Path, help='JSONL dataset (repeatable); default: sample and tau2')
     parser.add_argument('--judges', default='all', help='judges or groups (default: the standard failure modes)')
     parser.add_argument('--budget', type=int, default=None, help='cut transcripts to this many tokens (default: no cut)')
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.dataset = args.dataset or [Path('datasets/sample.jsonl')]
     judges = [j for j in make_judges([args.judges]) if isinstance(j, FailureModeJudge) and j.name not in EXTRA_MODES]
     count = Counter(llama_counter(str(gguf_path())))
     print(f'tokens: {count.counter.name}, chat template included; {len(judges)} failure-mode judges')

@@ -21,6 +21,7 @@ A dataset is a JSONL file, one record a line; `sensei_eval.core.datasets` reads 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -220,6 +221,39 @@ class QueryRecord(BaseModel):
         if not self.query.strip():
             raise RecordFieldError('query', 'empty, and no user turn or alert to take it from')
         return self
+
+    @classmethod
+    def from_pydantic_ai(cls, run: Any, *, query_id: str | None = None, **fields: Any) -> QueryRecord:
+        """The record of a pydantic-ai run: `run` is an `AgentRunResult` (or anything with `all_messages()`)
+        or a list of `ModelMessage`s. `query_id` defaults to a hash of the messages; other record fields
+        (`rating`, `expected_tool_calls`, `metadata`, ...) go in `fields`. A task's output needs no glue:
+
+            async def task(query: str) -> QueryRecord:
+                return QueryRecord.from_pydantic_ai(await agent.run(query))
+        """
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        history = run.all_messages() if hasattr(run, 'all_messages') else run
+        if not isinstance(history, list | tuple):
+            got = type(run).__name__
+            raise RecordFieldError('messages', f'expected a pydantic-ai run result or a list of messages, got {got}')
+        messages = ModelMessagesTypeAdapter.dump_python(list(history), mode='json')
+        return cls._from_messages(messages, 'pydantic-ai', query_id, fields)
+
+    @classmethod
+    def from_openai(cls, messages: Sequence[Any], *, query_id: str | None = None, **fields: Any) -> QueryRecord:
+        """The record of an OpenAI chat-completions history (dicts, or the SDK's message objects)."""
+        plain = [m.model_dump(exclude_none=True) if hasattr(m, 'model_dump') else m for m in messages]
+        return cls._from_messages(plain, 'openai', query_id, fields)
+
+    @classmethod
+    def _from_messages(
+        cls, messages: list[Any], message_format: MessageFormat, query_id: str | None, fields: dict[str, Any]
+    ) -> QueryRecord:
+        if query_id is None:  # the same run gets the same id, so reports and the cache line up across calls
+            blob = json.dumps(messages, sort_keys=True, default=str).encode()
+            query_id = f'run-{hashlib.sha256(blob).hexdigest()[:12]}'
+        return cls(query_id=query_id, messages=messages, message_format=message_format, **fields)
 
     @property
     def model_messages(self) -> list[ModelMessage]:

@@ -29,6 +29,7 @@ from sensei_eval.evaluators.methodology import (
 from sensei_eval.evaluators.output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
 from sensei_eval.evaluators.reference import ReferenceCheck
 from sensei_eval.evaluators.registry import GROUPS, JUDGES, UnknownJudgeError, fuse_judges, make_judges
+from sensei_eval.evaluators.rubric import RubricJudge
 from sensei_eval.evaluators.sources import SourceQuality, SourceSelection
 from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
 
@@ -59,6 +60,7 @@ __all__ = (
     'RepeatedCallCheck',
     'ReportingQuality',
     'ResearchDepth',
+    'RubricJudge',
     'SolutionEvaluation',
     'SourceQuality',
     'SourceSelection',

@@ -27,10 +27,10 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import ValidationError
 from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
@@ -38,12 +38,14 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
+from pydantic_evals.otel import SpanTreeRecordingError
 
-from sensei_eval.core.errors import ModelCallError, describe_error, field_path
+from sensei_eval.core.errors import InputError, ModelCallError, describe_error, field_path
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.spans import record_from_span_tree
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
@@ -68,6 +70,7 @@ __all__ = (
     'extract_json',
     'fill_template',
     'join_prompt',
+    'judge_agent',
     'record_from_context',
     'short_errors',
     'timed_out',
@@ -159,9 +162,26 @@ _GRAMMAR_MAX_STRING = 200
 _GRAMMAR_MAX_STEPS = 8
 
 _default_model: JudgeModel | None = None
-# Agents reused across calls, keyed by (judge class, id of the model, output retries); the model is kept
-# in the value so an id is never matched to a different, later model.
-_AGENTS: dict[tuple[type[Any], int, int], tuple[Model | str, Agent[None, Any]]] = {}
+_OutputT = TypeVar('_OutputT')
+
+
+def judge_agent(
+    model: JudgeModel, key: Hashable, parse: Callable[[str], _OutputT], *, output_retries: int, name: str
+) -> Agent[None, _OutputT]:
+    """The one way a judge's pydantic-ai `Agent` is built: plain-text output parsed by `parse` (invalid
+    output goes back to the model as a retry), the shared system prompt, kept on `model` under `key` so it
+    is built once per resolved model (`JudgeModel.agent`) and freed with it."""
+
+    def build(request: Model | str) -> Agent[None, _OutputT]:
+        return Agent(
+            request,
+            output_type=TextOutput(parse),
+            instructions=JUDGE_SYSTEM_PROMPT,
+            retries={'output': output_retries},
+            name=f'judge:{name}',
+        )
+
+    return model.agent((key, output_retries), build)
 
 
 class JudgeError(ModelCallError):
@@ -183,15 +203,25 @@ def default_judge_model() -> JudgeModel:
 
 
 def record_from_context(ctx: EvaluatorContext[Any, Any, Any]) -> QueryRecord:
-    """The record a pydantic-evals case is about: the task's output if it produced one, else the inputs."""
+    """The record a pydantic-evals case is about: the task's output if it is a record, else the inputs if
+    they are one, else the agent run in the captured span tree (a live pydantic-ai agent evaluated with
+    `OnlineEvaluation` or `@evaluate`, whose output is only the answer)."""
     for candidate in (ctx.output, ctx.inputs):
         if isinstance(candidate, QueryRecord):
             return candidate
-    if isinstance(ctx.inputs, dict):
+    if isinstance(ctx.inputs, dict) and 'messages' in ctx.inputs:
         return QueryRecord.model_validate(ctx.inputs)
-    raise JudgeError(
-        f'sensei-eval judges need a QueryRecord as the case inputs or the task output, got {type(ctx.inputs).__name__}'
-    )
+    try:
+        tree = ctx.span_tree
+    except SpanTreeRecordingError as e:
+        raise JudgeError(
+            'sensei-eval judges need a QueryRecord as the case inputs or the task output, or an instrumented '
+            f'agent run to read it from (got {type(ctx.output).__name__}; no spans: {e})'
+        ) from None
+    try:
+        return record_from_span_tree(tree, query_id=ctx.name or None)
+    except InputError as e:
+        raise JudgeError(f'no record to judge: {e}') from None
 
 
 @dataclass(repr=False)
@@ -304,6 +334,7 @@ class FailureModeJudge(Judge):
 
     model: Model | str | None = None
     output_retries: int = 2
+    _resolved: JudgeModel | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- prompt ----------------------------------------------------------------------------------------
 
@@ -315,7 +346,7 @@ class FailureModeJudge(Judge):
                 'NAME': self.name,
                 'QUESTION': self.question,
                 'RUBRIC': self.rubric.strip(),
-                'SCHEMA': json.dumps(_prompt_schema(type(self).issue_model), separators=(',', ':')),
+                'SCHEMA': json.dumps(_prompt_schema(self.issue_model), separators=(',', ':')),
             },
         )
 
@@ -326,7 +357,7 @@ class FailureModeJudge(Judge):
         return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{self.task_prompt()}'.encode()).hexdigest()
 
     def grammar_schema(self) -> dict[str, Any]:
-        return _grammar_schema(type(self).issue_model)
+        return _grammar_schema(self.issue_model)
 
     # -- scoring ---------------------------------------------------------------------------------------
 
@@ -340,9 +371,13 @@ class FailureModeJudge(Judge):
     # -- running ---------------------------------------------------------------------------------------
 
     def resolve_judge_model(self) -> JudgeModel:
-        if self.model is not None:
-            return resolve_model(self.model)
-        return default_judge_model()
+        """The judge's model, resolved once per judge: every `evaluate()` then reuses one model, one agent
+        and one connection watch (so "stop when the endpoint is down" trips across calls)."""
+        if self.model is None:
+            return default_judge_model()
+        if self._resolved is None:
+            self._resolved = resolve_model(self.model)
+        return self._resolved
 
     def fit(self, record: QueryRecord, transcript: Transcript, model: JudgeModel) -> PromptFit:
         """The transcript re-cut, if needed, so this judge's whole request fits the model's context."""
@@ -393,12 +428,8 @@ class FailureModeJudge(Judge):
         )
 
     def _agent(self, model: JudgeModel) -> Agent[None, Verdict[Any]]:
-        """One pydantic-ai Agent per (judge class, model, retries): building one costs more than a fast call."""
-        key = (type(self), id(model.request_model), self.output_retries)
-        cached = _AGENTS.get(key)
-        if cached is not None and cached[0] is model.request_model:
-            return cached[1]
-        issue_model = type(self).issue_model
+        """The judge's agent: one per (judge class, issue model, retries) on each resolved model."""
+        issue_model = self.issue_model
         verdict_model: type[Verdict[Any]] = Verdict[issue_model]  # type: ignore[valid-type]
 
         def parse(text: str) -> Verdict[Any]:
@@ -411,15 +442,7 @@ class FailureModeJudge(Judge):
                     f'Your JSON does not match the schema: {short_errors(e)}. Reply again with only the corrected JSON object.'
                 ) from None
 
-        agent: Agent[None, Verdict[Any]] = Agent(
-            model.request_model,
-            output_type=TextOutput(parse),
-            instructions=JUDGE_SYSTEM_PROMPT,
-            retries={'output': self.output_retries},
-            name=f'judge:{self.name}',
-        )
-        _AGENTS[key] = (model.request_model, agent)
-        return agent
+        return judge_agent(model, (type(self), issue_model), parse, output_retries=self.output_retries, name=self.name)
 
     def _error(
         self, model: JudgeModel, transcript: Transcript, start: float, messages: list[ModelMessage], error: str

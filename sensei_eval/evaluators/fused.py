@@ -34,12 +34,12 @@ import hashlib
 import json
 import time
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from pydantic import ValidationError, create_model
-from pydantic_ai import Agent, ModelRetry, TextOutput
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
@@ -63,6 +63,7 @@ from sensei_eval.evaluators.base import (
     extract_json,
     fill_template,
     join_prompt,
+    judge_agent,
     record_from_context,
     short_errors,
 )
@@ -96,8 +97,6 @@ Question: {{QUESTION}}
 
 {{RUBRIC}}"""
 
-# One pydantic-ai Agent per (member names, id of the model, output retries), as for single judges.
-_AGENTS: dict[tuple[tuple[str, ...], int, int], tuple[Model | str, Agent[None, dict[str, Any]]]] = {}
 
 
 class FuseSpecError(ConfigError):
@@ -111,6 +110,7 @@ class FusedJudge(Judge):
     members: Sequence[FailureModeJudge] = ()
     model: Model | str | None = None
     output_retries: int = 2
+    _resolved: JudgeModel | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.members]
@@ -183,7 +183,12 @@ class FusedJudge(Judge):
     # -- running ---------------------------------------------------------------------------------------
 
     def resolve_judge_model(self) -> JudgeModel:
-        return resolve_model(self.model) if self.model is not None else default_judge_model()
+        """Resolved once per fused judge, like a single judge's (`FailureModeJudge.resolve_judge_model`)."""
+        if self.model is None:
+            return default_judge_model()
+        if self._resolved is None:
+            self._resolved = resolve_model(self.model)
+        return self._resolved
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         raise NotImplementedError(f'{self.name} judges several failure modes: call judge_members()')
@@ -310,10 +315,6 @@ class FusedJudge(Judge):
         ]
 
     def _agent(self, model: JudgeModel) -> Agent[None, dict[str, Any]]:
-        key = (self.member_names, id(model.request_model), self.output_retries)
-        cached = _AGENTS.get(key)
-        if cached is not None and cached[0] is model.request_model:
-            return cached[1]
         names = self.member_names
 
         def parse(text: str) -> dict[str, Any]:
@@ -324,15 +325,7 @@ class FusedJudge(Judge):
                 )
             return data
 
-        agent: Agent[None, dict[str, Any]] = Agent(
-            model.request_model,
-            output_type=TextOutput(parse),
-            instructions=JUDGE_SYSTEM_PROMPT,
-            retries={'output': self.output_retries},
-            name=f'judge:{self.name}',
-        )
-        _AGENTS[key] = (model.request_model, agent)
-        return agent
+        return judge_agent(model, ('fused', names), parse, output_retries=self.output_retries, name=self.name)
 
     # -- pydantic-evals --------------------------------------------------------------------------------
 

@@ -46,8 +46,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
@@ -57,6 +58,8 @@ from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatc
 
 if TYPE_CHECKING:
     from sensei_eval.models.tokens import TokenCounter
+
+_T = TypeVar('_T')
 
 __all__ = (
     'CONNECTION_FAILURES_TO_STOP',
@@ -120,6 +123,8 @@ class JudgeModel:
     _request_model: Any = field(default=None, repr=False)  # `request_model`, built once
     _server: Any = field(default=None, repr=False)  # the embedded model's `SharedServer`
     _owns_server: bool = field(default=True, repr=False)
+    # the judges' pydantic-ai agents for this model (`agent`), so they live and die with it
+    _agents: dict[Hashable, tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def where(self) -> str:
@@ -171,6 +176,19 @@ class JudgeModel:
 
         return counter_for(self)
 
+    def agent(self, key: Hashable, build: Callable[[Model | str], _T]) -> _T:
+        """The judge agent `build` makes for `key`, built once per request model and kept on this model.
+
+        Building a pydantic-ai `Agent` costs more than a fast call; keeping it here (not in a module-global
+        table) means a judge that resolves its model once reuses its agent, and dropping the model frees it."""
+        request = self.request_model
+        cached = self._agents.get(key)
+        if cached is not None and cached[0] is request:
+            return cached[1]  # type: ignore[no-any-return]
+        built = build(request)
+        self._agents[key] = (request, built)
+        return built
+
     def settings_for(self, schema: dict[str, Any] | None) -> ModelSettings:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
         settings = ModelSettings(**self.settings)
@@ -195,7 +213,9 @@ class JudgeModel:
         closing it leaves the server to this one."""
         from dataclasses import replace
 
-        return replace(self, model=model, _owns_server=False, _request_model=None, retries_inside=retries_inside)
+        return replace(
+            self, model=model, _owns_server=False, _request_model=None, _agents={}, retries_inside=retries_inside
+        )
 
     def close(self) -> None:
         """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""

@@ -1,0 +1,170 @@
+"""CPU per judge call: a sensei judge beside pydantic-evals' `LLMJudge` and a bare pydantic-ai `Agent.run`.
+
+The same work for all three: R records × J judges, every call answered by a `FunctionModel` that sleeps
+`latency` seconds (so the calls overlap as they do against a real model) and returns a valid answer, at
+most C calls in flight (one semaphore for all three). What is measured is the process's CPU time
+(`time.process_time`) divided by the number of calls: everything the library does per call — prompt,
+agent run, output parsing, result — and nothing of the model's. The bare agent is the floor: one
+pydantic-ai run with a plain-text answer. Each side gets the same advantages: one model object and one
+judge object reused for every call (as a run does), the sensei judge's transcript rendered once per
+record (as the runner does; `LLMJudge` gets the same text as its output), logfire absent on all three.
+
+    python benchmarks/judge_cpu.py [--records 200] [--judges 15] [--concurrency 16] [--latency 0.1]
+    python benchmarks/judge_cpu.py --profile sensei   # where sensei's time goes (cProfile, top 25)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import pstats
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_evals.evaluators import EvaluatorContext, LLMJudge
+from pydantic_evals.otel.span_tree import SpanTree
+
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import render_transcript
+from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.models.judge_model import JudgeModel
+
+Call = Callable[[int, int], Awaitable[Any]]
+
+
+def _record(i: int) -> QueryRecord:
+    return QueryRecord.from_openai(
+        [
+            {'role': 'user', 'content': f'Question {i}: how do FastAPI dependencies work?'},
+            {
+                'role': 'assistant',
+                'tool_calls': [
+                    {'id': 'c1', 'type': 'function', 'function': {'name': 'get_docs', 'arguments': '{"library": "fastapi"}'}}
+                ],
+            },
+            {'role': 'tool', 'tool_call_id': 'c1', 'content': f'Depends() declares a dependency ({i}). ' * 40},
+            {'role': 'assistant', 'content': f'Use `Depends()` ({i}).'},
+        ],
+        query_id=f'bench-{i}',
+    )
+
+
+def _model(latency: float, text: Callable[[str], str]) -> FunctionModel:
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(latency)
+        prompt = str(messages[-1].parts[-1].content) if messages[-1].parts else ''  # type: ignore[union-attr]
+        return ModelResponse(parts=[TextPart(text(prompt))])
+
+    return FunctionModel(answer, model_name='bench')
+
+
+def _verdict(prompt: str) -> str:
+    return json.dumps({'reasoning': f'Nothing wrong at [2] ({hash(prompt) % 9973}).', 'issues': []})
+
+
+def _grading(prompt: str) -> str:
+    return json.dumps({'reason': 'The output meets the rubric.', 'pass': True, 'score': 1.0})
+
+
+def sensei_calls(records: list[QueryRecord], n_judges: int, latency: float) -> Call:
+    model = JudgeModel(_model(latency, _verdict), 'function:bench')
+    judges = [j for j in make_judges(['all']) if j.needs_model][:n_judges]
+    transcripts = [render_transcript(r, budget_tokens=model.transcript_budget) for r in records]
+
+    async def call(i: int, j: int) -> Any:
+        return await judges[j].judge(records[i], transcripts[i], model)
+
+    return call
+
+
+def llmjudge_calls(records: list[QueryRecord], n_judges: int, latency: float) -> Call:
+    model = _model(latency, _grading)
+    judges = [LLMJudge(rubric=f'Rubric {j}: the answer is supported by the tool results.', model=model) for j in range(n_judges)]
+    contexts = [
+        EvaluatorContext[Any, Any, Any](
+            name=r.query_id,
+            inputs=r.query,
+            metadata=None,
+            expected_output=None,
+            output=render_transcript(r).text,
+            duration=0.0,
+            _span_tree=SpanTree(),
+            attributes={},
+            metrics={},
+        )
+        for r in records
+    ]
+
+    async def call(i: int, j: int) -> Any:
+        return await judges[j].evaluate(contexts[i])
+
+    return call
+
+
+def bare_calls(records: list[QueryRecord], n_judges: int, latency: float) -> Call:
+    agent: Agent[None, str] = Agent(_model(latency, _verdict))
+    prompts = [render_transcript(r).text for r in records]
+
+    async def call(i: int, j: int) -> Any:
+        return await agent.run(prompts[i])
+
+    return call
+
+
+SIDES: dict[str, Callable[[list[QueryRecord], int, float], Call]] = {
+    'sensei': sensei_calls,
+    'LLMJudge': llmjudge_calls,
+    'bare agent': bare_calls,
+}
+
+
+async def _run(call: Call, n_records: int, n_judges: int, concurrency: int) -> tuple[float, float]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, j: int) -> None:
+        async with gate:
+            await call(i, j)
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one(i, j) for i in range(n_records) for j in range(n_judges)))
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
+    parser.add_argument('--records', type=int, default=200)
+    parser.add_argument('--judges', type=int, default=15)
+    parser.add_argument('--concurrency', type=int, default=16)
+    parser.add_argument('--latency', type=float, default=0.1)
+    parser.add_argument('--profile', choices=list(SIDES), help='profile one side instead of comparing')
+    parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.judges, args.latency = 10, 3, 0.01
+    records = [_record(i) for i in range(args.records)]
+    calls = args.records * args.judges
+    if args.profile:
+        call = SIDES[args.profile](records, args.judges, args.latency)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        asyncio.run(_run(call, args.records, args.judges, args.concurrency))
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats('cumulative').print_stats(25)
+        return
+    print(f'{args.records} records x {args.judges} judges = {calls} calls, model {args.latency} s, {args.concurrency} in flight')
+    print(f'{"side":<12} {"CPU ms/call":>12} {"wall s":>8}')
+    for name, make in SIDES.items():
+        call = make(records, args.judges, args.latency)
+        asyncio.run(_run(call, 2, 1, 2))  # warm: first-use caches of pydantic-ai and the judge
+        cpu, wall = asyncio.run(_run(call, args.records, args.judges, args.concurrency))
+        print(f'{name:<12} {cpu / calls * 1000:>12.2f} {wall:>8.1f}', flush=True)
+
+
+if __name__ == '__main__':
+    main()
