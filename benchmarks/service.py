@@ -359,7 +359,8 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
     if args.quick:
-        args.backends, args.clients, args.requests, args.sessions, args.latency, args.scorings, args.rounds = ['sqlite'], 4, 40, 10, 0.01, 2, 1
+        args.backends, args.clients, args.requests, args.sessions = ['sqlite'], 4, 40, 10
+        args.latency, args.scorings, args.rounds = 0.01, 2, 1
 
     results = []
     tmp = tempfile.mkdtemp(prefix='sensei-bench-')
