@@ -294,7 +294,7 @@ class PromptFactoryRunner:
         if agent is None:
             agent = self.factory(system_prompt)
             if not isinstance(agent, Agent):
-                raise TypeError(f'the agent factory returned {type(agent).__name__}, expected a pydantic-ai Agent')
+                raise ConfigError(f'the agent factory returned {type(agent).__name__}, expected a pydantic-ai Agent')
             self._agents[system_prompt] = agent
             while len(self._agents) > self.keep:
                 self._agents.popitem(last=False)
@@ -376,20 +376,20 @@ def load_runner(spec: str) -> AgentRunner:
     before anything runs (`AgentPromptError`, a `ValueError`)."""
     module_name, sep, attr = spec.rpartition(':')
     if not sep or not module_name or not attr:
-        raise ValueError(f'--agent wants MODULE:FACTORY (e.g. examples.docs_agent.agent:make_agent), got {spec!r}')
+        raise ConfigError(f'--agent wants MODULE:FACTORY (e.g. examples.docs_agent.agent:make_agent), got {spec!r}')
     try:
         module = import_spec(module_name)
     except Exception as e:
-        raise ValueError(f'cannot import {module_name!r} for --agent: {describe_error(e)}') from None
+        raise ConfigError(f'cannot import {module_name!r} for --agent: {describe_error(e)}') from None
     factory = getattr(module, attr, None)
     if factory is None:
-        raise ValueError(f'{module_name!r} has no attribute {attr!r}')
+        raise ConfigError(f'{module_name!r} has no attribute {attr!r}')
     if isinstance(factory, Agent):
         return PydanticAIRunner(factory)
     if callable(factory) and _required_arguments(factory) == 1:
         return PromptFactoryRunner(factory)
     if callable(factory) and _required_arguments(factory) > 1:
-        raise ValueError(f'{spec} needs {_required_arguments(factory)} arguments: a factory takes none, or only the prompt')
+        raise ConfigError(f'{spec} needs {_required_arguments(factory)} arguments: a factory takes none, or only the prompt')
     obj = factory() if callable(factory) else factory
     if isinstance(obj, Agent):
         try:
@@ -398,7 +398,7 @@ def load_runner(spec: str) -> AgentRunner:
             raise AgentPromptError(f'{spec}: {e}') from None
     if isinstance(obj, AgentRunner):
         return obj
-    raise ValueError(f'{spec} returned {type(obj).__name__}: expected a pydantic-ai Agent or an AgentRunner')
+    raise ConfigError(f'{spec} returned {type(obj).__name__}: expected a pydantic-ai Agent or an AgentRunner')
 
 
 def _required_arguments(factory: Callable[..., Any]) -> int:
@@ -551,7 +551,7 @@ async def run_and_judge_many(
     `on_judging(label, total judge calls)` is called before a label is judged."""
     runner, runs, on_run, judges, repeat = agent.runner, agent.runs, agent.on_run, options.judges, options.repeat
     if runs < 1 or repeat < 1:
-        raise ValueError('runs and repeat must be at least 1')
+        raise ConfigError('runs and repeat must be at least 1')
     semaphore = asyncio.Semaphore(max(1, agent.concurrency))
     sides = {label: JudgedRuns(label, prompt_text(p), attempts=len(queries) * runs) for label, p in prompts.items()}
 

@@ -47,6 +47,7 @@ from sensei_eval.cli.common import (
     split_names,
 )
 from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -282,7 +283,7 @@ def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | Non
         if values[key] is None:
             del values[key]
         elif key not in known:
-            raise ValueError(f'this version of the optimizer has no {key!r} setting')
+            raise ConfigError(f'this version of the optimizer has no {key!r} setting')
     return OptimizeConfig(**values)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.issues import (
     AgentFormatIssue,
     AmbiguityIssue,
@@ -153,9 +154,9 @@ def register_mode(mode: FailureMode, judge: type[JudgeClass]) -> None:
     `judge.failure_mode` must be `mode.name`; the judge's issue model and category are the mode's.
     """
     if mode.name in MODES:
-        raise ValueError(f'failure mode {mode.name!r} already exists')
+        raise ConfigError(f'failure mode {mode.name!r} already exists')
     if judge.failure_mode != mode.name:
-        raise ValueError(f'judge {judge.name!r} declares failure_mode {judge.failure_mode!r}, not {mode.name!r}')
+        raise ConfigError(f'judge {judge.name!r} declares failure_mode {judge.failure_mode!r}, not {mode.name!r}')
     MODES[mode.name] = mode
     _judges[mode.name] = judge
     try:
@@ -169,7 +170,7 @@ def register_mode(mode: FailureMode, judge: type[JudgeClass]) -> None:
 def unregister_mode(name: str) -> None:
     """Remove a mode added with `register_mode` (the library's own modes stay)."""
     if name not in _judges:
-        raise ValueError(f'{name!r} is not a mode added with register_mode')
+        raise ConfigError(f'{name!r} is not a mode added with register_mode')
     del MODES[name], _judges[name]
     _changed()
 

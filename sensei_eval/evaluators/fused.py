@@ -115,9 +115,9 @@ class FusedJudge(Judge):
     def __post_init__(self) -> None:
         names = [m.name for m in self.members]
         if len(names) < 2:
-            raise ValueError(f'a fused judge needs at least two members, got {names}')
+            raise ConfigError(f'a fused judge needs at least two members, got {names}')
         if len(set(names)) != len(names):
-            raise ValueError(f'a fused judge lists a member twice: {names}')
+            raise ConfigError(f'a fused judge lists a member twice: {names}')
         # an instance name: a judge's name is otherwise its class's
         object.__setattr__(self, 'name', f'{FUSION_MARKER}:{"+".join(names)}')
 

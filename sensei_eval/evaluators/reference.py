@@ -92,6 +92,7 @@ from typing import Any, ClassVar, Literal
 from pydantic_evals.evaluators import EvaluatorContext, ToolCorrectness
 from pydantic_evals.online import run_evaluators
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
 from sensei_eval.core.reports import JudgeResult
@@ -490,31 +491,31 @@ class ReferenceCheck(Judge):
 
     def __post_init__(self) -> None:
         if self.values not in _VALUE_MATCHES:
-            raise ValueError(f'values: expected one of {", ".join(_VALUE_MATCHES)}, got {self.values!r}')
+            raise ConfigError(f'values: expected one of {", ".join(_VALUE_MATCHES)}, got {self.values!r}')
         if self.extra_writes not in _EXTRA_WRITES:
-            raise ValueError(f'extra_writes: expected one of {", ".join(_EXTRA_WRITES)}, got {self.extra_writes!r}')
+            raise ConfigError(f'extra_writes: expected one of {", ".join(_EXTRA_WRITES)}, got {self.extra_writes!r}')
         if not isinstance(self.tools, Mapping):
-            raise ValueError('tools: expected a mapping of tool name to its rule')
+            raise ConfigError('tools: expected a mapping of tool name to its rule')
         for name, rule in self.tools.items():
             if not isinstance(rule, Mapping):
-                raise ValueError(f'tools.{name}: expected a mapping (required, read_only, values, args)')
+                raise ConfigError(f'tools.{name}: expected a mapping (required, read_only, values, args)')
             for key in rule:
                 if key not in _TOOL_RULE_KEYS:
-                    raise ValueError(f'tools.{name}.{key}: unknown key (known: {", ".join(sorted(_TOOL_RULE_KEYS))})')
+                    raise ConfigError(f'tools.{name}.{key}: unknown key (known: {", ".join(sorted(_TOOL_RULE_KEYS))})')
             for key in ('required', 'read_only'):
                 if key in rule and not isinstance(rule[key], bool):
-                    raise ValueError(f'tools.{name}.{key}: expected true or false')
+                    raise ConfigError(f'tools.{name}.{key}: expected true or false')
             if 'values' in rule and rule['values'] not in _VALUE_MATCHES:
-                raise ValueError(f'tools.{name}.values: expected one of {", ".join(_VALUE_MATCHES)}')
+                raise ConfigError(f'tools.{name}.values: expected one of {", ".join(_VALUE_MATCHES)}')
             args = rule.get('args', {})
             if not isinstance(args, Mapping) or any(v not in _VALUE_MATCHES for v in args.values()):
-                raise ValueError(f'tools.{name}.args: expected a mapping of argument to {"|".join(_VALUE_MATCHES)}')
+                raise ConfigError(f'tools.{name}.args: expected a mapping of argument to {"|".join(_VALUE_MATCHES)}')
         for option in ('read_only_patterns', 'state_changing_patterns'):
             for pattern in getattr(self, option):
                 try:
                     re.compile(pattern)
                 except re.error as e:
-                    raise ValueError(f'{option}: {pattern!r} is not a regular expression ({e})') from None
+                    raise ConfigError(f'{option}: {pattern!r} is not a regular expression ({e})') from None
 
     def criteria_hash(self) -> str:
         params = {f.name: getattr(self, f.name) for f in fields(self)}

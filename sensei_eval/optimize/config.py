@@ -66,7 +66,7 @@ def dspy_lm(model: JudgeModel | None) -> Any:
     from sensei_eval.optimize.variants import make_dspy_lm
 
     if model is None:
-        raise ValueError('the variant generator needs a model')
+        raise ConfigError('the variant generator needs a model')
     if (endpoint := model.openai_endpoint) is not None:
         # the same endpoint and key the judge model was resolved with (`models.resolve_model`)
         name, base_url, api_key = endpoint
@@ -75,7 +75,7 @@ def dspy_lm(model: JudgeModel | None) -> Any:
     spec = model.model if isinstance(model.model, str) else model.spec  # `resolve_model` keeps the string it built from
     if spec is not None:
         return make_dspy_lm(spec)
-    raise ValueError(f'no DSPy LM for model {model.name}; pass --generator-model')
+    raise ConfigError(f'no DSPy LM for model {model.name}; pass --generator-model')
 
 
 def lm_adapter(model: JudgeModel | None) -> Any:

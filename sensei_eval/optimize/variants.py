@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import dspy
 
-from sensei_eval.core.errors import describe_error
+from sensei_eval.core.errors import ConfigError, describe_error
 
 __all__ = ('VARIANT_SCHEMA', 'CallLimits', 'VariantGenerator', 'answer_tokens', 'make_dspy_lm', 'unusable_reason')
 
@@ -126,7 +126,7 @@ class VariantGenerator(dspy.Module):  # type: ignore[misc]
             )
         lm = self.lm or dspy.settings.lm
         if lm is None:
-            raise ValueError('the variant generator has no LM: pass one or dspy.configure(lm=...)')
+            raise ConfigError('the variant generator has no LM: pass one or dspy.configure(lm=...)')
         if hasattr(lm, 'num_retries'):
             lm = lm.copy(num_retries=0)  # the time limit is per call: no silent retries inside it
         limit = timeout_s or self.timeout_s
@@ -228,7 +228,7 @@ def make_dspy_lm(model: str | None, base_url: str | None = None, api_key: str | 
     if base_url is not None:
         return dspy.LM(f'openai/{model or "default"}', api_base=base_url, api_key=api_key or 'sk-no-key', cache=False)
     if model is None:
-        raise ValueError('a model is needed for the variant generator')
+        raise ConfigError('a model is needed for the variant generator')
     provider, _, name = model.partition(':')
     provider = _LITELLM_PROVIDERS.get(provider, provider)
     return dspy.LM(f'{provider}/{name}' if name else model, cache=False)

@@ -32,6 +32,7 @@ from sensei_eval.agents.runner import (
     run_and_judge_many,
     run_record_id,
 )
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.judging.options import JudgeRunOptions
@@ -114,7 +115,7 @@ async def validate_prompts(
     validate = validate or ValidateOptions()
     runs, judge_repeats, out_dir, run_id = agent.runs, options.repeat, validate.out_dir, validate.run_id
     if runs < 1 or judge_repeats < 1:
-        raise ValueError('runs and judge_repeats must be at least 1')
+        raise ConfigError('runs and judge_repeats must be at least 1')
     texts = {'old': prompt_text(old_prompt), 'new': prompt_text(new_prompt)}
     if out_dir is not None:
         for label in SIDES:
