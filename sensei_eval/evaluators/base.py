@@ -45,6 +45,7 @@ from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+from sensei_eval.core.verdicts import passes
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.retry import RunStoppedError
@@ -383,7 +384,7 @@ class FailureModeJudge(Judge):
             reasoning=verdict.reasoning,
             issues=[i.model_dump(mode='json') for i in issues],
             score=None if inconclusive else self.score(issues),
-            passed=None if inconclusive else not issues,
+            passed=None if inconclusive else passes(issues),  # a minor finding does not fail (core.verdicts)
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             requests=usage.requests,

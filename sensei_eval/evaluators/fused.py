@@ -49,6 +49,7 @@ from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Transcript, render_transcript
+from sensei_eval.core.verdicts import passes
 from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
@@ -250,7 +251,7 @@ class FusedJudge(Judge):
                     reasoning=verdict.reasoning,
                     issues=[i.model_dump(mode='json') for i in issues],
                     score=None if inconclusive else member.score(issues),
-                    passed=None if inconclusive else not issues,
+                    passed=None if inconclusive else passes(issues),  # a minor finding does not fail (core.verdicts)
                     input_tokens=_share(usage.input_tokens, k, n),
                     output_tokens=_share(usage.output_tokens, k, n),
                     requests=_share(usage.requests, k, n),
