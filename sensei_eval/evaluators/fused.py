@@ -49,7 +49,7 @@ from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Transcript, render_transcript
-from sensei_eval.core.verdicts import passes
+from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
@@ -351,13 +351,13 @@ class FusedJudge(Judge):
             results = [await judge.judge(record, transcript, model)]
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
         for result in results:
-            if result.status != 'ok':
-                raise JudgeError(f'{result.judge}: {result.status}: {result.error}')
+            status = judge_status(result)  # the verdict model's (`core.verdicts`)
+            if not is_judged(status):
+                raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
             reason = (result.reasoning or '').strip()
             if result.score is not None:
                 out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-            if result.passed is not None:
-                out[f'{result.judge}_passed'] = EvaluationReason(value=result.passed, reason=reason)
+            out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         return out
 
 
