@@ -688,11 +688,12 @@ def to_pydantic_evals_report(
         for judge, result in report.judges.items():
             spec = EvaluatorSpec(name=judge, arguments=None)
             version = result.criteria_hash[:12]
-            if result.status != 'ok':
+            status = judge_status(result)  # the verdict model's: error, inconclusive and smoke are failures there
+            if status not in ('pass', 'fail'):
                 failures.append(
                     EvaluatorFailure(
                         name=judge,
-                        error_message=f'{result.status}: {result.error or "no reason given"}',
+                        error_message=f'{status}: {result.error or "no reason given"}',
                         error_stacktrace='',
                         source=spec,
                         evaluator_version=version,
@@ -704,10 +705,9 @@ def to_pydantic_evals_report(
                 scores[judge] = EvaluationResult(
                     name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
                 )
-            if result.passed is not None:
-                assertions[judge] = EvaluationResult(
-                    name=judge, value=result.passed, reason=reason, source=spec, evaluator_version=version
-                )
+            assertions[judge] = EvaluationResult(
+                name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
+            )
         if report.overall_score is not None:
             overall_spec = EvaluatorSpec(name='overall', arguments=None)
             scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)

@@ -31,8 +31,9 @@ Per record, three things:
 
 * **overall score** — Π over the failure modes with a pass/fail verdict of `score_m ** confidence_m`
   (a mode judged twice keeps its worse score; `confidence_m` is 1 for a deterministic check and
-  `MODEL_CONFIDENCE` = 0.8 for an LLM judge). `None` when no judge gave a pass/fail verdict ("not
-  judged"): a run nothing judged never looks like a pass.
+  `MODEL_CONFIDENCE` = 0.8 for an LLM judge; a verdict without a score counts 1 for a pass, 0 for a
+  fail; a mode outside the failure-mode table counts under its judge). `None` exactly when no judge
+  gave a pass/fail verdict ("not judged"): a run nothing judged never looks like a pass.
 
 * **coverage** — how much of the record was actually judged (`Coverage`): the judges that gave a
   pass/fail verdict out of the judges that applied (skipped judges do not apply), and whether the
@@ -308,21 +309,24 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
     issue_counts: dict[str, int] = {}
     failed: set[str] = set()
     for v in verdicts:
-        if not v.judged or v.failure_mode not in modes.MODES:
+        if not v.judged:
             continue
-        mode = v.failure_mode
-        issue_counts[mode] = issue_counts.get(mode, 0) + len(v.issues)
+        # a verdict of a mode outside the table (a user's judge) still counts, under its judge's name
+        key = v.failure_mode if v.failure_mode in modes.MODES else f'judge:{v.judge}:{v.failure_mode}'
+        issue_counts[key] = issue_counts.get(key, 0) + len(v.issues)
         if v.status == 'fail':
-            failed.add(mode)
-        if v.score is not None and (mode not in scores or v.score < scores[mode][0]):
-            scores[mode] = (v.score, v.confidence)
+            failed.add(key)
+        score = v.score if v.score is not None else float(v.status == 'pass')  # a verdict without a score
+        if key not in scores or score < scores[key][0]:
+            scores[key] = (score, v.confidence)
     by_category: dict[str, list[float]] = {}
     for mode, (score, _) in scores.items():
-        by_category.setdefault(modes.MODES[mode].category, []).append(score)
+        if mode in modes.MODES:
+            by_category.setdefault(modes.MODES[mode].category, []).append(score)
     order = list(modes.MODES)
     failure_modes = [m for m in order if m in failed]
     primary = (
-        min(failure_modes, key=lambda m: (scores.get(m, (1.0, 1.0))[0], -issue_counts.get(m, 0), order.index(m)))
+        min(failure_modes, key=lambda m: (scores[m][0], -issue_counts.get(m, 0), order.index(m)))
         if failure_modes
         else None
     )
@@ -331,7 +335,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
         verdicts=verdicts,
         overall_score=overall,
         coverage=coverage_of(results),
-        mode_scores={m: s for m, (s, _) in scores.items()},
+        mode_scores={m: s for m, (s, _) in scores.items() if m in modes.MODES},
         category_scores={c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))},
         failure_modes=failure_modes,
         primary_failure_mode=primary,
