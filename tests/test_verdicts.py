@@ -22,6 +22,11 @@ from sensei_eval.validate import Resampling, compare_reports
 from .helpers import openai_record
 
 _BASE = openai_record('base')
+# one finding that validates as the issue model of every mode used here (issue models ignore extra keys)
+_FINDING = {
+    'reasoning': 'wrong.', 'hallucinated_claim': 'x', 'what_tools_actually_said': 'y', 'severity': 'major',
+    'missed_aspects': ['a'], 'missed_tools': ['t'], 'unnecessary_tools': [],
+}  # fmt: skip
 
 
 def result(
@@ -33,7 +38,7 @@ def result(
     issues: list[dict[str, Any]] | None = None,
     score: float | None = None,
 ) -> JudgeResult:
-    found = issues if issues is not None else ([] if passed or passed is None else [{'reasoning': 'wrong.'}])
+    found = issues if issues is not None else ([] if passed or passed is None else [dict(_FINDING)])
     return JudgeResult(
         judge=judge, failure_mode=judge, category=None, criteria_hash='h', model=model, status=status,  # type: ignore[arg-type]
         issues=found, score=score if score is not None else (None if status != 'ok' else 1.0 - 0.5 * len(found)),
@@ -127,7 +132,7 @@ def test_run_summary_counts_coverage_and_smoke() -> None:
 
 
 def test_a_minor_finding_passes_its_mode_on_every_path() -> None:
-    minor = {'reasoning': 'a side detail.', 'severity': 'minor'}
+    minor = {**_FINDING, 'severity': 'minor'}
     single = result('hallucination', True, issues=[minor], score=0.75)
     multi = JudgeResult(
         judge='reference_check', failure_mode='tool_selection', category='tool_usage', criteria_hash='h', model=None,
@@ -140,7 +145,7 @@ def test_a_minor_finding_passes_its_mode_on_every_path() -> None:
     assert verdicts['reference_check', 'tool_selection'].status == 'pass'
     assert verdicts['reference_check', 'tool_selection'].score == 0.9
     assert report.failure_modes == [] and report.overall_score is not None and report.overall_score < 1
-    major = result('hallucination', False, issues=[{'reasoning': 'made up.', 'severity': 'major'}])
+    major = result('hallucination', False, issues=[dict(_FINDING)])
     assert judge_status(major) == 'fail'
     # a judge that fails without a finding fails its own mode
     assert judge_status(result('completeness', False, issues=[])) == 'fail'
