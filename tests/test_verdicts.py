@@ -119,7 +119,9 @@ def test_run_summary_counts_coverage_and_smoke() -> None:
 
     reports = [
         run('a', result('tool_selection', True, model=None), result('hallucination', None, status='inconclusive')),
-        run('b', result('tool_selection', None, status='error', model=None), result('hallucination', None, status='inconclusive')),
+        run(
+            'b', result('tool_selection', None, status='error', model=None), result('hallucination', None, status='inconclusive')
+        ),
     ]
     summary = RunSummary.build('r', reports, [J('tool_selection'), J('hallucination')], RunFacts(datetime.now(UTC)))
     assert summary.records_scored == 1 and summary.records_partly_judged == 1

@@ -141,7 +141,7 @@ class Coverage(BaseModel):
     judged: int = Field(description='Judges that gave a pass/fail verdict.')
     inconclusive: int = 0
     errors: int = 0
-    smoke: int = Field(default=0, description="Judges whose answer came from the embedded model: not a verdict.")
+    smoke: int = Field(default=0, description='Judges whose answer came from the embedded model: not a verdict.')
     model_judges: int = Field(default=0, description='Of the judges that applied, those that ask a model (LLM judges).')
     model_judged: int = Field(default=0, description='Of those, the ones that gave a pass/fail verdict.')
 
@@ -325,11 +325,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
             by_category.setdefault(modes.MODES[mode].category, []).append(score)
     order = list(modes.MODES)
     failure_modes = [m for m in order if m in failed]
-    primary = (
-        min(failure_modes, key=lambda m: (scores[m][0], -issue_counts.get(m, 0), order.index(m)))
-        if failure_modes
-        else None
-    )
+    primary = min(failure_modes, key=lambda m: (scores[m][0], -issue_counts.get(m, 0), order.index(m))) if failure_modes else None
     overall = math.prod(max(0.0, s) ** c for s, c in scores.values()) if scores else None
     return RecordVerdict(
         verdicts=verdicts,
