@@ -22,7 +22,8 @@ Per record, three things:
   key), else the judge's own mode. **A mode's verdict is decided the same way whatever the number of
   modes the judge reports**: it fails when it has a failing finding, or when the judge's own `passed`
   is False and none of its modes has a failing finding (a judge that fails without saying why fails
-  its own mode).
+  its own mode). A judge that gives a score and no pass/fail at all (`passed` None, no finding: a
+  rubric scorer) is judged, its verdict `pass` with `score_only` set and `passed` None.
 
 * **severity rule** — a finding whose `severity` is `minor` (the reference check's advisory call, a
   minor hallucination, a broken rule of form or wording) is reported and lowers the mode's score, but
@@ -122,6 +123,9 @@ class ModeVerdict(BaseModel):
     issues: list[dict[str, Any]] = Field(default_factory=list, description='The findings of this mode (minor ones too).')
     error: str | None = Field(default=None, description='Why the judge errored, or why its answer does not count.')
     confidence: float = Field(default=1.0, description='1 for a check, MODEL_CONFIDENCE for an LLM judge.')
+    score_only: bool = Field(
+        default=False, description='A judge that gives a score and no pass/fail (a rubric scorer): judged, `passed` None.'
+    )
 
     @property
     def judged(self) -> bool:
@@ -130,7 +134,9 @@ class ModeVerdict(BaseModel):
 
     @property
     def passed(self) -> bool | None:
-        """True for a pass, False for a fail, None for anything that is not a verdict."""
+        """True for a pass, False for a fail, None for anything that is not a verdict (or a score-only one)."""
+        if self.score_only:
+            return None
         return True if self.status == 'pass' else False if self.status == 'fail' else None
 
 
@@ -263,7 +269,7 @@ def result_verdicts(result: JudgeResultLike) -> list[ModeVerdict]:
         out.append(
             ModeVerdict(
                 judge=name, failure_mode=mode, status='fail' if failed else 'pass', score=score, issues=issues,
-                confidence=_confidence(result),
+                confidence=_confidence(result), score_only=result.passed is None and not result.issues,
             )
         )  # fmt: skip
     return out
