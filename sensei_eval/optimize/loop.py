@@ -3,7 +3,7 @@
     baseline: evaluate the prompt as it is on every query (once), then split the queries into train
         (failure examples, candidate search) and validation (acceptance) within each group of queries
         that failed the same failure modes (a stratified split; by seed alone with validation_queries)
-    route every finding on train, under its own failure mode (`reports.mode_verdicts`), to a prompt
+    route every finding on train, under its own failure mode (`core.verdicts.mode_verdicts`), to a prompt
         component (`sensei_eval.optimize.routing`: the user's map, else the agent profile's map, else lexical)
     for each component with failures, most first, in rounds (at most `rounds`):
         generate N variants (DSPy), fed the failures routed to it grouped by what went wrong (a count

@@ -2,7 +2,8 @@
 
 * `JudgeMetric(judges, model)` is a DSPy metric over a prediction that carries the agent's run as a
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
-  optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
+  optimizers) it returns the record's overall score (`core.verdicts`, what `judge` and `validate`
+  report); with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
   feedback lists the issues routed to component `pred_name` (`sensei_eval.optimize.routing`: the user's map, else the
   profile's, else lexical similarity to the component texts the run used), or every issue when no
@@ -10,14 +11,14 @@
   `validate` report for it. Judging is memoised per run, so GEPA asking for feedback per component
   doesn't judge the same run again.
 
-  **Errors are never silent.** A judge that errored or was inconclusive on a run (a model answering 500,
-  a verdict it could not read) is counted (`metric.failed_calls`, a message in `metric.errors`) and warned
+  **Errors are never silent.** A judge that gave no verdict on a run — it errored (a model answering 500), was
+  inconclusive, or answered as a smoke test (`core.verdicts`) is counted (`metric.failed_calls`, a message in `metric.errors`) and warned
   about (a `JudgeMetricWarning` per call), and `check()` / `compile_checked` fail when more than
   `max_error_rate` of the calls had one (default: any). What the call itself returns is the policy
   `on_error`: `'raise'` (default) — raise `JudgeError`, which DSPy counts as a failed example
   (`dspy.Evaluate` scores it its `failure_score` and logs it); `'skip'` — score the run from the judges
   that did judge (a run no judge judged still raises); `'zero'` — score the run 0.0. A run with no
-  overall score (not judged) is never a 0 or a 1 under `'raise'` and `'skip'`.
+  overall score (`not judged`, no judge judged it) is never a 0 or a 1 under `'raise'` and `'skip'`.
 * `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
   component, whose signature instructions *are* the component text. `forward(query=…)` assembles the
   system prompt from those instructions, runs the real agent, and records one trace entry per component
@@ -48,7 +49,8 @@ from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import AgentRunner, Query, run_query
 from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
-from sensei_eval.core.reports import RecordReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -115,7 +117,8 @@ def judge_modes(judge: Judge) -> tuple[str | None, ...]:
 
 
 def run_score(report: RecordReport) -> float | None:
-    """The run's score as `sensei-eval judge` and `validate` report it: its overall score (None: not judged)."""
+    """The run's score as `sensei-eval judge` and `validate` report it: its overall score from the verdict
+    model (`core.verdicts`; None: not judged)."""
     return report.overall_score
 
 
@@ -294,10 +297,16 @@ class JudgeMetric:
             raise
         report = self.report(record)
         score = run_score(report)
-        problems = [f'{name}: {r.status}: {r.error or "no reason given"}' for name, r in report.judges.items() if r.status != 'ok']
+        # every judge that gave no verdict (error, inconclusive, smoke: `core.verdicts`), named with why
+        problems = [
+            f'{name}: {status}: {r.error or "no reason given"}'
+            for name, r in report.judges.items()
+            if not is_judged(status := judge_status(r))
+        ]
         if problems or score is None:
             what = '; '.join(problems) if problems else 'no judge applied to the run'
-            judged = 'not judged' if score is None else f'judged in part (overall {score:.3f} from the judges that answered)'
+            coverage = f' ({report.coverage.label})' if report.coverage is not None else ''
+            judged = f'not judged{coverage}' if score is None else f'judged in part{coverage}, overall {score:.3f}'
             message = f'{record.query_id}: {judged}: {what}'
             self._failed(message)
             warnings.warn(f'JudgeMetric (on_error={self.on_error!r}): {message}', JudgeMetricWarning, stacklevel=2)
@@ -367,10 +376,11 @@ class JudgeMetric:
             result = report.judges.get(name)
             if result is None:
                 continue
-            if result.status != 'ok':
-                lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
+            status = judge_status(result)
+            if not is_judged(status):
+                lines.append(f'- {name}: the judge gave no verdict ({status}: {result.error})')
                 continue
-            # each finding is routed by its own mode (`reports.mode_verdicts`), not the judge's class constant
+            # each finding is routed by its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
             issues = [
                 (mode, issue)
                 for (judge, mode), verdict in verdicts.items()
