@@ -305,7 +305,8 @@ class JudgeMetric:
         ]
         if problems or score is None:
             what = '; '.join(problems) if problems else 'no judge applied to the run'
-            coverage = f' ({report.coverage.label})' if report.coverage is not None else ''
+            label = report.coverage.label if report.coverage is not None else 'not judged'
+            coverage = '' if label == 'not judged' else f' ({label})'
             judged = f'not judged{coverage}' if score is None else f'judged in part{coverage}, overall {score:.3f}'
             message = f'{record.query_id}: {judged}: {what}'
             self._failed(message)
