@@ -125,8 +125,9 @@ def main() -> None:
             low, high = r['validate_ci']  # type: ignore[misc]
             measured = f'{r["validate"]:+.3f} [{low:+.3f}, {high:+.3f}]'
             p = 'n/a' if r['p'] is None else f'{r["p"]:.4f}'
+            evidence = f'{r["improved"]}/{r["hurt"]}/{r["ties"]}'
             print(
-                f'{seed:>4} {r["accepted"]!s:<9}{f"{r["improved"]}/{r["hurt"]}/{r["ties"]}":<18}{p:>9}'
+                f'{seed:>4} {r["accepted"]!s:<9}{evidence:<18}{p:>9}'
                 f'{r["level"] or 0:>8.4f}{r["old_p"]:>12.4f}{promised:>28}{measured:>32}{time.perf_counter() - start:>6.1f}'
             )
     accepted = sum(1 for r in rows if r['accepted'])
@@ -138,7 +139,9 @@ def main() -> None:
     print(f'exact p over the seeds: {sorted(f"{p:.6f}" for p in exact if p is not None)} (1/64 = {1 / 64:.6f})')
     old_accepts = sum(1 for p in old if p < (rows[0]['level'] or 0))  # type: ignore[operator]
     print(f'old rule (Monte Carlo over all pairs): p {min(old):.4f} … {max(old):.4f}, would accept {old_accepts}/{seeds}')
+    same_interval = sum(1 for r in rows if r['interval'] is not None and tuple(r['interval']) == tuple(r['validate_ci']))  # type: ignore[arg-type]
     print(f'promised gain equal to validate\'s overall Δ on the same queries: {same_scale}/{seeds}')
+    print(f'promised 95% interval equal to validate\'s overall CI (default seed): {same_interval}/{seeds}')
 
 
 if __name__ == '__main__':

@@ -957,13 +957,13 @@ def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
 
 
 def _interval(old: Sequence[float], new: Sequence[float]) -> tuple[float | None, float | None]:
-    """The 95% paired percentile bootstrap interval of the mean gain, as `validate` computes its CI
-    (queries resampled, `DEFAULT_BOOTSTRAP` resamples, seeded)."""
+    """The 95% paired percentile bootstrap interval of the mean gain, exactly as `validate` computes the
+    overall metric's CI with its default seed (0) and resamples: the interval `validate` would show."""
     if len(old) < 2:
         return None, None
-    from sensei_eval.validate.stats import DEFAULT_BOOTSTRAP, paired_bootstrap_ci
+    from sensei_eval.validate.stats import DEFAULT_BOOTSTRAP, metric_rng, paired_bootstrap_ci
 
-    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=DEFAULT_BOOTSTRAP, rng=0)
+    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=DEFAULT_BOOTSTRAP, rng=metric_rng(0, 'overall'))
     return float(ci.low), float(ci.high)
 
 

@@ -142,9 +142,8 @@ def compare_reports(
     new_queries |= {e.query_id for e in new_summary.run_errors}
 
     metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics), {**old_obs.modes, **new_obs.modes})
-    rng = np.random.default_rng(resampling.seed)
     sides = (old_obs, new_obs, old_summary, new_summary)
-    results = [_compare_metric(name, sides, rng, thresholds.ci_level, resampling) for name in metrics]
+    results = [_compare_metric(name, sides, thresholds.ci_level, resampling) for name in metrics]
     comparison = Comparison(
         thresholds=thresholds,
         seed=resampling.seed,
@@ -304,7 +303,6 @@ def _per_query(data: dict[str, dict[int, dict[int, _Cell]]]) -> tuple[dict[str, 
 def _compare_metric(
     name: str,
     sides: tuple[_Observations, _Observations, SideSummary, SideSummary],
-    rng: np.random.Generator,
     level: float,
     resampling: Resampling,
 ) -> MetricComparison:
@@ -343,9 +341,12 @@ def _compare_metric(
     result.old_mean = float(np.mean(b))
     result.new_mean = float(np.mean(a))
     result.delta = result.new_mean - result.old_mean
-    ci = stats.paired_bootstrap_ci(b, a, level=level, resamples=bootstrap_resamples, rng=rng)
+    # each metric's randomness from (seed, metric name): its interval and p do not depend on which other
+    # metrics were compared before it, and the optimizer reproduces the overall's interval exactly
+    seed = resampling.seed
+    ci = stats.paired_bootstrap_ci(b, a, level=level, resamples=bootstrap_resamples, rng=stats.metric_rng(seed, name))
     result.ci_low, result.ci_high = ci.low, ci.high
-    result.p_value = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng)
+    result.p_value = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=stats.metric_rng(seed, name))
     result.effect_size_dz = stats.cohens_dz(b, a)
     result.effect_label = stats.effect_label(result.effect_size_dz)
 
@@ -366,6 +367,7 @@ def _compare_metric(
         result.min_attainable_p = worse.min_attainable_p
     else:
         result.rule = 'scores'
+        rng = stats.metric_rng(seed, name)
         result.p_regression = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='worse')
         result.p_improvement = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='better')
         result.min_attainable_p = stats.sign_flip_min_p(b, a, resamples=permutation_resamples)

@@ -5,7 +5,8 @@ averaged a query's runs and re-judgings), so the unit of evidence is the query, 
 judge call — R runs × J re-judgings of one query are not R·J independent observations.
 
 * `paired_bootstrap_ci` — percentile bootstrap of the mean difference (new − old), resampling queries
-  with replacement from a seeded `numpy.random.Generator`, so a report is reproducible.
+  with replacement from a seeded `numpy.random.Generator` (`metric_rng(seed, metric)`: one per metric),
+  so a report is reproducible and a metric's interval does not depend on the other metrics.
 * `sign_flip_test` — the paired permutation (sign-flip) test of the mean difference: under H0 old and
   new are exchangeable within a query, i.e. each difference's sign is a coin flip. **Zero differences
   leave the test** (Wilcoxon's convention for ties, "zero method wilcox"): a query that scored the same
@@ -37,6 +38,7 @@ judge call — R runs × J re-judgings of one query are not R·J independent obs
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -56,6 +58,7 @@ __all__ = (
     'effect_label',
     'flip_test',
     'holm_adjust',
+    'metric_rng',
     'mcnemar_exact',
     'min_attainable_p',
     'noise_components',
@@ -170,14 +173,22 @@ def paired_bootstrap_ci(
     resamples: int = DEFAULT_BOOTSTRAP,
     rng: np.random.Generator | int | None = 0,
 ) -> BootstrapCI:
-    """Percentile CI of mean(new − old): resample the *pairs* (queries) with replacement."""
-    diffs = _diffs(old, new)
+    """Percentile CI of mean(new − old): resample the *pairs* (queries) with replacement.
+
+    The differences are sorted first, so the same pairs in any order give the same interval for a seed."""
+    diffs = np.sort(_diffs(old, new))
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     idx = generator.integers(0, len(diffs), size=(resamples, len(diffs)))
     means = diffs[idx].mean(axis=1)
     tail = (1.0 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return BootstrapCI(float(low), float(high), level, resamples)
+
+
+def metric_rng(seed: int, metric: str) -> np.random.Generator:
+    """The generator of one metric's resampling: from the run's seed and the metric's name, so a metric's
+    interval and p do not depend on what was computed before it (`validate` and the optimizer share it)."""
+    return np.random.default_rng([seed, zlib.crc32(metric.encode())])
 
 
 def sign_flip_test(
