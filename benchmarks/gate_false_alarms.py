@@ -79,10 +79,12 @@ def main() -> None:
         f'A/A, one billing prompt against itself: {args.queries} queries, {args.runs} run(s), noise {args.noise:.0%}, '
         f'judge reference_check, {seeds} seeds, {time.perf_counter() - start:.1f} s'
     )
-    print(f'gate failed in {failed}/{seeds} seeds = {rate:.1%}   (alpha {args.alpha:.1%}; P(≥ {failed} | rate alpha) = {tail:.3f})')
+    chance = f'P(≥ {failed} | rate alpha) = {tail:.3f}'
+    print(f'gate failed in {failed}/{seeds} seeds = {rate:.1%}   (alpha {args.alpha:.1%}; {chance})')
     print('failures by rule: ' + (', '.join(f'{k} {v}' for k, v in causes.most_common()) or 'none'))
     print(f'seeds with a --max-drop warning (a drop the family did not reject: reported, not failed): {warned}')
-    print(f'with --max-drop outside the family (the rule before: drop and CI below 0 failed): {old_rule}/{seeds} = {old_rule / seeds:.1%}')
+    before = f'{old_rule}/{seeds} = {old_rule / seeds:.1%}'
+    print(f'gate failed with --max-drop outside the family (the rule before: drop and CI below 0 failed): {before}')
 
 
 if __name__ == '__main__':

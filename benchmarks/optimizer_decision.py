@@ -140,8 +140,8 @@ def main() -> None:
     old_accepts = sum(1 for p in old if p < (rows[0]['level'] or 0))  # type: ignore[operator]
     print(f'old rule (Monte Carlo over all pairs): p {min(old):.4f} … {max(old):.4f}, would accept {old_accepts}/{seeds}')
     same_interval = sum(1 for r in rows if r['interval'] is not None and tuple(r['interval']) == tuple(r['validate_ci']))  # type: ignore[arg-type]
-    print(f'promised gain equal to validate\'s overall Δ on the same queries: {same_scale}/{seeds}')
-    print(f'promised 95% interval equal to validate\'s overall CI (default seed): {same_interval}/{seeds}')
+    print(f"promised gain equal to validate's overall Δ on the same queries: {same_scale}/{seeds}")
+    print(f"promised 95% interval equal to validate's overall CI (default seed): {same_interval}/{seeds}")
 
 
 if __name__ == '__main__':

@@ -148,9 +148,9 @@ def test_on_error_skip_and_zero_score_but_still_count_and_fail_check(
 def test_the_examples_reference_reaches_the_judges_inside_dspy() -> None:
     """A program that calls nothing fails the reference check instead of scoring 1.0."""
     expected = [{'tool_name': 'lookup_account', 'args': {'account_id': 'A-1'}}]
-    example = dspy.Example(
-        question='What is the balance of A-1?', answer='120.00', expected_tool_calls=expected
-    ).with_inputs('question')
+    example = dspy.Example(question='What is the balance of A-1?', answer='120.00', expected_tool_calls=expected).with_inputs(
+        'question'
+    )
     pred = dspy.Prediction(answer='The balance is 120.00.')
     record = prediction_record(example, pred)
     assert record.expected_tool_calls is not None and record.expected_tool_calls[0].tool_name == 'lookup_account'

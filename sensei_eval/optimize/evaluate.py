@@ -79,9 +79,7 @@ class PromptEvaluation(BaseModel):
     """How one full system prompt did on the training queries, and what finding out cost."""
 
     prompt_version: str
-    score: float | None = Field(
-        description="Mean over the queries of a query's mean overall score; None when no run was judged."
-    )
+    score: float | None = Field(description="Mean over the queries of a query's mean overall score; None when no run was judged.")
     n_scores: int = Field(0, description='Runs with an overall score.')
     per_judge: dict[str, float] = Field(default_factory=dict, description="Each judge's mean score (ok results).")
     per_query: dict[str, float] = Field(

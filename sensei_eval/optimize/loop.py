@@ -766,7 +766,8 @@ def validation_test(
     elif p >= alpha:
         accepted, reason = False, f'gain {target_delta:+.3f} ({on}) is within noise (p={p:.4f} >= {alpha:.3g})'
     else:
-        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), one-sided exact sign-flip p={p:.4f} < {alpha:.3g}; overall {delta:+.3f}'
+        test = f'one-sided exact sign-flip p={p:.4f} < {alpha:.3g}'
+        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), {test}; overall {delta:+.3f}'
     ci_low, ci_high = _interval(old, new)
     return ValidationTest(
         pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
@@ -896,9 +897,7 @@ def _grouped(examples: Sequence[FailureExample], per: int) -> tuple[list[str], s
     return out, shown
 
 
-def _restrict(
-    prompt: str, evaluation: PromptEvaluation, reports: Sequence[RecordReport], ids: Sequence[str]
-) -> PromptEvaluation:
+def _restrict(prompt: str, evaluation: PromptEvaluation, reports: Sequence[RecordReport], ids: Sequence[str]) -> PromptEvaluation:
     """`evaluation` as if only the queries `ids` had been run."""
     keep = set(ids)
     chosen = [r for r in reports if base_query_id(r.query_id) in keep]

@@ -11,14 +11,15 @@
   `validate` report for it. Judging is memoised per run, so GEPA asking for feedback per component
   doesn't judge the same run again.
 
-  **Errors are never silent.** A judge that gave no verdict on a run — it errored (a model answering 500), was
-  inconclusive, or answered as a smoke test (`core.verdicts`) is counted (`metric.failed_calls`, a message in `metric.errors`) and warned
-  about (a `JudgeMetricWarning` per call), and `check()` / `compile_checked` fail when more than
-  `max_error_rate` of the calls had one (default: any). What the call itself returns is the policy
-  `on_error`: `'raise'` (default) — raise `JudgeError`, which DSPy counts as a failed example
-  (`dspy.Evaluate` scores it its `failure_score` and logs it); `'skip'` — score the run from the judges
-  that did judge (a run no judge judged still raises); `'zero'` — score the run 0.0. A run with no
-  overall score (`not judged`, no judge judged it) is never a 0 or a 1 under `'raise'` and `'skip'`.
+  **Errors are never silent.** A judge that gave no verdict on a run — it errored (a model answering
+  500), was inconclusive, or answered as a smoke test (`core.verdicts`) — is counted
+  (`metric.failed_calls`, a message in `metric.errors`) and warned about (a `JudgeMetricWarning` per
+  call), and `check()` / `compile_checked` fail when more than `max_error_rate` of the calls had one
+  (default: any). What the call itself returns is the policy `on_error`: `'raise'` (default) — raise
+  `JudgeError`, which DSPy counts as a failed example (`dspy.Evaluate` scores it its `failure_score` and
+  logs it); `'skip'` — score the run from the judges that did judge (a run no judge judged still
+  raises); `'zero'` — score the run 0.0. A run with no overall score (`not judged`, no judge judged it)
+  is never a 0 or a 1 under `'raise'` and `'skip'`.
 * `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
   component, whose signature instructions *are* the component text. `forward(query=…)` assembles the
   system prompt from those instructions, runs the real agent, and records one trace entry per component
