@@ -6,7 +6,7 @@ the two sides' verdicts differ by chance alone. Judged by the reference check (n
 `validate.compare_reports` with the default thresholds (alpha 0.05, --max-drop 0.05). Every rule that can
 fail the gate on the evidence is a test of the one Tarone–Holm family `--alpha` controls (the
 `--max-drop` rule fails only inside it), so the share of seeds whose gate fails must stay at most alpha
-(up to simulation error: with 100 seeds, a true rate of 5% is seen above 9% about 3% of the time).
+(up to simulation error: with 100 seeds, a true rate of 5% shows 10 or more failures about 3% of the time).
 
 Prints the failure rate next to alpha, and how many failures each rule caused.
 
