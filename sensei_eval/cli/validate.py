@@ -100,7 +100,7 @@ def validate(
     timeout: TimeoutOption = None,
     out_dir: Annotated[Path | None, typer.Option('--out', help='Output folder (default reports/validate-<timestamp>).')] = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help='Family-wise significance level (Tarone–Holm).')] = 0.05,
-    max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Largest tolerated overall mean drop (gated inside the --alpha family).')] = 0.05,
+    max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Tolerated overall drop (in-family).')] = 0.05,
     min_effect: Annotated[
         float, typer.Option('--min-effect', min=0.0, max=1.0, help='Smallest |Δ| that counts as a change.')
     ] = 0.0,
