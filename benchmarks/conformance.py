@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TAU2 = ROOT / 'sensei_eval' / 'data' / 'tau2_airline' / 'records.jsonl'
 JUDGES = 'mvp,checks'
 MODEL_NAME = 'function:conformance'
+ModelFactory = Callable[[], JudgeModel]
 
 # One finding that validates as the issue model of every `mvp` mode (issue models ignore extra keys).
 _FINDING = {
@@ -183,7 +184,9 @@ def _write_dataset(records: Sequence[QueryRecord], folder: Path) -> Path:
     return path
 
 
-def via_cli(records: Sequence[QueryRecord], folder: Path, *, ray: bool = False) -> tuple[Surface, list[RecordReport]]:
+def via_cli(
+    records: Sequence[QueryRecord], folder: Path, *, ray: bool = False, judges: str = JUDGES, model: ModelFactory | None = None
+) -> tuple[Surface, list[RecordReport]]:
     """`sensei-eval judge` (with `ray`: `--ray`), the judge model swapped for the scripted one."""
     from typer.testing import CliRunner
 
@@ -192,9 +195,10 @@ def via_cli(records: Sequence[QueryRecord], folder: Path, *, ray: bool = False) 
 
     dataset = _write_dataset(records, folder)
     run_id = 'ray' if ray else 'cli'
-    args = ['--dataset', str(dataset), '--judges', JUDGES, '--out', str(folder), '--run-id', run_id, '--no-cache']
+    make = model or conformance_model
+    args = ['--dataset', str(dataset), '--judges', judges, '--out', str(folder), '--run-id', run_id, '--no-cache']
     start = time.perf_counter()
-    with _patched(judge_cli, 'resolve_model', lambda *a, **k: conformance_model()):
+    with _patched(judge_cli, 'resolve_model', lambda *a, **k: make()):
         if ray:
             import functools
 
@@ -214,7 +218,7 @@ def via_cli(records: Sequence[QueryRecord], folder: Path, *, ray: bool = False) 
     return surface, reports
 
 
-def via_pydantic_evals(records: Sequence[QueryRecord]) -> Surface:
+def via_pydantic_evals(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
     """A pydantic-evals `Dataset.evaluate` with the judges as evaluators (the judges' default model scripted)."""
     from pydantic_evals import Case, Dataset
 
@@ -222,18 +226,18 @@ def via_pydantic_evals(records: Sequence[QueryRecord]) -> Surface:
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.judging.profiles import record_judges
 
-    judges = make_judges(JUDGES.split(','))
+    made = make_judges(judges.split(','))
     # each case gets the judges its agent profile runs, as `judge` gives them (`profiles.record_judges`)
     dataset = Dataset[QueryRecord, QueryRecord, Any](
         name='conformance',
-        cases=[Case(name=r.query_id, inputs=r, evaluators=record_judges(r, judges)) for r in records],  # type: ignore[arg-type]
+        cases=[Case(name=r.query_id, inputs=r, evaluators=record_judges(r, made)) for r in records],  # type: ignore[arg-type]
     )
 
     async def task(record: QueryRecord) -> QueryRecord:
         return record
 
     start = time.perf_counter()
-    with _patched(base, '_default_model', conformance_model()):
+    with _patched(base, '_default_model', (model or conformance_model)()):
         report = dataset.evaluate_sync(task, progress=False, max_concurrency=8)
     surface = Surface('pydantic-evals Dataset', seconds=time.perf_counter() - start)
     for case in report.cases:
@@ -294,16 +298,17 @@ class _Replay:
         return self.records[query.query_id]
 
 
-def via_optimizer(records: Sequence[QueryRecord]) -> Surface:
+def via_optimizer(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
     """`optimize.evaluate.evaluate_prompt` on the stored runs: its reports and its failing modes."""
     from sensei_eval.agents.runner import Query
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.optimize.evaluate import evaluate_prompt
 
-    judges = make_judges(JUDGES.split(','))
+    made = make_judges(judges.split(','))
     queries = [Query.from_record(r) for r in records]
     start = time.perf_counter()
-    evaluation, reports = asyncio.run(evaluate_prompt('system', queries, _Replay(records), judges, conformance_model()))
+    replay = _Replay(records)
+    evaluation, reports = asyncio.run(evaluate_prompt('system', queries, replay, made, (model or conformance_model)()))
     surface = Surface('optimizer evaluation', seconds=time.perf_counter() - start)
     for report in reports:
         seen = seen_in_report(report)
@@ -314,14 +319,15 @@ def via_optimizer(records: Sequence[QueryRecord]) -> Surface:
     return surface
 
 
-def via_dspy_metric(records: Sequence[QueryRecord]) -> Surface:
+def via_dspy_metric(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
     """`optimize.metrics.JudgeMetric`: the report it judges and the score it returns (an error when not judged)."""
     from types import SimpleNamespace
 
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.optimize.metrics import JudgeError, JudgeMetric
 
-    metric = JudgeMetric(make_judges(JUDGES.split(',')), conformance_model(), record_adapter=lambda example, pred: pred.record)
+    made = make_judges(judges.split(','))
+    metric = JudgeMetric(made, (model or conformance_model)(), record_adapter=lambda example, pred: pred.record)
     surface = Surface('DSPy JudgeMetric')
     start = time.perf_counter()
     for record in records:
@@ -357,11 +363,19 @@ def agreement(reference: Surface, other: Surface) -> tuple[int, int, list[str]]:
 
 
 def run_surfaces(
-    records: Sequence[QueryRecord], folder: Path, *, ray_records: Sequence[QueryRecord] | None = None
+    records: Sequence[QueryRecord],
+    folder: Path,
+    *,
+    ray_records: Sequence[QueryRecord] | None = None,
+    judges: str = JUDGES,
+    model: ModelFactory | None = None,
 ) -> tuple[Surface, list[Surface]]:
-    """The CLI's surface (the reference) and every other one."""
-    reference, reports = via_cli(records, folder / 'cli')
-    others = [via_pydantic_evals(records), via_validate(reports), via_optimizer(records), via_dspy_metric(records)]
+    """The CLI's surface (the reference) and every other one (`judge --ray` on `ray_records`, when given)."""
+    reference, reports = via_cli(records, folder / 'cli', judges=judges, model=model)
+    kw: dict[str, Any] = {'judges': judges, 'model': model}
+    others = [
+        via_pydantic_evals(records, **kw), via_validate(reports), via_optimizer(records, **kw), via_dspy_metric(records, **kw)
+    ]  # fmt: skip
     if ray_records is not None:
         ray_surface, _ = via_cli(ray_records, folder / 'ray', ray=True)
         others.insert(0, ray_surface)
