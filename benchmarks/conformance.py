@@ -258,7 +258,7 @@ def via_pydantic_evals(records: Sequence[QueryRecord], *, judges: str = JUDGES, 
 def via_validate(reports: Sequence[RecordReport]) -> Surface:
     """An A/A `validate`: the CLI's reports on both sides. What it reads per record, and no change."""
     from sensei_eval.validate import Resampling, compare_reports
-    from sensei_eval.validate.compare import OVERALL, _extract
+    from sensei_eval.validate.compare import OVERALL, _extract, metric_name
 
     start = time.perf_counter()
     comparison = compare_reports(list(reports), list(reports), resampling=Resampling(seed=0))
@@ -271,9 +271,7 @@ def via_validate(reports: Sequence[RecordReport]) -> Surface:
     for report in reports:
         reference = seen_in_report(report)
         modes: dict[tuple[str, str | None], tuple[str, float | None]] = {}
-        for (judge, mode), (status, score) in (reference.modes or {}).items():
-            from sensei_eval.validate.compare import metric_name
-
+        for (judge, mode), (status, _) in (reference.modes or {}).items():
             cell = obs.metrics.get(metric_name(judge, mode), {}).get(report.query_id, {}).get(1, {}).get(report.repeat)
             if cell is None:
                 modes[(judge, mode)] = ('absent', None)

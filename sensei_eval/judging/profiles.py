@@ -122,7 +122,10 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
 
 
 def record_judges(
-    record: QueryRecord, judges: Sequence[Judge], profile: Profile = DEFAULT_PROFILE, profiles: Mapping[str, Profile] | None = None
+    record: QueryRecord,
+    judges: Sequence[Judge],
+    profile: Profile = DEFAULT_PROFILE,
+    profiles: Mapping[str, Profile] | None = None,
 ) -> list[Judge]:
     """The judges a run gives `record`: those its profile runs (its own `metadata.profile` when it names a known
     one, else `profile`), configured by that profile. What a pydantic-evals `Case`'s `evaluators` should be for
