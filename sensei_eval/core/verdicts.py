@@ -229,7 +229,7 @@ def judge_status(result: JudgeResultLike) -> VerdictStatus:
         return 'pass'
     for status in ('error', 'smoke', 'inconclusive'):
         if status in statuses:
-            return status  # type: ignore[return-value]
+            return status
     return 'pass'
 
 
@@ -307,9 +307,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
 
     Takes a `RecordReport` (its `judges`) or the judge results themselves. `build_report` stores what
     this returns, so a report's `overall_score` and `coverage` are always this function's."""
-    results = (
-        list(report_or_results.judges.values()) if hasattr(report_or_results, 'judges') else list(report_or_results)  # type: ignore[union-attr]
-    )
+    results = list(report_or_results.judges.values()) if hasattr(report_or_results, 'judges') else list(report_or_results)
     verdicts = verdicts_of(results)
     scores: dict[str, tuple[float, float]] = {}  # mode -> (worse score, confidence of the verdict that gave it)
     issue_counts: dict[str, int] = {}
@@ -338,7 +336,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
         overall_score=overall,
         coverage=coverage_of(results),
         mode_scores={m: s for m, (s, _) in scores.items() if m in modes.MODES},
-        category_scores={c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))},
+        category_scores={c: sum(xs) / len(xs) for c in modes.categories() if (xs := by_category.get(c))},
         failure_modes=failure_modes,
         primary_failure_mode=primary,
     )
