@@ -349,7 +349,9 @@ def via_dspy_metric(records: Sequence[QueryRecord], *, judges: str = JUDGES, mod
     from sensei_eval.optimize.metrics import JudgeError, JudgeMetric
 
     made = make_judges(judges.split(','))
-    metric = JudgeMetric(made, (model or conformance_model)(), record_adapter=lambda example, pred: pred.record)
+    # on_error='skip': a partly judged run scores its overall score (counted and warned about, not raised:
+    # the default 'raise' makes DSPy count it as a failed example); a run no judge judged still raises
+    metric = JudgeMetric(made, (model or conformance_model)(), record_adapter=lambda example, pred: pred.record, on_error='skip')
     surface = Surface('DSPy JudgeMetric')
     start = time.perf_counter()
     for record in records:
