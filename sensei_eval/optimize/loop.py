@@ -186,7 +186,7 @@ class CandidateResult(BaseModel):
     round: int = 1
     index: int
     text: str
-    score: float | None = Field(description='Mean judge score on the training queries.')
+    score: float | None = Field(description='Mean overall score on the training queries.')
     model_calls: int
     errors: int
     path: str
