@@ -14,7 +14,7 @@ judge call — R runs × J re-judgings of one query are not R·J independent obs
   the exact test it would only double numerator and denominator — but counting it would make the
   test's smallest p depend on how many queries did *not* change. With m non-zero differences the
   test **enumerates all 2^m sign patterns exactly** while m ≤ `EXACT_MAX_NONZERO` (20: about a
-  million sums, a few MB and milliseconds with numpy; or while 2^m ≤ the resample budget); above, it
+  million sums, 8 MB and milliseconds with numpy); above, it
   draws `resamples` random patterns from a seeded generator, p = (hits + 1) / (resamples + 1). The
   differences are sorted by size before anything is computed, so the same evidence in any order
   gives the same p, exact or Monte Carlo. Example: 6 queries improved, none hurt, 8 unchanged → the
@@ -73,8 +73,8 @@ __all__ = (
 Alternative = Literal['worse', 'better', 'two-sided']
 
 # Up to this many non-zero differences the sign-flip test enumerates all 2^m sign patterns (exact p);
-# 2^20 sums of 8 bytes are 8 MB and a few milliseconds. Above, it draws DEFAULT_PERMUTATIONS random
-# patterns (or enumerates, when the budget is at least 2^m).
+# 2^20 sums of 8 bytes are 8 MB and a few milliseconds. Above, it draws `resamples` random patterns
+# (DEFAULT_PERMUTATIONS unless asked): 2^m sums would no longer fit in memory for long.
 EXACT_MAX_NONZERO = 20
 DEFAULT_PERMUTATIONS = 9_999
 # Two statistics closer than this (relative to the largest |difference|) are the same value: sums of
@@ -203,7 +203,7 @@ def sign_flip_test(
 
     `alternative` 'worse' tests for a drop (mean(new − old) < 0), 'better' for a rise, as in `flip_test`.
     Zero differences are left out (Wilcoxon's convention); with m non-zero differences the p is exact
-    (all 2^m sign patterns) when m ≤ `EXACT_MAX_NONZERO` or 2^m ≤ `resamples`, else Monte Carlo with
+    (all 2^m sign patterns) when m ≤ `EXACT_MAX_NONZERO`, else Monte Carlo with
     `resamples` patterns drawn from `rng` (seeded: the same seed, the same p). The differences are
     sorted first, so the order of the pairs never changes the p. p = 1 when no difference is non-zero.
     """
@@ -212,7 +212,7 @@ def sign_flip_test(
     if m == 0:
         return 1.0  # every pair identical: no evidence of any change
     tol = _TIE_TOLERANCE * float(magnitudes[-1]) * m
-    if _exact(m, resamples):
+    if _exact(m):
         sums = _all_sign_sums(magnitudes)
         hits, total = _hits(sums, observed, tol, alternative), sums.size
         return float(min(1.0, hits / total))
@@ -285,7 +285,7 @@ def sign_flip_min_p(
     """
     nonzero = len(_nonzero(old, new)[0])
     floor = min_attainable_p(nonzero, alternative)
-    if nonzero and not _exact(nonzero, resamples):
+    if nonzero and not _exact(nonzero):
         floor = max(floor, 1.0 / (resamples + 1))
     return floor
 
@@ -414,8 +414,8 @@ def _nonzero(old: Sequence[float], new: Sequence[float]) -> tuple[np.ndarray, fl
     return magnitudes, float(np.sum(diffs))
 
 
-def _exact(nonzero: int, resamples: int) -> bool:
-    return nonzero <= EXACT_MAX_NONZERO or 2**nonzero <= resamples
+def _exact(nonzero: int) -> bool:
+    return nonzero <= EXACT_MAX_NONZERO
 
 
 def _all_sign_sums(magnitudes: np.ndarray) -> np.ndarray:
