@@ -201,3 +201,21 @@ def test_record_verdict_equals_what_the_report_stores() -> None:
     assert verdict.overall_score == report.overall_score and verdict.coverage == report.coverage
     assert verdict.failure_modes == report.failure_modes == ['tool_selection']
     assert coverage_of(report.judges.values()) == report.coverage
+
+
+def test_view_shows_coverage_beside_the_score_and_not_judged(tmp_path: Any) -> None:
+    from sensei_eval.judging.run_folder import RunFolder
+    from sensei_eval.judging.view import write_view
+
+    folder = RunFolder(tmp_path / 'run')
+    reports = [
+        run('partly', result('tool_selection', True, model=None), result('hallucination', None, status='inconclusive')),
+        run('nothing', result('hallucination', None, status='inconclusive')),
+        run('smoke', result('hallucination', False, model='embedded:SmolLM2-135M-Instruct')),
+    ]
+    for report in reports:
+        folder.write_report(report)
+    page = write_view([folder.path]).read_text()
+    assert '1.00 (checks only, 1 of 2 judges)' in page
+    assert page.count('not judged') >= 4  # two records, each in the list and in its card
+    assert 'smoke' in page and 'chip smoke' in page
