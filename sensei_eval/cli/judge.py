@@ -649,8 +649,11 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
         cut = False
         for (record, name), reason in failures.shown.items():
             head = f'  {record} · {name} · '
-            if failures.full:
-                lines = textwrap.wrap(head + reason, _WIDTH, subsequent_indent='    ', replace_whitespace=False)
+            if failures.full:  # every word, each part of the reason wrapped to the width on its own lines
+                first, *rest = reason.split('\n')
+                lines = textwrap.wrap(head + first.strip(), _WIDTH, subsequent_indent='    ')
+                for part in rest:
+                    lines += textwrap.wrap(part.strip(), _WIDTH, initial_indent='    ', subsequent_indent='    ')
             else:
                 line = head + reason
                 if len(line) > _WIDTH:
