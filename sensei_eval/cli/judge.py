@@ -741,7 +741,8 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         if len(summary.inconclusive) > 10:
             err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
-    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False, soft_wrap=True)  # copyable: never cut
+    # relative to the working directory when it can be (`reports/<run>`), so the command fits the 80 columns
+    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False)
 
 
 def _shown_path(path: Path) -> str:
