@@ -219,3 +219,27 @@ def test_view_shows_coverage_beside_the_score_and_not_judged(tmp_path: Any) -> N
     assert '1.00 (checks only, 1 of 2 judges)' in page
     assert page.count('not judged') >= 4  # two records, each in the list and in its card
     assert 'smoke' in page and 'chip smoke' in page
+
+
+def test_judge_status_is_the_aggregate_of_the_mode_verdicts() -> None:
+    from sensei_eval.core.verdicts import result_verdicts
+
+    minor = {**_FINDING, 'severity': 'minor'}
+    cases = [
+        result('hallucination', True),
+        result('hallucination', False),
+        result('hallucination', True, issues=[minor]),
+        result('completeness', False, issues=[]),
+        result('hallucination', None, status='inconclusive'),
+        result('hallucination', None, status='error'),
+        result('hallucination', False, model='embedded:SmolLM2-135M-Instruct'),
+        JudgeResult(
+            judge='reference_check', failure_mode='tool_selection', category='tool_usage', criteria_hash='h', model=None,
+            status='ok', issues=[{**minor, 'failure_mode': 'tool_selection'}, {**_FINDING, 'failure_mode': 'tool_parameters'}],
+            score=0.5, mode_scores={'tool_selection': 0.9, 'tool_parameters': 0.5}, passed=False,
+        ),
+    ]  # fmt: skip
+    for r in cases:
+        statuses = {v.status for v in result_verdicts(r)}
+        aggregate = 'fail' if 'fail' in statuses else 'pass' if statuses == {'pass'} else statuses.pop()
+        assert judge_status(r) == aggregate, r
