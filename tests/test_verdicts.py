@@ -243,3 +243,22 @@ def test_judge_status_is_the_aggregate_of_the_mode_verdicts() -> None:
         statuses = {v.status for v in result_verdicts(r)}
         aggregate = 'fail' if 'fail' in statuses else 'pass' if statuses == {'pass'} else statuses.pop()
         assert judge_status(r) == aggregate, r
+
+
+def test_smoke_answers_are_counted_apart_from_inconclusive_verdicts_in_the_summary() -> None:
+    from datetime import UTC, datetime
+
+    from sensei_eval.core.reports import RunFacts, RunSummary
+
+    class J:
+        name = 'hallucination'
+
+        def criteria_hash(self) -> str:
+            return 'h'
+
+    smoke = result('hallucination', None, status='inconclusive', model='embedded:SmolLM2-135M-Instruct')
+    reports = [run('a', smoke), run('b', result('hallucination', True))]
+    summary = RunSummary.build('r', reports, [J()], RunFacts(datetime.now(UTC)))
+    judge = summary.per_judge['hallucination']
+    assert (judge.ok, judge.smoke, judge.inconclusive) == (1, 1, 0)
+    assert summary.inconclusive == [] and summary.records_scored == 1

@@ -407,8 +407,10 @@ class RunTally:
             if (tally := self._per_judge.get(result.judge)) is not None:
                 tally.add(result, sign)
         errors = [f'{report.query_id}: {e}' for e in report.errors]
-        inconclusive = [
-            f'{report.query_id}: {name}: {report.judges[name].error}' for name in report.inconclusive if name in report.judges
+        inconclusive = [  # an embedded model's answer is smoke (counted per judge), not an inconclusive verdict
+            f'{report.query_id}: {name}: {report.judges[name].error}'
+            for name in report.inconclusive
+            if name in report.judges and judge_status(report.judges[name]) == 'inconclusive'
         ]
         for lists, lines in ((self._judge_errors, errors), (self._inconclusive, inconclusive)):
             if sign > 0 and lines:
