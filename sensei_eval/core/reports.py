@@ -703,9 +703,10 @@ def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sense
                 scores[judge] = EvaluationResult(
                     name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
                 )
-            assertions[judge] = EvaluationResult(
-                name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
-            )
+            if result.passed is not None or result.issues:  # a score-only judge (no pass/fail) asserts nothing
+                assertions[judge] = EvaluationResult(
+                    name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
+                )
         if report.overall_score is not None:
             overall_spec = EvaluatorSpec(name='overall', arguments=None)
             scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)
