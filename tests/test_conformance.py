@@ -114,5 +114,5 @@ def test_the_console_shows_coverage_beside_the_score_and_not_judged(tmp_path: Pa
     assert 'reference_check' in rows and 'version_check' not in rows and 'citation_check' not in rows, airline.output
 
     nothing = CliRunner().invoke(judge_cli.app, [*args, '--judges', 'mvp', '--run-id', 'n'])
-    assert 'overall: not judged (not judged)' in nothing.output, nothing.output
+    assert 'overall: not judged (no judge gave a pass/fail verdict)' in nothing.output, nothing.output
     assert json.loads((tmp_path / 'reports' / 'n' / 'summary.json').read_text())['mean_overall_score'] is None
