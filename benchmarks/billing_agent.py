@@ -22,7 +22,11 @@ LM). It never reads the rules: from each kind of failure it is sent ("open_ticke
 whenever the request calls for it.", "Always pass the currency argument to create_invoice."), and like a
 model that does not always get it right, about a third of its answers are vague ("Take care with
 open_ticket.") and change nothing. `kind='useless'` only ever writes such sentences; `kind='harmful'`
-writes one that makes the agent skip the lookup.
+writes one that makes the agent skip the lookup; `kind='reliable'` never writes a vague one (each of its
+variants is the real fix, phrased differently), so what decides is the acceptance test alone.
+
+`make_queries_of({'refund': 6, 'balance': 8}, seed)` makes a set with exactly those kinds: the fixture of
+`benchmarks/optimizer_decision.py`, where the ticket rule helps 6 of 14 test queries and hurts none.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from sensei_eval.agents.runner import Query
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.optimize.scripted import ScriptedLM
 
-__all__ = ('COMPONENTS', 'COMPONENT_MAP', 'BillingRunner', 'follows', 'make_queries', 'proposer_lm')
+__all__ = ('COMPONENTS', 'COMPONENT_MAP', 'BillingRunner', 'follows', 'make_queries', 'make_queries_of', 'proposer_lm')
 
 COMPONENTS = PromptComponents(
     sections=(
@@ -76,6 +80,18 @@ def make_queries(n: int, seed: int, prefix: str = 'b') -> list[Query]:
     kinds = ['refund'] * round(n * 0.35) + ['invoice'] * round(n * 0.30)
     kinds += ['balance'] * (n - len(kinds))
     rng.shuffle(kinds)
+    return _queries(kinds, rng, prefix)
+
+
+def make_queries_of(counts: dict[str, int], seed: int, prefix: str = 'b') -> list[Query]:
+    """Exactly `counts[kind]` queries of each kind ('refund', 'invoice', 'balance'), shuffled by seed."""
+    rng = random.Random(f'queries:{prefix}:{seed}')
+    kinds = [kind for kind, n in counts.items() for _ in range(n)]
+    rng.shuffle(kinds)
+    return _queries(kinds, rng, prefix)
+
+
+def _queries(kinds: list[str], rng: random.Random, prefix: str) -> list[Query]:
     out = []
     for i, kind in enumerate(kinds):
         account = f'A-{rng.randint(1000, 9999)}'
@@ -156,7 +172,7 @@ class BillingRunner:
 # ---------------------------------------------------------------------------------------------------
 # The stand-in generator
 
-ProposerKind = Literal['real', 'useless', 'harmful']
+ProposerKind = Literal['real', 'useless', 'harmful', 'reliable']
 # Share of answers that are vague (change nothing), as a model's often are.
 VAGUE_SHARE = 0.35
 
@@ -184,6 +200,8 @@ def _variant(kind: ProposerKind, current: str, labels: list[str], earlier: str, 
         options = ['Skip the account lookup when the customer gives an account id.', 'No need for a lookup on refunds.']
     elif kind == 'useless':
         options = ['Keep answers short.', 'Thank the customer.', 'Double-check your answer.', 'Stay friendly.']
+    elif kind == 'reliable':
+        options = [phrasing for label in labels for phrasing in _phrasings(label)] or ['Double-check your answer.']
     else:
         options = []
         for label in labels:
@@ -207,6 +225,16 @@ def _sentence(label: str) -> str:
     if m:
         return f'Always pass the {m.group(2)} argument to {m.group(1)}.'
     return f'Avoid this: {label}.'
+
+
+def _phrasings(label: str) -> list[str]:
+    """The real fix for one kind of failure, in a few wordings (distinct variants that all fix it)."""
+    first = _sentence(label)
+    m = re.match(r'^(\S+) missing$', label)
+    if m is None:
+        return [first]
+    tool = m.group(1)
+    return [first, f'Remember to call {tool} when the request needs it.', f'Do not forget {tool} where it applies.']
 
 
 def _labels(block: str) -> list[str]:

@@ -17,7 +17,7 @@ Per seed (a new query set, split, noise and generator seed each):
 * **gepa** (first `--gepa-seeds` seeds) — dspy.GEPA with the same stand-in as reflection LM, the same
   split and the same budget in judged runs as the loop spent, held to the same test on its valset.
 
-    python benchmarks/optimizer.py [--seeds 10] [--variants 3] [--queries 40] [--gepa-seeds 3]
+    python benchmarks/optimizer.py [--seeds 10] [--variants 3] [--queries 40] [--gepa-seeds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def steps(state: OptimizeState) -> list[tuple[str, float, float | None, float | 
 
 
 def run_gepa_seed(seed: int, budget: int, args: argparse.Namespace, tmp: Path) -> tuple[bool, set[str], int, float, float]:
-    from sensei_eval.optimize.gepa import run_gepa
+    from sensei_eval.judging.options import JudgeRunOptions
+    from sensei_eval.optimize.gepa import GepaSettings, run_gepa
 
     queries = make_queries(args.queries, seed)
     config = OptimizeConfig(variants=args.variants, seed=seed, component_map=COMPONENT_MAP, stratify=False)
@@ -104,9 +105,8 @@ def run_gepa_seed(seed: int, budget: int, args: argparse.Namespace, tmp: Path) -
     logging.getLogger('dspy').setLevel(logging.WARNING)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # DSPy's progress bars
         result = run_gepa(
-            COMPONENTS, BillingRunner(noise=NOISE, seed=seed), queries, make_judges(JUDGES), None,
-            reflection_lm=proposer_lm('real', seed), max_metric_calls=budget, run_dir=tmp / f'gepa-{seed}', seed=seed,
-            config=config,
+            COMPONENTS, BillingRunner(noise=NOISE, seed=seed), queries, JudgeRunOptions(make_judges(JUDGES)),
+            GepaSettings(proposer_lm('real', seed), max_metric_calls=budget), run_dir=tmp / f'gepa-{seed}', config=config,
         )  # fmt: skip
     gain = fresh_score(result.components, seed) - fresh_score(COMPONENTS.as_dict(), seed)
     return result.accepted, real_fixes(result.components), result.metric_calls, gain, time.perf_counter() - start
@@ -118,7 +118,10 @@ def main() -> None:
     parser.add_argument('--variants', type=int, default=3, help='variants per component and round')
     parser.add_argument('--queries', type=int, default=40, help='queries per seed (half held out for validation)')
     parser.add_argument('--gepa-seeds', type=int, default=3, help='seeds GEPA also runs on (0: none)')
+    parser.add_argument('--quick', action='store_true', help='2 seeds, 24 queries, 2 variants, GEPA on 1 seed')
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.queries, args.variants, args.gepa_seeds = 2, 24, 2, 1
     print(
         f'billing agent, 2 hidden rules, noise {NOISE:.0%}; {args.queries} queries per seed, judge: reference_check; '
         f'--variants {args.variants}; {args.seeds} seed(s)'

@@ -73,3 +73,26 @@ async def test_useless_and_harmful_variants_are_never_frozen(tmp_path: Path) -> 
     for kind in ('useless', 'harmful'):
         _, current = await _run(tmp_path, kind, seed=1)
         assert current == COMPONENTS.as_dict(), kind
+
+
+def test_the_acceptance_test_is_exact_and_counts_queries_not_judged_on_one_side() -> None:
+    """6 improved, none hurt, 8 ties: p = 1/64 < 0.05 / 3 in any order; a query with no overall score on
+    one side (a judge error: not judged) is left out of the pairs and counted, never a 0."""
+    from sensei_eval.optimize.evaluate import PromptEvaluation
+    from sensei_eval.optimize.loop import validation_test
+
+    before = {f'v{i:02d}': (0.5 if i < 6 else 1.0) for i in range(14)}
+    after = {f'v{i:02d}': 1.0 for i in range(14)}
+    level = 0.05 / 3
+    for order in (sorted(before), sorted(before, reverse=True)):
+        old = PromptEvaluation(prompt_version='a', score=None, per_query={q: before[q] for q in order})
+        new = PromptEvaluation(prompt_version='b', score=None, per_query={q: after[q] for q in order})
+        test = validation_test(old, new, alpha=level, margin=0.01)
+        assert test.p_value == 1 / 64 and test.accepted and test.pairs == 14 and test.unpaired == 0
+        assert test.delta is not None and abs(test.delta - 3 / 14) < 1e-12
+    # v13 not judged under the new prompt: 13 pairs, the unchanged query left out and counted
+    new = PromptEvaluation(prompt_version='b', score=None, per_query={q: 1.0 for q in sorted(before) if q != 'v13'})
+    old = PromptEvaluation(prompt_version='a', score=None, per_query=before)
+    test = validation_test(old, new, alpha=level, margin=0.01)
+    assert test.pairs == 13 and test.unpaired == 1 and test.p_value == 1 / 64
+    assert 'not judged on one side left out' in test.reason

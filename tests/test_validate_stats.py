@@ -109,9 +109,11 @@ def test_min_attainable_p_by_hand() -> None:
     assert stats.min_attainable_p(4) == 1 / 16 and stats.min_attainable_p(4, 'two-sided') == 2 / 16
     # at alpha 0.05 one-sided, 4 discordant queries can never be significant (1/16), 5 can (1/32)
     assert stats.min_attainable_p(4) > 0.05 >= stats.min_attainable_p(5, 'better')
-    # sign-flip: exact below 2^n ≤ resamples, so ½^nonzero; above, Monte Carlo's floor 1/(R + 1)
+    # sign-flip: exact up to 20 non-zero differences, so ½^nonzero (ties left out); above, Monte Carlo's floor
     assert stats.sign_flip_min_p([1.0, 1.0, 0.5], [0.5, 1.0, 0.0]) == 1 / 4
-    assert stats.sign_flip_min_p([1.0] * 20, [0.0] * 20, resamples=999) == pytest.approx(1 / 1000)
+    assert stats.sign_flip_min_p([1.0] * 20, [0.0] * 20, resamples=999) == 0.5**20
+    assert stats.sign_flip_min_p([1.0] * 25, [0.0] * 25, resamples=999) == pytest.approx(1 / 1000)
+    assert stats.sign_flip_min_p([1.0] * 25 + [0.5] * 100, [0.0] * 25 + [0.5] * 100, resamples=999) == pytest.approx(1 / 1000)
 
 
 def test_sign_flip_one_sided_directions() -> None:
@@ -149,3 +151,46 @@ def test_tarone_holm_step_down_by_hand() -> None:
     assert all((r2.adjusted[key] <= 0.05) == (key in r2.rejected) for key in p)
     with pytest.raises(ValueError, match='same keys'):
         stats.tarone_holm({'a': 0.1}, {}, 0.05)
+
+
+def test_zero_differences_leave_the_test_and_the_p_is_exact_whatever_the_seed() -> None:
+    """The issue's case: 6 queries improved, none hurt, 8 ties → one-sided p = 1/64 exactly, in every seed.
+
+    (The old rule sampled 9,999 of the 2^14 sign patterns of all 14 pairs: p 0.0147–0.0177 by seed.)"""
+    old = [0.5] * 6 + [1.0] * 8
+    new = [1.0] * 6 + [1.0] * 8
+    ps = {stats.sign_flip_test(old, new, alternative='better', rng=seed) for seed in range(10)}
+    assert ps == {1 / 64}
+    assert stats.sign_flip_min_p(old, new, alternative='better') == 1 / 64
+    assert stats.sign_flip_test(old, new, alternative='worse') == 1.0
+    # unequal gains: the observed sum is still the largest of the 2^6 patterns
+    assert stats.sign_flip_test(old, [1.0, 0.75, 0.9, 0.6, 1.0, 0.55] + [1.0] * 8, alternative='better') == 1 / 64
+
+
+def test_the_same_evidence_in_any_order_gives_the_same_p() -> None:
+    rng = np.random.default_rng(7)
+    for n in (14, 20, 40):  # exact (≤ 20 non-zero differences) and Monte Carlo beyond
+        old = np.round(rng.uniform(0, 1, n), 2)
+        new = np.round(np.clip(old + rng.normal(0.1, 0.3, n), 0, 1), 2)
+        new[: n // 4] = old[: n // 4]  # some ties
+        want = {alt: stats.sign_flip_test(list(old), list(new), alternative=alt) for alt in ('better', 'worse', 'two-sided')}
+        for _ in range(5):
+            order = rng.permutation(n)
+            got = {alt: stats.sign_flip_test(list(old[order]), list(new[order]), alternative=alt) for alt in want}
+            assert got == want
+
+
+def test_exact_up_to_twenty_changed_queries_and_seeded_beyond() -> None:
+    # 20 non-zero differences among 30 pairs: all 2^20 patterns, against the count by a binomial
+    old = [0.0] * 20 + [1.0] * 10
+    new = [1.0] * 15 + [-1.0] * 5 + [1.0] * 10
+    from math import comb
+
+    # equal |d|: the sum is ≥ observed when at least 15 of the 20 signs are +
+    assert stats.sign_flip_test(old, new, alternative='better') == pytest.approx(sum(comb(20, k) for k in range(15, 21)) / 2**20)
+    # 30 non-zero: Monte Carlo, (hits + 1) / (R + 1), the same p for the same seed
+    old30, new30 = [0.0] * 30, [1.0] * 21 + [-1.0] * 9
+    a = stats.sign_flip_test(old30, new30, alternative='better', rng=3)
+    assert a == stats.sign_flip_test(old30, new30, alternative='better', rng=3)
+    exact = sum(comb(30, k) for k in range(21, 31)) / 2**30
+    assert a == pytest.approx(exact, abs=0.01)

@@ -404,7 +404,8 @@ def _print_table(state: OptimizeState) -> None:
     for note in notes:
         out.print(f'  {note}', highlight=False)
     out.print(
-        f'train {_f(state.baseline_score)} -> {_f(state.current_score)} on {len(state.split.train) if state.split else "?"} '
+        f'overall score: train {_f(state.baseline_score)} -> {_f(state.current_score)} on '
+        f'{len(state.split.train) if state.split else "?"} '
         f'queries · validation {_f(state.baseline_validation_score)} -> {_f(state.current_validation_score)} on '
         f'{len(state.split.validation) if state.split else "?"} held-out queries · {state.model_calls} model calls '
         f'(agent {state.agent_calls}, judges {state.judge_calls}, generator {state.generator_calls}) · '

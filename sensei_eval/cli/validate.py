@@ -13,8 +13,9 @@ compares only the judges both ran. Prints the comparison table (and pydantic-eva
 `--cases`) on stdout, progress on stderr.
 
 Exit codes: 0 no significant regression; 1 a metric regressed significantly, the overall mean dropped more
-than --max-drop, a metric could not be compared, or errors exceeded --max-error-rate; 2 usage or input
-errors (nothing is run then).
+than --max-drop and the drop is significant in the --alpha family (a drop it does not reject is a warning),
+a metric could not be compared, or errors exceeded --max-error-rate; 2 usage or input errors (nothing is
+run then).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def validate(
     timeout: TimeoutOption = None,
     out_dir: Annotated[Path | None, typer.Option('--out', help='Output folder (default reports/validate-<timestamp>).')] = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help='Family-wise significance level (Tarone–Holm).')] = 0.05,
-    max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Largest tolerated overall mean drop.')] = 0.05,
+    max_drop: Annotated[float, typer.Option('--max-drop', min=0.0, max=1.0, help='Tolerated overall drop (in-family).')] = 0.05,
     min_effect: Annotated[
         float, typer.Option('--min-effect', min=0.0, max=1.0, help='Smallest |Δ| that counts as a change.')
     ] = 0.0,

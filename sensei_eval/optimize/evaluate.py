@@ -1,10 +1,14 @@
 """Score one full system prompt: run the agent on a set of queries, judge every run, average.
 
-The metric is the mean judge score over every (query, judge) pair whose judge ran without error;
-errors — agent runs that failed, judges that errored — are excluded from the mean and counted, so a
-prompt that makes the agent crash can never score well by having fewer bad runs to judge. Each
+The metric is the run's overall score — the number `sensei-eval judge` prints and `validate` compares
+(`metric` "overall") — averaged per query over its runs, then over the queries: so the gain a suggestion
+promises is on the scale of the `validate` run it tells the user to make. A run whose overall score
+cannot be read — a judge errored on it, or no judge judged it — is left out of the
+mean and counted (`not_judged`, and the judge errors), never a 0 or a 1, exactly as `validate` leaves out
+an errored report's overall; agent runs that failed are counted too, so a prompt that makes the agent
+crash can never score well by having fewer bad runs to judge. Each
 evaluation also keeps the issues the judges found (the failure examples the variant generator is
-fed), each under the failure mode of the finding itself (`reports.mode_verdicts`, not the judge's class
+fed), each under the failure mode of the finding itself (`core.verdicts.mode_verdicts`, not the judge's class
 constant) and labelled by what went wrong (`issue_label`), each query's score per failure mode (what the
 optimizer's acceptance test reads), the runs every judge passed (`success_examples`) and what it cost
 in model calls (agent requests + judge requests that were not cache hits), which is what the
@@ -23,7 +27,8 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.runner import AgentRunner, AgentRuns, Query, prompt_version, run_and_judge
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import RecordReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -37,6 +42,7 @@ __all__ = (
     'evaluate_prompt',
     'issue_label',
     'issue_summary',
+    'run_overall',
 )
 
 
@@ -73,10 +79,15 @@ class PromptEvaluation(BaseModel):
     """How one full system prompt did on the training queries, and what finding out cost."""
 
     prompt_version: str
-    score: float | None = Field(description='Mean judge score over ok results; None when no judge produced a score.')
-    n_scores: int = 0
-    per_judge: dict[str, float] = Field(default_factory=dict)
-    per_query: dict[str, float] = Field(default_factory=dict)
+    score: float | None = Field(description="Mean over the queries of a query's mean overall score; None when no run was judged.")
+    n_scores: int = Field(0, description='Runs with an overall score.')
+    per_judge: dict[str, float] = Field(default_factory=dict, description="Each judge's mean score (ok results).")
+    per_query: dict[str, float] = Field(
+        default_factory=dict, description='Query id -> the mean overall score of its judged runs (what the test pairs).'
+    )
+    not_judged: list[str] = Field(
+        default_factory=list, description='Run ids with no overall score (a judge errored or was inconclusive, or none applied).'
+    )
     per_query_mode: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Query id -> failure mode -> the mean of its judges' scores of that mode."
     )
@@ -143,32 +154,41 @@ def summarise(
     mode_scores: dict[str, dict[str, list[float]]] = {}
     successes: dict[str, SuccessExample] = {}
     failing: dict[str, list[str]] = {}
+    not_judged: list[str] = []
     for report in reports:
         query_id = base_query_id(report.query_id) if runs > 1 else report.query_id
         all_passed = bool(report.judges)
+        overall = run_overall(report)
+        if overall is None:
+            not_judged.append(report.query_id)
+        else:
+            scores.append(overall)
+            per_query.setdefault(query_id, []).append(overall)
         for name, result in report.judges.items():
-            if result.status != 'ok':  # errored or inconclusive: no verdict to score
-                judge_errors.append(f'{report.query_id}: {name}: {result.status}: {result.error}')
+            status = judge_status(result)  # the verdict model's: smoke and inconclusive are no verdict
+            if not is_judged(status):
+                judge_errors.append(f'{report.query_id}: {name}: {status}: {result.error}')
                 all_passed = False
                 continue
+            if status == 'fail':
+                all_passed = False
             if result.score is None:
                 continue
-            scores.append(result.score)
             per_judge.setdefault(name, []).append(result.score)
-            per_query.setdefault(query_id, []).append(result.score)
             if result.issues:
                 failures[name] = failures.get(name, 0) + len(result.issues)
-                all_passed = False
         failing.setdefault(query_id, [])
-        # each finding under its own mode (`reports.mode_verdicts`), not the judge's class constant
+        # each finding under its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
         for (name, mode), verdict in mode_verdicts(report).items():
-            if verdict.status == 'ok' and mode and verdict.score is not None:
+            if not verdict.judged:
+                continue
+            if mode and verdict.score is not None:
                 mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
-            if verdict.status != 'ok' or not verdict.issues:
+            if not verdict.issues:
                 continue
             if mode:
                 by_mode[mode] = by_mode.get(mode, 0) + len(verdict.issues)
-                if mode not in failing[query_id]:
+                if verdict.status == 'fail' and mode not in failing[query_id]:
                     failing[query_id].append(mode)
             for issue in verdict.issues:
                 examples.append(
@@ -185,12 +205,14 @@ def summarise(
             successes[query_id] = SuccessExample(query_id=query_id, query=report.query, judges=sorted(report.judges))
     agent_calls = sum(int(r.metadata.get('agent_requests', 0) or 0) for r in records)
     judge_calls = sum(x.requests for r in reports for x in r.judges.values() if not x.cached)
+    query_means = {k: sum(v) / len(v) for k, v in per_query.items()}
     return PromptEvaluation(
         prompt_version=prompt_version(system_prompt),
-        score=sum(scores) / len(scores) if scores else None,
+        score=sum(query_means.values()) / len(query_means) if query_means else None,
         n_scores=len(scores),
         per_judge={k: sum(v) / len(v) for k, v in per_judge.items()},
-        per_query={k: sum(v) / len(v) for k, v in per_query.items()},
+        per_query=query_means,
+        not_judged=not_judged,
         per_query_mode={q: {m: sum(v) / len(v) for m, v in modes.items()} for q, modes in mode_scores.items()},
         failures_by_judge=failures,
         failures_by_mode=by_mode,
@@ -202,6 +224,14 @@ def summarise(
         agent_calls=agent_calls,
         judge_calls=judge_calls,
     )
+
+
+def run_overall(report: RecordReport) -> float | None:
+    """A run's overall score as `validate` pairs it: None (not judged) when a judge errored on it (its
+    overall would come from part of the judges) or no judge gave a score."""
+    if report.errors:
+        return None
+    return report.overall_score
 
 
 def base_query_id(record_id: str) -> str:

@@ -200,7 +200,8 @@ def run_gepa(
 
 def _as_evaluation(subscores: Any, validation_ids: Sequence[str]) -> PromptEvaluation:
     """GEPA's per-instance validation scores of one candidate as a `PromptEvaluation` (per query id), so the
-    loop's `validation_test` applies. GEPA scores failed runs 0.0, so there are no errors to count here."""
+    loop's `validation_test` applies. GEPA scores a failed run 0.0; no such 0 reaches here, because
+    `metric.check()` has already raised when any metric call had a judge without a verdict."""
     items = subscores.items() if isinstance(subscores, dict) else enumerate(subscores)
     per_query = {validation_ids[int(i)]: float(v) for i, v in items if v is not None and int(i) < len(validation_ids)}
     mean = sum(per_query.values()) / len(per_query) if per_query else None

@@ -3,7 +3,7 @@
     baseline: evaluate the prompt as it is on every query (once), then split the queries into train
         (failure examples, candidate search) and validation (acceptance) within each group of queries
         that failed the same failure modes (a stratified split; by seed alone with validation_queries)
-    route every finding on train, under its own failure mode (`reports.mode_verdicts`), to a prompt
+    route every finding on train, under its own failure mode (`core.verdicts.mode_verdicts`), to a prompt
         component (`sensei_eval.optimize.routing`: the user's map, else the agent profile's map, else lexical)
     for each component with failures, most first, in rounds (at most `rounds`):
         generate N variants (DSPy), fed the failures routed to it grouped by what went wrong (a count
@@ -13,8 +13,15 @@
             times each) and tested against the current text on the *test queries* — the validation
             queries plus the train queries the generator was not shown — by a one-sided paired
             sign-flip test on the failure modes of the findings the variants were written from; the first
-            with p < alpha / components / N, a mean gain over every judge above `margin` and no more
+            with p < alpha / components / N, a mean gain of the overall score above `margin` and no more
             errors is frozen, and a next round starts from the failures left; else the component ends
+
+Every score here is the runs' overall score, the number `validate` compares (`evaluate.run_overall`), so
+a suggestion's promised gain and its 95% paired bootstrap interval are what `validate` would show on
+the same queries. The test is the exact sign-flip test of `validate.stats` (zero differences left out,
+every sign pattern enumerated up to 20 changed queries), so the same evidence always gives the same
+decision: 6 queries improved, none hurt and 8 unchanged is p = 1/64 in every seed. A query not judged on
+one side (a judge error) is left out of the pairs and counted in the test, never scored 0 or 1.
 
 The train score picks candidates; only the test accepts one, so a variant that changes nothing, or
 helps only the queries it was written from, is not frozen. The test level splits `alpha` over the
@@ -103,7 +110,9 @@ class PromptSuggestion(BaseModel):
     validation_before: float | None = None
     validation_after: float | None = None
     p_value: float | None = None
-    validation_gain: float | None = Field(None, description='Mean gain on the test queries of the accepted variant.')
+    validation_gain: float | None = Field(
+        None, description='Mean gain of the overall score (the scale `validate` reports) on the test queries.'
+    )
     gain_interval: tuple[float, float] | None = Field(None, description='Its 95% paired bootstrap interval.')
 
 
@@ -166,7 +175,8 @@ class ValidationTest(BaseModel):
     reason: str
     ci_low: float | None = Field(None, description='95% paired bootstrap interval of the mean gain (queries resampled).')
     ci_high: float | None = None
-    modes: list[str] = Field(default_factory=list, description='The failure modes tested (empty: the mean over judges).')
+    modes: list[str] = Field(default_factory=list, description='The failure modes tested (empty: the overall score).')
+    unpaired: int = Field(0, description='Test queries scored on one side only (not judged on the other): left out.')
     target_pairs: int = 0
     target_delta: float | None = None
 
@@ -176,7 +186,7 @@ class CandidateResult(BaseModel):
     round: int = 1
     index: int
     text: str
-    score: float | None = Field(description='Mean judge score on the training queries.')
+    score: float | None = Field(description='Mean overall score on the training queries.')
     model_calls: int
     errors: int
     path: str
@@ -724,9 +734,11 @@ def validation_test(
 
     With `modes` (the failure modes of the findings the variant was written from), the test is on those
     modes' scores — the paired test on what the change is meant to fix, which other modes' noise does not
-    dilute — and the mean over every judge must still gain more than `margin` (the harm guard); without,
-    both are on the mean over every judge."""
+    dilute — and the mean overall score must still gain more than `margin` (the harm guard); without,
+    both are on the overall score. A query with an overall score on one side only is left out of the
+    pairs and counted (`unpaired`)."""
     pairs = sorted(set(before.per_query) & set(after.per_query))
+    unpaired = len(set(before.per_query) ^ set(after.per_query))
     old = [before.per_query[q] for q in pairs]
     new = [after.per_query[q] for q in pairs]
     mean_old = sum(old) / len(old) if old else None
@@ -743,21 +755,24 @@ def validation_test(
         p = _p_better(old, new) if pairs else 1.0
         target_delta = delta
         on = f'{len(pairs)} test queries'
+    if unpaired:
+        on += f'; {unpaired} quer{"y" if unpaired == 1 else "ies"} not judged on one side left out'
     if not pairs:
         accepted, reason = False, 'no test query was scored on both sides'
     elif after.errors > before.errors:
         accepted, reason = False, f'more errors on the test queries ({after.errors} vs {before.errors})'
     elif delta is None or delta <= margin:
-        accepted, reason = False, f'mean gain {delta:+.3f} on {len(pairs)} test queries is not above margin {margin}'
+        accepted, reason = False, f'overall score gain {delta:+.3f} on {len(pairs)} test queries is not above margin {margin}'
     elif p >= alpha:
         accepted, reason = False, f'gain {target_delta:+.3f} ({on}) is within noise (p={p:.4f} >= {alpha:.3g})'
     else:
-        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), one-sided paired p={p:.4f} < {alpha:.3g}; mean {delta:+.3f}'
+        test = f'one-sided exact sign-flip p={p:.4f} < {alpha:.3g}'
+        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), {test}; overall {delta:+.3f}'
     ci_low, ci_high = _interval(old, new)
     return ValidationTest(
         pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
         errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason, ci_low=ci_low,
-        ci_high=ci_high, modes=list(modes or []), target_pairs=len(target), target_delta=target_delta,
+        ci_high=ci_high, modes=list(modes or []), target_pairs=len(target), target_delta=target_delta, unpaired=unpaired,
     )  # fmt: skip
 
 
@@ -809,8 +824,8 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
         if test is not None and test.delta is not None:
             interval = '' if test.ci_low is None else f', 95% interval {test.ci_low:+.3f} … {test.ci_high:+.3f}'
             gain = (
-                f'; gain on its {test.pairs} test queries {test.delta:+.3f}{interval}, one-sided paired sign-flip '
-                f'p={test.p_value:.4f} < {test.alpha:.3g}'
+                f'; expected gain of the overall score (the scale `validate` reports) on its {test.pairs} test '
+                f'queries {test.delta:+.3f}{interval}, one-sided exact sign-flip p={test.p_value:.4f} < {test.alpha:.3g}'
             )
         out.append(
             PromptSuggestion(
@@ -819,7 +834,7 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
                 current_prompt_section=name,
                 suggested_change=state.current[name],
                 expected_improvement=(
-                    f'mean judge score ({", ".join(ran) or "no judge ran"}) on {len(split.train)} training queries '
+                    f'overall score (judges: {", ".join(ran) or "no judge ran"}) on {len(split.train)} training queries '
                     f'{_fmt(cs.score_before)} -> {_fmt(cs.score_after)}; on {len(split.validation)} held-out validation '
                     f'queries ({state.config.runs} run(s) each) {_fmt(cs.validation_before)} -> {_fmt(cs.validation_after)}'
                     f'{gain}. Routing: {state.routing_detail or state.routing}. '
@@ -882,9 +897,7 @@ def _grouped(examples: Sequence[FailureExample], per: int) -> tuple[list[str], s
     return out, shown
 
 
-def _restrict(
-    prompt: str, evaluation: PromptEvaluation, reports: Sequence[RecordReport], ids: Sequence[str]
-) -> PromptEvaluation:
+def _restrict(prompt: str, evaluation: PromptEvaluation, reports: Sequence[RecordReport], ids: Sequence[str]) -> PromptEvaluation:
     """`evaluation` as if only the queries `ids` had been run."""
     keep = set(ids)
     chosen = [r for r in reports if base_query_id(r.query_id) in keep]
@@ -943,11 +956,13 @@ def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
 
 
 def _interval(old: Sequence[float], new: Sequence[float]) -> tuple[float | None, float | None]:
+    """The 95% paired percentile bootstrap interval of the mean gain, exactly as `validate` computes the
+    overall metric's CI with its default seed (0) and resamples: the interval `validate` would show."""
     if len(old) < 2:
         return None, None
-    from sensei_eval.validate.stats import paired_bootstrap_ci
+    from sensei_eval.validate.stats import DEFAULT_BOOTSTRAP, metric_rng, paired_bootstrap_ci
 
-    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=2000, rng=0)
+    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=DEFAULT_BOOTSTRAP, rng=metric_rng(0, 'overall'))
     return float(ci.low), float(ci.high)
 
 
@@ -976,13 +991,10 @@ def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:
 
 
 def _p_better(old: Sequence[float], new: Sequence[float]) -> float:
-    """One-sided p of the paired sign-flip test for new > old (the two-sided p halved on an older stats module)."""
+    """One-sided p of the exact paired sign-flip test for new > old (`validate.stats.sign_flip_test`)."""
     from sensei_eval.validate.stats import sign_flip_test
 
-    if 'alternative' in inspect.signature(sign_flip_test).parameters:
-        return float(sign_flip_test(old, new, alternative='better'))  # type: ignore[call-arg,unused-ignore]
-    p = sign_flip_test(old, new)
-    return p / 2 if sum(new) > sum(old) else 1.0
+    return sign_flip_test(old, new, alternative='better')
 
 
 def _supported(fn: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:

@@ -2,13 +2,24 @@
 
 * `JudgeMetric(judges, model)` is a DSPy metric over a prediction that carries the agent's run as a
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
-  optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
+  optimizers) it returns the record's overall score (`core.verdicts`, what `judge` and `validate`
+  report); with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
   feedback lists the issues routed to component `pred_name` (`sensei_eval.optimize.routing`: the user's map, else the
   profile's, else lexical similarity to the component texts the run used), or every issue when no
-  component is named. A run whose judges all errored has no
-  score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
-  memoised per run, so GEPA asking for feedback per component doesn't judge the same run again.
+  component is named. The score is the run's overall score, the number `sensei-eval judge` and
+  `validate` report for it. Judging is memoised per run, so GEPA asking for feedback per component
+  doesn't judge the same run again.
+
+  **Errors are never silent.** A judge that gave no verdict on a run — it errored (a model answering
+  500), was inconclusive, or answered as a smoke test (`core.verdicts`) — is counted
+  (`metric.failed_calls`, a message in `metric.errors`) and warned about (a `JudgeMetricWarning` per
+  call), and `check()` / `compile_checked` fail when more than `max_error_rate` of the calls had one
+  (default: any). What the call itself returns is the policy `on_error`: `'raise'` (default) — raise
+  `JudgeError`, which DSPy counts as a failed example (`dspy.Evaluate` scores it its `failure_score` and
+  logs it); `'skip'` — score the run from the judges that did judge (a run no judge judged still
+  raises); `'zero'` — score the run 0.0. A run with no overall score (`not judged`, no judge judged it)
+  is never a 0 or a 1 under `'raise'` and `'skip'`.
 * `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
   component, whose signature instructions *are* the component text. `forward(query=…)` assembles the
   system prompt from those instructions, runs the real agent, and records one trace entry per component
@@ -29,16 +40,18 @@ import contextlib
 import hashlib
 import json
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import dspy
 
 from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import AgentRunner, Query, run_query
 from sensei_eval.core.errors import ModelCallError, describe_error
-from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import RecordReport, mode_verdicts
+from sensei_eval.core.records import ExpectedToolCall, QueryRecord
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -51,13 +64,17 @@ from sensei_eval.optimize.routing import Routing, resolve_routing
 __all__ = (
     'AgentProgram',
     'JudgeMetric',
+    'JudgeMetricWarning',
     'MetricError',
+    'OnError',
     'RecordAdapter',
     'compile_checked',
     'judge_modes',
     'judges_for_component',
     'prediction_record',
+    'run_score',
     'run_sync',
+    'with_reference',
 )
 
 T = TypeVar('T')
@@ -100,8 +117,24 @@ def judge_modes(judge: Judge) -> tuple[str | None, ...]:
     return declared or (judge.failure_mode,)
 
 
+def run_score(report: RecordReport) -> float | None:
+    """The run's score as `sensei-eval judge` and `validate` report it: its overall score from the verdict
+    model (`core.verdicts`; None: not judged)."""
+    return report.overall_score
+
+
 class MetricError(ModelCallError):
-    """The metric could not score anything: every call failed (the errors say why)."""
+    """The metric's calls failed beyond what it tolerates (`max_error_rate`; the errors say why)."""
+
+
+class JudgeMetricWarning(UserWarning):
+    """A call of `JudgeMetric` in which a judge errored or was inconclusive (one warning per call)."""
+
+
+# What a metric call returns when a judge errored or was inconclusive on the run (see `JudgeMetric`).
+OnError = Literal['raise', 'skip', 'zero']
+# Example fields that carry a reference answer (DSPy's usual label names, most specific first).
+_REFERENCE_FIELDS = ('reference_answer', 'expected_answer', 'reference', 'answer', 'response', 'output')
 
 
 RecordAdapter = Callable[[Any, Any], QueryRecord]
@@ -116,10 +149,17 @@ def prediction_record(example: Any, pred: Any) -> QueryRecord:
       and a ReAct `trajectory` (`thought_i`, `tool_name_i`, `tool_args_i`, `observation_i`) becomes the
       tool calls and results between them. The query id is the example's `query_id`, else a hash of the
       query. Anything else: pass your own `record_adapter(example, pred) -> QueryRecord`.
+
+    The example's reference comes along (`with_reference`), so the reference check runs inside DSPy as it
+    does in `sensei-eval judge`: its `expected_tool_calls` become the record's (a program that calls
+    nothing then fails it instead of scoring 1.0), and its label (`reference_answer`, `expected_answer`,
+    `reference`, else `answer` / `response` / `output` when it is not an input) goes in
+    `metadata['reference_answer']`; `tools`, `reference_check` and `profile` fields go in the metadata
+    under their names, as in a dataset line.
     """
     record = getattr(pred, 'record', None)
     if isinstance(record, QueryRecord):
-        return record
+        return with_reference(record, example)
     inputs = _fields(example, inputs_only=True)
     query = str(inputs.get('query') or inputs.get('question') or '\n'.join(f'{k}: {v}' for k, v in inputs.items()))
     outputs = _fields(pred)
@@ -143,7 +183,42 @@ def prediction_record(example: Any, pred: Any) -> QueryRecord:
     query_id = str(
         inputs.get('query_id') or getattr(example, 'query_id', None) or 'q-' + hashlib.sha256(query.encode()).hexdigest()[:10]
     )
-    return QueryRecord(query_id=query_id, query=query, messages=messages)
+    return with_reference(QueryRecord(query_id=query_id, query=query, messages=messages), example)
+
+
+def with_reference(record: QueryRecord, example: Any) -> QueryRecord:
+    """`record` with the reference `example` carries (see `prediction_record`); what the record already
+    has is kept. An `expected_tool_calls` that is not a list of calls is a `ValueError` naming the field."""
+    labels = _labels(example)
+    update: dict[str, Any] = {}
+    expected = labels.get('expected_tool_calls')
+    if expected is not None and record.expected_tool_calls is None:
+        if not isinstance(expected, list):
+            raise ValueError(f'example field expected_tool_calls: a list of tool calls, not {type(expected).__name__}')
+        update['expected_tool_calls'] = [
+            e if isinstance(e, ExpectedToolCall) else ExpectedToolCall.model_validate(e) for e in expected
+        ]
+    metadata = dict(record.metadata)
+    reference = next((labels[k] for k in _REFERENCE_FIELDS if labels.get(k) not in (None, '')), None)
+    if reference is not None:
+        metadata.setdefault('reference_answer', str(reference))
+    for key in ('tools', 'reference_check', 'profile'):
+        if labels.get(key) is not None:
+            metadata.setdefault(key, labels[key])
+    if metadata != record.metadata:
+        update['metadata'] = metadata
+    return record.model_copy(update=update) if update else record
+
+
+def _labels(example: Any) -> dict[str, Any]:
+    """The example's fields that are not inputs (its labels); every field when it declares no inputs,
+    except the query itself."""
+    everything = _fields(example)
+    inputs = _fields(example, inputs_only=True)
+    labels = everything if inputs == everything else {k: v for k, v in everything.items() if k not in inputs}
+    if 'expected_tool_calls' in everything:
+        labels['expected_tool_calls'] = everything['expected_tool_calls']  # a reference even when passed as an input
+    return labels
 
 
 def _fields(obj: Any, *, inputs_only: bool = False) -> dict[str, Any]:
@@ -163,9 +238,11 @@ class JudgeMetric:
     """Our judges as a DSPy metric (and, with `feedback=True`, a GEPA feedback metric).
 
     Works on any DSPy program: `record_adapter(example, pred)` turns a prediction into the record the
-    judges read (default `prediction_record`). DSPy's optimizers count a metric that raises as a failed
-    example and go on, so a metric that fails on every call would compile to nothing in silence: after
-    compiling, `check()` raises `MetricError` when no call produced a score (`compile_checked` does both).
+    judges read (default `prediction_record`, which carries the example's reference along). The score is
+    the run's overall score. A judge that errored or was inconclusive is counted, warned about and handled
+    by `on_error` (module docstring): `'raise'` (default), `'skip'` or `'zero'`. DSPy's optimizers count a
+    metric that raises as a failed example and go on, so after compiling `check()` raises `MetricError`
+    when more than `max_error_rate` of the calls had an error, or none scored (`compile_checked` does both).
     """
 
     def __init__(
@@ -178,9 +255,17 @@ class JudgeMetric:
         profile: Profile = DEFAULT_PROFILE,
         routing: Routing | None = None,
         record_adapter: RecordAdapter | None = None,
+        on_error: OnError = 'raise',
+        max_error_rate: float = 0.0,
     ) -> None:
+        if on_error not in ('raise', 'skip', 'zero'):
+            raise ValueError(f"on_error: 'raise', 'skip' or 'zero', not {on_error!r}")
+        if not 0.0 <= max_error_rate <= 1.0:
+            raise ValueError(f'max_error_rate: a fraction between 0 and 1, not {max_error_rate!r}')
         self.judges = list(judges)
         self.record_adapter = record_adapter or prediction_record
+        self.on_error: OnError = on_error
+        self.max_error_rate = max_error_rate
         self.scored = 0
         self.profile = profile  # for runs whose query names no profile of its own (metadata.profile)
         # how issues reach components for feedback; None: the profile's map, else lexical (resolved per run)
@@ -188,7 +273,9 @@ class JudgeMetric:
         self.judge_model = judge_model
         self.feedback = feedback
         self.cache = cache
-        self.calls = 0
+        self.calls = 0  # runs judged (memoised: a run asked for again is not judged again)
+        self.metric_calls = 0  # calls of the metric
+        self.failed_calls = 0  # calls in which a judge errored or was inconclusive, or nothing could be scored
         self.judge_requests = 0
         self.errors: list[str] = []
         self._memo: dict[str, RecordReport] = {}
@@ -202,21 +289,34 @@ class JudgeMetric:
         pred_name: str | None = None,
         pred_trace: Any = None,
     ) -> float | dspy.Prediction:
+        with self._lock:
+            self.metric_calls += 1
         try:
             record = self.record_adapter(example, pred)
         except Exception as e:
-            message = f'the record adapter could not turn the prediction into a record: {describe_error(e)}'
-            with self._lock:
-                self.errors.append(message)
+            self._failed(f'the record adapter could not turn the prediction into a record: {describe_error(e)}')
             raise
         report = self.report(record)
-        scores = [r.score for r in report.judges.values() if r.status == 'ok' and r.score is not None]
-        if not scores:
-            message = f'{record.query_id}: no judge produced a score: ' + '; '.join(report.errors or ['no judge applied'])
-            with self._lock:
-                self.errors.append(message)
-            raise JudgeError(message)
-        score = sum(scores) / len(scores)
+        score = run_score(report)
+        # every judge that gave no verdict (error, inconclusive, smoke: `core.verdicts`), named with why
+        problems = [
+            f'{name}: {status}: {r.error or "no reason given"}'
+            for name, r in report.judges.items()
+            if not is_judged(status := judge_status(r))
+        ]
+        if problems or score is None:
+            what = '; '.join(problems) if problems else 'no judge applied to the run'
+            label = report.coverage.label if report.coverage is not None else 'not judged'
+            coverage = '' if label == 'not judged' else f' ({label})'
+            judged = f'not judged{coverage}' if score is None else f'judged in part{coverage}, overall {score:.3f}'
+            message = f'{record.query_id}: {judged}: {what}'
+            self._failed(message)
+            warnings.warn(f'JudgeMetric (on_error={self.on_error!r}): {message}', JudgeMetricWarning, stacklevel=2)
+            if self.on_error == 'zero':
+                score = 0.0
+            elif self.on_error == 'raise' or score is None:
+                raise JudgeError(message)
+        assert score is not None
         with self._lock:
             self.scored += 1
         if not self.feedback:
@@ -224,15 +324,34 @@ class JudgeMetric:
         texts = getattr(pred, 'components', None)
         return dspy.Prediction(score=score, feedback=self.feedback_text(report, pred_name, texts))
 
+    def _failed(self, message: str) -> None:
+        with self._lock:
+            self.failed_calls += 1
+            self.errors.append(message)
+
+    @property
+    def error_rate(self) -> float:
+        """Share of the metric's calls that had an error (0 before any call)."""
+        return self.failed_calls / self.metric_calls if self.metric_calls else 0.0
+
     def check(self) -> None:
-        """Raise `MetricError` when the metric was called and never produced a score (why: its errors)."""
-        if self.scored == 0 and self.errors:
-            shown = '; '.join(dict.fromkeys(self.errors[-3:]))
+        """Raise `MetricError` when calls had errors beyond `max_error_rate`, or none produced a score."""
+        if not self.errors:
+            return
+        shown = '; '.join(dict.fromkeys(self.errors[-3:]))
+        if self.scored == 0:
             raise MetricError(f'the judge metric failed on every call ({len(self.errors)} error(s)); last: {shown}')
+        if self.error_rate > self.max_error_rate:
+            raise MetricError(
+                f'the judge metric had errors in {self.failed_calls} of {self.metric_calls} call(s) '
+                f'(max_error_rate {self.max_error_rate:g}, on_error={self.on_error!r}); last: {shown}'
+            )
 
     def report(self, record: QueryRecord) -> RecordReport:
         """The judges' report on one run, judged once however often it is asked for."""
-        key = hashlib.sha256(json.dumps(record.messages, sort_keys=True, default=str).encode()).hexdigest()
+        # the run and its reference: the same transcript against another expected answer is another verdict
+        judged = [record.messages, record.model_dump(mode='json', include={'expected_tool_calls', 'metadata'})]
+        key = hashlib.sha256(json.dumps(judged, sort_keys=True, default=str).encode()).hexdigest()
         with self._lock:
             hit = self._memo.get(key)
         if hit is not None:
@@ -242,8 +361,6 @@ class JudgeMetric:
         with self._lock:
             self.calls += 1
             self.judge_requests += sum(r.requests for r in report.judges.values() if not r.cached)
-            for error in report.errors:
-                self.errors.append(f'{record.query_id}: {error}')
             self._memo[key] = report
         return report
 
@@ -261,10 +378,11 @@ class JudgeMetric:
             result = report.judges.get(name)
             if result is None:
                 continue
-            if result.status != 'ok':
-                lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
+            status = judge_status(result)
+            if not is_judged(status):
+                lines.append(f'- {name}: the judge gave no verdict ({status}: {result.error})')
                 continue
-            # each finding is routed by its own mode (`reports.mode_verdicts`), not the judge's class constant
+            # each finding is routed by its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
             issues = [
                 (mode, issue)
                 for (judge, mode), verdict in verdicts.items()

@@ -1,6 +1,6 @@
 """Pair two sets of judge reports by query and compare them metric by metric.
 
-A *metric* is one judge's verdicts on one failure mode (`reports.mode_verdicts`: each finding counts
+A *metric* is one judge's verdicts on one failure mode (`core.verdicts.mode_verdicts`: each finding counts
 for the mode it is tagged with, so the reference check gives `tool_selection/reference_check` and
 `tool_parameters/reference_check`), a judge without a failure mode (e.g. the TARSy
 `investigation_score`), or `overall` (the report's `overall_score`). A mode judged by an LLM judge and
@@ -12,7 +12,9 @@ with `common_judges` compares only the judges both ran. Its value in one report:
 * a judge error makes that report's value for each of the judge's metrics an *error*: excluded and
   counted, never a 0.
   `overall` of a report with any judge error is an error too (it would be computed from part of the
-  judges); a report whose judges were all skipped has no value, which is not an error.
+  judges), and so is a report no judge judged (no overall score, `core.verdicts`): excluded and
+  counted, never a 0 or a 1; a report whose judges were all skipped has no value, which is not an error.
+  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error.
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
 runs are named that way), and `RecordReport.repeat` is the re-judging index. A query's value is the
@@ -43,7 +45,8 @@ import numpy as np
 
 from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
-from sensei_eval.core.reports import RecordReport, mode_verdicts, rebuild_report
+from sensei_eval.core.reports import RecordReport, rebuild_report
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
     Comparison,
@@ -139,9 +142,8 @@ def compare_reports(
     new_queries |= {e.query_id for e in new_summary.run_errors}
 
     metrics = _ordered_metrics(set(old_obs.metrics) | set(new_obs.metrics), {**old_obs.modes, **new_obs.modes})
-    rng = np.random.default_rng(resampling.seed)
     sides = (old_obs, new_obs, old_summary, new_summary)
-    results = [_compare_metric(name, sides, rng, thresholds.ci_level, resampling) for name in metrics]
+    results = [_compare_metric(name, sides, thresholds.ci_level, resampling) for name in metrics]
     comparison = Comparison(
         thresholds=thresholds,
         seed=resampling.seed,
@@ -202,20 +204,21 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
         query, run = split_run_id(report.query_id)
         for (name, mode), verdict in mode_verdicts(report).items():
             modes = [mode]
-            if verdict.status != 'ok' and known is not None:
+            if not verdict.judged and known is not None:
                 modes = sorted(known.get(name) or {mode}, key=lambda m: m or '')
             for m in modes:
                 metric = metric_name(name, m)
                 obs.kinds[metric] = 'failure_mode' if m else 'judge'
                 obs.judges.setdefault(metric, set()).add(name)
                 obs.modes[metric] = m
-                cell = _Cell(error=True) if verdict.status != 'ok' else _Cell(score=verdict.score, passed=verdict.passed)
+                # not a verdict (error, inconclusive, smoke): excluded and counted, never a 0 or a 1
+                cell = _Cell(error=True) if not verdict.judged else _Cell(score=verdict.score, passed=verdict.passed)
                 obs.put(metric, query, run, report.repeat, cell)
         if report.judges:
             obs.kinds[OVERALL] = 'overall'
-            if report.errors:
+            if report.errors or report.overall_score is None:  # "not judged" too: excluded and counted
                 obs.put(OVERALL, query, run, report.repeat, _Cell(error=True))
-            elif report.overall_score is not None:
+            else:
                 obs.put(OVERALL, query, run, report.repeat, _Cell(score=report.overall_score))
     return obs
 
@@ -300,7 +303,6 @@ def _per_query(data: dict[str, dict[int, dict[int, _Cell]]]) -> tuple[dict[str, 
 def _compare_metric(
     name: str,
     sides: tuple[_Observations, _Observations, SideSummary, SideSummary],
-    rng: np.random.Generator,
     level: float,
     resampling: Resampling,
 ) -> MetricComparison:
@@ -339,9 +341,12 @@ def _compare_metric(
     result.old_mean = float(np.mean(b))
     result.new_mean = float(np.mean(a))
     result.delta = result.new_mean - result.old_mean
-    ci = stats.paired_bootstrap_ci(b, a, level=level, resamples=bootstrap_resamples, rng=rng)
+    # each metric's randomness from (seed, metric name): its interval and p do not depend on which other
+    # metrics were compared before it, and the optimizer reproduces the overall's interval exactly
+    seed = resampling.seed
+    ci = stats.paired_bootstrap_ci(b, a, level=level, resamples=bootstrap_resamples, rng=stats.metric_rng(seed, name))
     result.ci_low, result.ci_high = ci.low, ci.high
-    result.p_value = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng)
+    result.p_value = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=stats.metric_rng(seed, name))
     result.effect_size_dz = stats.cohens_dz(b, a)
     result.effect_label = stats.effect_label(result.effect_size_dz)
 
@@ -362,6 +367,7 @@ def _compare_metric(
         result.min_attainable_p = worse.min_attainable_p
     else:
         result.rule = 'scores'
+        rng = stats.metric_rng(seed, name)
         result.p_regression = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='worse')
         result.p_improvement = stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='better')
         result.min_attainable_p = stats.sign_flip_min_p(b, a, resamples=permutation_resamples)
@@ -398,11 +404,10 @@ def _side_summary(reports: Sequence[RecordReport], side: SideSummary) -> SideSum
         hashes.update(report.criteria_hashes)
         for name, result in report.judges.items():
             side.judge_results += 1
-            if result.status != 'ok':  # an inconclusive verdict is no verdict: it counts against the error rate
+            status = judge_status(result)  # inconclusive and smoke are no verdict: they count against the error rate
+            if not is_judged(status):
                 side.judge_errors += 1
-                side.judge_error_messages.append(
-                    f'{report.query_id} (repeat {report.repeat}) {name}: {result.status}: {result.error}'
-                )
+                side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {status}: {result.error}')
         if report.prompt_version and report.prompt_version not in side.prompt_versions:
             side.prompt_versions.append(report.prompt_version)
         if report.model and report.model not in side.models:

@@ -23,11 +23,14 @@ so the exact test already accounts for that noise. `no_change` — anything else
 
 The gate (exit codes of `python -m sensei_eval.validate`):
 
-* 0 — nothing regressed significantly and the overall mean did not drop more than `max_drop`;
-* 1 — any metric regressed; or the overall mean dropped more than `max_drop` *and* its bootstrap CI lies
-  wholly below 0 (a drop that noise explains is reported, not gated on); or a metric could not be
-  compared; or more than `max_error_rate` of the agent runs or judge calls on either side errored (by
-  default any error fails: errors are never a silent pass);
+* 0 — nothing regressed significantly (a drop of the overall mean beyond `max_drop` that the family does
+  not reject is a warning);
+* 1 — any metric regressed; or the overall mean dropped more than `max_drop` *and* the overall's
+  regression test is rejected inside the Tarone–Holm family (so every statistical rule that can fail the
+  gate is a test of the one family `alpha` controls: an A/A comparison fails at most `alpha` of the
+  time); or a metric could not be compared; or more than `max_error_rate` of the agent runs or judge
+  calls on either side errored (by default any error fails: errors are never a silent pass — not a
+  statistical rule, it is about the evidence, not the agent);
 * 2 — usage or input errors, decided before anything is compared (see the CLI).
 """
 
@@ -144,12 +147,13 @@ def decide(comparison: Comparison) -> None:
         elif m.verdict == 'insufficient_data':
             reasons.append(f'{m.metric} could not be compared: {m.explanation}')
     overall = next((m for m in comparison.metrics if m.kind == 'overall'), None)
-    dropped = overall is not None and overall.delta is not None and overall.delta < -th.max_drop
-    if overall is not None and dropped and overall.ci_high is not None and overall.ci_high < 0:
-        reasons.append(
-            f'overall mean dropped {-(overall.delta or 0.0):.3f} > --max-drop {th.max_drop:g} '
-            f'({overall.ci_level:.0%} CI {overall.ci_low:+.3f} … {overall.ci_high:+.3f})'
-        )
+    drop = _max_drop(overall, th)
+    if drop is not None:
+        failing, text = drop
+        if failing:
+            reasons.append(text)
+        else:
+            comparison.warnings.append(text)
     if not comparison.metrics:
         reasons.append('nothing to compare: neither side has any judge result')
     for side in (comparison.old, comparison.new):
@@ -175,6 +179,33 @@ def decide(comparison: Comparison) -> None:
         dropped={m.metric: m.dropped_reason for m in comparison.metrics if m.dropped_reason is not None},
         tarone_k=family.k,
     )
+
+
+def _max_drop(overall: MetricComparison | None, th: Thresholds) -> tuple[bool, str] | None:
+    """The --max-drop rule, inside the family: (fails the gate, what to say), None when the overall mean
+    did not drop more than `max_drop`.
+
+    A drop beyond `max_drop` fails the gate only when the overall's own regression test is rejected by
+    the family (its Tarone–Holm adjusted one-sided sign-flip p ≤ alpha): the rule then only adds an effect
+    threshold to a rejection the family already made (it also fails a significant drop that the noise
+    floor or --min-effect kept from being called `regressed`), so the gate's false alarms stay bounded by
+    alpha. A drop beyond `max_drop` that the family does not reject is a warning, never a failure.
+    """
+    if overall is None or overall.delta is None or overall.delta >= -th.max_drop:
+        return None
+    interval = '' if overall.ci_low is None else f', {overall.ci_level:.0%} CI {overall.ci_low:+.3f} … {overall.ci_high:+.3f}'
+    what = f'overall mean dropped {-overall.delta:.3f} > --max-drop {th.max_drop:g}{interval}'
+    significant = overall.p_adjusted is not None and overall.p_adjusted <= th.alpha
+    if significant:
+        if overall.verdict == 'regressed':
+            return None  # already a reason of its own
+        return True, f'{what}; significant in the family (Tarone–Holm adjusted p {_fmt(overall.p_adjusted)} ≤ alpha {th.alpha:g})'
+    why = (
+        f'not tested ({overall.dropped_reason})'
+        if overall.dropped_reason is not None
+        else f'Tarone–Holm adjusted p {_fmt(overall.p_adjusted)} > alpha {th.alpha:g}'
+    )
+    return False, f'{what}, but the drop is not significant in the family ({why}): reported, not gated on'
 
 
 def _drop_reason(m: MetricComparison, alpha: float, k: int) -> str:
