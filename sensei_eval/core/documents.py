@@ -66,10 +66,14 @@ def detect_format(head: bytes) -> DatasetFormat:
     try:
         first: Any = json.loads(first_line)
         whole_line = True
+    except RecursionError:
+        return 'jsonl'  # a line nested past any limit: the line reader reports it on its line
     except ValueError:
         whole_line = False
         try:
             first, _ = json.JSONDecoder().raw_decode(text)
+        except RecursionError:
+            return 'jsonl'
         except ValueError:
             first = _first_element(text)
     kind = _kind_of(first)
@@ -97,7 +101,7 @@ def _first_element(text: str) -> Any:
         pos += 1
     try:
         value, _ = decoder.raw_decode(text, pos)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return [value]
 
