@@ -166,9 +166,7 @@ def _completion(model: str, n: int) -> bytes:
             'object': 'chat.completion',
             'created': int(time.time()),
             'model': model,
-            'choices': [
-                {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(verdict)}}
-            ],
+            'choices': [{'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(verdict)}}],
             'usage': {'prompt_tokens': 100, 'completion_tokens': 20, 'total_tokens': 120},
         }
     ).encode()

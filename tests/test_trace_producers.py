@@ -43,7 +43,11 @@ TOOLS = [
 AGENT_TURNS: list[Behaviour] = [
     (
         'message',
-        {'tool_calls': [{'id': 'call_w1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}]},
+        {
+            'tool_calls': [
+                {'id': 'call_w1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}
+            ]
+        },
     ),
     ('message', {'content': ANSWER}),
 ]
@@ -56,7 +60,10 @@ def get_weather(city: str) -> str:
 def run_weather_agent(base_url: str, provider: TracerProvider) -> None:
     """The agent loop: ask, run each tool call the model asks for, send the results back, until it answers."""
     client = openai.OpenAI(base_url=base_url, api_key='test-key', max_retries=0)
-    messages: list[Any] = [{'role': 'system', 'content': 'You answer weather questions with the tool.'}, {'role': 'user', 'content': QUESTION}]
+    messages: list[Any] = [
+        {'role': 'system', 'content': 'You answer weather questions with the tool.'},
+        {'role': 'user', 'content': QUESTION},
+    ]
     with provider.get_tracer('weather-app').start_as_current_span('weather request'):
         for _ in range(4):
             response = client.chat.completions.create(model='m', messages=messages, tools=TOOLS)  # type: ignore[arg-type]
@@ -163,7 +170,9 @@ def test_traced_runs_are_judged_from_the_file(
     out = tmp_path / 'reports'
     with OpenAIServer() as judge:
         args = ['judge', '--dataset', str(path), '--format', 'otlp', '--base-url', judge.base_url, '--model', 'm']
-        result = CliRunner().invoke(root, [*args, '--judges', 'hallucination', '--no-cache', '--out', str(out)], env={'COLUMNS': '120'})
+        result = CliRunner().invoke(
+            root, [*args, '--judges', 'hallucination', '--no-cache', '--out', str(out)], env={'COLUMNS': '120'}
+        )
         assert result.exit_code == 0, result.output
         assert len(judge.completions()) == 1
     [report_path] = list(out.glob('*/records/*.json'))

@@ -26,7 +26,15 @@ RESULT = 'rainy, 57°F'
 ANSWER = 'It is rainy and 57°F in Paris.'
 
 
-def span(sid: int, name: str, parent: int | None, start: int, attributes: dict[str, Any], events: tuple[SpanEvent, ...] = (), status: str = 'ok') -> Span:
+def span(
+    sid: int,
+    name: str,
+    parent: int | None,
+    start: int,
+    attributes: dict[str, Any],
+    events: tuple[SpanEvent, ...] = (),
+    status: str = 'ok',
+) -> Span:
     return Span(
         TRACE, f'{sid:016x}', f'{parent:016x}' if parent else None, name, start * 1000, start * 1000 + 500,
         attributes, status, '', events, {}, 'test', 1, f'spans[{sid}]',  # type: ignore[arg-type]
@@ -123,7 +131,11 @@ def test_genai_older_per_message_events() -> None:
         SpanEvent('gen_ai.user.message', 2, {'content': QUESTION}),
         SpanEvent('gen_ai.assistant.message', 3, {'gen_ai.event.content': json.dumps({'tool_calls': [call]})}),
         SpanEvent('gen_ai.tool.message', 4, {'gen_ai.event.content': json.dumps({'id': 'c1', 'content': RESULT})}),
-        SpanEvent('gen_ai.choice', 5, {'gen_ai.event.content': json.dumps({'index': 0, 'finish_reason': 'stop', 'message': {'content': ANSWER}})}),
+        SpanEvent(
+            'gen_ai.choice',
+            5,
+            {'gen_ai.event.content': json.dumps({'index': 0, 'finish_reason': 'stop', 'message': {'content': ANSWER}})},
+        ),
     )
     check(one_record([span(1, 'root', None, 0, {}), span(2, 'chat gpt-4', 1, 1, {'gen_ai.system': 'openai'}, events)]))
 
@@ -206,7 +218,13 @@ def test_two_agents_become_speakers() -> None:
     def chat(sid: int, parent: int, start: int, text: str) -> Span:
         out = json.dumps([{'role': 'assistant', 'parts': [{'type': 'text', 'content': text}]}])
         inp = json.dumps([{'role': 'user', 'parts': [{'type': 'text', 'content': QUESTION}]}])
-        return span(sid, 'chat', parent, start, {'gen_ai.operation.name': 'chat', 'gen_ai.input.messages': inp, 'gen_ai.output.messages': out})
+        return span(
+            sid,
+            'chat',
+            parent,
+            start,
+            {'gen_ai.operation.name': 'chat', 'gen_ai.input.messages': inp, 'gen_ai.output.messages': out},
+        )
 
     spans = [
         span(1, 'workflow', None, 0, {}),
@@ -217,7 +235,8 @@ def test_two_agents_become_speakers() -> None:
     ]
     build = build_trace(spans)
     assert len(build.records) == 2  # two top-level agent runs under a plain (non-agent) root: two runs
-    nested = [spans[0], span(2, 'invoke_agent lead', 1, 1, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'lead'}),
+    lead = {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'lead'}
+    nested = [spans[0], span(2, 'invoke_agent lead', 1, 1, lead),
               span(6, 'invoke_agent planner', 2, 1, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'planner'}),
               chat(3, 6, 2, 'Plan: look up the weather.'),
               span(7, 'invoke_agent writer', 2, 3, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'writer'}),
@@ -233,6 +252,7 @@ def test_two_agents_become_speakers() -> None:
 
 def test_sdk_span_dump_in_the_to_json_shape(tmp_path: Path) -> None:
     """`ReadableSpan.to_json()` as ConsoleSpanExporter prints it: 0x ids, ISO times, status names."""
+
     def dump(sid: int, parent: int | None, name: str, attributes: dict[str, Any]) -> str:
         return json.dumps({
             'name': name, 'context': {'trace_id': '0x' + TRACE, 'span_id': f'0x{sid:016x}', 'trace_state': '[]'},
@@ -280,16 +300,20 @@ def test_json_array_and_single_document_of_records(tmp_path: Path) -> None:
     assert [r.query_id for r in load_dataset(single).records] == ['one']
 
 
+ORDER = {'order_id': '#1'}
+CANCEL = {'name': 'cancel_order', 'arguments': json.dumps(ORDER)}
+
+
 def test_tau_bench_and_tau2_bench_result_files(tmp_path: Path) -> None:
     traj = [
         {'role': 'system', 'content': 'Policy.'}, {'role': 'user', 'content': 'Cancel my order #1.'},
-        {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 't1', 'type': 'function', 'function': {'name': 'cancel_order', 'arguments': '{"order_id": "#1"}'}}]},
+        {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 't1', 'type': 'function', 'function': CANCEL}]},
         {'role': 'tool', 'tool_call_id': 't1', 'name': 'cancel_order', 'content': 'cancelled'},
         {'role': 'assistant', 'content': 'Your order is cancelled.'},
     ]  # fmt: skip
     v1 = tmp_path / 'retail-results.json'
     v1.write_text(json.dumps([{'task_id': 4, 'trial': 0, 'reward': 1.0, 'traj': traj,
-                               'info': {'task': {'actions': [{'name': 'cancel_order', 'kwargs': {'order_id': '#1'}}]}}}]))  # fmt: skip
+                               'info': {'task': {'actions': [{'name': 'cancel_order', 'kwargs': ORDER}]}}}]))  # fmt: skip
     [record] = load_dataset(v1).records
     assert record.query_id == 'retail-results-task4-trial0' and record.metadata['reward'] == 1.0
     assert record.expected_tool_calls is not None and record.expected_tool_calls[0].tool_name == 'cancel_order'
@@ -298,7 +322,7 @@ def test_tau_bench_and_tau2_bench_result_files(tmp_path: Path) -> None:
     messages = [
         {'role': 'assistant', 'content': 'Hi! How can I help?', 'tool_calls': None},
         {'role': 'user', 'content': 'Cancel order #1.'},
-        {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'x1', 'name': 'cancel_order', 'arguments': {'order_id': '#1'}, 'requestor': 'assistant'}]},
+        {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'x1', 'name': 'cancel_order', 'arguments': ORDER}]},
         {'role': 'tool', 'id': 'x1', 'content': 'cancelled', 'requestor': 'assistant', 'error': False},
         {'role': 'assistant', 'content': 'Done.'},
     ]  # fmt: skip

@@ -198,7 +198,9 @@ def judge(
     source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None, cast(DatasetFormat, dataset_format))
     if source.peek() is None:  # the whole input read: no record to judge
         load_errors = source.finish()
-        err.print(f'[red]error:[/] nothing to judge: {escape(_why_nothing(datasets, source.loaded, load_errors))}', highlight=False)
+        err.print(
+            f'[red]error:[/] nothing to judge: {escape(_why_nothing(datasets, source.loaded, load_errors))}', highlight=False
+        )
         raise typer.Exit(1)
 
     setup_telemetry(err)

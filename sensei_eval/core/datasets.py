@@ -229,9 +229,7 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
     return _record_from_data(file, lineno, data)
 
 
-def _record_from_data(
-    file: str, lineno: int, data: Any, where: str | None = None
-) -> tuple[QueryRecord | None, LoadError | None]:
+def _record_from_data(file: str, lineno: int, data: Any, where: str | None = None) -> tuple[QueryRecord | None, LoadError | None]:
     """A record from one parsed JSON value; `where` locates it inside a document (`[3]`, `simulations[2]`)."""
     if not isinstance(data, dict):
         return None, LoadError(file, lineno, where, f'expected a JSON object, got {type(data).__name__}')

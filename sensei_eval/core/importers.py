@@ -38,8 +38,8 @@ def import_tau_bench(data: Any, stem: str) -> Iterator[tuple[str, dict[str, Any]
         where = f'[{i}]' if isinstance(data, list) else '(document)'
         if not isinstance(item, dict) or not isinstance(item.get('traj'), list):
             raise RecordFieldError(where, 'expected a tau-bench result {task_id, traj: [...], reward, info}')
-        info = item.get('info') if isinstance(item.get('info'), dict) else {}
-        task = info.get('task') if isinstance(info.get('task'), dict) else {}
+        info = _obj(item.get('info'))
+        task = _obj(info.get('task'))
         expected = [
             {'tool_name': a['name'], 'args': a.get('kwargs') if isinstance(a.get('kwargs'), dict) else None}
             for a in task.get('actions') or []
@@ -59,6 +59,10 @@ def import_tau_bench(data: Any, stem: str) -> Iterator[tuple[str, dict[str, Any]
         yield where, record
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _plain(message: Any) -> Any:
     """A tau-bench message as chat-completions (it already is; extra keys it carries are dropped)."""
     if not isinstance(message, dict):
@@ -67,8 +71,8 @@ def _plain(message: Any) -> Any:
 
 
 def _tau2(data: dict[str, Any], stem: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    info = data.get('info') if isinstance(data.get('info'), dict) else {}
-    env = info.get('environment_info') if isinstance(info.get('environment_info'), dict) else {}
+    info = _obj(data.get('info'))
+    env = _obj(info.get('environment_info'))
     policy = env.get('policy') if isinstance(env.get('policy'), str) else None
     tasks = {str(t.get('id')): t for t in data.get('tasks') or [] if isinstance(t, dict)}
     for i, sim in enumerate(data['simulations']):
@@ -76,8 +80,8 @@ def _tau2(data: dict[str, Any], stem: str) -> Iterator[tuple[str, dict[str, Any]
         if not isinstance(sim, dict) or not isinstance(sim.get('messages'), list):
             raise RecordFieldError(where, 'expected a tau2-bench simulation {id, task_id, messages: [...]}')
         task = tasks.get(str(sim.get('task_id')), {})
-        criteria = task.get('evaluation_criteria') if isinstance(task.get('evaluation_criteria'), dict) else {}
-        actions = criteria.get('actions') if isinstance(criteria, dict) else None
+        criteria = _obj(task.get('evaluation_criteria'))
+        actions = criteria.get('actions')
         expected = None
         if isinstance(actions, list):
             expected = [
@@ -86,7 +90,7 @@ def _tau2(data: dict[str, Any], stem: str) -> Iterator[tuple[str, dict[str, Any]
                 if isinstance(a, dict) and isinstance(a.get('name'), str) and a.get('requestor', 'assistant') == 'assistant'
             ]
         messages = ([{'role': 'system', 'content': policy}] if policy else []) + list(_tau2_messages(sim['messages'], where))
-        reward = sim.get('reward_info', {}).get('reward') if isinstance(sim.get('reward_info'), dict) else None
+        reward = _obj(sim.get('reward_info')).get('reward')
         trial = sim.get('trial', 0)
         yield where, {
             'query_id': f'{stem}-task{sim.get("task_id", i)}-trial{trial}',

@@ -31,7 +31,14 @@ _OPENINFERENCE_KINDS: dict[str, SpanKind] = {
 # GenAI operations that are one model call (`call_llm` is what several agent frameworks write for `chat`).
 _MODEL_OPERATIONS = frozenset({'chat', 'text_completion', 'generate_content', 'call_llm', 'completion', 'responses'})
 # Attributes (or attribute prefixes) that only a model-call span carries.
-_MODEL_ATTRIBUTES = ('gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.prompt', 'gen_ai.completion', 'llm.input_messages', 'llm.output_messages')
+_MODEL_ATTRIBUTES = (
+    'gen_ai.input.messages',
+    'gen_ai.output.messages',
+    'gen_ai.prompt',
+    'gen_ai.completion',
+    'llm.input_messages',
+    'llm.output_messages',
+)
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,10 @@ def read_run(run: Span, inner: Sequence[Span]) -> RunContent:
             convo.tool_span(span, speaker)
         elif kind == 'other' and any(k in span.attributes for k in _CONTENT_ATTRIBUTES):
             label = span.openinference_kind or span.operation
-            convo.warn(f'{span.path or span.name}: span {span.name!r} ({label}) is not a model call or a tool; its content is not in the transcript')
+            convo.warn(
+                f'{span.path or span.name}: span {span.name!r} ({label}) is not a model call or a tool; '
+                'its content is not in the transcript'
+            )
     _run_io(run, spans, convo)
     convo.finish()
     usage = _usage(spans)
@@ -148,8 +151,10 @@ def _first_text(spans: Sequence[Span], keys: Sequence[str]) -> str | None:
 
 
 def _usage(spans: Sequence[Span]) -> dict[str, int]:
-    pairs = (('input_tokens', ('gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt')),
-             ('output_tokens', ('gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion')))  # fmt: skip
+    pairs = (
+        ('input_tokens', ('gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt')),
+        ('output_tokens', ('gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion')),
+    )
     out: dict[str, int] = {}
     for span in spans:
         if span.kind != 'llm':
@@ -292,7 +297,10 @@ class _Conversation:
             return True  # read twice (a tool span and the next model input): kept once
         waiting = self._pick(call_id, name)
         if waiting is None:
-            self.warn(f'{where}: a tool result{f" of {name!r}" if name else ""}{f" (id {call_id!r})" if call_id else ""} answers no tool call in the trace; it is not in the transcript')
+            self.warn(
+                f'{where}: a tool result{f" of {name!r}" if name else ""}{f" (id {call_id!r})" if call_id else ""} '
+                'answers no tool call in the trace; it is not in the transcript'
+            )
             return False
         self.waiting.remove(waiting)
         self.answered.add(waiting.call['id'])
@@ -408,13 +416,17 @@ def _model_inputs(span: Span, warn: Any) -> list[_Msg] | None:
     where = f'{span.path}.attributes'
     system = _system_instructions(span)
     if 'gen_ai.input.messages' in a:
-        msgs = _messages(_json_value(span, 'gen_ai.input.messages', a['gen_ai.input.messages']), f'{where}[gen_ai.input.messages]', warn)
+        msgs = _messages(
+            _json_value(span, 'gen_ai.input.messages', a['gen_ai.input.messages']), f'{where}[gen_ai.input.messages]', warn
+        )
         return system + msgs
     for event in span.events:
         if event.name == 'gen_ai.client.inference.operation.details' and 'gen_ai.input.messages' in event.attributes:
             ewhere = f'{span.path}.events[{event.name}].attributes[gen_ai.input.messages]'
             value = _json_value(span, '', event.attributes['gen_ai.input.messages'], ewhere)
-            return _system_instructions_value(event.attributes.get('gen_ai.system_instructions'), span) + _messages(value, ewhere, warn)
+            return _system_instructions_value(event.attributes.get('gen_ai.system_instructions'), span) + _messages(
+                value, ewhere, warn
+            )
     flat = _unflatten(a, 'llm.input_messages')
     if flat is not None:
         return system + _openinference_messages(flat, f'{where}[llm.input_messages]', warn)
@@ -446,7 +458,12 @@ def _model_outputs(span: Span, warn: Any) -> list[_Msg]:
     a = span.attributes
     where = f'{span.path}.attributes'
     if 'gen_ai.output.messages' in a:
-        return _messages(_json_value(span, 'gen_ai.output.messages', a['gen_ai.output.messages']), f'{where}[gen_ai.output.messages]', warn, 'assistant')
+        return _messages(
+            _json_value(span, 'gen_ai.output.messages', a['gen_ai.output.messages']),
+            f'{where}[gen_ai.output.messages]',
+            warn,
+            'assistant',
+        )
     for event in span.events:
         if event.name == 'gen_ai.client.inference.operation.details' and 'gen_ai.output.messages' in event.attributes:
             ewhere = f'{span.path}.events[{event.name}].attributes[gen_ai.output.messages]'
@@ -459,8 +476,8 @@ def _model_outputs(span: Span, warn: Any) -> list[_Msg]:
         out: list[_Msg] = []
         for n, event in enumerate(choices):
             body = _event_body(span, event, n)
-            message = body.get('message') if isinstance(body.get('message'), dict) else body
-            message = dict(message)
+            inner = body.get('message')
+            message = dict(inner) if isinstance(inner, dict) else dict(body)
             message.setdefault('role', 'assistant')
             out.extend(_messages([message], f'{span.path}.events[gen_ai.choice]', warn, 'assistant'))
         return out
@@ -524,7 +541,9 @@ def _event_body(span: Span, event: Any, n: int) -> dict[str, Any]:
             return dict(body)
     if 'body' in attrs and isinstance(_maybe_json(attrs['body']), dict):
         return dict(_maybe_json(attrs['body']))
-    return {k: _maybe_json(v) if k in ('tool_calls', 'message') else v for k, v in attrs.items() if not k.startswith('gen_ai.system')}
+    return {
+        k: _maybe_json(v) if k in ('tool_calls', 'message') else v for k, v in attrs.items() if not k.startswith('gen_ai.system')
+    }
 
 
 def _loose_messages(span: Span, key: str, value: Any, role: str, warn: Any) -> list[_Msg]:
@@ -589,7 +608,13 @@ def _from_parts(role: str, parts: list[Any], where: str, warn: Any) -> Iterator[
             if texts and role != 'assistant':
                 yield _Msg(role, '\n'.join(texts), where=where)
                 texts = []
-            yield _Msg('tool', _result_text(part, pwhere), call_id=_text_id(part.get('id')), tool_name=_opt_str(part.get('name')), where=pwhere)
+            yield _Msg(
+                'tool',
+                _result_text(part, pwhere),
+                call_id=_text_id(part.get('id')),
+                tool_name=_opt_str(part.get('name')),
+                where=pwhere,
+            )
         elif kind in _HIDDEN_PARTS:
             continue
         elif kind in _MEDIA_PARTS:
@@ -597,7 +622,9 @@ def _from_parts(role: str, parts: list[Any], where: str, warn: Any) -> Iterator[
             texts.append(f'[{modality} part]')
         else:
             texts.append(f'[{kind} part]')
-            warn(f'{pwhere}: part type {kind!r} is not a GenAI text, tool_call or tool_call_response part; shown as [{kind} part]')
+            warn(
+                f'{pwhere}: part type {kind!r} is not a GenAI text, tool_call or tool_call_response part; shown as [{kind} part]'
+            )
     if role == 'tool':
         if texts:  # a tool-role message written with text parts: the result of the call it names
             yield _Msg('tool', '\n'.join(texts), where=where)
@@ -619,7 +646,12 @@ def _result_text(part: Mapping[str, Any], where: str) -> str:
 
 def _call_name(data: Mapping[str, Any]) -> str | None:
     fn = data.get('function')
-    for value in (fn.get('name') if isinstance(fn, dict) else None, data.get('name'), data.get('tool.name'), data.get('tool_name')):
+    for value in (
+        fn.get('name') if isinstance(fn, dict) else None,
+        data.get('name'),
+        data.get('tool.name'),
+        data.get('tool_name'),
+    ):
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
@@ -630,7 +662,7 @@ def _call(data: Mapping[str, Any], where: str, warn: Any) -> dict[str, Any]:
     name = _call_name(data)
     if name is None:
         raise SpanError(f'{where}.name', 'a tool call without a tool name')
-    fn = data.get('function') if isinstance(data.get('function'), dict) else {}
+    fn = data['function'] if isinstance(data.get('function'), dict) else {}
     args: Any = None
     for value in (fn.get('arguments'), data.get('arguments'), data.get('input'), data.get('args'), data.get('tool.args')):
         if value is not None:
@@ -789,12 +821,15 @@ def _openinference_messages(node: Mapping[str, Any], where: str, warn: Any, defa
                     blocks.append({'type': 'text', 'text': mc.get('text', '')})
                 else:
                     blocks.append({'type': 'image' if kind == 'image' else kind})
-            chat['content'] = blocks if 'content' not in chat else chat['content']
+            chat.setdefault('content', blocks)
         calls = message.get('tool_calls')
         if isinstance(calls, list):
             chat['tool_calls'] = [c.get('tool_call', c) if isinstance(c, dict) else c for c in calls]
         if message.get('function_call_name'):
-            chat['function_call'] = {'name': message['function_call_name'], 'arguments': message.get('function_call_arguments_json')}
+            chat['function_call'] = {
+                'name': message['function_call_name'],
+                'arguments': message.get('function_call_arguments_json'),
+            }
         if message.get('tool_call_id') is not None:
             chat['tool_call_id'] = message['tool_call_id']
         if isinstance(message.get('name'), str):
@@ -814,7 +849,8 @@ def _tool_span(span: Span, warn: Any) -> tuple[str, str, str | None, str | None]
     a = span.attributes
     where = f'{span.path}.attributes'
     name = next(
-        (str(a[k]) for k in ('gen_ai.tool.name', 'tool.name', 'tool_call.function.name') if isinstance(a.get(k), str) and a[k]), None
+        (str(a[k]) for k in ('gen_ai.tool.name', 'tool.name', 'tool_call.function.name') if isinstance(a.get(k), str) and a[k]),
+        None,
     )
     if name is None:
         name = span.name.removeprefix('execute_tool').removeprefix('running tool').strip() or span.name

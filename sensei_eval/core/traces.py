@@ -43,12 +43,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sensei_eval.core.documents import iter_json_values, looks_like_span
-from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, json_error_text, validation_load_error
+from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, validation_load_error
 from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
 from sensei_eval.core.span_model import Span, SpanError, SpanEvent, SpanStatus
@@ -441,7 +441,7 @@ def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
     """One span as the OpenTelemetry SDK's `ReadableSpan.to_json()` writes it (ids `0x…` hex, times ISO 8601,
     status `UNSET`/`OK`/`ERROR`), or the variants frameworks write (ids as integers, times in nanoseconds,
     a `parent` context)."""
-    context = raw.get('context') if isinstance(raw.get('context'), dict) else raw
+    context: dict[str, Any] = raw['context'] if isinstance(raw.get('context'), dict) else raw
     trace_id = _sdk_id(context.get('trace_id', context.get('traceId')), 32, f'{where}.context.trace_id')
     span_id = _sdk_id(context.get('span_id', context.get('spanId')), 16, f'{where}.context.span_id')
     if trace_id is None or span_id is None:
@@ -463,7 +463,11 @@ def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
         ev_attrs = ev.get('attributes') or {}
         if not isinstance(ev_attrs, dict):
             raise SpanError(f'{where}.events[{n}].attributes', 'expected an object of attributes')
-        events.append(SpanEvent(ev['name'], _sdk_time(ev.get('timestamp', ev.get('time_ns', 0)), f'{where}.events[{n}].timestamp'), dict(ev_attrs)))
+        events.append(
+            SpanEvent(
+                ev['name'], _sdk_time(ev.get('timestamp', ev.get('time_ns', 0)), f'{where}.events[{n}].timestamp'), dict(ev_attrs)
+            )
+        )
     resource = raw.get('resource') or {}
     resource_attrs = resource.get('attributes', {}) if isinstance(resource, dict) else {}
     return Span(

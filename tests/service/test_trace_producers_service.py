@@ -43,7 +43,9 @@ def _instrumentor(name: str) -> Any:
 
 
 @pytest.mark.parametrize('convention', ['genai', 'openinference'])
-def test_instrumented_openai_agent_becomes_a_judged_session(convention: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_instrumented_openai_agent_becomes_a_judged_session(
+    convention: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv('OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT', 'SPAN_ONLY')
     monkeypatch.setenv('OTEL_SEMCONV_STABILITY_OPT_IN', 'gen_ai_latest_experimental')
     url = f'sqlite:///{tmp_path / "producers.db"}'
@@ -115,10 +117,14 @@ def test_traces_that_give_no_run_are_counted_in_partial_success(tmp_path: Path) 
         answer = c.post('/v1/traces', json=no_run).json()
         partial = answer['partialSuccess']
         assert partial['rejectedSpans'] == 2
-        assert f'trace {"a" * 32} rejected (2 span(s))' in partial['errorMessage'] and 'no agent-run span' in partial['errorMessage']
+        assert (
+            f'trace {"a" * 32} rejected (2 span(s))' in partial['errorMessage'] and 'no agent-run span' in partial['errorMessage']
+        )
         # protobuf: the same answer in the request's encoding; a good trace in the same request is kept
         fresh = json.loads(json.dumps(no_run).replace('a' * 32, 'c' * 32))  # a new trace id: the first is already rejected
-        body = ParseDict(_base64_ids({'resourceSpans': fresh['resourceSpans'] + good['resourceSpans']}), ExportTraceServiceRequest())
+        body = ParseDict(
+            _base64_ids({'resourceSpans': fresh['resourceSpans'] + good['resourceSpans']}), ExportTraceServiceRequest()
+        )
         r = c.post('/v1/traces', content=body.SerializeToString(), headers={'Content-Type': 'application/x-protobuf'})
         assert r.status_code == 200
         response = ExportTraceServiceResponse.FromString(r.content)
