@@ -381,3 +381,70 @@ def test_the_seven_published_framework_traces() -> None:
         described = expected['steps'][0]['description'] if isinstance(expected, dict) else str(expected)
         assert described in answer, (path.name, answer)
         assert record.metadata['usage']['input_tokens'] > 0
+
+
+def test_google_adk_native_spans_with_gemini_parts() -> None:
+    request = {
+        'model': 'gemini-2.0-flash',
+        'config': {'system_instruction': 'Answer weather questions.'},
+        'contents': [
+            {'role': 'user', 'parts': [{'text': QUESTION}]},
+            {'role': 'model', 'parts': [{'function_call': {'id': 'adk-1', 'name': 'get_weather', 'args': {'city': 'Paris'}}}]},
+            {
+                'role': 'user',
+                'parts': [{'function_response': {'id': 'adk-1', 'name': 'get_weather', 'response': {'result': RESULT}}}],
+            },
+        ],
+    }
+    first = {**request, 'contents': request['contents'][:1]}
+    spans = [
+        span(1, 'invoke_agent weather_agent', None, 0, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather_agent'}),
+        span(5, 'call_llm', 1, 1, {'gcp.vertex.agent.llm_request': json.dumps(first),
+             'gcp.vertex.agent.llm_response': json.dumps({'content': request['contents'][1]})}),
+        span(2, 'execute_tool get_weather', 1, 2, {'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather',
+             'gen_ai.tool.call.id': 'adk-1', 'gcp.vertex.agent.tool_call_args': '{"city": "Paris"}',
+             'gcp.vertex.agent.tool_response': json.dumps({'result': RESULT})}),
+        span(3, 'call_llm', 1, 3, {'gcp.vertex.agent.llm_request': json.dumps(request),
+             'gcp.vertex.agent.llm_response': json.dumps({'content': {'role': 'model', 'parts': [{'text': ANSWER}]}})}),
+    ]  # fmt: skip
+    record = one_record(spans)
+    [call] = record.tool_calls()
+    assert (
+        call.tool_name == 'get_weather' and call.args == {'city': 'Paris'} and json.loads(call.result or '') == {'result': RESULT}
+    )
+    assert record.messages[0] == {'role': 'system', 'content': 'Answer weather questions.'}
+    assert record.final_answer() == ANSWER and record.query == QUESTION
+
+
+def test_openllmetry_workflow_with_tool_and_flattened_chat() -> None:
+    spans = [
+        span(1, 'weather.workflow', None, 0, {'traceloop.span.kind': 'workflow', 'traceloop.entity.name': 'weather'}),
+        span(2, 'openai.chat', 1, 1, {'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': QUESTION,
+             'gen_ai.completion.0.role': 'assistant', 'gen_ai.completion.0.tool_calls.0.id': 'c1',
+             'gen_ai.completion.0.tool_calls.0.name': 'get_weather',
+             'gen_ai.completion.0.tool_calls.0.arguments': '{"city": "Paris"}'}),
+        span(3, 'get_weather.tool', 1, 2, {'traceloop.span.kind': 'tool', 'traceloop.entity.name': 'get_weather',
+             'traceloop.entity.input': json.dumps({'inputs': {'city': 'Paris'}}),
+             'traceloop.entity.output': json.dumps({'outputs': RESULT})}),
+        span(4, 'openai.chat', 1, 3, {'gen_ai.completion.0.role': 'assistant', 'gen_ai.completion.0.content': ANSWER}),
+    ]  # fmt: skip
+    check(one_record(spans))
+
+
+def test_what_the_model_saw_of_a_tool_result_wins_over_the_tool_span() -> None:
+    """A tool span's raw output (here a serialised message object) is kept only when no model input shows the result."""
+    call = {'tool_calls.0.tool_call.id': 'c1', 'tool_calls.0.tool_call.function.name': 'get_weather',
+            'tool_calls.0.tool_call.function.arguments': '{"city": "Paris"}'}  # fmt: skip
+    raw = json.dumps({'content': RESULT, 'type': 'tool', 'tool_call_id': 'c1'})
+    spans = [
+        span(1, 'LangGraph', None, 0, {'openinference.span.kind': 'CHAIN'}),
+        oi_llm(2, 1, 1, [{'role': 'user', 'content': QUESTION}], [{'role': 'assistant', **call}]),
+        span(3, 'get_weather', 1, 2, {'openinference.span.kind': 'TOOL', 'tool.name': 'get_weather',
+                                      'input.value': '{"city": "Paris"}', 'output.value': raw}),
+        oi_llm(4, 1, 3, [{'role': 'user', 'content': QUESTION}, {'role': 'assistant', **call},
+                         {'role': 'tool', 'tool_call_id': 'c1', 'content': RESULT}], [{'role': 'assistant', 'content': ANSWER}]),
+    ]  # fmt: skip
+    check(one_record(spans))
+    without_second_input = [*spans[:3], oi_llm(4, 1, 3, [], [{'role': 'assistant', 'content': ANSWER}])]
+    record = one_record(without_second_input)
+    assert record.tool_calls()[0].result == raw  # no model input repeated it: the span's output stands

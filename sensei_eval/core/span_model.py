@@ -4,7 +4,8 @@ what kind of step it records under the two conventions agents are traced with.
 `Span.kind` reads the OpenInference kind (`openinference.span.kind`: AGENT, LLM, TOOL, RETRIEVER, CHAIN, …)
 first, then the OpenTelemetry GenAI operation (`gen_ai.operation.name`: `invoke_agent`, `chat`,
 `text_completion`, `generate_content`, `execute_tool`, …), then the span name (`invoke_agent …`,
-`execute_tool …`, `chat …`, pydantic-ai's older `agent run` / `running tool`), and last whether the span
+`execute_tool …`, `chat …`, pydantic-ai's older `agent run` / `running tool`; OpenLLMetry's
+`traceloop.span.kind`), and last whether the span
 carries model messages at all. Anything else is `other`: the trace readers (`core.trace_readers`) skip it,
 with a warning when it held content they could not place.
 """
@@ -28,6 +29,8 @@ SPAN_KINDS: tuple[SpanKind, ...] = ('agent', 'llm', 'tool', 'retriever', 'chain'
 _OPENINFERENCE_KINDS: dict[str, SpanKind] = {
     'AGENT': 'agent', 'LLM': 'llm', 'TOOL': 'tool', 'RETRIEVER': 'retriever', 'CHAIN': 'chain',
 }  # fmt: skip
+# OpenLLMetry (Traceloop) span kinds: its model calls carry the GenAI `gen_ai.prompt.*` attributes.
+_TRACELOOP_KINDS: dict[str, SpanKind] = {'tool': 'tool', 'agent': 'agent', 'workflow': 'chain', 'task': 'chain'}
 # GenAI operations that are one model call (`call_llm` is what several agent frameworks write for `chat`).
 _MODEL_OPERATIONS = frozenset({'chat', 'text_completion', 'generate_content', 'call_llm', 'completion', 'responses'})
 # Attributes (or attribute prefixes) that only a model-call span carries.
@@ -111,6 +114,9 @@ class Span:
         oi = self.openinference_kind
         if oi is not None:
             return _OPENINFERENCE_KINDS.get(oi, 'other')
+        traceloop = self.attributes.get('traceloop.span.kind')
+        if isinstance(traceloop, str) and traceloop in _TRACELOOP_KINDS:
+            return _TRACELOOP_KINDS[traceloop]
         op = self.operation
         if op == 'invoke_agent':
             return 'agent'

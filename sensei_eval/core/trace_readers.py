@@ -63,6 +63,8 @@ _HIDDEN_PARTS = frozenset({'reasoning', 'thinking', 'redacted_thinking'})
 _MEDIA_PARTS = frozenset({'blob', 'file', 'file_data', 'uri', 'image', 'image_url', 'audio', 'input_audio', 'video'})
 # Attributes naming the agent a span belongs to (GenAI, OpenInference, LangGraph nodes through OpenInference).
 _AGENT_NAME_ATTRIBUTES = ('gen_ai.agent.name', 'agent.name', 'graph.node.name')
+# Span attributes naming an agent span itself (OpenLLMetry's agent and workflow spans).
+_ENTITY_NAME = 'traceloop.entity.name'
 # Span attributes whose presence on a span the readers do not map means content was left out.
 _CONTENT_ATTRIBUTES = ('input.value', 'output.value', 'gen_ai.input.messages', 'gen_ai.output.messages')
 _OLD_MESSAGE_EVENTS = {
@@ -103,6 +105,7 @@ def read_run(run: Span, inner: Sequence[Span]) -> RunContent:
                 f'{span.path or span.name}: span {span.name!r} ({label}) is not a model call or a tool; '
                 'its content is not in the transcript'
             )
+    convo.flush()
     _run_io(run, spans, convo)
     convo.finish()
     usage = _usage(spans)
@@ -133,6 +136,9 @@ def _agent_name(span: Span) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     if span.kind == 'agent':
+        entity = span.attributes.get(_ENTITY_NAME)
+        if isinstance(entity, str) and entity.strip():
+            return entity.strip()
         if span.name.startswith('invoke_agent'):
             rest = span.name[len('invoke_agent') :].strip().strip('[]').strip()
             return rest or None
@@ -197,6 +203,8 @@ class _Waiting:
     call: dict[str, Any]
     name: str
     turn: int
+    # a tool span's result, held until the next model call shows what the model saw of it (or the next turn)
+    span_result: tuple[str, str] | None = None
 
 
 class _Conversation:
@@ -237,8 +245,16 @@ class _Conversation:
             self.add(m, speaker)
         self.threads[speaker] = thread + [m.key() for m in outputs]
 
+    def flush(self) -> None:
+        """Results tool spans gave that no model input repeated: in place, before the next turn."""
+        for w in [w for w in self.waiting if w.span_result is not None]:
+            assert w.span_result is not None
+            self.result(w.call['id'], w.name, w.span_result[0], w.span_result[1])
+
     def add(self, m: _Msg, speaker: str | None) -> None:
         named = {'name': speaker} if speaker else {}
+        if m.role != 'tool':
+            self.flush()
         if m.role == 'system':
             text = (m.content or '').strip()
             if text and text not in self.systems:
@@ -278,15 +294,18 @@ class _Conversation:
             self.synthetic += 1
         return f'call_{self.synthetic}'
 
-    def _pick(self, call_id: str | None, name: str | None) -> _Waiting | None:
+    def _pick(self, call_id: str | None, name: str | None, *, unclaimed: bool = False) -> _Waiting | None:
+        """The waiting call a result answers: by id, else the earliest of that tool, else (no id) the earliest;
+        `unclaimed` skips calls a tool span already answered (another span of the same tool)."""
+        waiting = [w for w in self.waiting if not (unclaimed and w.span_result is not None)]
         if call_id:
-            for w in self.waiting:
+            for w in waiting:
                 if w.call['id'] == call_id:
                     return w
         for test in ((lambda w: w.name == name) if name else None, None if call_id else (lambda w: True)):
             if test is None:
                 continue
-            for w in self.waiting:
+            for w in waiting:
                 if test(w):
                     return w
         return None
@@ -313,7 +332,7 @@ class _Conversation:
         name, args, call_id, result = _tool_span(span, self.warn)
         if call_id and call_id in self.answered:
             return
-        waiting = self._pick(call_id, name)
+        waiting = self._pick(call_id, name, unclaimed=True)
         if waiting is None:
             # no model output shows this call: the span is the call (frameworks that trace only tools)
             self.add(_Msg('assistant', None, [{'id': call_id, 'name': name, 'arguments': args}]), speaker)
@@ -325,9 +344,10 @@ class _Conversation:
         if result is None:
             self.warn(f'{span.path or span.name}: tool span {name!r} records no result (content capture off?)')
             return
-        self.result(waiting.call['id'], name, result, span.path)
+        waiting.span_result = (result, span.path)
 
     def finish(self) -> None:
+        self.flush()
         for w in self.waiting:
             self.warn(f'tool call {w.name!r} (id {w.call["id"]}) has no result in the trace')
 
@@ -451,6 +471,19 @@ def _model_inputs(span: Span, warn: Any) -> list[_Msg] | None:
         data = _maybe_json(a['input.value'])
         if isinstance(data, dict) and isinstance(data.get('messages'), list):
             return system + _messages(data['messages'], f'{where}[input.value].messages', warn)
+    if 'gcp.vertex.agent.llm_request' in a:  # Google ADK's own spans: the Gemini request
+        key = 'gcp.vertex.agent.llm_request'
+        request = _json_value(span, key, a[key])
+        if isinstance(request, dict) and isinstance(request.get('contents'), list):
+            config = request.get('config') if isinstance(request.get('config'), dict) else {}
+            instruction = _maybe_json(config.get('system_instruction')) if config else None
+            if isinstance(instruction, dict):
+                instruction = [_typed_part(p) for p in instruction.get('parts') or []]
+            return (
+                system
+                + _system_instructions_value(instruction, span)
+                + _messages(request['contents'], f'{where}[{key}].contents', warn)
+            )
     return system or None
 
 
@@ -490,6 +523,13 @@ def _model_outputs(span: Span, warn: Any) -> list[_Msg]:
             value = next((e.attributes.get(key) for e in span.events if e.name == event_name), None)
         if value is not None:
             return _loose_messages(span, key, value, 'assistant', warn)
+    if 'gcp.vertex.agent.llm_response' in a:  # Google ADK's own spans: the Gemini response
+        key = 'gcp.vertex.agent.llm_response'
+        response = _json_value(span, key, a[key])
+        content = response.get('content') if isinstance(response, dict) else None
+        if isinstance(content, dict):
+            content = {'role': 'assistant', **{k: v for k, v in content.items() if k != 'role'}}
+            return _messages([content], f'{where}[{key}].content', warn, 'assistant')
     if span.openinference_kind == 'LLM' and 'output.value' in a:
         data = _maybe_json(a['output.value'])
         if isinstance(data, dict) and isinstance(data.get('choices'), list):  # a chat-completions response body
@@ -595,8 +635,9 @@ def _from_parts(role: str, parts: list[Any], where: str, warn: Any) -> Iterator[
     """A GenAI `{role, parts}` message (see the module docstring for the part types)."""
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
-    for j, part in enumerate(parts):
+    for j, raw in enumerate(parts):
         pwhere = f'{where}.parts[{j}]'
+        part = _typed_part(raw)
         kind = part.get('type') if isinstance(part, dict) else None
         if not isinstance(part, dict) or not isinstance(kind, str):
             raise SpanError(pwhere, 'expected a part object with a `type`')
@@ -633,6 +674,27 @@ def _from_parts(role: str, parts: list[Any], where: str, warn: Any) -> Iterator[
         yield _Msg(role, '\n'.join(texts) if texts else None, calls if role == 'assistant' else [], where=where)
         if calls and role != 'assistant':
             warn(f'{where}: tool calls in a {role} message are not read')
+
+
+def _typed_part(part: Any) -> Any:
+    """A Gemini-style part (`{text}`, `{function_call}`, `{function_response}`, as Google ADK's own spans carry
+    them in `gcp.vertex.agent.llm_request`) in the GenAI part shape; anything else unchanged."""
+    if not isinstance(part, dict) or 'type' in part:
+        return part
+    if part.get('thought') is True:
+        return {'type': 'thinking'}
+    if isinstance(part.get('text'), str):
+        return {'type': 'text', 'content': part['text']}
+    for key in ('function_call', 'functionCall'):
+        if isinstance(part.get(key), dict):
+            return {'type': 'tool_call', **part[key]}
+    for key in ('function_response', 'functionResponse'):
+        if isinstance(part.get(key), dict):
+            return {'type': 'tool_call_response', **part[key]}
+    for key in ('inline_data', 'inlineData', 'file_data', 'fileData'):
+        if key in part:
+            return {'type': 'blob'}
+    return part
 
 
 def _result_text(part: Mapping[str, Any], where: str) -> str:
@@ -858,18 +920,33 @@ def _tool_span(span: Span, warn: Any) -> tuple[str, str, str | None, str | None]
             name = span.name or 'retrieve'
     call_id = next((_text_id(a[k]) for k in ('gen_ai.tool.call.id', 'tool_call.id', 'tool.id') if a.get(k) is not None), None)
     args: Any = None
-    for key in ('gen_ai.tool.call.arguments', 'gen_ai.tool.args', 'tool_call.function.arguments', 'input.value'):
+    arg_keys = (
+        'gen_ai.tool.call.arguments',
+        'gen_ai.tool.args',
+        'tool_call.function.arguments',
+        'gcp.vertex.agent.tool_call_args',
+    )
+    for key in (*arg_keys, 'input.value', 'traceloop.entity.input'):
         if key in a:
             args = a[key]
             break
+    if 'traceloop.entity.input' in a and args is a['traceloop.entity.input']:
+        data = _maybe_json(args)
+        if isinstance(data, dict):  # OpenLLMetry: {"inputs": {...}} or {"args": [...], "kwargs": {...}}
+            args = data.get('inputs', data.get('kwargs', data))
     if span.kind == 'retriever' and isinstance(args, str) and not _is_json_object(args):
         args = {'query': args}
     arguments = _arguments_text(args, f'{where}[arguments]', warn)
     result: Any = None
-    for key in ('gen_ai.tool.call.result', 'gen_ai.tool.message', 'gen_ai.output', 'output.value'):
+    result_keys = ('gen_ai.tool.call.result', 'gen_ai.tool.message', 'gcp.vertex.agent.tool_response', 'gen_ai.output')
+    for key in (*result_keys, 'output.value', 'traceloop.entity.output'):
         if key in a:
             result = a[key]
             break
+    if 'traceloop.entity.output' in a and result is a['traceloop.entity.output']:
+        data = _maybe_json(result)
+        if isinstance(data, dict) and 'outputs' in data:
+            result = data['outputs']
     if result is None and span.kind == 'retriever':
         docs = _unflatten(a, 'retrieval.documents')
         if docs is not None:
