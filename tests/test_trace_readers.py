@@ -399,7 +399,7 @@ def test_google_adk_native_spans_with_gemini_parts() -> None:
     first = {**request, 'contents': request['contents'][:1]}
     calling = request['contents'][1]
     spans = [
-        span(1, 'invoke_agent weather_agent', None, 0, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather_agent'}),
+        span(1, 'invoke_agent weather_agent', None, 0, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'adk'}),
         span(5, 'call_llm', 1, 1, {'gcp.vertex.agent.llm_request': json.dumps(first),
              'gcp.vertex.agent.llm_response': json.dumps({'content': calling})}),
         span(2, 'execute_tool get_weather', 1, 2, {'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather',
