@@ -449,3 +449,26 @@ def test_what_the_model_saw_of_a_tool_result_wins_over_the_tool_span() -> None:
     without_second_input = [*spans[:3], oi_llm(4, 1, 3, [], [{'role': 'assistant', 'content': ANSWER}])]
     record = one_record(without_second_input)
     assert record.tool_calls()[0].result == raw  # no model input repeated it: the span's output stands
+
+
+def test_phoenix_span_json_with_nested_attributes(tmp_path: Path) -> None:
+    """Spans as Phoenix exports them: attributes nested as objects, the kind beside them, lists of messages."""
+    call = {'tool_call': {'id': 'c1', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}}
+    llm = {
+        'name': 'ChatCompletion', 'span_kind': 'LLM', 'parent_id': 'a1' * 8,
+        'context': {'trace_id': TRACE, 'span_id': 'b2' * 8}, 'start_time': '2025-01-01T00:00:01+00:00',
+        'end_time': '2025-01-01T00:00:02+00:00', 'status_code': 'OK',
+        'attributes': {'llm': {'model_name': 'gpt-4o', 'input_messages': [
+            {'message': {'role': 'user', 'content': QUESTION}},
+            {'message': {'role': 'assistant', 'tool_calls': [call]}},
+            {'message': {'role': 'tool', 'tool_call_id': 'c1', 'content': RESULT}},
+        ], 'output_messages': [{'message': {'role': 'assistant', 'content': ANSWER}}]}},
+    }  # fmt: skip
+    root = {'name': 'agent', 'span_kind': 'AGENT', 'parent_id': None, 'context': {'trace_id': TRACE, 'span_id': 'a1' * 8},
+            'start_time': '2025-01-01T00:00:00+00:00', 'end_time': '2025-01-01T00:00:03+00:00', 'attributes': {}}  # fmt: skip
+    path = tmp_path / 'phoenix.jsonl'
+    path.write_text(json.dumps(llm) + '\n' + json.dumps(root) + '\n')
+    loaded = load_dataset(path)
+    assert loaded.errors == []
+    check(loaded.records[0])
+    assert loaded.records[0].metadata['model'] == 'gpt-4o'

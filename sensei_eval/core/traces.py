@@ -184,7 +184,8 @@ def spans_from_otlp_json(
         except SpanError as e:
             errors.append(LoadError(file, line, e.field, e.message))
             continue
-        scope_spans = _key(rs, 'scopeSpans', 'scope_spans') or []
+        # `instrumentationLibrarySpans`: the name before OTLP 0.15, still in old Collector file exports
+        scope_spans = _key(rs, 'scopeSpans', 'scope_spans') or rs.get('instrumentationLibrarySpans') or []
         if not isinstance(scope_spans, list):
             errors.append(LoadError(file, line, f'{rwhere}.scopeSpans', 'expected a list'))
             continue
@@ -210,10 +211,10 @@ def _key(data: Mapping[str, Any], camel: str, snake: str) -> Any:
 def _span_json(raw: Any, where: str, resource: dict[str, Any], file: str, line: int) -> Span:
     if not isinstance(raw, dict):
         raise SpanError(where, f'expected a span object, got {type(raw).__name__}')
-    trace_id = _hex_id(_key(raw, 'traceId', 'trace_id'), 32, f'{where}.traceId')
-    span_id = _hex_id(_key(raw, 'spanId', 'span_id'), 16, f'{where}.spanId')
+    trace_id = _hex_id(_b64_id(_key(raw, 'traceId', 'trace_id'), 32), 32, f'{where}.traceId')
+    span_id = _hex_id(_b64_id(_key(raw, 'spanId', 'span_id'), 16), 16, f'{where}.spanId')
     parent = _key(raw, 'parentSpanId', 'parent_span_id')
-    parent_id = _hex_id(parent, 16, f'{where}.parentSpanId') if parent else None
+    parent_id = _hex_id(_b64_id(parent, 16), 16, f'{where}.parentSpanId') if parent else None
     name = raw.get('name')
     if not isinstance(name, str) or not name:
         raise SpanError(f'{where}.name', 'missing span name')
@@ -237,6 +238,19 @@ def _span_json(raw: Any, where: str, resource: dict[str, Any], file: str, line: 
         trace_id, span_id, parent_id, name, start, end, attributes, _STATUS_CODES[code], str(status.get('message') or ''),
         tuple(events), resource, file, line, where,
     )  # fmt: skip
+
+
+def _b64_id(value: Any, length: int) -> Any:
+    """An id in protobuf's JSON mapping (base64, as `MessageToJson` writes it) as the hex OTLP/JSON wants;
+    anything else unchanged (and checked by `_hex_id`)."""
+    if isinstance(value, str) and len(value) != length and len(value) == 4 * ((length // 2 + 2) // 3):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            return value
+        if len(raw) == length // 2:
+            return raw.hex()
+    return value
 
 
 def _hex_id(value: Any, length: int, where: str) -> str:
@@ -453,7 +467,10 @@ def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
     attributes = raw.get('attributes') or {}
     if not isinstance(attributes, dict):
         raise SpanError(f'{where}.attributes', 'expected an object of attributes')
-    status = raw.get('status') or {}
+    attributes = _flat_attributes(attributes)
+    if isinstance(raw.get('span_kind'), str) and 'openinference.span.kind' not in attributes:
+        attributes['openinference.span.kind'] = raw['span_kind']  # Phoenix's span JSON keeps the kind beside
+    status = raw.get('status') or {'status_code': raw.get('status_code', 'UNSET'), 'description': raw.get('status_message')}
     code = str(status.get('status_code', status.get('code', 'UNSET')) if isinstance(status, dict) else status)
     code = code.rsplit('.', 1)[-1].upper()  # "StatusCode.ERROR" as some dumps write it
     events: list[SpanEvent] = []
@@ -478,6 +495,19 @@ def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
         str((status.get('description') if isinstance(status, dict) else None) or ''), tuple(events),
         dict(resource_attrs) if isinstance(resource_attrs, dict) else {}, file, line, where,
     )  # fmt: skip
+
+
+def _flat_attributes(attributes: dict[str, Any], prefix: str = '') -> dict[str, Any]:
+    """Attributes nested as objects (`{"llm": {"model_name": …}}`, as Phoenix exports spans) as the dotted keys
+    OpenTelemetry uses; attributes already dotted are unchanged (an attribute value is never an object)."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        name = f'{prefix}{key}'
+        if isinstance(value, dict):
+            out.update(_flat_attributes(value, f'{name}.'))
+        else:
+            out[name] = value
+    return out
 
 
 def _sdk_attribute(value: Any) -> Any:
