@@ -71,12 +71,18 @@ def detect_format(head: bytes) -> DatasetFormat:
     except ValueError:
         whole_line = False
         try:
-            first, _ = json.JSONDecoder().raw_decode(text)
+            first, end = json.JSONDecoder().raw_decode(text)
+            if '\n' not in text[:end].rstrip():
+                return 'jsonl'  # a line with more than one value on it: the line reader reports it
         except RecursionError:
             return 'jsonl'
         except ValueError:
             first = _first_element(text)
+            if first is None:
+                return 'jsonl'  # not JSON from the start: the line reader reports each bad line
     kind = _kind_of(first)
+    if whole_line and isinstance(first, list) and text[len(first_line) :].strip():
+        return 'jsonl'  # a line holding an array, and more lines: JSONL with a bad line, not one array
     if kind is None and isinstance(first, list) and first:
         kind = _kind_of(first[0])
         if kind == 'spans' or kind == 'otlp':
