@@ -472,3 +472,31 @@ def test_phoenix_span_json_with_nested_attributes(tmp_path: Path) -> None:
     assert loaded.errors == []
     check(loaded.records[0])
     assert loaded.records[0].metadata['model'] == 'gpt-4o'
+
+
+def test_pydantic_ai_first_instrumentation_events_attribute() -> None:
+    """pydantic-ai's instrumentation version 1 (via Logfire): message events kept as JSON in `all_messages_events`."""
+    events = [
+        {'event.name': 'gen_ai.user.message', 'content': QUESTION, 'role': 'user'},
+        {'event.name': 'gen_ai.choice', 'index': 0, 'message': {'role': 'assistant', 'tool_calls': [
+            {'id': 'c1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}]}},
+        {'event.name': 'gen_ai.tool.message', 'content': RESULT, 'role': 'tool', 'id': 'c1', 'name': 'get_weather'},
+        {'event.name': 'gen_ai.choice', 'index': 0, 'message': {'role': 'assistant', 'content': ANSWER}},
+    ]  # fmt: skip
+    spans = [
+        span(1, 'agent run', None, 0, {'all_messages_events': json.dumps(events), 'agent_name': 'weather'}),
+        span(2, 'chat gpt-4o', 1, 1, {'gen_ai.operation.name': 'chat', 'events': json.dumps(events[:1])}),
+    ]
+    record = one_record(spans)
+    check(record)
+    assert record.metadata['agent'] == 'weather'
+
+
+def test_tool_span_with_python_call_inputs() -> None:
+    spans = [
+        span(1, 'CodeAgent.run', None, 0, {'openinference.span.kind': 'AGENT', 'input.value': QUESTION, 'output.value': ANSWER}),
+        span(2, 'get_weather', 1, 1, {'openinference.span.kind': 'TOOL', 'tool.name': 'get_weather',
+                                      'input.value': json.dumps({'args': [], 'kwargs': {'city': 'Paris'}}),
+                                      'output.value': RESULT}),
+    ]  # fmt: skip
+    check(one_record(spans))

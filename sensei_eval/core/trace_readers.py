@@ -48,7 +48,7 @@ from typing import Any
 
 from sensei_eval.core.errors import json_error_text
 from sensei_eval.core.sanitize import JsonLimitError, loads_limited
-from sensei_eval.core.span_model import Span, SpanError
+from sensei_eval.core.span_model import Span, SpanError, SpanEvent
 
 __all__ = ('RunContent', 'read_run', 'speaker_of_span')
 
@@ -92,10 +92,14 @@ def read_run(run: Span, inner: Sequence[Span]) -> RunContent:
     spans = sorted([run, *inner], key=lambda s: (s.start_ns, s.end_ns))
     by_id = {s.span_id: s for s in spans}
     convo = _Conversation()
+    whole = 'all_messages_events' in run.attributes  # pydantic-ai's first instrumentation: the run holds it all
+    if whole:
+        for m in _event_history(run, convo.warn):
+            convo.add(m, None)
     for span in spans:
         speaker = speaker_of_span(span, by_id)
         kind = span.kind
-        if kind == 'llm':
+        if kind == 'llm' and not whole:
             convo.model_call(span, speaker)
         elif kind in ('tool', 'retriever'):
             convo.tool_span(span, speaker)
@@ -450,7 +454,7 @@ def _model_inputs(span: Span, warn: Any) -> list[_Msg] | None:
     flat = _unflatten(a, 'llm.input_messages')
     if flat is not None:
         return system + _openinference_messages(flat, f'{where}[llm.input_messages]', warn)
-    events = [e for e in span.events if e.name in _OLD_MESSAGE_EVENTS]
+    events = [e for e in _all_events(span) if e.name in _OLD_MESSAGE_EVENTS]
     if events:
         out = list(system)
         for n, event in enumerate(events):
@@ -504,7 +508,7 @@ def _model_outputs(span: Span, warn: Any) -> list[_Msg]:
     flat = _unflatten(a, 'llm.output_messages')
     if flat is not None:
         return _openinference_messages(flat, f'{where}[llm.output_messages]', warn, 'assistant')
-    choices = [e for e in span.events if e.name == 'gen_ai.choice']
+    choices = [e for e in _all_events(span) if e.name == 'gen_ai.choice']
     if choices:
         out: list[_Msg] = []
         for n, event in enumerate(choices):
@@ -571,6 +575,38 @@ def _instruction_text(instructions: Any) -> str:
             if isinstance(p, dict) and p.get('type', 'text') == 'text'
         )
     return ''
+
+
+def _event_history(span: Span, warn: Any) -> list[_Msg]:
+    """Message events in the order they were written, choices as the assistant's turns."""
+    out: list[_Msg] = []
+    for n, event in enumerate(_all_events(span)):
+        if event.name not in _OLD_MESSAGE_EVENTS and event.name != 'gen_ai.choice':
+            continue
+        body = _event_body(span, event, n)
+        if event.name == 'gen_ai.choice':
+            inner = body.get('message')
+            body = dict(inner) if isinstance(inner, dict) else body
+            body.setdefault('role', 'assistant')
+        else:
+            body.setdefault('role', _OLD_MESSAGE_EVENTS[event.name])
+        out.extend(_messages([body], f'{span.path}.events[{n}]', warn))
+    return out
+
+
+def _all_events(span: Span) -> list[SpanEvent]:
+    """The span's events, and the message events pydantic-ai's first instrumentation (through Logfire) kept in
+    an attribute instead: `events` on a model call, `all_messages_events` on the agent run (a JSON list of
+    event bodies, each naming itself in `event.name`)."""
+    events = list(span.events)
+    for key in ('events', 'all_messages_events'):
+        value = _maybe_json(span.attributes.get(key))
+        if isinstance(value, list):
+            for body in value:
+                if isinstance(body, dict) and isinstance(body.get('event.name'), str):
+                    attrs = {k: v for k, v in body.items() if k != 'event.name'}
+                    events.append(SpanEvent(body['event.name'], span.start_ns, attrs))
+    return events
 
 
 def _event_body(span: Span, event: Any, n: int) -> dict[str, Any]:
@@ -934,6 +970,14 @@ def _tool_span(span: Span, warn: Any) -> tuple[str, str, str | None, str | None]
         data = _maybe_json(args)
         if isinstance(data, dict):  # OpenLLMetry: {"inputs": {...}} or {"args": [...], "kwargs": {...}}
             args = data.get('inputs', data.get('kwargs', data))
+    data = _maybe_json(args) if isinstance(args, str) else args
+    if (
+        isinstance(data, dict)
+        and set(data) <= {'args', 'kwargs'}
+        and not data.get('args')
+        and isinstance(data.get('kwargs'), dict)
+    ):
+        args = data['kwargs']  # a Python call's inputs as OpenInference instrumentations record them
     if span.kind == 'retriever' and isinstance(args, str) and not _is_json_object(args):
         args = {'query': args}
     arguments = _arguments_text(args, f'{where}[arguments]', warn)
