@@ -197,4 +197,5 @@ def test_a_record_id_with_markup_does_not_stop_judge(tmp_path: Path, monkeypatch
     assert 'MarkupError' not in result.output
     assert 'bad[/]one' in result.output  # the bad record, printed as written (line 9 of the array)
     assert 'odd[/]id[bold]' in result.output
+    assert 'progress: 1/1 records' in result.output  # the array's records counted, not its lines
     assert [p.name for p in out.glob('*/records/*.json')] != []

@@ -44,7 +44,7 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
-from sensei_eval.core.datasets import iter_datasets
+from sensei_eval.core.datasets import dataset_format, iter_datasets
 from sensei_eval.core.documents import DATASET_FORMATS, DatasetFormat
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
@@ -407,7 +407,14 @@ class _RecordSource:
         """How many reports the run will write, at most (a line count: what the progress bar counts to)."""
         if self.wanted is not None:
             return len(self.wanted) * repeat
-        return repeat * sum(_count_lines(p) for p in self.datasets)
+        return repeat * sum(_count_records(p, self.format) for p in self.datasets)
+
+
+def _count_records(path: Path, format: DatasetFormat) -> int:
+    """A JSONL file's lines; the records of any other file (a document's lines say nothing of its runs)."""
+    if dataset_format(path, format) == 'jsonl':
+        return _count_lines(path)
+    return sum(1 for item in iter_datasets([path], format=format) if not isinstance(item, LoadError))
 
 
 def _count_lines(path: Path) -> int:

@@ -21,7 +21,7 @@ from sensei_eval.core.importers import import_tau_bench, import_who_and_when
 from sensei_eval.core.records import MAX_RECORD_BYTES, LoadResult, QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
 
-__all__ = ('iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
+__all__ = ('dataset_format', 'iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
 
 
 def iter_dataset(
@@ -86,6 +86,11 @@ def iter_dataset(
                 yield record
         except OSError as e:
             yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
+
+
+def dataset_format(path: str | Path, format: DatasetFormat = 'auto') -> DatasetFormat:
+    """The format `iter_dataset` reads `path` in: `format`, or when `auto` the one its name or content tells."""
+    return _sniff(Path(path)) if format == 'auto' else format
 
 
 def _sniff(path: Path) -> DatasetFormat:
