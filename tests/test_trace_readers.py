@@ -500,3 +500,20 @@ def test_tool_span_with_python_call_inputs() -> None:
                                       'output.value': RESULT}),
     ]  # fmt: skip
     check(one_record(spans))
+
+
+def test_strands_style_events_with_bedrock_content_blocks() -> None:
+    """GenAI message events whose content is Bedrock Converse blocks written as JSON text (Strands Agents)."""
+    use = {'toolUse': {'toolUseId': 't1', 'name': 'get_weather', 'input': {'city': 'Paris'}}}
+    result = {'toolResult': {'toolUseId': 't1', 'status': 'success', 'content': [{'text': RESULT}]}}
+    events = (
+        SpanEvent('gen_ai.user.message', 1, {'content': json.dumps([{'text': QUESTION}])}),
+        SpanEvent('gen_ai.assistant.message', 2, {'content': json.dumps([{'text': 'Let me check.'}, use])}),
+        SpanEvent('gen_ai.tool.message', 3, {'content': json.dumps([result]), 'id': 't1'}),
+        SpanEvent('gen_ai.choice', 4, {'message': json.dumps([{'text': ANSWER}]), 'finish_reason': 'end_turn'}),
+    )
+    spans = [
+        span(1, 'invoke_agent', None, 0, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'Strands Agents'}),
+        span(2, 'chat', 1, 1, {'gen_ai.operation.name': 'chat'}, events),
+    ]
+    check(one_record(spans))

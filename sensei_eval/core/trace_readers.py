@@ -513,9 +513,7 @@ def _model_outputs(span: Span, warn: Any) -> list[_Msg]:
         out: list[_Msg] = []
         for n, event in enumerate(choices):
             body = _event_body(span, event, n)
-            inner = body.get('message')
-            message = dict(inner) if isinstance(inner, dict) else dict(body)
-            message.setdefault('role', 'assistant')
+            message = _choice_message(body)
             out.extend(_messages([message], f'{span.path}.events[gen_ai.choice]', warn, 'assistant'))
         return out
     flat = _unflatten(a, 'gen_ai.completion')
@@ -585,13 +583,24 @@ def _event_history(span: Span, warn: Any) -> list[_Msg]:
             continue
         body = _event_body(span, event, n)
         if event.name == 'gen_ai.choice':
-            inner = body.get('message')
-            body = dict(inner) if isinstance(inner, dict) else body
-            body.setdefault('role', 'assistant')
+            body = _choice_message(body)
         else:
             body.setdefault('role', _OLD_MESSAGE_EVENTS[event.name])
         out.extend(_messages([body], f'{span.path}.events[{n}]', warn))
     return out
+
+
+def _choice_message(body: dict[str, Any]) -> dict[str, Any]:
+    """A `gen_ai.choice` event's message: `message` as an object, or as a list of content blocks."""
+    inner = body.get('message')
+    if isinstance(inner, dict):
+        message = dict(inner)
+    elif isinstance(inner, list):
+        message = {'content': inner}
+    else:
+        message = dict(body)
+    message.setdefault('role', 'assistant')
+    return message
 
 
 def _all_events(span: Span) -> list[SpanEvent]:
@@ -797,17 +806,22 @@ def _opt_str(value: Any) -> str | None:
 def _from_chat_message(role: str, msg: Mapping[str, Any], where: str, warn: Any) -> Iterator[_Msg]:
     """A chat-completions style message (`content` text or content blocks, `tool_calls`, `tool_call_id`)."""
     content = msg.get('content')
+    if isinstance(content, str) and content.startswith('[{'):  # content blocks written as JSON text (Strands)
+        blocks = _maybe_json(content)
+        if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and _block_kind(b) for b in blocks):
+            content = blocks
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     results: list[_Msg] = []
     if isinstance(content, str):
         texts.append(content)
     elif isinstance(content, list):
-        for k, block in enumerate(content):
+        for k, raw_block in enumerate(content):
             bwhere = f'{where}.content[{k}]'
-            if isinstance(block, str):
-                texts.append(block)
+            if isinstance(raw_block, str):
+                texts.append(raw_block)
                 continue
+            block = _bedrock_block(raw_block)
             kind = block.get('type') if isinstance(block, dict) else None
             if not isinstance(block, dict):
                 raise SpanError(bwhere, f'expected a content block, got {type(block).__name__}')
@@ -845,6 +859,41 @@ def _from_chat_message(role: str, msg: Mapping[str, Any], where: str, warn: Any)
     text = '\n'.join(texts) if texts else None
     if text is not None or calls:
         yield _Msg(role, text, calls if role == 'assistant' else [], where=where)
+
+
+def _block_kind(block: Mapping[str, Any]) -> str | None:
+    if isinstance(block.get('type'), str):
+        return str(block['type'])
+    return next((k for k in ('text', 'toolUse', 'toolResult', 'reasoningContent', 'image', 'document') if k in block), None)
+
+
+def _bedrock_block(block: Any) -> Any:
+    """A Bedrock Converse content block (`{text}`, `{toolUse: {toolUseId, name, input}}`, `{toolResult:
+    {toolUseId, content}}`, as Strands Agents write them) in the typed shape; anything else unchanged."""
+    if not isinstance(block, dict) or 'type' in block:
+        return block
+    if isinstance(block.get('toolUse'), dict):
+        use = block['toolUse']
+        return {'type': 'tool_use', 'id': use.get('toolUseId'), 'name': use.get('name'), 'input': use.get('input')}
+    if isinstance(block.get('toolResult'), dict):
+        result = block['toolResult']
+        return {'type': 'tool_result', 'tool_use_id': result.get('toolUseId'), 'content': _bedrock_result(result.get('content'))}
+    if 'reasoningContent' in block:
+        return {'type': 'thinking'}
+    if isinstance(block.get('text'), str):
+        return {'type': 'text', 'text': block['text']}
+    return block
+
+
+def _bedrock_result(content: Any) -> Any:
+    if isinstance(content, list):
+        parts = [
+            str(c['text']) if isinstance(c.get('text'), str) else json.dumps(c.get('json', c))
+            for c in content
+            if isinstance(c, dict)
+        ]
+        return '\n'.join(parts)
+    return content
 
 
 def _block_result(block: Mapping[str, Any], where: str) -> str:
