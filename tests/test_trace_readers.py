@@ -517,3 +517,18 @@ def test_strands_style_events_with_bedrock_content_blocks() -> None:
         span(2, 'chat', 1, 1, {'gen_ai.operation.name': 'chat'}, events),
     ]
     check(one_record(spans))
+
+
+def test_a_model_call_seen_by_two_instrumentations_counts_once() -> None:
+    """A framework's LLM span around the client library's own span of the same call: one assistant turn."""
+    inputs = [{'role': 'user', 'content': QUESTION}]
+    outputs = [{'role': 'assistant', 'content': ANSWER}]
+    spans = [
+        span(1, 'agent', None, 0, {'openinference.span.kind': 'AGENT'}),
+        oi_llm(2, 1, 1, inputs, outputs),
+        oi_llm(3, 2, 1, inputs, outputs),
+    ]
+    record = one_record(spans)
+    assert [m['role'] for m in record.messages] == ['user', 'assistant']
+    hollow = [spans[0], span(2, 'call_llm', 1, 1, {'gen_ai.operation.name': 'call_llm'}), spans[2]]
+    assert one_record(hollow).final_answer() == ANSWER  # the outer span has no content: the inner one is read

@@ -100,6 +100,8 @@ def read_run(run: Span, inner: Sequence[Span]) -> RunContent:
         speaker = speaker_of_span(span, by_id)
         kind = span.kind
         if kind == 'llm' and not whole:
+            if _inside_model_call(span, by_id):
+                continue  # the same model call seen by a second instrumentation (a framework's and the client's)
             convo.model_call(span, speaker)
         elif kind in ('tool', 'retriever'):
             convo.tool_span(span, speaker)
@@ -119,6 +121,22 @@ def read_run(run: Span, inner: Sequence[Span]) -> RunContent:
             message.pop('name', None)
     session = _first_text(spans, ('session.id', 'gen_ai.conversation.id'))
     return RunContent(convo.messages, convo.warnings, usage, agents, session)
+
+
+def _inside_model_call(span: Span, by_id: Mapping[str, Span]) -> bool:
+    """Whether an enclosing model-call span already recorded this call's messages."""
+    seen: set[str] = set()
+    parent = by_id.get(span.parent_span_id) if span.parent_span_id else None
+    while parent is not None and parent.span_id not in seen:
+        seen.add(parent.span_id)
+        if parent.kind == 'llm' and (_model_outputs(parent, _ignore) or _model_inputs(parent, _ignore)):
+            return True
+        parent = by_id.get(parent.parent_span_id) if parent.parent_span_id else None
+    return False
+
+
+def _ignore(_: str) -> None:
+    """Warnings of a span read only to see whether it holds messages (it is read again, and warned about, itself)."""
 
 
 def speaker_of_span(span: Span, by_id: Mapping[str, Span]) -> str | None:
@@ -293,10 +311,11 @@ class _Conversation:
         self.emitted.add(m.key())
 
     def _new_id(self) -> str:
+        """An id for a call the trace gave none (`trace_call_N`, unlike any id a provider writes)."""
         self.synthetic += 1
-        while f'call_{self.synthetic}' in self.ids:
+        while f'trace_call_{self.synthetic}' in self.ids:
             self.synthetic += 1
-        return f'call_{self.synthetic}'
+        return f'trace_call_{self.synthetic}'
 
     def _pick(self, call_id: str | None, name: str | None, *, unclaimed: bool = False) -> _Waiting | None:
         """The waiting call a result answers: by id, else the earliest of that tool, else (no id) the earliest;
@@ -312,6 +331,8 @@ class _Conversation:
             for w in waiting:
                 if test(w):
                     return w
+        if call_id and len(waiting) == 1 and waiting[0].call['id'].startswith('trace_call_'):
+            return waiting[0]  # the one call waiting had no id in the trace: this result is its
         return None
 
     def result(self, call_id: str | None, name: str | None, content: str, where: str) -> bool:
