@@ -199,3 +199,11 @@ def test_a_record_id_with_markup_does_not_stop_judge(tmp_path: Path, monkeypatch
     assert 'odd[/]id[bold]' in result.output
     assert 'progress: 1/1 records' in result.output  # the array's records counted, not its lines
     assert [p.name for p in out.glob('*/records/*.json')] != []
+
+
+def test_judge_refuses_an_unknown_format(tmp_path: Path) -> None:
+    path = tmp_path / 'runs.jsonl'
+    path.write_text('{}\n')
+    result = CliRunner().invoke(root, ['judge', '--dataset', str(path), '--format', 'csv[/]'], env={'COLUMNS': '200'})
+    assert result.exit_code == 2
+    assert '--format csv[/] is not one of auto, jsonl, json, otlp, spans, tau-bench, who-and-when' in result.output
