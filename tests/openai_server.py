@@ -10,7 +10,9 @@ next behaviour from `script` (then `default`):
 * `'500'` — a server error;
 * `'invalid'` — status 200 with a body that is not JSON;
 * `'hang'` — reads the request and never answers (until the server closes);
-* `'drip'` — sends the headers, then one byte of the body a second, never finishing in time.
+* `'drip'` — sends the headers, then one byte of the body a second, never finishing in time;
+* `('message', {...})` — a completion whose message is that assistant message (an agent's scripted turn:
+  text, or `tool_calls`).
 
 Every request is kept (`requests`: time, method, path, client port) for the tests to count, and to see
 that a connection was reused.
@@ -28,7 +30,7 @@ from typing import Any
 
 __all__ = ('Behaviour', 'OpenAIServer', 'Seen')
 
-Behaviour = str | tuple[str, float]
+Behaviour = str | tuple[str, float] | tuple[str, dict[str, Any]]
 
 # What a judged verdict looks like: reasoning that cites steps, in words of its own (not the prompt's),
 # different for each answer (the same reasoning for every record is set aside as inconclusive).
@@ -120,6 +122,9 @@ class OpenAIServer:
                     self._send(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
                 elif kind == 'invalid':
                     self._send(200, b'<html>this is not json')
+                elif kind == 'message':
+                    assert isinstance(behaviour, tuple)
+                    self._send(200, _message_completion(request.get('model', 'm'), behaviour[1]))
                 elif kind == 'hang':
                     server._closing.wait()
                 elif kind == 'drip':
@@ -161,9 +166,21 @@ def _completion(model: str, n: int) -> bytes:
             'object': 'chat.completion',
             'created': int(time.time()),
             'model': model,
-            'choices': [
-                {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(verdict)}}
-            ],
+            'choices': [{'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': json.dumps(verdict)}}],
             'usage': {'prompt_tokens': 100, 'completion_tokens': 20, 'total_tokens': 120},
+        }
+    ).encode()
+
+
+def _message_completion(model: str, message: Any) -> bytes:
+    finish = 'tool_calls' if message.get('tool_calls') else 'stop'
+    return json.dumps(
+        {
+            'id': 'chatcmpl-agent',
+            'object': 'chat.completion',
+            'created': int(time.time()),
+            'model': model,
+            'choices': [{'index': 0, 'finish_reason': finish, 'message': {'role': 'assistant', 'content': None, **message}}],
+            'usage': {'prompt_tokens': 50, 'completion_tokens': 10, 'total_tokens': 60},
         }
     ).encode()

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sensei_eval.cli.base import make_app, quiet_third_party
 from sensei_eval.core.extras import MissingExtraError
@@ -138,10 +139,10 @@ def setup_judge_model(
     except MissingExtraError:
         raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
     except ModelSetupError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None
     except Exception as e:
-        err.print(f'[red]error:[/] cannot set up the judge model: {e}', highlight=False)
+        err.print(f'[red]error:[/] cannot set up the judge model: {escape(str(e))}', highlight=False)
         raise typer.Exit(fail_code or 1) from None
     judge_model.call_timeout_s = flags.timeout
     if judge_model.embedded:
@@ -151,12 +152,12 @@ def setup_judge_model(
     except ModelUnreachableError as e:
         if not unreachable_ok:
             judge_model.close()
-            err.print(f'[red]error:[/] {e}', highlight=False)
+            err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
             raise typer.Exit(fail_code or e.exit_code) from None
-        err.print(f'[yellow]warning:[/] {e} (starting anyway: scorings fail until it answers)', highlight=False)
+        err.print(f'[yellow]warning:[/] {escape(str(e))} (starting anyway: scorings fail until it answers)', highlight=False)
     except ModelSetupError as e:
         judge_model.close()
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None
     return judge_model
 

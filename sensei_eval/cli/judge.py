@@ -24,10 +24,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sensei_eval.cli.common import (
@@ -44,7 +45,8 @@ from sensei_eval.cli.common import (
     setup_telemetry,
     split_names,
 )
-from sensei_eval.core.datasets import iter_datasets
+from sensei_eval.core.datasets import dataset_format, iter_datasets
+from sensei_eval.core.documents import DATASET_FORMATS, DatasetFormat
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import QueryRecord
@@ -82,6 +84,14 @@ out = Console()
 @app.command()
 def judge(
     dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
+    dataset_format: Annotated[
+        str,
+        typer.Option(
+            '--format',
+            help='How to read --dataset: auto (told from the content), jsonl, json (an array of records), otlp, '
+            'spans (SDK span dumps), tau-bench, who-and-when.',
+        ),
+    ] = 'auto',
     query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
     judge_names: Annotated[
         list[str] | None,
@@ -163,31 +173,36 @@ def judge(
     try:
         judges = make_judges(split_names(judge_names), fuse=fuse)
     except (UnknownJudgeError, FuseSpecError) as e:
-        err.print(f'[red]error:[/] {e}')
+        err.print(f'[red]error:[/] {escape(str(e))}')
         raise typer.Exit(2) from None
     try:
         run_profile = resolve_profile(profile)
     except ProfileError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
     datasets = dataset or [DEFAULT_DATASET]
     unreadable = [problem for p in datasets if (problem := _dataset_problem(p)) is not None]
     if unreadable:
         for problem in unreadable:
-            err.print(f'[red]error:[/] {problem}', highlight=False)
+            err.print(f'[red]error:[/] {escape(problem)}', highlight=False)
         raise typer.Exit(2)
     if run_id is not None:
         try:
             validate_run_id(run_id)
         except RunIdError as e:
-            err.print(f'[red]error:[/] {e}', highlight=False)
+            err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
             raise typer.Exit(2) from None
 
     started = datetime.now(UTC)
-    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None)
+    if dataset_format not in DATASET_FORMATS:
+        err.print(f'[red]error:[/] --format {escape(dataset_format)} is not one of {", ".join(DATASET_FORMATS)}', highlight=False)
+        raise typer.Exit(2)
+    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None, cast(DatasetFormat, dataset_format))
     if source.peek() is None:  # the whole input read: no record to judge
         load_errors = source.finish()
-        err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
+        err.print(
+            f'[red]error:[/] nothing to judge: {escape(_why_nothing(datasets, source.loaded, load_errors))}', highlight=False
+        )
         raise typer.Exit(1)
 
     setup_telemetry(err)
@@ -347,8 +362,9 @@ class _RecordSource:
     """The records to judge, read from the datasets as the run needs them: a bad line is printed when
     it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
 
-    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None) -> None:
+    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None, format: DatasetFormat = 'auto') -> None:
         self.datasets = datasets
+        self.format = format
         self.wanted = wanted
         self.loaded = 0
         self.load_errors: list[str] = []
@@ -358,10 +374,10 @@ class _RecordSource:
         self._finished: list[str] | None = None
 
     def _records(self) -> Iterator[QueryRecord]:
-        for item in iter_datasets(self.datasets):
+        for item in iter_datasets(self.datasets, format=self.format):
             if isinstance(item, LoadError):
                 self.load_errors.append(str(item))
-                err.print(f'[red]bad record:[/] {item}', highlight=False)
+                err.print(f'[red]bad record:[/] {escape(str(item))}', highlight=False)
                 continue
             self.loaded += 1
             if self.wanted is None or item.query_id in self.wanted:
@@ -385,7 +401,7 @@ class _RecordSource:
             for q in self.wanted or []:
                 if q not in self._found:
                     self.load_errors.append(f'query id {q!r} not found in {", ".join(map(str, self.datasets))}')
-                    err.print(f'[red]error:[/] query id {q!r} not found in the dataset(s)', highlight=False)
+                    err.print(f'[red]error:[/] query id {escape(repr(q))} not found in the dataset(s)', highlight=False)
             self._finished = self.load_errors
         return self._finished
 
@@ -393,7 +409,14 @@ class _RecordSource:
         """How many reports the run will write, at most (a line count: what the progress bar counts to)."""
         if self.wanted is not None:
             return len(self.wanted) * repeat
-        return repeat * sum(_count_lines(p) for p in self.datasets)
+        return repeat * sum(_count_records(p, self.format) for p in self.datasets)
+
+
+def _count_records(path: Path, format: DatasetFormat) -> int:
+    """A JSONL file's lines; the records of any other file (a document's lines say nothing of its runs)."""
+    if dataset_format(path, format) == 'jsonl':
+        return _count_lines(path)
+    return sum(1 for item in iter_datasets([path], format=format) if not isinstance(item, LoadError))
 
 
 def _count_lines(path: Path) -> int:
@@ -471,7 +494,7 @@ def _ray_workers(flags: ModelFlags, address: str | None, workers: int | None, op
     try:
         session.start()
     except ModelSetupError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(e.exit_code) from None
     if session.model is not None and session.model.embedded:
         err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}', highlight=False)
@@ -487,7 +510,7 @@ def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
         return batch_judge_model(judge_model, run_dir, on_progress=lambda p: err.print(p.describe(), highlight=False))
     except BatchError as e:
         judge_model.close()
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -558,8 +581,8 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
     if judge_model is not None:
         model += f' · deadline {judge_model.timeout_s:g} s per judge call'
-    err.print(f'judge model: {model}', highlight=False)
-    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False)
+    err.print(f'judge model: {model}', highlight=False, markup=False)
+    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False, markup=False)
     err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False)
 
 
@@ -728,21 +751,21 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         shared = [e for e in summary.judge_errors if stopped is not None and e.endswith(stopped)]
         for e in summary.judge_errors:
             if e not in shared:
-                err.print(f'  {e}', highlight=False)
+                err.print(f'  {e}', highlight=False, markup=False)
         if shared:
-            err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False)
+            err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False, markup=False)
     if summary.inconclusive:
         err.print(
             f'[yellow]{len(summary.inconclusive)} verdict(s) inconclusive[/] (the judge answered without judging; '
             'left out of the scores, raw output kept in the reports):'
         )
         for line in summary.inconclusive[:10]:
-            err.print(f'  {line}', highlight=False)
+            err.print(f'  {line}', highlight=False, markup=False)
         if len(summary.inconclusive) > 10:
             err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
-    err.print(f'reports: {run_dir}/', highlight=False)
+    err.print(f'reports: {run_dir}/', highlight=False, markup=False)
     # relative to the working directory when it can be (`reports/<run>`), so the command fits the 80 columns
-    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False)
+    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False, markup=False)
 
 
 def _shown_path(path: Path) -> str:

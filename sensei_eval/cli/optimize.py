@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sensei_eval.agents.components import ComponentsError, load_components, saved_prompt_path
@@ -163,7 +164,7 @@ def optimize(
         if missing:
             raise RunConfigError(f'missing {", ".join(missing)} (give it on the command line or in --config)')
     except RunConfigError as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
     _optimize(opts, map_entries)
 
@@ -176,14 +177,14 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
         judge_list = make_judges(split_names(opts['judges']))
         runner = load_runner(str(opts['agent']))
     except (ComponentsError, RunConfigError, UnknownJudgeError, ValueError) as e:
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
     if not dataset.is_file():
         err.print(f'[red]error:[/] no such dataset: {dataset}')
         raise typer.Exit(2)
     queries, load_errors = load_queries(dataset)
     for bad in load_errors:
-        err.print(f'[red]bad line:[/] {bad}', highlight=False)
+        err.print(f'[red]bad line:[/] {escape(str(bad))}', highlight=False)
     queries = queries[: opts['num_examples']]
     if not queries:
         err.print(f'[red]error:[/] no usable query in {dataset}')
@@ -195,7 +196,7 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
     try:
         config = _loop_config(opts, component_map)
     except ValueError as e:  # pydantic's own message names the field
-        err.print(f'[red]error:[/] {e}', highlight=False)
+        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
     run_dir = resume or Path(opts['out_dir']) / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
 
@@ -234,7 +235,7 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
                 gepa = GepaSettings(lm, calls, adapter=lm_adapter(gen_model))
                 exit_code = _gepa(components, runner, queries, options, gepa, run_dir, config)
             except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
-                err.print(f'[red]error:[/] {e}', highlight=False)
+                err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
                 raise typer.Exit(2) from None
         else:
             try:
@@ -245,7 +246,7 @@ def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
                 )  # fmt: skip
                 state = asyncio.run(optimizer.run())
             except ValueError as e:  # too few queries to split, a resumed folder that doesn't match, a map the loop refuses
-                err.print(f'[red]error:[/] {e}', highlight=False)
+                err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
                 raise typer.Exit(2) from None
             except KeyboardInterrupt:
                 err.print(f'interrupted; every finished candidate is saved: resume with --resume {run_dir}', highlight=False)

@@ -1,6 +1,9 @@
-"""Reading datasets: JSONL files of records (and OpenTelemetry trace files, `core.traces`), streamed a line at
-a time. `iter_datasets` yields each record, or one `LoadError` (file, line, field, message) per bad line, so one
-bad line never hides the rest; `load_dataset` / `load_datasets` collect the same stream into lists for small inputs.
+"""Reading datasets: JSONL files of records, streamed a line at a time, and every other shape users hand in
+(told from the content, `core.documents`; or forced with `format`): a JSON array of records or one record,
+OTLP/JSON trace exports and OpenTelemetry SDK span dumps (`core.traces`), tau-bench / tau2-bench result files
+and Who&When / Magentic-One logs (`core.importers`). `iter_datasets` yields each record, or one `LoadError`
+(file, line, field, message) per bad line or run, so one bad line never hides the rest; `load_dataset` /
+`load_datasets` collect the same stream into lists for small inputs.
 """
 
 from __future__ import annotations
@@ -8,19 +11,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from sensei_eval.core.errors import LoadError, describe_error, json_error_text, validation_load_error
+from sensei_eval.core.documents import DatasetFormat, detect_format, iter_elements
+from sensei_eval.core.errors import LoadError, RecordFieldError, describe_error, json_error_text, validation_load_error
+from sensei_eval.core.importers import import_tau_bench, import_who_and_when
 from sensei_eval.core.records import MAX_RECORD_BYTES, LoadResult, QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
 
-__all__ = ('iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
+__all__ = ('dataset_format', 'iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
 
 
 def iter_dataset(
-    path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES, seen: dict[str, int] | None = None
+    path: str | Path,
+    *,
+    max_record_bytes: int = MAX_RECORD_BYTES,
+    seen: dict[str, int] | None = None,
+    format: DatasetFormat = 'auto',
 ) -> Iterator[QueryRecord | LoadError]:
     """Read a JSONL dataset a line at a time: each good line as a record, each bad one as a `LoadError`.
 
@@ -31,10 +40,15 @@ def iter_dataset(
     `input_warnings` say where; a query_id over `sanitize.MAX_ID_LENGTH` characters is an error on its line."""
     path = Path(path)
     seen = {} if seen is None else seen
-    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):  # agent traces: one record per run
+    if format == 'auto':
+        format = _sniff(path)
+    if format in ('otlp', 'spans'):  # agent traces: one record per run
         from sensei_eval.core.traces import iter_traces
 
         yield from iter_traces(path, seen=seen)
+        return
+    if format != 'jsonl':
+        yield from _iter_document(path, format, max_record_bytes, seen)
         return
     try:
         f = path.open('rb')
@@ -74,6 +88,76 @@ def iter_dataset(
             yield LoadError(str(path), lineno + 1, None, f'cannot read the dataset: {e.strerror or e}')
 
 
+def dataset_format(path: str | Path, format: DatasetFormat = 'auto') -> DatasetFormat:
+    """The format `iter_dataset` reads `path` in: `format`, or when `auto` the one its name or content tells."""
+    return _sniff(Path(path)) if format == 'auto' else format
+
+
+def _sniff(path: Path) -> DatasetFormat:
+    """The file's format from its name (`*.otlp.json[l]`) or, failing that, its first bytes."""
+    if path.name.lower().endswith(('.otlp.jsonl', '.otlp.json')):
+        return 'otlp'
+    try:
+        with path.open('rb') as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return 'jsonl'  # the line reader reports why the file cannot be read
+    return detect_format(head)
+
+
+def _iter_document(path: Path, format: DatasetFormat, max_bytes: int, seen: dict[str, int]) -> Iterator[QueryRecord | LoadError]:
+    """Records from a whole-document file: a JSON array of records, one record, or a named importer's file."""
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        yield LoadError(file, 0, None, f'cannot read the dataset: {e.strerror or e}')
+        return
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        yield LoadError(file, 0, None, f'not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})')
+        return
+    values = iter_elements(text, file) if format == 'json' else _whole_values(text, file)
+    for line, value in values:
+        if isinstance(value, LoadError):
+            yield value
+            continue
+        if format == 'json':
+            items: Iterator[tuple[str | None, Any]] = iter([(None, value)])
+        else:
+            importer = import_tau_bench if format == 'tau-bench' else import_who_and_when
+            items = _imported(importer, value, path.stem)
+        for where, data in items:
+            if isinstance(data, LoadError):
+                yield LoadError(file, line, data.field, data.message)
+                continue
+            record, error = _record_from_data(file, line, data, where)
+            if error is not None:
+                yield error
+                continue
+            assert record is not None
+            if record.query_id in seen:
+                message = f'duplicate query_id {record.query_id!r} (first on line {seen[record.query_id]}); this run is skipped'
+                yield LoadError(file, line, 'query_id', message, record.query_id)
+                continue
+            seen[record.query_id] = line
+            yield record
+
+
+def _whole_values(text: str, file: str) -> Iterator[tuple[int, Any]]:
+    from sensei_eval.core.documents import iter_json_values
+
+    yield from iter_json_values(text, file)
+
+
+def _imported(importer: Any, value: Any, stem: str) -> Iterator[tuple[str | None, Any]]:
+    try:
+        yield from importer(value, stem)
+    except RecordFieldError as e:
+        yield None, LoadError('', 0, e.field, e.message)
+
+
 def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
     """(line number, line without its newline), or (line number, size) for a line over `max_bytes`,
     which is skipped in chunks rather than read whole."""
@@ -92,7 +176,9 @@ def _lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | int]]:
         yield lineno, line.removesuffix(b'\n')
 
 
-def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[QueryRecord | LoadError]:
+def iter_datasets(
+    paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RECORD_BYTES, format: DatasetFormat = 'auto'
+) -> Iterator[QueryRecord | LoadError]:
     """Several datasets as one stream, in order; a query_id seen in an earlier file is a `LoadError`, not a second record.
 
     What stays in memory is one entry per query id (for the duplicate checks), never the records."""
@@ -100,7 +186,7 @@ def iter_datasets(paths: Iterable[str | Path], *, max_record_bytes: int = MAX_RE
     paths = list(paths)
     for index, path in enumerate(paths):
         seen: dict[str, int] = {}
-        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen):
+        for item in iter_dataset(path, max_record_bytes=max_record_bytes, seen=seen, format=format):
             if isinstance(item, QueryRecord) and item.query_id in earlier:
                 message = f'query_id {item.query_id!r} already loaded from an earlier dataset; this line is skipped'
                 yield LoadError(str(path), seen.get(item.query_id, 0), 'query_id', message, item.query_id)
@@ -145,8 +231,13 @@ def _load_line(file: str, lineno: int, line: bytes, max_bytes: int) -> tuple[Que
         return None, LoadError(file, lineno, e.field, e.message)
     except ValueError as e:  # valid syntax Python refuses: an integer over its 4,300-digit limit
         return None, LoadError(file, lineno, None, f'not valid JSON: {e}')
+    return _record_from_data(file, lineno, data)
+
+
+def _record_from_data(file: str, lineno: int, data: Any, where: str | None = None) -> tuple[QueryRecord | None, LoadError | None]:
+    """A record from one parsed JSON value; `where` locates it inside a document (`[3]`, `simulations[2]`)."""
     if not isinstance(data, dict):
-        return None, LoadError(file, lineno, None, f'expected a JSON object, got {type(data).__name__}')
+        return None, LoadError(file, lineno, where, f'expected a JSON object, got {type(data).__name__}')
     try:
         # the one place loaded text is made safe: lone surrogates and NULs become U+FFFD, with a warning
         data, replaced = clean_value(data)

@@ -47,6 +47,7 @@ from pydantic_ai.messages import (
 from sensei_eval.core.errors import LoadError, RecordFieldError, field_path
 
 __all__ = (
+    'FINAL_ANSWER_TOOLS',
     'MAX_RECORD_BYTES',
     'ExpectedToolCall',
     'LoadResult',
@@ -275,12 +276,17 @@ class QueryRecord(BaseModel):
         return calls
 
     def final_answer(self) -> str | None:
-        """The text of the last model response that has text, or None when the agent never answered."""
+        """The text of the last model response that has text, or the answer it gave through a final-answer
+        tool (`FINAL_ANSWER_TOOLS`: smolagents, Google ADK) when that came later; None when the agent never
+        answered."""
         for message in reversed(self._model_messages):
             if isinstance(message, ModelResponse):
                 text = '\n'.join(p.content for p in message.parts if isinstance(p, TextPart)).strip()
                 if text:
                     return _strip_final_answer_marker(text)
+                for part in reversed(message.parts):
+                    if isinstance(part, ToolCallPart) and part.tool_name in FINAL_ANSWER_TOOLS:
+                        return _tool_answer(part)
         return None
 
 
@@ -677,6 +683,20 @@ def _alert_summary(alert: dict[str, Any] | str | None) -> str:
         if isinstance(alert.get(key), str):
             return str(alert[key])
     return json.dumps(alert, sort_keys=True)[:200]
+
+
+# Tools through which agent frameworks deliver the run's answer (smolagents `final_answer`; `final_output`
+# in Google ADK and LlamaIndex agents wrapped by any-agent): `QueryRecord.final_answer` reads their argument.
+FINAL_ANSWER_TOOLS = frozenset({'final_answer', 'final_output'})
+
+
+def _tool_answer(part: ToolCallPart) -> str:
+    """A final-answer tool's answer: its `answer` (or only) argument, else all its arguments as JSON."""
+    args = _call_args(part)
+    if isinstance(args, str):
+        return args
+    value = args.get('answer', next(iter(args.values())) if len(args) == 1 else args)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _strip_final_answer_marker(text: str) -> str:

@@ -41,14 +41,18 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, json_error_text, validation_load_error
+from sensei_eval.core.documents import iter_json_values, looks_like_span
+from sensei_eval.core.errors import InputError, LoadError, RecordFieldError, field_path, validation_load_error
 from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
+from sensei_eval.core.span_model import Span, SpanError, SpanEvent, SpanStatus
+from sensei_eval.core.trace_readers import read_run
 
 __all__ = (
     'MAX_REQUEST_ATTRIBUTES',
@@ -79,7 +83,6 @@ MAX_REQUEST_ATTRIBUTES = 200_000
 # File names the dataset loader hands to this module.
 OTLP_SUFFIXES = ('.otlp.jsonl', '.otlp.json')
 
-SpanStatus = Literal['unset', 'ok', 'error']
 _HEX = re.compile(r'^[0-9a-fA-F]+$')
 _STATUS_CODES: dict[Any, SpanStatus] = {
     0: 'unset', 1: 'ok', 2: 'error',
@@ -103,69 +106,6 @@ class TraceConfig(BaseModel):
     prompt_version_attribute: str = 'sensei_eval.prompt_version'
     # Seconds a trace without its root span is held before it is built without it or dropped.
     root_timeout_s: float = Field(default=300.0, gt=0)
-
-
-@dataclass(frozen=True)
-class SpanEvent:
-    name: str
-    time_ns: int
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Span:
-    """One span, decoded from OTLP JSON or protobuf; `file`/`line`/`path` say where it came from."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    status: SpanStatus = 'unset'
-    status_message: str = ''
-    events: tuple[SpanEvent, ...] = ()
-    resource: dict[str, Any] = field(default_factory=dict)
-    file: str = ''
-    line: int = 0
-    path: str = ''
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain JSON form (what the service buffers in its store)."""
-        return {
-            'trace_id': self.trace_id, 'span_id': self.span_id, 'parent_span_id': self.parent_span_id,
-            'name': self.name, 'start_ns': self.start_ns, 'end_ns': self.end_ns, 'attributes': self.attributes,
-            'status': self.status, 'status_message': self.status_message,
-            'events': [{'name': e.name, 'time_ns': e.time_ns, 'attributes': e.attributes} for e in self.events],
-            'resource': self.resource, 'file': self.file, 'line': self.line, 'path': self.path,
-        }  # fmt: skip
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Span:
-        events = tuple(SpanEvent(e['name'], int(e['time_ns']), dict(e['attributes'])) for e in data.get('events', ()))
-        return cls(
-            trace_id=data['trace_id'], span_id=data['span_id'], parent_span_id=data.get('parent_span_id'),
-            name=data['name'], start_ns=int(data['start_ns']), end_ns=int(data['end_ns']),
-            attributes=dict(data['attributes']), status=data.get('status', 'unset'),
-            status_message=data.get('status_message', ''), events=events, resource=dict(data.get('resource', {})),
-            file=data.get('file', ''), line=int(data.get('line', 0)), path=data.get('path', ''),
-        )  # fmt: skip
-
-    @property
-    def operation(self) -> str:
-        """The GenAI operation (`invoke_agent`, `chat`, `execute_tool`), from the attribute or the name."""
-        op = self.attributes.get('gen_ai.operation.name')
-        if isinstance(op, str) and op:
-            return op
-        if self.name.startswith('invoke_agent') or self.name in ('agent run', 'agent_run'):
-            return 'invoke_agent'
-        return self.name.split(' ', 1)[0]
-
-
-class _SpanError(InputError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message, field=field)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -241,10 +181,11 @@ def spans_from_otlp_json(
             continue
         try:
             resource = _attributes_json((rs.get('resource') or {}).get('attributes'), f'{rwhere}.resource.attributes')
-        except _SpanError as e:
+        except SpanError as e:
             errors.append(LoadError(file, line, e.field, e.message))
             continue
-        scope_spans = _key(rs, 'scopeSpans', 'scope_spans') or []
+        # `instrumentationLibrarySpans`: the name before OTLP 0.15, still in old Collector file exports
+        scope_spans = _key(rs, 'scopeSpans', 'scope_spans') or rs.get('instrumentationLibrarySpans') or []
         if not isinstance(scope_spans, list):
             errors.append(LoadError(file, line, f'{rwhere}.scopeSpans', 'expected a list'))
             continue
@@ -258,7 +199,7 @@ def spans_from_otlp_json(
                 where = f'{swhere}.spans[{k}]'
                 try:
                     spans.append(_span_json(raw, where, resource, file, line))
-                except _SpanError as e:
+                except SpanError as e:
                     errors.append(LoadError(file, line, e.field, e.message))
     return spans, errors
 
@@ -269,28 +210,28 @@ def _key(data: Mapping[str, Any], camel: str, snake: str) -> Any:
 
 def _span_json(raw: Any, where: str, resource: dict[str, Any], file: str, line: int) -> Span:
     if not isinstance(raw, dict):
-        raise _SpanError(where, f'expected a span object, got {type(raw).__name__}')
-    trace_id = _hex_id(_key(raw, 'traceId', 'trace_id'), 32, f'{where}.traceId')
-    span_id = _hex_id(_key(raw, 'spanId', 'span_id'), 16, f'{where}.spanId')
+        raise SpanError(where, f'expected a span object, got {type(raw).__name__}')
+    trace_id = _hex_id(_b64_id(_key(raw, 'traceId', 'trace_id'), 32), 32, f'{where}.traceId')
+    span_id = _hex_id(_b64_id(_key(raw, 'spanId', 'span_id'), 16), 16, f'{where}.spanId')
     parent = _key(raw, 'parentSpanId', 'parent_span_id')
-    parent_id = _hex_id(parent, 16, f'{where}.parentSpanId') if parent else None
+    parent_id = _hex_id(_b64_id(parent, 16), 16, f'{where}.parentSpanId') if parent else None
     name = raw.get('name')
     if not isinstance(name, str) or not name:
-        raise _SpanError(f'{where}.name', 'missing span name')
+        raise SpanError(f'{where}.name', 'missing span name')
     start = _nanos(_key(raw, 'startTimeUnixNano', 'start_time_unix_nano'), f'{where}.startTimeUnixNano')
     end = _nanos(_key(raw, 'endTimeUnixNano', 'end_time_unix_nano'), f'{where}.endTimeUnixNano')
     attributes = _attributes_json(raw.get('attributes'), f'{where}.attributes')
     status = raw.get('status') or {}
     if not isinstance(status, dict):
-        raise _SpanError(f'{where}.status', 'expected an object')
+        raise SpanError(f'{where}.status', 'expected an object')
     code = status.get('code', 0)
     if code not in _STATUS_CODES:
-        raise _SpanError(f'{where}.status.code', f'unknown status code {code!r} (0 unset, 1 ok, 2 error)')
+        raise SpanError(f'{where}.status.code', f'unknown status code {code!r} (0 unset, 1 ok, 2 error)')
     events: list[SpanEvent] = []
     for n, ev in enumerate(raw.get('events') or []):
         ewhere = f'{where}.events[{n}]'
         if not isinstance(ev, dict) or not isinstance(ev.get('name'), str):
-            raise _SpanError(ewhere, 'an event needs a name')
+            raise SpanError(ewhere, 'an event needs a name')
         t = _nanos(_key(ev, 'timeUnixNano', 'time_unix_nano') or 0, f'{ewhere}.timeUnixNano')
         events.append(SpanEvent(ev['name'], t, _attributes_json(ev.get('attributes'), f'{ewhere}.attributes')))
     return Span(
@@ -299,33 +240,46 @@ def _span_json(raw: Any, where: str, resource: dict[str, Any], file: str, line: 
     )  # fmt: skip
 
 
+def _b64_id(value: Any, length: int) -> Any:
+    """An id in protobuf's JSON mapping (base64, as `MessageToJson` writes it) as the hex OTLP/JSON wants;
+    anything else unchanged (and checked by `_hex_id`)."""
+    if isinstance(value, str) and len(value) != length and len(value) == 4 * ((length // 2 + 2) // 3):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            return value
+        if len(raw) == length // 2:
+            return raw.hex()
+    return value
+
+
 def _hex_id(value: Any, length: int, where: str) -> str:
     if not isinstance(value, str) or len(value) != length or not _HEX.match(value):
         shown = repr(value)[:60]
-        raise _SpanError(where, f'expected {length} hex digits, got {shown}')
+        raise SpanError(where, f'expected {length} hex digits, got {shown}')
     if set(value) == {'0'}:
-        raise _SpanError(where, 'an all-zero id is invalid')
+        raise SpanError(where, 'an all-zero id is invalid')
     return value.lower()
 
 
 def _nanos(value: Any, where: str) -> int:
     if isinstance(value, bool):
-        raise _SpanError(where, 'expected nanoseconds since the epoch, got a boolean')
+        raise SpanError(where, 'expected nanoseconds since the epoch, got a boolean')
     try:
         return int(value or 0)
     except (TypeError, ValueError):
-        raise _SpanError(where, f'expected nanoseconds since the epoch, got {repr(value)[:40]}') from None
+        raise SpanError(where, f'expected nanoseconds since the epoch, got {repr(value)[:40]}') from None
 
 
 def _attributes_json(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, list):
-        raise _SpanError(where, 'expected a list of {key, value}')
+        raise SpanError(where, 'expected a list of {key, value}')
     out: dict[str, Any] = {}
     for n, kv in enumerate(raw):
         if not isinstance(kv, dict) or not isinstance(kv.get('key'), str):
-            raise _SpanError(f'{where}[{n}]', 'expected {key, value}')
+            raise SpanError(f'{where}[{n}]', 'expected {key, value}')
         out[kv['key']] = _any_value_json(kv.get('value'), f'{where}[{n}].value')
     return out
 
@@ -334,37 +288,37 @@ def _any_value_json(value: Any, where: str) -> Any:
     if value is None or value == {}:
         return None
     if not isinstance(value, dict) or len(value) != 1:
-        raise _SpanError(where, 'expected an AnyValue with exactly one of stringValue, intValue, boolValue, …')
+        raise SpanError(where, 'expected an AnyValue with exactly one of stringValue, intValue, boolValue, …')
     kind, inner = next(iter(value.items()))
     if kind in ('stringValue', 'string_value', 'bytesValue', 'bytes_value'):
         if not isinstance(inner, str):
-            raise _SpanError(f'{where}.{kind}', 'expected a string')
+            raise SpanError(f'{where}.{kind}', 'expected a string')
         return inner
     if kind in ('boolValue', 'bool_value'):
         if not isinstance(inner, bool):
-            raise _SpanError(f'{where}.{kind}', 'expected true or false')
+            raise SpanError(f'{where}.{kind}', 'expected true or false')
         return inner
     if kind in ('intValue', 'int_value'):
         try:
             return int(inner)
         except (TypeError, ValueError):
-            raise _SpanError(f'{where}.{kind}', f'expected an integer, got {repr(inner)[:40]}') from None
+            raise SpanError(f'{where}.{kind}', f'expected an integer, got {repr(inner)[:40]}') from None
     if kind in ('doubleValue', 'double_value'):
         if isinstance(inner, bool) or not isinstance(inner, int | float | str):
-            raise _SpanError(f'{where}.{kind}', 'expected a number')
+            raise SpanError(f'{where}.{kind}', 'expected a number')
         try:
             return _double(float(inner))
         except ValueError:
-            raise _SpanError(f'{where}.{kind}', f'expected a number, got {repr(inner)[:40]}') from None
+            raise SpanError(f'{where}.{kind}', f'expected a number, got {repr(inner)[:40]}') from None
     if kind in ('arrayValue', 'array_value'):
         values = inner.get('values', []) if isinstance(inner, dict) else None
         if not isinstance(values, list):
-            raise _SpanError(f'{where}.{kind}', 'expected {values: [...]}')
+            raise SpanError(f'{where}.{kind}', 'expected {values: [...]}')
         return [_any_value_json(v, f'{where}.{kind}.values[{n}]') for n, v in enumerate(values)]
     if kind in ('kvlistValue', 'kvlist_value'):
         values = inner.get('values', []) if isinstance(inner, dict) else None
         return _attributes_json(values, f'{where}.{kind}.values')
-    raise _SpanError(where, f'unknown AnyValue kind {kind!r}')
+    raise SpanError(where, f'unknown AnyValue kind {kind!r}')
 
 
 def spans_from_protobuf(
@@ -392,8 +346,8 @@ def spans_from_protobuf(
                     span_id = _hex_id(pb.span_id.hex(), 16, f'{where}.spanId')
                     parent = _hex_id(pb.parent_span_id.hex(), 16, f'{where}.parentSpanId') if pb.parent_span_id else None
                     if not pb.name:
-                        raise _SpanError(f'{where}.name', 'missing span name')
-                except _SpanError as e:
+                        raise SpanError(f'{where}.name', 'missing span name')
+                except SpanError as e:
                     errors.append(LoadError(source, 0, e.field, e.message))
                     continue
                 events = tuple(
@@ -468,6 +422,149 @@ def _double(value: float) -> float | str:
 
 
 # ---------------------------------------------------------------------------------------------------
+# OpenTelemetry SDK span dumps
+
+_SDK_STATUS: dict[str, SpanStatus] = {'UNSET': 'unset', 'OK': 'ok', 'ERROR': 'error'}
+
+
+def spans_from_value(data: Any, *, file: str, line: int, where: str = '') -> tuple[list[Span], list[LoadError]]:
+    """The spans of one JSON value of a trace file: an OTLP/JSON `ExportTraceServiceRequest`, an SDK span
+    (`ReadableSpan.to_json()`), a `{"spans": [...]}` document, or a list of any of these."""
+    if isinstance(data, dict) and ('resourceSpans' in data or 'resource_spans' in data):
+        return spans_from_otlp_json(data, file=file, line=line)
+    if isinstance(data, dict) and isinstance(data.get('spans'), list):
+        return spans_from_value(data['spans'], file=file, line=line, where=f'{where}spans')
+    if isinstance(data, list):
+        spans: list[Span] = []
+        errors: list[LoadError] = []
+        for i, item in enumerate(data):
+            got, bad = spans_from_value(item, file=file, line=line, where=f'{where}[{i}]')
+            spans.extend(got)
+            errors.extend(bad)
+        return spans, errors
+    if looks_like_span(data):
+        try:
+            return [_sdk_span(data, where or '(span)', file, line)], []
+        except SpanError as e:
+            return [], [LoadError(file, line, e.field, e.message)]
+    shown = type(data).__name__ if not isinstance(data, dict) else 'an object with keys ' + ', '.join(list(data)[:5])
+    return [], [LoadError(file, line, where or None, f'not an OTLP trace export or an SDK span: {shown}')]
+
+
+def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
+    """One span as the OpenTelemetry SDK's `ReadableSpan.to_json()` writes it (ids `0x…` hex, times ISO 8601,
+    status `UNSET`/`OK`/`ERROR`), or the variants frameworks write (ids as integers, times in nanoseconds,
+    a `parent` context)."""
+    context: dict[str, Any] = raw['context'] if isinstance(raw.get('context'), dict) else raw
+    trace_id = _sdk_id(context.get('trace_id', context.get('traceId')), 32, f'{where}.context.trace_id')
+    span_id = _sdk_id(context.get('span_id', context.get('spanId')), 16, f'{where}.context.span_id')
+    if trace_id is None or span_id is None:
+        raise SpanError(f'{where}.context', 'a span needs a trace_id and a span_id')
+    parent_raw = raw.get('parent_id', raw.get('parent_span_id', raw.get('parentSpanId')))
+    if isinstance(raw.get('parent'), dict):
+        parent_raw = raw['parent'].get('span_id', raw['parent'].get('spanId'))
+    parent = _sdk_id(parent_raw, 16, f'{where}.parent_id')
+    attributes = raw.get('attributes') or {}
+    if not isinstance(attributes, dict):
+        raise SpanError(f'{where}.attributes', 'expected an object of attributes')
+    attributes = _flat_attributes(attributes)
+    if isinstance(raw.get('span_kind'), str) and 'openinference.span.kind' not in attributes:
+        attributes['openinference.span.kind'] = raw['span_kind']  # Phoenix's span JSON keeps the kind beside
+    status = raw.get('status') or {'status_code': raw.get('status_code', 'UNSET'), 'description': raw.get('status_message')}
+    code = str(status.get('status_code', status.get('code', 'UNSET')) if isinstance(status, dict) else status)
+    code = code.rsplit('.', 1)[-1].upper()  # "StatusCode.ERROR" as some dumps write it
+    events: list[SpanEvent] = []
+    for n, ev in enumerate(raw.get('events') or []):
+        if not isinstance(ev, dict) or not isinstance(ev.get('name'), str):
+            raise SpanError(f'{where}.events[{n}]', 'an event needs a name')
+        ev_attrs = ev.get('attributes') or {}
+        if not isinstance(ev_attrs, dict):
+            raise SpanError(f'{where}.events[{n}].attributes', 'expected an object of attributes')
+        events.append(
+            SpanEvent(
+                ev['name'], _sdk_time(ev.get('timestamp', ev.get('time_ns', 0)), f'{where}.events[{n}].timestamp'), dict(ev_attrs)
+            )
+        )
+    resource = raw.get('resource') or {}
+    resource_attrs = resource.get('attributes', {}) if isinstance(resource, dict) else {}
+    return Span(
+        trace_id, span_id, parent, str(raw['name']),
+        _sdk_time(raw.get('start_time', raw.get('start_ns')), f'{where}.start_time'),
+        _sdk_time(raw.get('end_time', raw.get('end_ns')), f'{where}.end_time'),
+        {str(k): _sdk_attribute(v) for k, v in attributes.items()}, _SDK_STATUS.get(code, 'unset'),
+        str((status.get('description') if isinstance(status, dict) else None) or ''), tuple(events),
+        dict(resource_attrs) if isinstance(resource_attrs, dict) else {}, file, line, where,
+    )  # fmt: skip
+
+
+def _flat_attributes(attributes: dict[str, Any], prefix: str = '') -> dict[str, Any]:
+    """Attributes nested as objects (`{"llm": {"model_name": …}}`, as Phoenix exports spans) as the dotted keys
+    OpenTelemetry uses; attributes already dotted are unchanged (an attribute value is never an object)."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        name = f'{prefix}{key}'
+        if isinstance(value, dict):
+            out.update(_flat_attributes(value, f'{name}.'))
+        else:
+            out[name] = value
+    return out
+
+
+def _sdk_attribute(value: Any) -> Any:
+    if isinstance(value, float):
+        return _double(value)
+    return value
+
+
+def _sdk_id(value: Any, length: int, where: str) -> str | None:
+    if value is None or value == '' or value == 0:
+        return None
+    if isinstance(value, bool):
+        raise SpanError(where, 'expected an id, got a boolean')
+    if isinstance(value, int):
+        if value < 0 or value >= 1 << (4 * length):
+            raise SpanError(where, f'id {value} does not fit {length} hex digits')
+        return f'{value:0{length}x}'
+    if isinstance(value, str):
+        text = value.lower().removeprefix('0x')
+        if len(text) < length and _HEX.match(text or 'x'):
+            text = text.rjust(length, '0')
+        return _hex_id(text, length, where)
+    raise SpanError(where, f'expected an id, got {type(value).__name__}')
+
+
+def _sdk_time(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str) and not value.strip().isdigit():
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise SpanError(where, f'expected an ISO 8601 time or nanoseconds, got {value[:40]!r}') from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1_000_000) * 1000
+    return _nanos(value, where)
+
+
+def _decode_lines(raw: bytes, file: str) -> tuple[str, list[LoadError]]:
+    """The file as text; a line that is not UTF-8 is an error on its line and read as blank."""
+    try:
+        return raw.decode('utf-8'), []
+    except UnicodeDecodeError:
+        pass
+    errors: list[LoadError] = []
+    lines: list[str] = []
+    for n, line in enumerate(raw.split(b'\n'), start=1):
+        try:
+            lines.append(line.decode('utf-8'))
+        except UnicodeDecodeError as e:
+            errors.append(LoadError(file, n, None, f'not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})'))
+            lines.append('')
+    return '\n'.join(lines), errors
+
+
+# ---------------------------------------------------------------------------------------------------
 # Traces into records
 
 
@@ -501,23 +598,24 @@ def build_trace(spans: Sequence[Span], config: TraceConfig | None = None, *, tim
         by_id.setdefault(span.span_id, span)  # a span sent twice (an exporter retry) counts once
     ordered = sorted(by_id.values(), key=lambda s: (s.start_ns, s.end_ns))
     first = min(spans, key=lambda s: (s.file, s.line))
-    runs = [s for s in ordered if s.operation == 'invoke_agent' and not _has_agent_ancestor(s, by_id)]
     root_missing = not has_root(ordered)
+    runs = _runs(ordered, by_id)
     if not runs:
-        why = 'no agent-run span (invoke_agent) arrived' if root_missing else 'the trace has no agent-run span (invoke_agent)'
+        what = 'no agent-run span (invoke_agent or an OpenInference AGENT), model call or tool span'
+        why = f'{what} arrived' if root_missing else f'the trace has {what}'
         if root_missing and timed_out:
             waited = f'the root span never arrived within {config.root_timeout_s:g} s'
-            why = f'{waited} and {why}; its {len(ordered)} span(s) are dropped'
+            why = f'{waited} and no agent-run span arrived; its {len(ordered)} span(s) are dropped'
         build.errors.append(LoadError(first.file, first.line, first.path or None, f'trace {trace_id}: {why}'))
         return build
-    children = _children(ordered)
+    members = _members(runs, ordered, by_id)
     for run in runs:
         query_id = _text_attr(_lookup(config.query_id_attribute, run, ordered))
         if query_id is None:
             query_id = trace_id if len(runs) == 1 else f'{trace_id}:{run.span_id}'
         try:
-            record = _record(run, _descendants(run, children), ordered, query_id, config)
-        except _SpanError as e:
+            record = _record(run, members[run.span_id], ordered, query_id, config)
+        except SpanError as e:
             build.errors.append(LoadError(run.file, run.line, e.field, e.message, query_id))
             continue
         except RecordFieldError as e:
@@ -537,13 +635,63 @@ def build_trace(spans: Sequence[Span], config: TraceConfig | None = None, *, tim
     return build
 
 
+def _runs(ordered: Sequence[Span], by_id: Mapping[str, Span]) -> list[Span]:
+    """The trace's agent runs: each top-level agent span (no agent span above it); several of them under one
+    OpenInference CHAIN root (an agent workflow with hand-offs) are one run, the root. A trace with no agent
+    span but model calls or tool spans (a raw client, traced per call) is one run: its root span."""
+    runs = [s for s in ordered if s.kind == 'agent' and not _has_agent_ancestor(s, by_id)]
+    roots = [s for s in ordered if s.parent_span_id is None]
+    if len(runs) > 1 and len(roots) == 1 and roots[0].kind == 'chain':
+        return roots
+    if runs:
+        return runs
+    if roots and any(s.kind in ('llm', 'tool', 'retriever') for s in ordered):
+        return roots[:1]
+    return []
+
+
+def _members(runs: Sequence[Span], ordered: Sequence[Span], by_id: Mapping[str, Span]) -> dict[str, list[Span]]:
+    """Each run's spans: its descendants, plus spans whose parent never arrived (an exporter that dropped
+    an intermediate span) that fall within the run's time (or the only run)."""
+    children = _children(ordered)
+    out = {run.span_id: _descendants(run, children) for run in runs}
+    placed = {s.span_id for spans in out.values() for s in spans} | {run.span_id for run in runs}
+    for span in ordered:
+        if span.span_id in placed or not _orphan(span, by_id):
+            continue
+        home = next((r for r in runs if r.start_ns <= span.start_ns <= max(r.end_ns, r.start_ns)), None)
+        if home is None and len(runs) == 1:
+            home = runs[0]
+        if home is not None:
+            for s in [span, *_descendants(span, children)]:
+                if s.span_id not in placed:
+                    out[home.span_id].append(s)
+                    placed.add(s.span_id)
+    for spans in out.values():
+        spans.sort(key=lambda s: (s.start_ns, s.end_ns))
+    return out
+
+
+def _orphan(span: Span, by_id: Mapping[str, Span]) -> bool:
+    """Whether the span's chain of parents ends at a span that never arrived."""
+    seen: set[str] = set()
+    node = span
+    while node.parent_span_id is not None and node.span_id not in seen:
+        seen.add(node.span_id)
+        parent = by_id.get(node.parent_span_id)
+        if parent is None:
+            return True
+        node = parent
+    return False
+
+
 def _has_agent_ancestor(span: Span, by_id: Mapping[str, Span]) -> bool:
     seen: set[str] = set()
     parent = span.parent_span_id
     while parent is not None and parent in by_id and parent not in seen:
         seen.add(parent)
         node = by_id[parent]
-        if node.operation == 'invoke_agent':
+        if node.kind == 'agent':
             return True
         parent = node.parent_span_id
     return False
@@ -590,14 +738,32 @@ def _text_attr(found: tuple[Any, Span] | None) -> str | None:
 
 
 def _record(run: Span, inner: Sequence[Span], trace: Sequence[Span], query_id: str, config: TraceConfig) -> QueryRecord:
-    messages = _messages(run, inner)
+    content = read_run(run, inner)
+    if not content.messages:
+        raise SpanError(
+            run.path or run.name,
+            'the agent run carries no messages: no model call recorded its input or output, and the run span has '
+            'no input (instrumented without message content?)',
+        )
     problems: list[tuple[str, str]] = []
     rating = _rating(run, trace, config, problems)
-    agent = _text_attr(_lookup(config.agent_attribute, run, trace)) or _text_attr(_lookup('agent_name', run, trace))
+    agent = (
+        _text_attr(_lookup(config.agent_attribute, run, trace))
+        or _text_attr(_lookup('agent_name', run, trace))
+        or _text_attr(_lookup('agent.name', run, trace))
+        or (content.agents[0] if content.agents else None)
+    )
     feedback = _text_attr(_lookup(config.feedback_attribute, run, trace))
-    failed_tools = sum(1 for s in inner if s.operation == 'execute_tool' and s.status == 'error')
+    failed_tools = sum(1 for s in inner if s.kind in ('tool', 'retriever') and s.status == 'error')
     model = run.attributes.get('model_name') or next(
-        (s.attributes.get('gen_ai.request.model') for s in inner if s.operation == 'chat'), None
+        (
+            s.attributes.get(k)
+            for s in inner
+            if s.kind == 'llm'
+            for k in ('gen_ai.request.model', 'gen_ai.response.model', 'llm.model_name')
+            if isinstance(s.attributes.get(k), str)
+        ),
+        None,
     )
     metadata: dict[str, Any] = {
         'source': 'otlp',
@@ -618,19 +784,26 @@ def _record(run: Span, inner: Sequence[Span], trace: Sequence[Span], query_id: s
         metadata['feedback'] = feedback
     if isinstance(model, str) and model:
         metadata['model'] = model
+    if content.usage:
+        metadata['usage'] = content.usage
+    if content.session_id:
+        metadata['session_id'] = content.session_id
+    if len(content.agents) > 1:
+        metadata['agents'] = content.agents
     if problems:
         metadata['_problems'] = problems
     data, replaced = clean_value(
         {
             'query_id': query_id,
             'message_format': 'openai',
-            'messages': messages,
+            'messages': content.messages,
             'rating': rating,
             'prompt_version': _text_attr(_lookup(config.prompt_version_attribute, run, trace)),
             'metadata': metadata,
         }
     )
     record = QueryRecord.model_validate(data)
+    record.input_warnings.extend(content.warnings)
     if replaced:
         record.input_warnings.append(
             f'lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}'
@@ -677,122 +850,6 @@ def _rating(run: Span, trace: Sequence[Span], config: TraceConfig, problems: lis
     return None
 
 
-def _messages(run: Span, inner: Sequence[Span]) -> list[dict[str, Any]]:
-    """The run's history as chat-completions messages: `pydantic_ai.all_messages` on the run span, else
-    the last model request's input and output; tool results only an `execute_tool` span saw are added."""
-    otel = _json_attr(run, 'pydantic_ai.all_messages')
-    instructions = _json_attr(run, 'gen_ai.system_instructions')
-    if otel is None:
-        chats = [s for s in inner if s.operation == 'chat' and 'gen_ai.input.messages' in s.attributes]
-        if chats:
-            last = max(chats, key=lambda s: s.end_ns)
-            otel = list(_json_attr(last, 'gen_ai.input.messages') or []) + list(_json_attr(last, 'gen_ai.output.messages') or [])
-            instructions = instructions if instructions is not None else _json_attr(last, 'gen_ai.system_instructions')
-    if not otel:
-        raise _SpanError(
-            f'{run.path}.attributes[pydantic_ai.all_messages]',
-            'the agent run carries no messages (instrumented with include_content=False, or not a pydantic-ai run)',
-        )
-    if not isinstance(otel, list):
-        raise _SpanError(f'{run.path}.attributes[pydantic_ai.all_messages]', 'expected a JSON list of messages')
-    out: list[dict[str, Any]] = []
-    system = _instruction_text(instructions)
-    if system:
-        out.append({'role': 'system', 'content': system})
-    out.extend(_from_otel_messages(otel, f'{run.path}.attributes[pydantic_ai.all_messages]'))
-    return _add_tool_results(out, inner)
-
-
-def _json_attr(span: Span, name: str) -> Any:
-    value = span.attributes.get(name)
-    if not isinstance(value, str):
-        return value
-    where = f'{span.path}.attributes[{name}]'
-    try:
-        # the one nesting limit (sanitize.MAX_JSON_DEPTH): a message history 100k levels deep is this run's
-        # located error, not a RecursionError that loses the request
-        return loads_limited(value, allow_nan=True)
-    except JsonLimitError as e:
-        raise _SpanError(f'{where}.{e.field}' if e.field else where, e.message) from None
-    except json.JSONDecodeError as e:
-        raise _SpanError(where, f'not valid JSON (truncated by an attribute limit?): {json_error_text(e)}') from None
-    except ValueError as e:  # an integer over Python's digit limit
-        raise _SpanError(where, f'not valid JSON: {e}') from None
-
-
-def _instruction_text(instructions: Any) -> str:
-    if isinstance(instructions, str):
-        return instructions
-    if isinstance(instructions, list):
-        return '\n\n'.join(p['content'] for p in instructions if isinstance(p, dict) and isinstance(p.get('content'), str))
-    return ''
-
-
-def _from_otel_messages(messages: Sequence[Any], where: str) -> Iterator[dict[str, Any]]:
-    """GenAI semantic-convention messages (`{role, parts: [{type, …}]}`) as chat-completions messages."""
-    for i, msg in enumerate(messages):
-        mwhere = f'{where}[{i}]'
-        if not isinstance(msg, dict) or not isinstance(msg.get('parts'), list):
-            raise _SpanError(mwhere, 'expected {role, parts: [...]}')
-        role = msg.get('role')
-        texts: list[str] = []
-        calls: list[dict[str, Any]] = []
-        for j, part in enumerate(msg['parts']):
-            kind = part.get('type') if isinstance(part, dict) else None
-            if kind == 'text':
-                texts.append(str(part.get('content', '')))
-            elif kind == 'tool_call':
-                args = part.get('arguments')
-                arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {})
-                calls.append(
-                    {'id': part.get('id'), 'type': 'function', 'function': {'name': part.get('name'), 'arguments': arguments}}
-                )
-            elif kind == 'tool_call_response':
-                if texts and role != 'assistant':
-                    yield {'role': 'user', 'content': '\n'.join(texts)}
-                    texts = []
-                result = part.get('result')
-                content = result if isinstance(result, str) else json.dumps(result, default=str)
-                yield {'role': 'tool', 'tool_call_id': part.get('id'), 'content': content}
-            elif kind == 'thinking':
-                continue  # the model's hidden reasoning: not part of what the agent did or said
-            elif isinstance(kind, str):
-                texts.append(f'[{kind} part]')  # images, files, native tools: named, not judged
-            else:
-                raise _SpanError(f'{mwhere}.parts[{j}]', 'expected a part object with a `type`')
-        if role == 'assistant':
-            if texts or calls:
-                out: dict[str, Any] = {'role': 'assistant', 'content': '\n'.join(texts) or None}
-                if calls:
-                    out['tool_calls'] = calls
-                yield out
-        elif texts:
-            yield {'role': 'system' if role == 'system' else 'user', 'content': '\n'.join(texts)}
-
-
-def _add_tool_results(messages: list[dict[str, Any]], inner: Sequence[Span]) -> list[dict[str, Any]]:
-    """Results of calls the history leaves unanswered, taken from their `execute_tool` spans."""
-    answered = {m.get('tool_call_id') for m in messages if m.get('role') == 'tool'}
-    results: dict[str, str] = {}
-    for span in inner:
-        call_id = span.attributes.get('gen_ai.tool.call.id')
-        if span.operation == 'execute_tool' and isinstance(call_id, str) and call_id not in answered:
-            result = span.attributes.get('gen_ai.tool.call.result')
-            if result is None and span.status == 'error':
-                result = f'error: {span.status_message or "the tool failed"}'
-            if result is not None:
-                results[call_id] = result if isinstance(result, str) else json.dumps(result, default=str)
-    if not results:
-        return messages
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        out.append(message)
-        for call in message.get('tool_calls') or []:
-            if call.get('id') in results:
-                out.append({'role': 'tool', 'tool_call_id': call['id'], 'content': results[call['id']]})
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------
 # Files
 
@@ -802,7 +859,9 @@ def is_otlp_path(path: str | Path) -> bool:
 
 
 def load_traces(path: str | Path, config: TraceConfig | None = None) -> LoadResult:
-    """Read an OTLP/JSON file (one `ExportTraceServiceRequest` a line) into records.
+    """Read a trace file into records: OTLP/JSON (one `ExportTraceServiceRequest` a line, or one
+    pretty-printed), or OpenTelemetry SDK span dumps (`span.to_json()` objects one after another, a JSON
+    array of them, or a `{"spans": [...]}` document); see `spans_from_value`.
 
     The end of the file is the root span's deadline: a trace still without root is then built from its
     finished agent run or reported (see the module docstring). Errors name the file, line and field."""
@@ -814,19 +873,13 @@ def load_traces(path: str | Path, config: TraceConfig | None = None) -> LoadResu
         raw = path.read_bytes().removeprefix(b'\xef\xbb\xbf')
     except OSError as e:
         return LoadResult([], [LoadError(str(path), 0, None, f'cannot read the trace file: {e.strerror or e}')])
-    for lineno, line in enumerate(raw.split(b'\n'), start=1):
-        if not line.strip():
+    text, bad_lines = _decode_lines(raw, str(path))
+    errors.extend(bad_lines)
+    for lineno, data in iter_json_values(text, str(path)):
+        if isinstance(data, LoadError):
+            errors.append(data)
             continue
-        try:
-            data = loads_limited(line, allow_nan=True)
-        except JsonLimitError as e:
-            errors.append(LoadError(str(path), lineno, e.field, e.message))
-            continue
-        except (UnicodeDecodeError, ValueError) as e:
-            message = f'not valid JSON: {json_error_text(e) if isinstance(e, json.JSONDecodeError) else e}'
-            errors.append(LoadError(str(path), lineno, None, message))
-            continue
-        spans, span_errors = spans_from_otlp_json(data, file=str(path), line=lineno)
+        spans, span_errors = spans_from_value(data, file=str(path), line=lineno)
         errors.extend(span_errors)
         for span in spans:
             traces.setdefault(span.trace_id, []).append(span)

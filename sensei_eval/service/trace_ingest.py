@@ -67,6 +67,7 @@ class TraceOutcome:
 
     trace_id: str
     status: str
+    span_count: int = 0
     sessions: list[str] = field(default_factory=list)
     evaluations: list[str] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
@@ -84,6 +85,18 @@ class IngestResult:
     @property
     def evaluations(self) -> int:
         return sum(len(t.evaluations) for t in self.finished)
+
+    def partial_success(self) -> tuple[int, list[str]]:
+        """The OTLP `partial_success` of this request: spans refused plus the spans of traces it finished
+        that gave no run (`rejected`, each with its first reason), and the reasons."""
+        rejected = self.rejected
+        messages = list(self.messages)
+        for outcome in self.finished:
+            if outcome.status == 'rejected':
+                rejected += outcome.span_count
+                why = str(outcome.errors[0]) if outcome.errors else 'no agent run in it'
+                messages.append(f'trace {outcome.trace_id} rejected ({outcome.span_count} span(s)): {why}')
+        return rejected, messages
 
 
 def ingest_spans(store: Store, spans: Sequence[Span], settings: ServiceSettings, *, user: str) -> IngestResult:
@@ -235,7 +248,7 @@ def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had
     """Sessions, sampling decisions and evaluations for one trace's records (added to `txn.rows`, which
     the caller inserts); the trace closed."""
     db, settings, sampler, user, rows = txn.db, txn.settings, txn.sampler, txn.user, txn.rows
-    outcome = TraceOutcome(row.trace_id, 'rejected')
+    outcome = TraceOutcome(row.trace_id, 'rejected', span_count=row.span_count)
     build = build_trace(spans, settings.traces, timed_out=timed_out) if spans else None
     sessions, evaluations, decisions = rows.sessions, rows.evaluations, rows.decisions
     if build is not None:

@@ -3,7 +3,8 @@
 Point any OpenTelemetry OTLP/HTTP exporter (Logfire included) at the service's base URL: the exporter
 appends `/v1/traces` itself. The answer is the OTLP `ExportTraceServiceResponse`, in the request's
 encoding; gzip bodies are inflated, up to 20 times the body limit. Spans refused (malformed, or late
-for a trace already built) are counted in `partial_success` with the reasons, and the rest are kept.
+for a trace already built) are counted in `partial_success` with the reasons, and the rest are kept; so
+are the spans of a trace this request completed that gave no run (`rejected`, with the first reason).
 A body that is not an OTLP request at all is a 400 (exporters do not retry it); JSON nested past
 `sanitize.MAX_JSON_DEPTH` (also once a gzip body is inflated) a 422; a request over
 `otlp_max_spans` spans or `otlp_max_attributes` attributes a 413 naming the cap, before any span is
@@ -106,8 +107,9 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
     result = await asyncio.to_thread(ingest_spans, state.store, spans, state.settings, user=user)
     if result.evaluations:
         state.wake()
-    rejected = result.rejected + len(errors)
-    messages = [f'{e.field or "request"}: {e.message}' for e in errors] + result.messages
+    refused, reasons = result.partial_success()
+    rejected = refused + len(errors)
+    messages = [f'{e.field or "request"}: {e.message}' for e in errors] + reasons
     return _answer(protobuf, rejected, '; '.join(messages[:_MAX_MESSAGES]))
 
 

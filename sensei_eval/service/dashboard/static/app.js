@@ -111,6 +111,7 @@ function parseRoute() {
   }
   if (parts[0] === 'patterns') return { kind: 'patterns', params };
   if (parts[0] === 'alerts') return { kind: 'alerts' };
+  if (parts[0] === 'traces') return { kind: 'traces' };
   return { kind: 'sessions', params };
 }
 
@@ -126,6 +127,7 @@ function route() {
   if (r.kind === 'session') view = sessionView(r);
   else if (r.kind === 'patterns') view = patternsView(r.params);
   else if (r.kind === 'alerts') view = alertsView();
+  else if (r.kind === 'traces') view = tracesView();
   else view = sessionsView(r.params);
 }
 
@@ -928,4 +930,48 @@ function alertsView() {
       window.clearTimeout(pending);
     },
   };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Rejected traces: OTLP traces that gave no run, with the reason (what POST /v1/traces also answered in
+// partial_success)
+
+function tracesView() {
+  const root = h('section', { class: 'traces' });
+  app.append(root);
+
+  async function load() {
+    let page;
+    try {
+      page = await getJSON('/api/v1/traces?status=rejected&limit=100');
+    } catch (e) {
+      clear(root).append(h('h1', {}, 'Rejected traces'), errorBox(e.message));
+      return;
+    }
+    clear(root);
+    append(
+      root,
+      h('h1', {}, 'Rejected traces'),
+      h('p', { class: 'muted' }, `Traces sent to /v1/traces that gave no agent run (${page.total} in all), newest first, with why.`),
+    );
+    if (!page.items.length) root.append(h('p', { class: 'muted', dataset: { testid: 'no-rejected-traces' } }, 'No rejected traces.'));
+    const list = h('ul', { class: 'alert-list' });
+    for (const t of page.items) {
+      list.append(
+        h(
+          'li',
+          { class: 'card alert', dataset: { testid: 'rejected-trace', traceId: t.trace_id } },
+          h('strong', {}, t.trace_id),
+          h('span', { class: 'badge bad' }, t.status),
+          h('span', { class: 'muted small' }, ` ${t.span_count} span(s) · ${fmtTime(t.updated_at_us)}`),
+          h('p', { class: 'small', dataset: { testid: 'rejected-reason' } }, t.error || 'no reason recorded'),
+        ),
+      );
+    }
+    root.append(list);
+    root.dataset.loaded = 'true';
+  }
+
+  load();
+  return { kind: 'traces', accepts: () => false, dispose() {} };
 }
