@@ -357,7 +357,7 @@ def test_who_and_when_and_magentic_logs_keep_speakers(tmp_path: Path, forced: bo
     [record] = items
     assert isinstance(record, QueryRecord)
     speakers = [speaker_of(m) for m in record.model_messages if m.kind == 'response']
-    assert speakers == ['Orchestrator (thought)', 'WebSurfer', 'Verifier_Expert']
+    assert speakers == ['Orchestrator', 'WebSurfer', 'Verifier_Expert']  # the note after a name is not the agent
     assert record.metadata['mistake_agent'] == 'WebSurfer' and record.query == log['question']
 
 
