@@ -78,6 +78,7 @@ from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.transcript import Step, render_transcript
+from sensei_eval.core.verdicts import judge_status, mode_verdicts
 from sensei_eval.judging.run_folder import load_reports
 
 __all__ = (
@@ -448,15 +449,17 @@ def _agreements(first: dict[str, RecordReport], labels: LabelSet) -> list[JudgeA
         for (qid, label_mode), verdict in labels.verdicts.items():
             if label_mode != mode or qid not in first or judge not in first[qid].judges:
                 continue
-            result = first[qid].judges[judge]
-            if result.status == 'inconclusive':
+            # the judge's verdict on this mode, as every surface reads it (`core.verdicts`)
+            found = mode_verdicts(first[qid]).get((judge, mode))
+            status = found.status if found is not None else 'error'
+            if status in ('inconclusive', 'smoke'):
                 inconclusive += 1
                 continue
-            if result.status != 'ok' or result.passed is None:
+            if status == 'error' or found is None or found.passed is None:
                 errors += 1
                 continue
             truth.append(verdict)
-            pred.append(PASS if result.passed else FAIL)
+            pred.append(PASS if found.passed else FAIL)
         if not truth and not errors and not inconclusive:
             continue
         n = len(truth)
@@ -513,16 +516,16 @@ def _outcomes(
             result = report.judges.get(name)
             if result is None:
                 scored.not_scored += 1
-            elif result.status == 'inconclusive':
+            elif (status := judge_status(result)) in ('inconclusive', 'smoke'):
                 scored.inconclusive += 1
-            elif result.status == 'error':
+            elif status == 'error':
                 scored.errors += 1
             elif result.score is None:
                 scored.not_scored += 1
             else:
                 scored.failed.append(failed)
                 scored.scores.append(result.score)
-                scored.flagged.append(result.passed is False if result.passed is not None else result.score < 1)
+                scored.flagged.append(status == 'fail')
 
     one_class = None
     if labelled and n_failed in (0, len(labelled)):
@@ -727,8 +730,8 @@ def _noise(reports: list[RecordReport]) -> list[JudgeNoise]:
             continue
         names = set().union(*(r.judges.keys() for r in group))
         for name in names:
-            verdicts = [r.judges[name].passed for r in group if name in r.judges and r.judges[name].status == 'ok']
-            verdicts = [v for v in verdicts if v is not None]
+            statuses = [judge_status(r.judges[name]) for r in group if name in r.judges]
+            verdicts = [v == 'pass' for v in statuses if v in ('pass', 'fail')]
             pairs = list(combinations(verdicts, 2))
             if not pairs:
                 continue
