@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
@@ -147,10 +147,28 @@ class ScoreRequest(BaseModel):
 
 
 class EvaluateRequest(BaseModel):
+    """`POST /sessions/{id}/evaluate`: which judges (as `sensei-eval judge --judges`: names or groups, each
+    may be comma-separated), else the service's (`serve --judges`, default mvp,checks). `evaluators` is the
+    old name of `judges`; naming both is an error."""
+
     model_config = ConfigDict(extra='forbid')
 
-    evaluators: list[str] | None = Field(default=None, description='Judge names or groups; default: the service setting.')
+    judges: list[str] | None = Field(
+        default=None, description="Judge names or groups (e.g. ['mvp', 'checks']); default: the service's judges."
+    )
+    evaluators: list[str] | None = Field(default=None, description='The old name of `judges`.')
     force: bool = Field(default=False, description='Evaluate again even if an evaluation exists.')
+
+    @model_validator(mode='after')
+    def _one_name(self) -> EvaluateRequest:
+        if self.judges is not None and self.evaluators is not None:
+            raise ValueError('name the judges once: `judges` (or its old name `evaluators`), not both')
+        return self
+
+    def requested(self) -> list[str] | None:
+        """The judges this request names, or None for the service's default."""
+        names = self.judges if self.judges is not None else self.evaluators
+        return names or None
 
 
 class EvaluationOut(BaseModel):
