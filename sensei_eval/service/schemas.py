@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.evaluators.investigation import is_current_prompt
+from sensei_eval.service.verdicts import Coverage, stored_verdict
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
 
 __all__ = (
@@ -180,7 +181,12 @@ class EvaluationOut(BaseModel):
     started_at_us: int
     completed_at_us: int | None
     error_message: str | None
-    overall_score: float | None
+    overall_score: float | None = Field(
+        description='From the verdict model (`core.verdicts`), as `sensei-eval judge` gives it; null: not judged.'
+    )
+    coverage: Coverage | None = Field(
+        default=None, description="How much was judged (its `label`: 'checks only, 8 of 11 judges', 'not judged'); null without results."
+    )
     model: str | None
     smoke: bool = False
     report: dict[str, Any] | None = None
@@ -214,6 +220,9 @@ def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None, *, wit
 
 
 def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOut:
+    """The evaluation as the API returns it; its overall score and coverage are the verdict model's, read from
+    the stored per-judge results (rows stored before coverage existed included)."""
+    verdict = stored_verdict(row.report, where=f'evaluation {row.evaluation_id}')
     return EvaluationOut(
         evaluation_id=row.evaluation_id,
         session_id=row.session_id,
@@ -223,7 +232,8 @@ def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOu
         started_at_us=row.started_at_us,
         completed_at_us=row.completed_at_us,
         error_message=row.error_message,
-        overall_score=row.overall_score,
+        overall_score=verdict.overall_score if verdict is not None else None,
+        coverage=verdict.coverage if verdict is not None else None,
         model=row.model,
         smoke=bool(row.smoke),
         report=row.report if with_report else None,

@@ -5,7 +5,9 @@ dashboard can grow without touching the service's write path. Semantics a reader
 
 * "the score" of a session is its latest *completed* scoring; "the scoring state" its latest scoring
   of any status (so a list can show "Scoring…" while a re-score runs over an older score);
-* a session's failure modes are those of its latest *completed* evaluation (`RecordReport.failure_modes`);
+* a session's judgement is its latest *completed* evaluation as the verdict model reads it
+  (`service.verdicts`, over `core.verdicts`): failure modes, failed judges, the overall score (null: not
+  judged, never 1.0) and the coverage beside it. Nothing here decides pass or fail or computes a score;
 * the patterns page counts only work done under today's criteria: scores whose `prompt_hash` is the
   configured scorer's current hash, and failure modes whose judges' criteria hashes are current —
   otherwise a rubric change would mix old and new verdicts in one chart;
@@ -32,6 +34,8 @@ from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
+from sensei_eval.core.reports import JudgeResult
+from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.investigation import (
@@ -44,6 +48,7 @@ from sensei_eval.evaluators.investigation import (
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
+from sensei_eval.service.verdicts import Coverage, failed_judges, has_failure, stored_results
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
 
 __all__ = (
@@ -90,7 +95,10 @@ class DashboardRow(BaseModel):
     is_alert: bool = Field(default=False, description='The record has alert_data: the investigation scorer applies.')
     prompt_version: str | None = None
     evaluation_status: str | None = Field(default=None, description='Latest failure-mode evaluation of any status.')
-    overall_score: float | None = Field(default=None, description="The latest completed evaluation's overall score (0-1).")
+    overall_score: float | None = Field(
+        default=None, description="The latest completed evaluation's overall score (0-1; the verdict model's); null: not judged."
+    )
+    coverage: Coverage | None = Field(default=None, description='How much of the run that evaluation judged.')
     evaluation_smoke: bool = False
     failed_judges: list[str] = Field(default_factory=list, description='Judges whose verdict failed in that evaluation.')
 
@@ -122,7 +130,8 @@ class IssueOut(BaseModel):
 
 
 class VerdictOut(BaseModel):
-    """One judge's verdict in an evaluation: status (ok, error, inconclusive), pass/fail, why, what it cited."""
+    """One judge's verdict on one failure mode (the verdict model's `ModeVerdict`): its status (pass, fail,
+    inconclusive, error, smoke), why, what it cited. A judge of several modes has one per mode."""
 
     judge: str
     failure_mode: str | None
@@ -144,7 +153,9 @@ class JudgementView(BaseModel):
     smoke: bool
     completed_at_us: int | None
     error: str | None
-    overall_score: float | None
+    overall_score: float | None = Field(description='The verdict model\'s overall score; null: not judged.')
+    coverage: Coverage | None = Field(description='How much was judged; its label goes beside the score.')
+    judges_run: list[str] = Field(default_factory=list, description='The judges that ran on the run (asked, and applied).')
     category_scores: dict[str, float]
     primary_failure_mode: str | None
     failure_modes: list[str]
@@ -282,24 +293,6 @@ def _judge_hashes() -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def _current_modes(report_modes: Any, hashes: Any) -> list[str]:
-    """The failure modes of a report whose judges all ran under today's criteria."""
-    if not isinstance(report_modes, list):
-        return []
-    hashes = hashes if isinstance(hashes, dict) else {}
-    known = _judge_hashes()
-    out = []
-    for mode in report_modes:
-        judges = [j for j, (_, m) in known.items() if m == mode and j in hashes]
-        if judges and all(hashes[j] == known[j][0] for j in judges):
-            out.append(str(mode))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------
-# Queries
-
-
 def _latest_completed_scores() -> Any:
     """Subquery: per session, its latest completed score (session_id, score_id, total_score, prompt_hash, completed_at_us)."""
     newest = (
@@ -326,21 +319,29 @@ def _latest_completed_scores() -> Any:
 
 @dataclass(frozen=True)
 class _Eval:
-    """What the list and the patterns need of a session's latest completed evaluation."""
+    """What the list and the patterns need of a session's latest completed evaluation: its judge results
+    and the verdict the verdict model gives them (nothing here decides pass or fail)."""
 
-    modes: Any
     hashes: Any
     smoke: bool
-    overall: float | None
-    judges: dict[str, Any]
+    results: list[JudgeResult]
+    verdict: RecordVerdict
+
+    @property
+    def modes(self) -> list[str]:
+        return self.verdict.failure_modes
+
+    @property
+    def overall(self) -> float | None:
+        return self.verdict.overall_score
 
     def failed_judges(self) -> list[str]:
-        return [n for n, j in self.judges.items() if isinstance(j, dict) and j.get('status') == 'ok' and j.get('passed') is False]
+        return failed_judges(self.results)
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None, *, verdicts: bool = True) -> dict[str, _Eval]:
-    """Per session: its latest completed evaluation (failure modes, criteria hashes, smoke, overall, and with
-    `verdicts` the per-judge results, the largest part of a report: read only where they are needed)."""
+def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
+    """Per session: its latest completed evaluation (criteria hashes, smoke, the per-judge results and their
+    verdict). Only the report's `judges` and `criteria_hashes` are read, not the record it carries."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -351,17 +352,17 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None, *, ve
     sub = newest.subquery()
     query = select(
         EvaluationRow.session_id,
-        EvaluationRow.report['failure_modes'],
+        EvaluationRow.evaluation_id,
         EvaluationRow.report['criteria_hashes'],
         EvaluationRow.smoke,
-        EvaluationRow.overall_score,
-        EvaluationRow.report['judges'] if verdicts else EvaluationRow.overall_score,
+        EvaluationRow.report['judges'],
     ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
     rows = db.execute(query.where(EvaluationRow.status == 'completed'))
-    return {
-        sid: _Eval(modes, hashes, bool(smoke), overall, judges if isinstance(judges, dict) else {})
-        for sid, modes, hashes, smoke, overall, judges in rows
-    }
+    out: dict[str, _Eval] = {}
+    for sid, evaluation_id, hashes, smoke, judges in rows:
+        results = stored_results(judges, where=f'evaluation {evaluation_id}')
+        out[sid] = _Eval(hashes, bool(smoke), results, record_verdict(results))
+    return out
 
 
 def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
@@ -467,7 +468,7 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
         if judged:
             ids = [
                 sid
-                for sid, e in _latest_evaluations(db, verdicts=bool(judge or failed is not None)).items()
+                for sid, e in _latest_evaluations(db).items()
                 if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
             ]
             conditions.append(SessionRow.session_id.in_(ids))
@@ -498,11 +499,12 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
                 total_score=total_score,
                 smoke=bool(smoke),
                 current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=[str(m) for m in (e.modes if e and isinstance(e.modes, list) else [])],
+                failure_modes=list(e.modes) if e else [],
                 is_alert=_is_alert(s.record),
                 prompt_version=_prompt_version(s.record),
                 evaluation_status=evaluation_states.get(s.session_id),
                 overall_score=e.overall if e else None,
+                coverage=e.verdict.coverage if e else None,
                 evaluation_smoke=e.smoke if e else False,
                 failed_judges=e.failed_judges() if e else [],
             )
@@ -528,12 +530,11 @@ def _matches(
     min_overall: float | None,
     max_overall: float | None,
 ) -> bool:
-    modes = e.modes if isinstance(e.modes, list) else []
-    if failure_mode and failure_mode not in modes:
+    if failure_mode and failure_mode not in e.modes:
         return False
     if judge and judge not in e.failed_judges():
         return False
-    if failed is not None and bool(modes or e.failed_judges()) != failed:
+    if failed is not None and has_failure(e.verdict) != failed:
         return False
     if min_overall is not None and (e.overall is None or e.overall < min_overall):
         return False
@@ -548,20 +549,17 @@ def session_view(store: Store, session_id: str) -> SessionView:
     transcript = render_transcript(record, include_system=False)
     steps = [StepOut(number=s.number, kind=s.kind, text=s.text, tool_name=s.tool_name) for s in transcript.steps]
     evaluation = detail.latest_evaluation
-    issues: list[IssueOut] = []
-    modes: list[str] = []
-    report = evaluation.report if evaluation is not None else None
-    if report:
-        modes = [str(m) for m in report.get('failure_modes') or []]
-        found = report.get('issues')
-        for mode, mode_issues in (found.items() if isinstance(found, dict) else ()):
-            for issue in mode_issues if isinstance(mode_issues, list) else []:
-                if isinstance(issue, dict):
-                    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source')}
-                    steps_cited = [int(n) for n in issue.get('steps') or [] if isinstance(n, int)]
-                    issues.append(
-                        IssueOut(failure_mode=mode, steps=steps_cited, source=str(issue.get('source', 'judge')), fields=fields)
-                    )
+    results = stored_results((evaluation.report or {}).get('judges'), where=f'evaluation {evaluation.evaluation_id}') if evaluation else []
+    verdict = record_verdict(results) if evaluation is not None and evaluation.report else None
+    # the findings of every judged mode (a pass's minor findings too), in the failure-mode table's order
+    order = {m: n for n, m in enumerate(MODES)}
+    judged = [v for v in (verdict.verdicts if verdict else []) if v.judged and v.failure_mode in MODES]
+    issues = [
+        _issue_out(v.failure_mode, i)
+        for v in sorted(judged, key=lambda v: order[str(v.failure_mode)])
+        for i in v.issues
+        if isinstance(i, dict)
+    ]
     return SessionView(
         session_id=detail.session_id,
         query_id=detail.query_id,
@@ -579,11 +577,11 @@ def session_view(store: Store, session_id: str) -> SessionView:
         history=[_score_view(s) for s in history],
         evaluation_status=evaluation.status.value if evaluation is not None else None,
         evaluation_error=evaluation.error_message if evaluation is not None else None,
-        failure_modes=modes,
+        failure_modes=verdict.failure_modes if verdict else [],
         issues=issues,
         is_alert=record.alert_data is not None,
         prompt_version=record.prompt_version,
-        judgement=_judgement(evaluation) if evaluation is not None else None,
+        judgement=_judgement(evaluation, results, verdict) if evaluation is not None else None,
     )
 
 
@@ -593,44 +591,27 @@ def _issue_out(mode: str | None, issue: dict[str, Any]) -> IssueOut:
     return IssueOut(failure_mode=mode or '', steps=steps_cited, source=str(issue.get('source', 'judge')), fields=fields)
 
 
-def _judgement(evaluation: EvaluationOut) -> JudgementView:
-    """An evaluation with its per-judge verdicts (each with its reasoning and cited issues), read from its report."""
+def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: RecordVerdict | None) -> JudgementView:
+    """An evaluation with its verdicts (one per judge and failure mode, from the verdict model), each with the
+    judge's reasoning and the issues it cited; the overall score and the coverage are the verdict model's."""
     report = evaluation.report or {}
-    verdicts = []
-    judges = report.get('judges') if isinstance(report.get('judges'), dict) else {}
-    for name, j in (judges or {}).items():
-        if not isinstance(j, dict):
-            continue
-        mode = j.get('failure_mode')
-        verdicts.append(
-            VerdictOut(
-                judge=str(name),
-                failure_mode=str(mode) if mode else None,
-                status=str(j.get('status', 'error')),
-                passed=j.get('passed') if isinstance(j.get('passed'), bool) else None,
-                score=j.get('score') if isinstance(j.get('score'), int | float) else None,
-                reasoning=j.get('reasoning') if isinstance(j.get('reasoning'), str) else None,
-                error=j.get('error') if isinstance(j.get('error'), str) else None,
-                issues=[_issue_out(mode, i) for i in j.get('issues') or [] if isinstance(i, dict)],
-            )
+    by_judge = {r.judge: r for r in results}
+    verdicts = [
+        VerdictOut(
+            judge=v.judge,
+            failure_mode=v.failure_mode,
+            status=v.status,
+            passed=v.passed,
+            score=v.score,
+            reasoning=by_judge[v.judge].reasoning if v.judge in by_judge else None,
+            error=v.error,
+            issues=[_issue_out(v.failure_mode, i) for i in v.issues if isinstance(i, dict)],
         )
-    # failed verdicts first, then errors and inconclusive ones, then passes
-    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'pass': 3}
-    verdicts.sort(
-        key=lambda v: (
-            rank[
-                'fail'
-                if v.status == 'ok' and v.passed is False
-                else 'pass'
-                if v.status == 'ok'
-                else v.status
-                if v.status in rank
-                else 'error'
-            ],
-            v.judge,
-        )
-    )
-    categories = report.get('category_scores')
+        for v in (verdict.verdicts if verdict else [])
+    ]
+    # failed verdicts first, then errors, inconclusive and smoke answers, then passes
+    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'pass': 4}
+    verdicts.sort(key=lambda v: (rank.get(v.status, 1), v.judge, v.failure_mode or ''))
     skipped = report.get('skipped')
     return JudgementView(
         evaluation_id=evaluation.evaluation_id,
@@ -640,10 +621,12 @@ def _judgement(evaluation: EvaluationOut) -> JudgementView:
         smoke=evaluation.smoke,
         completed_at_us=evaluation.completed_at_us,
         error=evaluation.error_message,
-        overall_score=evaluation.overall_score,
-        category_scores={str(k): float(v) for k, v in categories.items()} if isinstance(categories, dict) else {},
-        primary_failure_mode=report.get('primary_failure_mode'),
-        failure_modes=[str(m) for m in report.get('failure_modes') or []],
+        overall_score=verdict.overall_score if verdict else None,
+        coverage=verdict.coverage if verdict else None,
+        judges_run=[r.judge for r in results],
+        category_scores=dict(verdict.category_scores) if verdict else {},
+        primary_failure_mode=verdict.primary_failure_mode if verdict else None,
+        failure_modes=list(verdict.failure_modes) if verdict else [],
         verdicts=verdicts,
         skipped={str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {},
     )
@@ -750,39 +733,33 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
             continue
         hashes = e.hashes if isinstance(e.hashes, dict) else {}
         current = [
-            (name, j)
-            for name, j in e.judges.items()
-            if isinstance(j, dict) and (not judge or name == judge) and (name not in known or hashes.get(name) == known[name][0])
+            r
+            for r in e.results
+            if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
         ]
         if judge and not current:
             continue  # that judge did not run (under today's criteria) on this run
         evaluated += 1
-        report_modes = _current_modes(e.modes, hashes)
-        if judge:
-            judge_mode = known.get(judge, ('', None))[1]
-            report_modes = [m for m in report_modes if m == judge_mode]
-        modes.update(report_modes)
-        judged_modes: set[str] = set()
-        for name, j in current:
-            tally = judge_tally[name]
-            status = j.get('status')
-            if status == 'ok' and isinstance(j.get('passed'), bool):
+        verdict = record_verdict(current)  # the run's verdict by the judges under today's criteria
+        modes.update(verdict.failure_modes)
+        for r in current:
+            tally = judge_tally[r.judge]
+            status = judge_status(r)
+            if status in ('pass', 'fail'):
                 tally['ok'] += 1
-                tally['passed'] += bool(j['passed'])
-                if j.get('failure_mode'):
-                    judged_modes.add(str(j['failure_mode']))
-            elif status == 'inconclusive':
+                tally['passed'] += status == 'pass'
+            elif status in ('inconclusive', 'smoke'):  # an answer that is no verdict
                 tally['inconclusive'] += 1
             else:
                 tally['errors'] += 1
-        if not e.judges:  # a report without per-judge results: its judged modes are those it has hashes for
-            judged_modes = {m for n, (_, m) in known.items() if m and n in hashes and hashes[n] == known[n][0]}
-        for m in judged_modes:
-            mode_judged[m] += 1
-            mode_failed[m] += m in report_modes
-        if e.overall is not None and not judge:
-            overall[min(int(max(0.0, min(1.0, e.overall)) * 10), 9)] += 1
-        fails = bool(report_modes) or any(j.get('status') == 'ok' and j.get('passed') is False for _, j in current)
+        for m in {v.failure_mode for v in verdict.verdicts if v.judged and v.failure_mode in MODES}:
+            mode_judged[str(m)] += 1
+            mode_failed[str(m)] += m in verdict.failure_modes
+        if verdict.overall_score is not None and not judge:
+            overall[min(int(max(0.0, min(1.0, verdict.overall_score)) * 10), 9)] += 1
+        if not verdict.coverage.judged:
+            continue  # nothing judged this run: it is in no failure rate
+        fails = has_failure(verdict)
         a, v, created = sessions[sid]
         key = a if group == 'agent' else v if group == 'prompt_version' else 'all'
         counts = periods[(key or '(none)', _period(created, bucket))]
