@@ -352,7 +352,7 @@ def test_cli_lists_the_first_failed_verdicts_and_counts_the_rest(tmp_path: Path)
     assert result.exit_code == 1, result.output  # the bad line
     listed = [line for line in result.stdout.splitlines() if ' · greeting_check · ' in line]
     assert len(listed) == 20 and listed[0].startswith('  g00 ')
-    assert 'failed verdicts (25)' in result.stdout and '… and 5 more' in result.stdout
+    assert 'failed verdicts (25)' in result.stdout and 'and 5 more (--verbose' in result.stdout
     summary = json.loads((tmp_path / 'o' / 'r' / 'summary.json').read_text())
     assert summary['records_loaded'] == 25 and summary['per_judge']['greeting_check']['ok'] == 25
     assert len(summary['load_errors']) == 1 and f'{data}:26' in summary['load_errors'][0]

@@ -17,6 +17,7 @@ import asyncio
 import shlex
 import stat
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,6 +49,7 @@ from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
+from sensei_eval.core.verdicts import judge_status
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import (
@@ -418,7 +420,7 @@ class _Failures:
         for name, result in report.judges.items():
             if self.limit is not None and len(self.shown) >= self.limit:
                 return
-            if result.status == 'ok' and result.passed is False:
+            if judge_status(result) == 'fail':  # the verdict model's: a minor finding is not a failure
                 reason = _full_reason(result) if self.full else _short_reason(result)
                 self.shown.setdefault((_record_label(report), name), reason)
 
@@ -607,39 +609,76 @@ def _run(
         return run
 
 
+# The console's width: every line the table and the lists print fits it.
+_WIDTH = 80
+_LEGEND = 'judged: gave a pass/fail verdict · passed: share of those · score: mean'
+
+
 def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None) -> None:
-    """The run at a glance: one row per judge, then failed verdicts as record · judge · short reason (the
-    first ones; all with --verbose). Errors and inconclusive verdicts are counted here and listed by the footer."""
+    """The run at a glance, read from the verdict model (`core.verdicts`): one row per judge that applied
+    (verdicts, share passed, mean score, inconclusive, errors), a legend, the overall score beside its
+    coverage, then failed verdicts as record · judge · reason (the first ones; all, in full, with -v)."""
     from rich.table import Table
 
+    rows = {n: j for n, j in summary.per_judge.items() if j.ok or j.errors or j.inconclusive or j.smoke}
+    smoke = any(j.smoke for j in rows.values())
     table = Table(box=None, pad_edge=False, title='judges', title_justify='left', title_style='bold')
-    table.add_column('judge', overflow='fold')
-    for column in ('ok', 'pass', 'score', 'err', 'inc'):
+    table.add_column('judge', overflow='fold', max_width=24)
+    columns = ('judged', 'passed', 'score', 'inconclusive', 'errors', *(('smoke',) if smoke else ()))
+    for column in columns:
         table.add_column(column, justify='right', no_wrap=True)
     failed = 0
-    for name, j in summary.per_judge.items():
+    for name, j in rows.items():
         failed += j.ok - round((j.pass_rate or 0.0) * j.ok)
-        table.add_row(
-            name,
+        cells = [
             str(j.ok),
             f'{j.pass_rate:.0%}' if j.pass_rate is not None else '-',
             f'{j.mean_score:.2f}' if j.mean_score is not None else '-',
-            str(j.errors),
             str(j.inconclusive),
-        )
-    out.print(table)
+            str(j.errors),
+            *((str(j.smoke),) if smoke else ()),
+        ]
+        table.add_row(name, *cells)
+    out.print(table, width=_WIDTH)
+    legend = _LEGEND + (' · smoke: embedded model, not a verdict' if smoke else '')
+    for line in textwrap.wrap(legend, _WIDTH):
+        out.print(line, style='dim', highlight=False, markup=False)
+    out.print(_overall_line(summary), highlight=False, markup=False)
     if failed:
         out.print(f'[bold]failed verdicts[/] ({failed}):')
-        width = max(40, out.width)
+        cut = False
         for (record, name), reason in failures.shown.items():
-            line = f'  {record} · {name} · {reason}'
-            if len(line) > width and not failures.full:
-                line = line[: width - 1] + '…'
-            out.print(line, highlight=False, markup=False, soft_wrap=True)
+            head = f'  {record} · {name} · '
+            if failures.full:
+                lines = textwrap.wrap(head + reason, _WIDTH, subsequent_indent='    ', replace_whitespace=False)
+            else:
+                line = head + reason
+                if len(line) > _WIDTH:
+                    line, cut = line[: _WIDTH - 3] + '...', True
+                lines = [line]
+            for line in lines:
+                out.print(line, highlight=False, markup=False)
+        if cut:
+            out.print('  (reasons cut to one line: --verbose prints them in full)', highlight=False, markup=False)
         if failed > len(failures.shown):
-            out.print(f'  … and {failed - len(failures.shown)} more (--verbose lists them all; the reports have each)')
+            more = failed - len(failures.shown)
+            out.print(f'  and {more} more (--verbose lists them all)', highlight=False, markup=False)
     elif stopped is None:
         out.print('no failed verdicts')
+
+
+def _overall_line(summary: RunSummary) -> str:
+    """The run's overall score beside its coverage; "not judged" when no record has a score."""
+    coverage = summary.coverage.label if summary.coverage is not None else 'not judged'
+    if summary.mean_overall_score is None:
+        return f'overall: not judged ({coverage})'
+    line = f'overall score {summary.mean_overall_score:.2f} · {coverage}'
+    unscored = summary.records_judged - summary.records_scored
+    if unscored > 0:
+        line += f' · {unscored} record(s) not judged'
+    if summary.records_partly_judged:
+        line += f' · {summary.records_partly_judged} partly judged'
+    return line
 
 
 def _record_label(report: RecordReport) -> str:
@@ -699,6 +738,7 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         if len(summary.inconclusive) > 10:
             err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
+    err.print(f'next: sensei-eval view {run_dir}', highlight=False)
 
 
 def _print_judges() -> None:

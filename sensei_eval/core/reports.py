@@ -8,18 +8,11 @@ top of the run folder describes the run. Folders written before `records/` exist
 top) still load. `to_dataframe(run_dir)` reads a run back as pandas; `to_pydantic_evals_report`
 turns one into a pydantic-evals `EvaluationReport` for its console table and baseline comparison.
 
-Scoring, from the judges that ran without error (an errored judge is an error, never a 0):
-
-* a failure mode's score is `1 - Σ issue weights`, floored at 0 (weight 0.5 per issue; hallucinations
-  weigh 0.25 / 0.5 / 1.0 for minor / major / critical), and it passes when it found no issue;
-* a category's score (tool usage, sources, output, format, methodology, instructions) is the mean of its modes' scores;
-* `overall_score` = Π over the failure modes judged of `score_m ** confidence_m`: every finding lowers
-  it by its severity (through the mode's score: a check's minor finding costs less than a major one),
-  weighted by how far the verdict can be trusted (`confidence_m`: 1 for a deterministic check, 0.8 for
-  an LLM judge — `MODEL_CONFIDENCE`), and findings in several modes compound, so runs rank by how much
-  went wrong rather than falling into a few buckets; None when no judge gave a verdict (errored and
-  inconclusive judges never count as a score);
-* `primary_failure_mode` is the failed mode with the lowest score (ties: more issues, then seed order).
+Scoring is the verdict model's (`core.verdicts`, the one place that turns judge results into pass /
+fail / inconclusive / error / smoke, an overall score and a coverage): `build_report` and `rebuild_report`
+store its overall score (None when nothing was judged), its coverage, category scores and failure modes
+on the `RecordReport`. A report written before coverage existed gets it computed when loaded (and no
+overall score if nothing in it was judged).
 """
 
 from __future__ import annotations
@@ -35,12 +28,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from sensei_eval.core import modes
 from sensei_eval.core.issues import Issue
 from sensei_eval.core.records import QueryRecord, Rating
 from sensei_eval.core.transcript import Transcript, Truncation
+from sensei_eval.core.verdicts import (
+    MODEL_CONFIDENCE,
+    Coverage,
+    ModeVerdict,
+    coverage_of,
+    judge_status,
+    mode_verdicts,
+    record_verdict,
+)
 
 if TYPE_CHECKING:
     from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
@@ -65,6 +67,8 @@ __all__ = (
     'to_pydantic_evals_report',
     'write_json_atomic',
 )
+# `MODEL_CONFIDENCE`, `ModeVerdict` and `mode_verdicts` live in `core.verdicts` (the verdict model) and
+# are re-exported here for the code that imported them from reports.
 
 # `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
 # prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
@@ -130,7 +134,12 @@ class RecordReport(BaseModel):
         'modes with none are left out.',
     )
 
-    overall_score: float | None = None
+    overall_score: float | None = Field(
+        default=None, description='The verdict model\'s overall score (`core.verdicts`); None: "not judged".'
+    )
+    coverage: Coverage | None = Field(
+        default=None, description='How much was judged (`core.verdicts.Coverage`); computed on load for older reports.'
+    )
     category_scores: dict[str, float] = Field(default_factory=dict)
     primary_failure_mode: str | None = None
     failure_modes: list[str] = Field(default_factory=list)
@@ -182,6 +191,16 @@ class RecordReport(BaseModel):
             raise ValidationError.from_exception_data(cls.__name__, errors)
         return out
 
+    @model_validator(mode='after')
+    def _coverage_of_older_reports(self) -> RecordReport:
+        """A report written before the verdict model stored coverage: compute it, and take the overall
+        score back from the verdict model when nothing was judged or the embedded model (smoke) was counted."""
+        if self.coverage is None and self.judges:
+            self.coverage = coverage_of(self.judges.values())
+            if self.coverage.judged == 0 or self.coverage.smoke:
+                self.overall_score = record_verdict(self).overall_score
+        return self
+
     def issues_of(self, mode: str) -> list[Issue]:
         """The issues found for a failure mode (none when the report holds none of it)."""
         if mode not in modes.MODES:
@@ -193,27 +212,21 @@ class JudgeSummary(BaseModel):
     """One judge over a run: how many verdicts, errors and set-aside answers, how it scored, what it cost."""
 
     criteria_hash: str
-    ok: int = 0
+    ok: int = Field(default=0, description='Pass/fail verdicts (`core.verdicts`; smoke answers are not verdicts).')
     errors: int = 0
     inconclusive: int = 0
-    pass_rate: float | None = Field(default=None, description='Share of ok verdicts that passed; None without one.')
-    mean_score: float | None = Field(default=None, description='Mean score over ok verdicts; None without one.')
+    smoke: int = Field(default=0, description='Answers of the embedded model: smoke, never a verdict.')
+    pass_rate: float | None = Field(default=None, description='Share of verdicts that passed; None without one.')
+    mean_score: float | None = Field(default=None, description='Mean score over verdicts; None without one.')
     input_tokens: int = 0
     output_tokens: int = 0
 
     @classmethod
     def of(cls, criteria_hash: str, results: Sequence[JudgeResult]) -> JudgeSummary:
-        ok = [x for x in results if x.status == 'ok']
-        return cls(
-            criteria_hash=criteria_hash,
-            ok=len(ok),
-            errors=sum(1 for x in results if x.status == 'error'),
-            inconclusive=sum(1 for x in results if x.status == 'inconclusive'),
-            pass_rate=(sum(1 for x in ok if x.passed) / len(ok)) if ok else None,
-            mean_score=(sum(x.score for x in ok if x.score is not None) / len(ok)) if ok else None,
-            input_tokens=sum(x.input_tokens for x in results),
-            output_tokens=sum(x.output_tokens for x in results),
-        )
+        tally = _JudgeTally()
+        for result in results:
+            tally.add(result, +1)
+        return tally.summary(criteria_hash)
 
 
 class RunSummary(BaseModel):
@@ -233,7 +246,13 @@ class RunSummary(BaseModel):
     profile: str | None = None
     repeat: int
     per_judge: dict[str, JudgeSummary]
-    mean_overall_score: float | None
+    mean_overall_score: float | None = Field(description='Mean over the records with an overall score; None: not judged.')
+    records_scored: int = Field(default=0, description='Records with an overall score (`mean_overall_score` is over them).')
+    records_partly_judged: int = Field(default=0, description='Records with a score that some applicable judges did not judge.')
+    coverage: Coverage | None = Field(
+        default=None,
+        description='The run\'s coverage by judge: a judge counts as judged when it gave at least one verdict.',
+    )
     input_tokens: int
     output_tokens: int
     model_requests: int
@@ -299,21 +318,26 @@ class _ExactSum:
 class _JudgeTally:
     """One judge's counts and sums over the reports seen so far."""
 
-    __slots__ = ('errors', 'inconclusive', 'input_tokens', 'ok', 'output_tokens', 'passed', 'scores')
+    __slots__ = ('errors', 'inconclusive', 'input_tokens', 'model', 'ok', 'output_tokens', 'passed', 'scores', 'smoke')
 
     def __init__(self) -> None:
-        self.ok = self.errors = self.inconclusive = self.passed = 0
+        self.ok = self.errors = self.inconclusive = self.passed = self.smoke = 0
         self.input_tokens = self.output_tokens = 0
+        self.model = False  # the judge asks a model (an LLM judge)
         self.scores = _ExactSum()
 
     def add(self, result: JudgeResult, sign: int) -> None:
-        if result.status == 'ok':
+        status = judge_status(result)  # the verdict model's, so smoke and minor findings count as everywhere
+        self.model = self.model or result.model is not None
+        if status in ('pass', 'fail'):
             self.ok += sign
-            self.passed += sign * bool(result.passed)
+            self.passed += sign * (status == 'pass')
             if result.score is not None:
                 self.scores.add(sign * result.score)
-        elif result.status == 'error':
+        elif status == 'error':
             self.errors += sign
+        elif status == 'smoke':
+            self.smoke += sign
         else:
             self.inconclusive += sign
         self.input_tokens += sign * result.input_tokens
@@ -325,6 +349,7 @@ class _JudgeTally:
             ok=self.ok,
             errors=self.errors,
             inconclusive=self.inconclusive,
+            smoke=self.smoke,
             pass_rate=self.passed / self.ok if self.ok else None,
             mean_score=self.scores.value / self.ok if self.ok else None,
             input_tokens=self.input_tokens,
@@ -348,6 +373,7 @@ class RunTally:
         self._ids: set[str] = set()
         self._overall = _ExactSum()
         self._overall_n = 0
+        self._partly = 0
         self._judge_errors: dict[int, list[str]] = {}
         self._inconclusive: dict[int, list[str]] = {}
         self._truncated: set[str] = set()
@@ -371,6 +397,8 @@ class RunTally:
         if report.overall_score is not None:
             self._overall.add(sign * report.overall_score)
             self._overall_n += sign
+            if report.coverage is not None and not report.coverage.complete:
+                self._partly += sign
         for result in report.judges.values():
             if not result.cached:
                 self.input_tokens += sign * result.input_tokens
@@ -396,6 +424,21 @@ class RunTally:
 
     def per_judge(self) -> dict[str, JudgeSummary]:
         return {name: self._per_judge[name].summary(h) for name, h in self.judges.items()}
+
+    def coverage(self) -> Coverage:
+        """The run's coverage by judge: applied when it ran on a record, judged when it gave a verdict."""
+        tallies = list(self._per_judge.values())
+        ran = [t for t in tallies if t.ok or t.errors or t.inconclusive or t.smoke]
+        unjudged = [t for t in ran if not t.ok]
+        return Coverage(
+            applied=len(ran),
+            judged=sum(1 for t in ran if t.ok),
+            inconclusive=sum(1 for t in unjudged if t.inconclusive),
+            errors=sum(1 for t in unjudged if t.errors and not t.inconclusive),
+            smoke=sum(1 for t in unjudged if t.smoke and not t.inconclusive and not t.errors),
+            model_judges=sum(1 for t in ran if t.model),
+            model_judged=sum(1 for t in ran if t.model and t.ok),
+        )
 
     def judge_errors(self) -> list[str]:
         return [x for seq in sorted(self._judge_errors) for x in self._judge_errors[seq]]
@@ -425,6 +468,9 @@ class RunTally:
             repeat=f.repeat,
             per_judge=self.per_judge(),
             mean_overall_score=self._overall.value / self._overall_n if self._overall_n else None,
+            records_scored=self._overall_n,
+            records_partly_judged=self._partly,
+            coverage=self.coverage(),
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             model_requests=self.model_requests,
@@ -432,53 +478,6 @@ class RunTally:
             truncated_records=sorted(self._truncated),
             exit_code=(1 if (load_errors or judge_errors) else 0) if exit_code is None else exit_code,
         )
-
-
-class ModeVerdict(BaseModel):
-    """One judge's verdict on one failure mode of one record (see `mode_verdicts`)."""
-
-    judge: str
-    failure_mode: str | None = Field(description='The mode of the findings; None for a judge without one.')
-    status: JudgeStatus
-    score: float | None = None
-    passed: bool | None = None
-    issues: list[dict[str, Any]] = Field(default_factory=list)
-    error: str | None = None
-
-
-def mode_verdicts(report: RecordReport) -> dict[tuple[str, str | None], ModeVerdict]:
-    """(judge, failure mode) -> that judge's verdict on that mode, for every judge result of `report`.
-
-    The one place that maps findings to failure modes: each issue counts for the mode it is tagged with
-    (`"failure_mode"` key), else the judge's own mode, so a judge that reports two modes (the reference
-    check: tool_selection and tool_parameters) gives two verdicts. A mode's score is its `mode_scores`
-    entry, else the judge's score when the judge has only that mode; it passes when it has no issue
-    (a single-mode judge: the judge's own `passed`). An errored or inconclusive judge gives one entry
-    under its own mode with that status and no score. The optimizer, GEPA feedback and the validator
-    all read verdicts through this function.
-    """
-    out: dict[tuple[str, str | None], ModeVerdict] = {}
-    for name, result in report.judges.items():
-        if result.status != 'ok':
-            out[(name, result.failure_mode)] = ModeVerdict(
-                judge=name, failure_mode=result.failure_mode, status=result.status, error=result.error
-            )
-            continue
-        by_mode: dict[str | None, list[dict[str, Any]]] = {}
-        for issue in result.issues:
-            by_mode.setdefault(issue.get('failure_mode') or result.failure_mode, []).append(issue)
-        found: list[str | None] = list(dict.fromkeys([*result.mode_scores, *by_mode]))
-        if not found:
-            found = [result.failure_mode]
-        single = len(found) == 1
-        for mode in found:
-            issues = by_mode.get(mode, [])
-            score = result.mode_scores.get(mode) if mode is not None else None
-            if score is None and single:
-                score = result.score
-            passed = result.passed if single else (None if result.passed is None else not issues)
-            out[(name, mode)] = ModeVerdict(judge=name, failure_mode=mode, status='ok', score=score, passed=passed, issues=issues)
-    return out
 
 
 def build_report(
@@ -532,6 +531,7 @@ def rebuild_report(
         update={
             'issues': {},
             'overall_score': None,
+            'coverage': None,
             'category_scores': {},
             'primary_failure_mode': None,
             'failure_modes': [],
@@ -552,9 +552,8 @@ def rebuild_report(
 
 
 def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None) -> None:
-    """Fill a report from its judges' results: issue lists, scores, errors, the primary failure mode."""
-    mode_scores: dict[str, tuple[float, int]] = {}
-    confidence: dict[str, float] = {}  # mode -> confidence of the verdict that gave its score
+    """Fill a report from its judges' results through the verdict model (`core.verdicts.record_verdict`):
+    issue lists, scores, coverage, errors, the primary failure mode."""
     for result in results:
         report.judges[result.judge] = result
         report.criteria_hashes[result.judge] = result.criteria_hash
@@ -563,62 +562,24 @@ def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[
         report.latency_s += result.latency_s
         if result.status == 'error':
             report.errors.append(f'{result.judge}: {result.error}')
-            continue
-        if result.status == 'inconclusive':
+        elif result.status == 'inconclusive':
             report.inconclusive.append(result.judge)
-            continue
-        by_mode: dict[str, list[dict[str, Any]]] = {}
-        for issue in result.issues:
-            by_mode.setdefault(issue.get('failure_mode') or result.failure_mode or '', []).append(issue)
-        scores = result.mode_scores or (
-            {result.failure_mode: result.score} if result.failure_mode and result.score is not None else {}
-        )
-        for mode in dict.fromkeys([*by_mode, *scores]):
-            if mode not in modes.MODES:
-                continue
-            issue_model = modes.MODES[mode].issue_model
-            found = by_mode.get(mode, [])
-            if found:
-                report.issues.setdefault(mode, []).extend(issue_model.model_validate(i) for i in found)
-            if mode in scores:
-                previous = mode_scores.get(mode)
-                # a mode judged twice (an LLM judge and a check) keeps its worse score
-                if previous is None or scores[mode] < previous[0]:
-                    mode_scores[mode] = (scores[mode], len(found) + (previous[1] if previous else 0))
-                    confidence[mode] = _confidence(result)
-                else:
-                    mode_scores[mode] = (previous[0], previous[1] + len(found))
+    verdict = record_verdict(results)
+    for v in verdict.verdicts:  # the findings of judged verdicts (smoke answers stay with their judge)
+        if v.judged and v.failure_mode in modes.MODES and v.issues:
+            issue_model = modes.MODES[v.failure_mode].issue_model
+            report.issues.setdefault(v.failure_mode, []).extend(issue_model.model_validate(i) for i in v.issues)
     report.issues = {m: report.issues[m] for m in modes.MODES if m in report.issues}  # in the table's order
-    _summarise(report, mode_scores, confidence)
+    report.overall_score = verdict.overall_score
+    report.coverage = verdict.coverage
+    report.category_scores = verdict.category_scores
+    report.failure_modes = verdict.failure_modes
+    report.primary_failure_mode = verdict.primary_failure_mode
     if report.primary_failure_mode is not None:
         cited = [s for i in report.issues_of(report.primary_failure_mode) for s in i.steps]
         report.decisive_step = min(cited) if cited else None
         if report.decisive_step is not None and speakers:
             report.decisive_agent = speakers.get(report.decisive_step)
-
-
-# How far an LLM judge's verdict is trusted next to a deterministic check's (1): the exponent its mode
-# score gets in `overall_score`, so a model's finding lowers the score less than a check's equal one.
-MODEL_CONFIDENCE = 0.8
-
-
-def _confidence(result: JudgeResult) -> float:
-    """A deterministic check (no model) is certain of what it read; a model's verdict less so."""
-    return 1.0 if result.model is None else MODEL_CONFIDENCE
-
-
-def _summarise(report: RecordReport, mode_scores: dict[str, tuple[float, int]], confidence: dict[str, float]) -> None:
-    by_category: dict[str, list[float]] = {}
-    for mode, (score, _) in mode_scores.items():
-        by_category.setdefault(modes.MODES[mode].category, []).append(score)
-    report.category_scores = {c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))}
-    if mode_scores:
-        report.overall_score = math.prod(max(0.0, s) ** confidence.get(m, 1.0) for m, (s, _) in mode_scores.items())
-    order = list(modes.MODES)
-    failed = [m for m in order if m in mode_scores and report.issues.get(m)]
-    report.failure_modes = failed
-    if failed:
-        report.primary_failure_mode = min(failed, key=lambda m: (mode_scores[m][0], -mode_scores[m][1], order.index(m)))
 
 
 # ---------------------------------------------------------------------------------------------------

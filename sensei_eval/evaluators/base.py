@@ -45,6 +45,7 @@ from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.retry import RunStoppedError
@@ -230,14 +231,14 @@ class Judge(Evaluator[Any, Any, Any]):
         model = self.resolve_judge_model()
         transcript = render_transcript(record, budget_tokens=model.transcript_budget if model else None)
         result = await self.judge(record, transcript, model)
-        if result.status != 'ok':  # an error or an inconclusive verdict is a failure there, never a score
-            raise JudgeError(f'{self.name}: {result.status}: {result.error}')
+        status = judge_status(result)  # the verdict model's (`core.verdicts`)
+        if not is_judged(status):  # an error, inconclusive or smoke answer is a failure there, never a score
+            raise JudgeError(f'{self.name}: {status}: {result.error or "answered by the embedded model"}')
         reason = _reason(result)
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
         if result.score is not None:
             out[self.name] = EvaluationReason(value=result.score, reason=reason)
-        if result.passed is not None:
-            out[f'{self.name}_passed'] = EvaluationReason(value=result.passed, reason=reason)
+        out[f'{self.name}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         return out
 
     def _result(self, **kwargs: Any) -> JudgeResult:
@@ -383,7 +384,7 @@ class FailureModeJudge(Judge):
             reasoning=verdict.reasoning,
             issues=[i.model_dump(mode='json') for i in issues],
             score=None if inconclusive else self.score(issues),
-            passed=None if inconclusive else not issues,
+            passed=None if inconclusive else passes(issues),  # a minor finding does not fail (core.verdicts)
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             requests=usage.requests,

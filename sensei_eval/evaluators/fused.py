@@ -49,6 +49,7 @@ from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Transcript, render_transcript
+from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
@@ -250,7 +251,7 @@ class FusedJudge(Judge):
                     reasoning=verdict.reasoning,
                     issues=[i.model_dump(mode='json') for i in issues],
                     score=None if inconclusive else member.score(issues),
-                    passed=None if inconclusive else not issues,
+                    passed=None if inconclusive else passes(issues),  # a minor finding does not fail (core.verdicts)
                     input_tokens=_share(usage.input_tokens, k, n),
                     output_tokens=_share(usage.output_tokens, k, n),
                     requests=_share(usage.requests, k, n),
@@ -350,13 +351,13 @@ class FusedJudge(Judge):
             results = [await judge.judge(record, transcript, model)]
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
         for result in results:
-            if result.status != 'ok':
-                raise JudgeError(f'{result.judge}: {result.status}: {result.error}')
+            status = judge_status(result)  # the verdict model's (`core.verdicts`)
+            if not is_judged(status):
+                raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
             reason = (result.reasoning or '').strip()
             if result.score is not None:
                 out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-            if result.passed is not None:
-                out[f'{result.judge}_passed'] = EvaluationReason(value=result.passed, reason=reason)
+            out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         return out
 
 

@@ -8,7 +8,10 @@ What the page shows:
 
 * the header of each run: model, judges with their criteria hashes, datasets, records, tokens and
   model requests (the run folder records no money cost, so tokens stand for it);
-* per judge: verdicts ok / passed / failed / errored / inconclusive and the pass rate (passed / ok);
+* per judge: verdicts judged / passed / failed / errored / inconclusive / smoke and the pass rate
+  (passed / judged), all read from the verdict model (`core.verdicts`);
+* each record's overall score beside its coverage ("0.82 (checks only, 8 of 11 judges)"), or
+  "not judged" when no judge gave a verdict;
 * every record with its failed verdicts and each one's FULL reason (the reasoning and every issue),
   errors and inconclusive verdicts named as such (an error is never a pass or a fail);
 * each record's transcript (numbered as the judges saw it), steps cited by a failed verdict marked and
@@ -33,6 +36,7 @@ from typing import Any
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
 from sensei_eval.core.transcript import render_transcript
+from sensei_eval.core.verdicts import Coverage, judge_status
 from sensei_eval.judging.run_folder import ReportProblem, RunFolder, RunFolderError
 
 __all__ = ('DEFAULT_NAME', 'Change', 'compare_runs', 'render_view', 'write_view')
@@ -85,6 +89,7 @@ class _JudgeTally:
     passed: int = 0
     errors: int = 0
     inconclusive: int = 0
+    smoke: int = 0
 
     @property
     def failed(self) -> int:
@@ -114,12 +119,16 @@ def _load(path: str | Path) -> _Run:
 
 
 def _verdict(result: JudgeResult | None) -> str:
-    """A verdict in one word: pass, fail, error, inconclusive, or absent (the judge did not run here)."""
-    if result is None:
-        return 'absent'
-    if result.status != 'ok':
-        return result.status
-    return 'pass' if result.passed else 'fail' if result.passed is False else 'no verdict'
+    """A verdict in one word (`core.verdicts.judge_status`): pass, fail, error, inconclusive, smoke, or
+    absent (the judge did not run here)."""
+    return 'absent' if result is None else judge_status(result)
+
+
+def _score_text(score: float | None, coverage: Coverage | None) -> str:
+    """A score beside its coverage (`core.verdicts`): "0.82 (checks only, 8 of 11 judges)", "not judged"."""
+    if score is None:
+        return 'not judged'
+    return f'{score:.2f}' if coverage is None or coverage.complete else f'{score:.2f} ({coverage.label})'
 
 
 def _tallies(reports: Sequence[RecordReport]) -> dict[str, _JudgeTally]:
@@ -127,13 +136,16 @@ def _tallies(reports: Sequence[RecordReport]) -> dict[str, _JudgeTally]:
     for report in reports:
         for name, result in report.judges.items():
             t = out.setdefault(name, _JudgeTally())
-            if result.status == 'error':
+            status = judge_status(result)
+            if status == 'error':
                 t.errors += 1
-            elif result.status == 'inconclusive':
+            elif status == 'inconclusive':
                 t.inconclusive += 1
-            elif result.passed is not None:
+            elif status == 'smoke':
+                t.smoke += 1
+            else:
                 t.ok += 1
-                t.passed += bool(result.passed)
+                t.passed += status == 'pass'
     return out
 
 
@@ -213,7 +225,7 @@ def _header_rows(run: _Run) -> dict[str, str]:
             'datasets': ', '.join(s.datasets) or '–',
             'profile': s.profile or '–',
             'records': f'{s.records_judged} judged of {s.records_loaded} loaded, repeat {s.repeat}',
-            'mean overall score': '–' if s.mean_overall_score is None else f'{s.mean_overall_score:.3f}',
+            'mean overall score': _score_text(s.mean_overall_score, s.coverage),
             'cost': f'{s.input_tokens:,} tokens in, {s.output_tokens:,} out, {s.model_requests} model request(s), '
             f'{s.cache_hits} cached (no price is recorded)',
             'when': f'{s.started_at:%Y-%m-%d %H:%M:%S} → {s.finished_at:%Y-%m-%d %H:%M:%S} UTC',
@@ -254,13 +266,13 @@ def _judges_html(runs: Sequence[_Run]) -> str:
     tallies = [_tallies(r.reports) for r in runs]
     names = sorted(set().union(*tallies))
     if len(runs) == 1:
-        head = _head('judge', 'ok', 'passed', 'failed', 'errors', 'inconclusive', 'pass rate')
+        head = _head('judge', 'judged', 'passed', 'failed', 'errors', 'inconclusive', 'smoke', 'pass rate')
         body = ''
         for n in names:
             t = tallies[0][n]
             body += (
                 f'<tr data-judge="{_e(n)}"><td>{_e(n)}</td><td>{t.ok}</td><td>{t.passed}</td><td>{t.failed}</td>'
-                f'<td>{t.errors}</td><td>{t.inconclusive}</td><td class="rate">{_pct(t.pass_rate)}'
+                f'<td>{t.errors}</td><td>{t.inconclusive}</td><td>{t.smoke}</td><td class="rate">{_pct(t.pass_rate)}'
                 f'{_bar(t.pass_rate)}</td></tr>'
             )
     else:
@@ -279,7 +291,10 @@ def _judges_html(runs: Sequence[_Run]) -> str:
                 f'<td>{_pct(b.pass_rate)} ({b.passed}/{b.ok})</td><td{cls}>{delta}</td>'
                 f'<td>{a.errors}/{a.inconclusive}</td><td>{b.errors}/{b.inconclusive}</td></tr>'
             )
-    caption = 'Pass rate = passed / verdicts that judged (errors and inconclusive verdicts are not counted as either).'
+    caption = (
+        'Pass rate = passed / verdicts that judged (errors, inconclusive verdicts and smoke answers of the '
+        'embedded model are not counted as either).'
+    )
     return (
         f'<section class="card"><h2>Per judge</h2><p class="muted">{caption}</p>'
         f'<table class="list" id="judges">{head}{body}</table></section>'
@@ -326,11 +341,10 @@ def _diff_html(cmp: _Comparison, run: _Run) -> str:
 def _records_html(run: _Run, title: str) -> str:
     rows = ''
     for report in run.reports:
-        failed = [(n, r) for n, r in report.judges.items() if r.status == 'ok' and r.passed is False]
-        other = [(n, r) for n, r in report.judges.items() if r.status != 'ok']
-        names = ''.join(f'<span class="chip fail">{_e(n)}</span>' for n, _ in failed)
-        names += ''.join(f'<span class="chip {_e(r.status)}">{_e(n)}: {_e(r.status)}</span>' for n, r in other)
-        score = '–' if report.overall_score is None else f'{report.overall_score:.2f}'
+        status = {n: judge_status(r) for n, r in report.judges.items()}
+        names = ''.join(f'<span class="chip fail">{_e(n)}</span>' for n, v in status.items() if v == 'fail')
+        names += ''.join(f'<span class="chip {v}">{_e(n)}: {v}</span>' for n, v in status.items() if v not in ('pass', 'fail'))
+        score = _score_text(report.overall_score, report.coverage)
         rows += (
             f'<tr><td><a href="#{run.anchor(report)}">{_e(_label(report))}</a></td><td>{score}</td>'
             f'<td>{names or "<span class=muted>all passed</span>"}</td></tr>'
@@ -358,7 +372,7 @@ def _record_html(report: RecordReport, anchor: str) -> str:
         verdicts += f'<p class="muted">passed: {_e(", ".join(passed))}</p>'
     for name, why in report.skipped.items():
         verdicts += f'<p class="muted">not run: {_e(name)} ({_e(why)})</p>'
-    score = '–' if report.overall_score is None else f'{report.overall_score:.2f}'
+    score = _score_text(report.overall_score, report.coverage)
     return (
         f'<section class="card record" id="{anchor}"><h3>{_e(_label(report))} '
         f'<span class="muted">overall {score}</span></h3><p class="query">{_e(report.query)}</p>'
@@ -397,9 +411,9 @@ table.list th,table.list td,table.kv th,table.kv td{text-align:left;padding:5px 
 table.kv th{width:170px;color:#667085;font-weight:500}
 .chip{display:inline-block;margin:2px 4px 2px 0;padding:1px 6px;border-radius:4px;font-size:12px;background:#eef0f3}
 .chip.fail{background:#fde2df;color:#b42318}.chip.error{background:#fff1c2;color:#8a6100}
-.chip.inconclusive{background:#e4e6ea;color:#5b6270}
+.chip.inconclusive,.chip.smoke{background:#e4e6ea;color:#5b6270}
 .verdict{border-left:3px solid #b42318;padding:2px 10px;margin:8px 0}
-.verdict.error,.verdict.inconclusive{border-left-color:#e0b000}
+.verdict.error,.verdict.inconclusive,.verdict.smoke{border-left-color:#e0b000}
 .tag{font-size:11px;padding:1px 6px;border-radius:4px;background:#fde2df;color:#b42318}
 .reasoning,.why{white-space:pre-wrap;margin:4px 0}
 .issue dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0}

@@ -4,7 +4,7 @@ The metric is the mean judge score over every (query, judge) pair whose judge ra
 errors — agent runs that failed, judges that errored — are excluded from the mean and counted, so a
 prompt that makes the agent crash can never score well by having fewer bad runs to judge. Each
 evaluation also keeps the issues the judges found (the failure examples the variant generator is
-fed), each under the failure mode of the finding itself (`reports.mode_verdicts`, not the judge's class
+fed), each under the failure mode of the finding itself (`core.verdicts.mode_verdicts`, not the judge's class
 constant) and labelled by what went wrong (`issue_label`), each query's score per failure mode (what the
 optimizer's acceptance test reads), the runs every judge passed (`success_examples`) and what it cost
 in model calls (agent requests + judge requests that were not cache hits), which is what the
@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.runner import AgentRunner, AgentRuns, Query, prompt_version, run_and_judge
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import RecordReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -147,10 +148,13 @@ def summarise(
         query_id = base_query_id(report.query_id) if runs > 1 else report.query_id
         all_passed = bool(report.judges)
         for name, result in report.judges.items():
-            if result.status != 'ok':  # errored or inconclusive: no verdict to score
-                judge_errors.append(f'{report.query_id}: {name}: {result.status}: {result.error}')
+            status = judge_status(result)  # the verdict model's: smoke and inconclusive are no verdict
+            if not is_judged(status):
+                judge_errors.append(f'{report.query_id}: {name}: {status}: {result.error}')
                 all_passed = False
                 continue
+            if status == 'fail':
+                all_passed = False
             if result.score is None:
                 continue
             scores.append(result.score)
@@ -158,17 +162,18 @@ def summarise(
             per_query.setdefault(query_id, []).append(result.score)
             if result.issues:
                 failures[name] = failures.get(name, 0) + len(result.issues)
-                all_passed = False
         failing.setdefault(query_id, [])
-        # each finding under its own mode (`reports.mode_verdicts`), not the judge's class constant
+        # each finding under its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
         for (name, mode), verdict in mode_verdicts(report).items():
-            if verdict.status == 'ok' and mode and verdict.score is not None:
+            if not verdict.judged:
+                continue
+            if mode and verdict.score is not None:
                 mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
-            if verdict.status != 'ok' or not verdict.issues:
+            if not verdict.issues:
                 continue
             if mode:
                 by_mode[mode] = by_mode.get(mode, 0) + len(verdict.issues)
-                if mode not in failing[query_id]:
+                if verdict.status == 'fail' and mode not in failing[query_id]:
                     failing[query_id].append(mode)
             for issue in verdict.issues:
                 examples.append(

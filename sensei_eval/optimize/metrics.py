@@ -2,11 +2,12 @@
 
 * `JudgeMetric(judges, model)` is a DSPy metric over a prediction that carries the agent's run as a
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
-  optimizers) it returns the mean judge score; with `feedback=True` it takes GEPA's five arguments
+  optimizers) it returns the record's overall score (`core.verdicts`, what `judge` and `validate`
+  report); with `feedback=True` it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
   feedback lists the issues routed to component `pred_name` (`sensei_eval.optimize.routing`: the user's map, else the
   profile's, else lexical similarity to the component texts the run used), or every issue when no
-  component is named. A run whose judges all errored has no
+  component is named. A run no judge judged (all errored, inconclusive or smoke) has no
   score: the metric raises, so DSPy counts an error — never a 0 that looks like a verdict. Judging is
   memoised per run, so GEPA asking for feedback per component doesn't judge the same run again.
 * `AgentProgram(components, runner)` is the agent as a `dspy.Module` with one `dspy.Predict` per prompt
@@ -38,7 +39,8 @@ from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import AgentRunner, Query, run_query
 from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import RecordReport, mode_verdicts
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -210,13 +212,14 @@ class JudgeMetric:
                 self.errors.append(message)
             raise
         report = self.report(record)
-        scores = [r.score for r in report.judges.values() if r.status == 'ok' and r.score is not None]
-        if not scores:
-            message = f'{record.query_id}: no judge produced a score: ' + '; '.join(report.errors or ['no judge applied'])
+        # the record's overall score, as every surface reads it (`core.verdicts`); None: nothing judged
+        if report.overall_score is None:
+            why = report.errors or [f'not judged ({report.coverage.label})' if report.coverage else 'no judge applied']
+            message = f'{record.query_id}: no judge produced a score: ' + '; '.join(why)
             with self._lock:
                 self.errors.append(message)
             raise JudgeError(message)
-        score = sum(scores) / len(scores)
+        score = report.overall_score
         with self._lock:
             self.scored += 1
         if not self.feedback:
@@ -261,10 +264,11 @@ class JudgeMetric:
             result = report.judges.get(name)
             if result is None:
                 continue
-            if result.status != 'ok':
-                lines.append(f'- {name}: the judge gave no verdict ({result.status}: {result.error})')
+            status = judge_status(result)
+            if not is_judged(status):
+                lines.append(f'- {name}: the judge gave no verdict ({status}: {result.error})')
                 continue
-            # each finding is routed by its own mode (`reports.mode_verdicts`), not the judge's class constant
+            # each finding is routed by its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
             issues = [
                 (mode, issue)
                 for (judge, mode), verdict in verdicts.items()

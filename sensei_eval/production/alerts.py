@@ -33,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import mode_verdicts
 
 __all__ = ('Alert', 'AlertEvent', 'AlertMonitor', 'AlertRule', 'JudgedRun', 'MetricChange', 'judged_run')
 
@@ -96,12 +97,13 @@ class JudgedRun:
 
 
 def judged_run(report: RecordReport, agent: str | None = None) -> JudgedRun:
-    """The monitor's view of an issue report; inconclusive and errored verdicts are left out, never a pass."""
+    """The monitor's view of an issue report (`core.verdicts`): per failure mode of every judge's verdict;
+    inconclusive, errored and smoke verdicts are left out, never a pass; a run not judged has no score."""
     failed: dict[str, bool] = {}
-    for result in report.judges.values():
-        if result.status != 'ok' or result.passed is None or not result.failure_mode:
+    for verdict in mode_verdicts(report).values():  # the verdict model's: smoke and inconclusive are no verdict
+        if not verdict.judged or not verdict.failure_mode:
             continue
-        failed[result.failure_mode] = failed.get(result.failure_mode, False) or not result.passed
+        failed[verdict.failure_mode] = failed.get(verdict.failure_mode, False) or verdict.status == 'fail'
     return JudgedRun(
         agent=agent or report.profile or 'default',
         prompt_version=report.prompt_version or 'unversioned',

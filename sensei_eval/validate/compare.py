@@ -1,6 +1,6 @@
 """Pair two sets of judge reports by query and compare them metric by metric.
 
-A *metric* is one judge's verdicts on one failure mode (`reports.mode_verdicts`: each finding counts
+A *metric* is one judge's verdicts on one failure mode (`core.verdicts.mode_verdicts`: each finding counts
 for the mode it is tagged with, so the reference check gives `tool_selection/reference_check` and
 `tool_parameters/reference_check`), a judge without a failure mode (e.g. the TARSy
 `investigation_score`), or `overall` (the report's `overall_score`). A mode judged by an LLM judge and
@@ -12,7 +12,9 @@ with `common_judges` compares only the judges both ran. Its value in one report:
 * a judge error makes that report's value for each of the judge's metrics an *error*: excluded and
   counted, never a 0.
   `overall` of a report with any judge error is an error too (it would be computed from part of the
-  judges); a report whose judges were all skipped has no value, which is not an error.
+  judges), and so is a report no judge judged (no overall score, `core.verdicts`): excluded and
+  counted, never a 0 or a 1; a report whose judges were all skipped has no value, which is not an error.
+  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error.
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
 runs are named that way), and `RecordReport.repeat` is the re-judging index. A query's value is the
@@ -43,7 +45,8 @@ import numpy as np
 
 from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
-from sensei_eval.core.reports import RecordReport, mode_verdicts, rebuild_report
+from sensei_eval.core.reports import RecordReport, rebuild_report
+from sensei_eval.core.verdicts import mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
     Comparison,
@@ -202,20 +205,21 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
         query, run = split_run_id(report.query_id)
         for (name, mode), verdict in mode_verdicts(report).items():
             modes = [mode]
-            if verdict.status != 'ok' and known is not None:
+            if not verdict.judged and known is not None:
                 modes = sorted(known.get(name) or {mode}, key=lambda m: m or '')
             for m in modes:
                 metric = metric_name(name, m)
                 obs.kinds[metric] = 'failure_mode' if m else 'judge'
                 obs.judges.setdefault(metric, set()).add(name)
                 obs.modes[metric] = m
-                cell = _Cell(error=True) if verdict.status != 'ok' else _Cell(score=verdict.score, passed=verdict.passed)
+                # not a verdict (error, inconclusive, smoke): excluded and counted, never a 0 or a 1
+                cell = _Cell(error=True) if not verdict.judged else _Cell(score=verdict.score, passed=verdict.passed)
                 obs.put(metric, query, run, report.repeat, cell)
         if report.judges:
             obs.kinds[OVERALL] = 'overall'
-            if report.errors:
+            if report.errors or report.overall_score is None:  # "not judged" too: excluded and counted
                 obs.put(OVERALL, query, run, report.repeat, _Cell(error=True))
-            elif report.overall_score is not None:
+            else:
                 obs.put(OVERALL, query, run, report.repeat, _Cell(score=report.overall_score))
     return obs
 

@@ -1,0 +1,338 @@
+"""The verdict model: what a record's judges decided, computed in one place and read by every surface.
+
+The console table, the reports, `view`, the service and its dashboard, production alerts, the
+validator, the optimizer and the DSPy metric all read a record's verdicts through this module, so one
+run gets one judgement wherever it is looked at. Nothing else turns judge results into pass / fail or
+a score.
+
+Per record, three things:
+
+* **verdicts** — each judge's verdict per failure mode (`ModeVerdict`, from `mode_verdicts`), with a
+  status:
+
+  - `pass` / `fail`: the judge judged this mode;
+  - `inconclusive`: the judge answered, but its answer shows it did not judge (never a pass);
+  - `error`: the judge could not answer (never a 0, never a pass);
+  - `smoke`: the answer came from the embedded SmolLM2 model (its model name starts with
+    `embedded:`). That model proves the pipeline runs; it cannot judge, so its answers are never a
+    verdict, never in a score, a pass rate, an alert or the optimizer.
+
+  A judge that reports several modes (the reference check: `tool_selection` and `tool_parameters`)
+  gives one verdict per mode; each finding counts for the mode it is tagged with (`"failure_mode"`
+  key), else the judge's own mode. **A mode's verdict is decided the same way whatever the number of
+  modes the judge reports**: it fails when it has a failing finding, or when the judge's own `passed`
+  is False and none of its modes has a failing finding (a judge that fails without saying why fails
+  its own mode).
+
+* **severity rule** — a finding whose `severity` is `minor` (the reference check's advisory call, a
+  minor hallucination, a broken rule of form or wording) is reported and lowers the mode's score, but
+  does not fail the mode. Every other finding (`major`, `critical`, or no severity) fails it. The rule
+  is the same for LLM judges, checks and multi-mode judges (`is_failing`).
+
+* **overall score** — Π over the failure modes with a pass/fail verdict of `score_m ** confidence_m`
+  (a mode judged twice keeps its worse score; `confidence_m` is 1 for a deterministic check and
+  `MODEL_CONFIDENCE` = 0.8 for an LLM judge). `None` when no judge gave a pass/fail verdict ("not
+  judged"): a run nothing judged never looks like a pass.
+
+* **coverage** — how much of the record was actually judged (`Coverage`): the judges that gave a
+  pass/fail verdict out of the judges that applied (skipped judges do not apply), and whether the
+  LLM judges judged. Its `label` goes beside the score: `all 11 judges`, `checks only, 8 of 11
+  judges`, `9 of 11 judges`, `not judged`. A partly judged record's score is computed from what was
+  judged and is always shown with its coverage.
+
+`build_report` / `rebuild_report` (`core.reports`) store the overall score and the coverage on the
+`RecordReport`; reports written before coverage existed get it computed when loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field, computed_field
+
+from sensei_eval.core import modes
+
+__all__ = (
+    'MODEL_CONFIDENCE',
+    'SMOKE_MODEL_PREFIX',
+    'Coverage',
+    'ModeVerdict',
+    'RecordVerdict',
+    'VerdictStatus',
+    'coverage_of',
+    'is_failing',
+    'is_judged',
+    'is_smoke',
+    'judge_status',
+    'mode_verdicts',
+    'passes',
+    'record_verdict',
+    'result_verdicts',
+    'verdicts_of',
+)
+
+VerdictStatus = Literal['pass', 'fail', 'inconclusive', 'error', 'smoke']
+
+# How far an LLM judge's verdict is trusted next to a deterministic check's (1): the exponent its mode
+# score gets in the overall score, so a model's finding lowers the score less than a check's equal one.
+MODEL_CONFIDENCE = 0.8
+# The judge model name the embedded SmolLM2 model reports (`models.judge_model.embedded_model`): its
+# answers are smoke, never verdicts.
+SMOKE_MODEL_PREFIX = 'embedded:'
+
+
+class JudgeResultLike(Protocol):
+    """What the verdict model reads of a judge result (`core.reports.JudgeResult` has it)."""
+
+    @property
+    def judge(self) -> str: ...
+    @property
+    def failure_mode(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def issues(self) -> list[dict[str, Any]]: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def mode_scores(self) -> dict[str, float]: ...
+    @property
+    def passed(self) -> bool | None: ...
+
+
+class _HasJudges(Protocol):
+    @property
+    def judges(self) -> Mapping[str, Any]: ...
+
+
+class ModeVerdict(BaseModel):
+    """One judge's verdict on one failure mode of one record (see the module docstring)."""
+
+    judge: str
+    failure_mode: str | None = Field(description='The mode of the findings; None for a judge without one.')
+    status: VerdictStatus
+    score: float | None = Field(default=None, description="The mode's score; None unless the status is pass or fail.")
+    issues: list[dict[str, Any]] = Field(default_factory=list, description='The findings of this mode (minor ones too).')
+    error: str | None = Field(default=None, description='Why the judge errored, or why its answer does not count.')
+    confidence: float = Field(default=1.0, description='1 for a check, MODEL_CONFIDENCE for an LLM judge.')
+
+    @property
+    def judged(self) -> bool:
+        """A pass or a fail: the only statuses that count in a score, a pass rate or a decision."""
+        return self.status in ('pass', 'fail')
+
+    @property
+    def passed(self) -> bool | None:
+        """True for a pass, False for a fail, None for anything that is not a verdict."""
+        return True if self.status == 'pass' else False if self.status == 'fail' else None
+
+
+class Coverage(BaseModel):
+    """How much of a record (or a run) was actually judged: judges, not failure modes."""
+
+    applied: int = Field(description='Judges that ran on the record (a skipped judge does not apply).')
+    judged: int = Field(description='Judges that gave a pass/fail verdict.')
+    inconclusive: int = 0
+    errors: int = 0
+    smoke: int = Field(default=0, description="Judges whose answer came from the embedded model: not a verdict.")
+    model_judges: int = Field(default=0, description='Of the judges that applied, those that ask a model (LLM judges).')
+    model_judged: int = Field(default=0, description='Of those, the ones that gave a pass/fail verdict.')
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def label(self) -> str:
+        """What goes beside the score: `all 11 judges`, `checks only, 8 of 11 judges`, `not judged`."""
+        if self.judged == 0:
+            return 'not judged'
+        if self.judged == self.applied:
+            return f'all {self.applied} judges' if self.applied > 1 else '1 of 1 judge'
+        share = f'{self.judged} of {self.applied} judges'
+        if self.model_judges and not self.model_judged:
+            return f'checks only, {share}'
+        return share
+
+    @property
+    def complete(self) -> bool:
+        """Every judge that applied gave a verdict."""
+        return self.applied > 0 and self.judged == self.applied
+
+    def __add__(self, other: Coverage) -> Coverage:
+        return Coverage(**{k: getattr(self, k) + getattr(other, k) for k in _COUNTS})
+
+
+_COUNTS = ('applied', 'judged', 'inconclusive', 'errors', 'smoke', 'model_judges', 'model_judged')
+
+
+class RecordVerdict(BaseModel):
+    """A record's verdicts, overall score and coverage, as `record_verdict` computes them."""
+
+    verdicts: list[ModeVerdict]
+    overall_score: float | None = Field(description='None when nothing was judged ("not judged").')
+    coverage: Coverage
+    mode_scores: dict[str, float] = Field(default_factory=dict, description='Each judged mode: its worse score.')
+    category_scores: dict[str, float] = Field(default_factory=dict)
+    failure_modes: list[str] = Field(default_factory=list, description='Modes with a fail verdict, in the table order.')
+    primary_failure_mode: str | None = None
+
+    def by_key(self) -> dict[tuple[str, str | None], ModeVerdict]:
+        """(judge, failure mode) -> verdict."""
+        return {(v.judge, v.failure_mode): v for v in self.verdicts}
+
+    @property
+    def judged(self) -> bool:
+        return self.overall_score is not None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Statuses
+
+
+def is_smoke(result: JudgeResultLike) -> bool:
+    """The answer came from the embedded model (smoke: proves the pipeline runs, never a verdict)."""
+    return bool(result.model) and str(result.model).startswith(SMOKE_MODEL_PREFIX)
+
+
+def is_failing(issue: Mapping[str, Any]) -> bool:
+    """A finding fails its mode unless its severity is `minor` (the severity rule, module docstring)."""
+    return issue.get('severity') != 'minor'
+
+
+def passes(issues: Iterable[Mapping[str, Any] | object]) -> bool:
+    """No failing finding among `issues` (dicts or issue models): what a judge's own `passed` says."""
+    return not any(is_failing(i if isinstance(i, Mapping) else {'severity': getattr(i, 'severity', None)}) for i in issues)
+
+
+def is_judged(status: str) -> bool:
+    """A pass or a fail."""
+    return status in ('pass', 'fail')
+
+
+def judge_status(result: JudgeResultLike) -> VerdictStatus:
+    """One judge's verdict over all its modes: fail if any mode fails, pass if all pass, else its status."""
+    statuses = {v.status for v in result_verdicts(result)}
+    if 'fail' in statuses:
+        return 'fail'
+    if statuses == {'pass'}:
+        return 'pass'
+    for status in ('error', 'smoke', 'inconclusive'):
+        if status in statuses:
+            return status  # type: ignore[return-value]
+    return 'pass'
+
+
+def _confidence(result: JudgeResultLike) -> float:
+    """A deterministic check (no model) is certain of what it read; a model's verdict less so."""
+    return 1.0 if result.model is None else MODEL_CONFIDENCE
+
+
+def result_verdicts(result: JudgeResultLike) -> list[ModeVerdict]:
+    """A judge result's verdicts, one per failure mode it reports (module docstring)."""
+    name, own = result.judge, result.failure_mode
+    if result.status == 'error':
+        return [ModeVerdict(judge=name, failure_mode=own, status='error', error=result.error)]
+    smoke = is_smoke(result)
+    if result.status != 'ok':
+        status: VerdictStatus = 'smoke' if smoke else 'inconclusive'
+        return [ModeVerdict(judge=name, failure_mode=own, status=status, error=result.error)]
+    by_mode: dict[str | None, list[dict[str, Any]]] = {}
+    for issue in result.issues:
+        by_mode.setdefault(issue.get('failure_mode') or own, []).append(issue)
+    found: list[str | None] = list(dict.fromkeys([*result.mode_scores, *by_mode])) or [own]
+    single = len(found) == 1
+    # a judge that says it failed with no failing finding fails its own mode (or its only one)
+    unexplained = result.passed is False and not any(is_failing(i) for i in result.issues)
+    blamed = found[0] if single else own
+    out: list[ModeVerdict] = []
+    for mode in found:
+        issues = by_mode.get(mode, [])
+        score = result.mode_scores.get(mode) if mode is not None else None
+        if score is None and single:
+            score = result.score
+        if smoke:
+            out.append(ModeVerdict(judge=name, failure_mode=mode, status='smoke', issues=issues,
+                                   error='answered by the embedded model: smoke, not a verdict'))  # fmt: skip
+            continue
+        failed = any(is_failing(i) for i in issues) or (unexplained and mode == blamed)
+        out.append(
+            ModeVerdict(
+                judge=name, failure_mode=mode, status='fail' if failed else 'pass', score=score, issues=issues,
+                confidence=_confidence(result),
+            )
+        )  # fmt: skip
+    return out
+
+
+def verdicts_of(results: Iterable[JudgeResultLike]) -> list[ModeVerdict]:
+    """Every (judge, mode) verdict of a record's judge results, in the results' order."""
+    return [v for r in results for v in result_verdicts(r)]
+
+
+def mode_verdicts(report: _HasJudges) -> dict[tuple[str, str | None], ModeVerdict]:
+    """(judge, failure mode) -> that judge's verdict on that mode, for every judge result of `report`."""
+    return {(v.judge, v.failure_mode): v for v in verdicts_of(report.judges.values())}
+
+
+def coverage_of(results: Iterable[JudgeResultLike]) -> Coverage:
+    """How much the judges that applied actually judged (a judge counts once, whatever its modes)."""
+    counts = dict.fromkeys(_COUNTS, 0)
+    for result in results:
+        status = judge_status(result)
+        counts['applied'] += 1
+        judged = is_judged(status)
+        counts['judged'] += judged
+        counts['inconclusive'] += status == 'inconclusive'
+        counts['errors'] += status == 'error'
+        counts['smoke'] += status == 'smoke'
+        if result.model is not None:
+            counts['model_judges'] += 1
+            counts['model_judged'] += judged
+    return Coverage(**counts)
+
+
+def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) -> RecordVerdict:
+    """A record's verdicts, overall score, coverage and failure modes, from its judge results.
+
+    Takes a `RecordReport` (its `judges`) or the judge results themselves. `build_report` stores what
+    this returns, so a report's `overall_score` and `coverage` are always this function's."""
+    results = (
+        list(report_or_results.judges.values()) if hasattr(report_or_results, 'judges') else list(report_or_results)  # type: ignore[union-attr]
+    )
+    verdicts = verdicts_of(results)
+    scores: dict[str, tuple[float, float]] = {}  # mode -> (worse score, confidence of the verdict that gave it)
+    issue_counts: dict[str, int] = {}
+    failed: set[str] = set()
+    for v in verdicts:
+        if not v.judged or v.failure_mode not in modes.MODES:
+            continue
+        mode = v.failure_mode
+        issue_counts[mode] = issue_counts.get(mode, 0) + len(v.issues)
+        if v.status == 'fail':
+            failed.add(mode)
+        if v.score is not None and (mode not in scores or v.score < scores[mode][0]):
+            scores[mode] = (v.score, v.confidence)
+    by_category: dict[str, list[float]] = {}
+    for mode, (score, _) in scores.items():
+        by_category.setdefault(modes.MODES[mode].category, []).append(score)
+    order = list(modes.MODES)
+    failure_modes = [m for m in order if m in failed]
+    primary = (
+        min(failure_modes, key=lambda m: (scores.get(m, (1.0, 1.0))[0], -issue_counts.get(m, 0), order.index(m)))
+        if failure_modes
+        else None
+    )
+    overall = math.prod(max(0.0, s) ** c for s, c in scores.values()) if scores else None
+    return RecordVerdict(
+        verdicts=verdicts,
+        overall_score=overall,
+        coverage=coverage_of(results),
+        mode_scores={m: s for m, (s, _) in scores.items()},
+        category_scores={c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))},
+        failure_modes=failure_modes,
+        primary_failure_mode=primary,
+    )
