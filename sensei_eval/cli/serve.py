@@ -89,10 +89,9 @@ def serve(
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
-    from sensei_eval.production.sampler import SamplerConfig, SamplerConfigError, load_sampler_config
-
     from sensei_eval.cli.common import split_names
     from sensei_eval.evaluators.registry import UnknownJudgeError, resolve_names
+    from sensei_eval.production.sampler import SamplerConfig, SamplerConfigError, load_sampler_config
 
     judges = tuple(split_names(judge_names))
     try:

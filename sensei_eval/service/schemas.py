@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.evaluators.investigation import is_current_prompt
-from sensei_eval.service.verdicts import Coverage, stored_verdict
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
+from sensei_eval.service.verdicts import Coverage, stored_verdict
 
 __all__ = (
     'MAX_OFFSET',
@@ -185,7 +185,8 @@ class EvaluationOut(BaseModel):
         description='From the verdict model (`core.verdicts`), as `sensei-eval judge` gives it; null: not judged.'
     )
     coverage: Coverage | None = Field(
-        default=None, description="How much was judged (its `label`: 'checks only, 8 of 11 judges', 'not judged'); null without results."
+        default=None,
+        description="How much was judged (its `label`: 'checks only, 8 of 11 judges', 'not judged'); null without results.",
     )
     model: str | None
     smoke: bool = False

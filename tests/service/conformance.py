@@ -95,8 +95,6 @@ def verdict_facts(report: RecordReport | dict[str, Any]) -> dict[str, Any]:
         'overall_score': r.overall_score,
         'failure_modes': r.failure_modes,
         'primary_failure_mode': r.primary_failure_mode,
-        'judges': {
-            name: (j.status, j.passed, j.score, j.mode_scores, len(j.issues)) for name, j in sorted(r.judges.items())
-        },
+        'judges': {name: (j.status, j.passed, j.score, j.mode_scores, len(j.issues)) for name, j in sorted(r.judges.items())},
         'skipped': sorted(r.skipped),
     }

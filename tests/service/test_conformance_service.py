@@ -30,10 +30,15 @@ def sample_records() -> list[dict[str, Any]]:
     return [json.loads(line) for line in SAMPLE.read_text(encoding='utf-8').splitlines() if line.strip()]
 
 
-def judge_with_service(db_url: str, records: list[dict[str, Any]], body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def judge_with_service(
+    db_url: str, records: list[dict[str, Any]], body: dict[str, Any], *, asks_model: bool = True
+) -> dict[str, dict[str, Any]]:
     """Ingest `records`, evaluate each with `body`, wait for every evaluation; query id → the evaluation."""
     judge = conformance_judge()
-    with live_server(fast_settings(db_url), judge.model()) as live, httpx.Client(base_url=live.url, timeout=30, headers=_JSON) as c:
+    with (
+        live_server(fast_settings(db_url), judge.model()) as live,
+        httpx.Client(base_url=live.url, timeout=30, headers=_JSON) as c,
+    ):
         ids: dict[str, str] = {}
         for record in records:
             created = c.post('/api/v1/sessions', json={**record, 'agent': 'conformance'})
@@ -48,7 +53,7 @@ def judge_with_service(db_url: str, records: list[dict[str, Any]], body: dict[st
             return out if all(e['status'] not in ('pending', 'in_progress') for e in out.values()) else None
 
         evaluations: dict[str, dict[str, Any]] = wait_for(finished, timeout=120, what='every evaluation')
-    assert judge.calls, 'the service never asked the scripted model'
+    assert bool(judge.calls) == asks_model, f'{len(judge.calls)} model call(s)'
     return evaluations
 
 
@@ -72,6 +77,11 @@ def test_service_api_gives_the_cli_verdicts_on_the_sample(db_url: str, tmp_path:
         assert evaluation['evaluators'] == resolve_names(DEFAULT_JUDGES)  # the CLI's default judges
         assert verdict_facts(evaluation['report']) == verdict_facts(cli[qid]), qid
         assert evaluation['overall_score'] == cli[qid].overall_score, qid
+        assert cli[qid].coverage is not None
+        assert evaluation['coverage'] == cli[qid].coverage.model_dump(mode='json'), qid
+    # a run whose LLM verdicts were all inconclusive says it was judged by the checks alone
+    for qid in all_inconclusive:
+        assert service[qid]['coverage']['label'].startswith('checks only, '), service[qid]['coverage']
 
 
 def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +94,7 @@ def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path, monkeypatch
     dataset = tmp_path / 'six.jsonl'
     dataset.write_text(''.join(json.dumps(r) + '\n' for r in records), encoding='utf-8')
     cli = judge_with_cli(dataset, tmp_path / 'reports', conformance_judge(), monkeypatch, '--judges', 'checks')
-    service = judge_with_service(db, records, {'judges': ['checks']})
+    service = judge_with_service(db, records, {'judges': ['checks']}, asks_model=False)
     for qid, evaluation in service.items():
         assert evaluation['evaluators'] == resolve_names(['checks'])
         assert set(RecordReport.model_validate(evaluation['report']).judges) <= set(GROUPS['checks'])

@@ -34,10 +34,10 @@ from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
-from sensei_eval.core.reports import JudgeResult
-from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
 from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
+from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
 from sensei_eval.evaluators.investigation import (
     CATEGORIES,
     CATEGORY_POINTS,
@@ -48,8 +48,8 @@ from sensei_eval.evaluators.investigation import (
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
-from sensei_eval.service.verdicts import Coverage, failed_judges, has_failure, stored_results
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
+from sensei_eval.service.verdicts import Coverage, failed_judges, has_failure, stored_results
 
 __all__ = (
     'CategoryOut',
@@ -153,7 +153,7 @@ class JudgementView(BaseModel):
     smoke: bool
     completed_at_us: int | None
     error: str | None
-    overall_score: float | None = Field(description='The verdict model\'s overall score; null: not judged.')
+    overall_score: float | None = Field(description="The verdict model's overall score; null: not judged.")
     coverage: Coverage | None = Field(description='How much was judged; its label goes beside the score.')
     judges_run: list[str] = Field(default_factory=list, description='The judges that ran on the run (asked, and applied).')
     category_scores: dict[str, float]
@@ -549,7 +549,8 @@ def session_view(store: Store, session_id: str) -> SessionView:
     transcript = render_transcript(record, include_system=False)
     steps = [StepOut(number=s.number, kind=s.kind, text=s.text, tool_name=s.tool_name) for s in transcript.steps]
     evaluation = detail.latest_evaluation
-    results = stored_results((evaluation.report or {}).get('judges'), where=f'evaluation {evaluation.evaluation_id}') if evaluation else []
+    where = f'evaluation {evaluation.evaluation_id}' if evaluation else ''
+    results = stored_results((evaluation.report or {}).get('judges'), where=where) if evaluation else []
     verdict = record_verdict(results) if evaluation is not None and evaluation.report else None
     # the findings of every judged mode (a pass's minor findings too), in the failure-mode table's order
     order = {m: n for n, m in enumerate(MODES)}

@@ -53,9 +53,7 @@ def upgrade() -> None:
             verdict = stored_verdict(report, where=f'evaluation {evaluation_id} (migration 0008)')
             overall = verdict.overall_score if verdict is not None else None
             if overall != stored:
-                conn.execute(
-                    sa.update(table).where(table.c.evaluation_id == evaluation_id).values(overall_score=overall)
-                )
+                conn.execute(sa.update(table).where(table.c.evaluation_id == evaluation_id).values(overall_score=overall))
         last = rows[-1][0]
 
 
