@@ -99,3 +99,27 @@ def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path, monkeypatch
         assert evaluation['evaluators'] == resolve_names(['checks'])
         assert set(RecordReport.model_validate(evaluation['report']).judges) <= set(GROUPS['checks'])
         assert verdict_facts(evaluation['report']) == verdict_facts(cli[qid]), qid
+
+
+def test_evaluate_request_names_judges_once(tmp_path: Path) -> None:
+    db = f'sqlite:///{tmp_path / "s.db"}'
+    from sensei_eval.service.migrate import upgrade
+
+    upgrade(db)
+    record = sample_records()[1]
+    with (
+        live_server(fast_settings(db, judges=('checks',)), conformance_judge().model()) as live,
+        httpx.Client(base_url=live.url, timeout=30, headers=_JSON) as c,
+    ):
+        assert c.get('/api/v1/health').json()['judges'] == ['checks']
+        sid = c.post('/api/v1/sessions', json=record).json()['session_id']
+        both = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'judges': ['mvp'], 'evaluators': ['mvp']})
+        assert both.status_code == 422 and 'not both' in both.text
+        unknown = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'judges': ['checks,nonsense']})
+        assert unknown.status_code == 422 and unknown.json()['detail'][0]['loc'] == ['body', 'judges']
+        assert 'nonsense' in unknown.json()['detail'][0]['msg']
+        old_name = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'evaluators': ['completeness']})
+        assert old_name.status_code == 202 and old_name.json()['evaluators'] == ['completeness']
+        wait_for(lambda: c.get(f'/api/v1/sessions/{sid}/evaluation').json()['status'] == 'completed', what='evaluation')
+        default = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'force': True})  # names none: the service's
+        assert default.status_code == 202 and default.json()['evaluators'] == resolve_names(['checks'])
