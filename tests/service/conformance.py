@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +76,19 @@ def judge_with_cli(dataset: Path, out: Path, judge: ScriptedJudge, monkeypatch: 
 
     monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: judge.model())
     monkeypatch.setattr(judge_cli, 'preflight', answers)
-    result = CliRunner().invoke(
-        judge_cli.app, ['--dataset', str(dataset), '--out', str(out), '--run-id', 'cli', '--no-cache', *args]
-    )
+    argv = ['--dataset', str(dataset), '--out', str(out), '--run-id', 'cli', '--no-cache', *args]
+    # in a thread of its own: the command runs its own event loop, and a caller (Playwright's sync API) may
+    # have one running in this thread
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(CliRunner().invoke, judge_cli.app, argv).result()
     assert result.exit_code in (0, 1), result.output  # 1: some record failed a judge (a verdict, not a crash)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     reports: dict[str, RecordReport] = {}
     for path in sorted((out / 'cli' / 'records').glob('*.json')):
         report = RecordReport.model_validate(json.loads(path.read_text()))
         assert decode_query_id(path.stem) is not None
         reports[report.query_id] = report
+    assert reports, result.output
     return reports
 
 

@@ -51,7 +51,7 @@ export function judgementBadge(evaluationStatus, overall, smoke = false, coverag
   let cls = 'none';
   let text = 'Not judged';
   if (overall !== null && overall !== undefined) {
-    cls = failed ? 'bad' : coverage && !coverage.complete ? 'weak' : 'good';
+    cls = failed ? 'bad' : coverage && !fullyJudged(coverage) ? 'weak' : 'good';
     text = overall.toFixed(2);
   } else if (ACTIVE.has(evaluationStatus)) {
     cls = 'active';
@@ -70,9 +70,14 @@ export function judgementBadge(evaluationStatus, overall, smoke = false, coverag
   });
 }
 
+/** Every judge that ran gave a verdict (the coverage's own counts, as the verdict model's `Coverage.complete`). */
+function fullyJudged(coverage) {
+  return coverage.applied > 0 && coverage.judged === coverage.applied;
+}
+
 /** Beside a score that is not every judge's: how much was judged ("checks only, 8 of 11 judges"); else nothing. */
 export function coverageNote(coverage, overall) {
-  if (!coverage || coverage.complete || overall === null || overall === undefined) return null;
+  if (!coverage || fullyJudged(coverage) || overall === null || overall === undefined) return null;
   return h('span', { class: 'coverage muted small', dataset: { testid: 'coverage' }, title: `${coverage.judged} of ${coverage.applied} judges gave a verdict; ${coverage.inconclusive} inconclusive, ${coverage.errors} errored${coverage.smoke ? `, ${coverage.smoke} smoke` : ''}` }, coverage.label);
 }
 
