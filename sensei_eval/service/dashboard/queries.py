@@ -743,9 +743,9 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
         evaluated += 1
         verdict = record_verdict(current)  # the run's verdict by the judges under today's criteria
         modes.update(verdict.failure_modes)
-        for r in current:
-            tally = judge_tally[r.judge]
-            status = judge_status(r)
+        for result in current:
+            tally = judge_tally[result.judge]
+            status = judge_status(result)
             if status in ('pass', 'fail'):
                 tally['ok'] += 1
                 tally['passed'] += status == 'pass'
