@@ -382,10 +382,11 @@ def test_judge_metric_scores_and_gives_component_feedback() -> None:
         pred = program(query='How do I configure FastAPI?')
         trace = dspy.settings.trace
     assert [t[0] for t in trace] == [program.IDENTITY, program.CHOOSING_SOURCES, program.CITATIONS]
-    assert metric(dspy.Example(query='q'), pred) == 0.5
+    # the record's overall score (`core.verdicts`), as `judge` and `validate` report it: two failed checks, 0.5 * 0.5
+    assert metric(dspy.Example(query='q'), pred) == metric.report(pred.record).overall_score == 0.25
     gepa_metric = JudgeMetric(judges, None, feedback=True, profile=docs_agent)
     out = gepa_metric(dspy.Example(query='q'), pred, None, 'CITATIONS', None)
-    assert out.score == 0.5
+    assert out.score == 0.25
     assert 'citation_check' in out.feedback and 'greeting_check' not in out.feedback
     assert gepa_metric.calls == 1
     gepa_metric(dspy.Example(query='q'), pred, None, 'IDENTITY', None)
@@ -435,8 +436,8 @@ def test_gepa_learns_on_train_keeps_its_front_on_validation_and_is_held_to_the_s
     assert result.train == split.train and result.validation_queries == split.validation
     # GEPA first scores the seed prompt on its valset: exactly the validation queries
     assert sorted(agent.query_ids[:N_VAL]) == sorted(split.validation)
-    assert result.baseline_score == 0.5
-    assert result.best_score is not None and result.best_score > 0.5
+    assert result.baseline_score == 0.25  # the seed's overall score: both checks fail (0.5 * 0.5)
+    assert result.best_score is not None and result.best_score > 0.25
     assert result.validation is not None and result.validation.pairs == N_VAL
     assert result.accepted == result.validation.accepted
     assert (result.components != COMPONENTS.as_dict()) == result.accepted

@@ -738,7 +738,15 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         if len(summary.inconclusive) > 10:
             err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
-    err.print(f'next: sensei-eval view {run_dir}', highlight=False)
+    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False, soft_wrap=True)  # copyable: never cut
+
+
+def _shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it is under it (`reports/<run>`), else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _print_judges() -> None:

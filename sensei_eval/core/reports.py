@@ -251,7 +251,7 @@ class RunSummary(BaseModel):
     records_partly_judged: int = Field(default=0, description='Records with a score that some applicable judges did not judge.')
     coverage: Coverage | None = Field(
         default=None,
-        description='The run\'s coverage by judge: a judge counts as judged when it gave at least one verdict.',
+        description="The run's coverage by judge: a judge counts as judged when it gave at least one verdict.",
     )
     input_tokens: int
     output_tokens: int
@@ -520,9 +520,7 @@ def build_report(
     return report
 
 
-def rebuild_report(
-    report: RecordReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None = None
-) -> RecordReport:
+def rebuild_report(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[int, str] | None = None) -> RecordReport:
     """The report with its judges' results replaced and every score, issue list and verdict recomputed;
     the record's fields, and errors that are not a judge's (an unknown profile), are kept. How the
     run-wide rules rewrite a written report without the record it came from."""
@@ -671,9 +669,7 @@ def write_json_atomic(path: Path, data: str, *, durable: bool = True) -> None:
         raise
 
 
-def to_pydantic_evals_report(
-    reports: Sequence[RecordReport], name: str = 'sensei-eval'
-) -> PydanticEvalsReport[Any, Any, Any]:
+def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sensei-eval') -> PydanticEvalsReport[Any, Any, Any]:
     """The run as a pydantic-evals report: scores per judge, a pass assertion each, failures as failures."""
     from pydantic_evals.evaluators import EvaluationResult, EvaluatorFailure
     from pydantic_evals.evaluators.spec import EvaluatorSpec
@@ -688,11 +684,12 @@ def to_pydantic_evals_report(
         for judge, result in report.judges.items():
             spec = EvaluatorSpec(name=judge, arguments=None)
             version = result.criteria_hash[:12]
-            if result.status != 'ok':
+            status = judge_status(result)  # the verdict model's: error, inconclusive and smoke are failures there
+            if status not in ('pass', 'fail'):
                 failures.append(
                     EvaluatorFailure(
                         name=judge,
-                        error_message=f'{result.status}: {result.error or "no reason given"}',
+                        error_message=f'{status}: {result.error or "no reason given"}',
                         error_stacktrace='',
                         source=spec,
                         evaluator_version=version,
@@ -704,10 +701,9 @@ def to_pydantic_evals_report(
                 scores[judge] = EvaluationResult(
                     name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
                 )
-            if result.passed is not None:
-                assertions[judge] = EvaluationResult(
-                    name=judge, value=result.passed, reason=reason, source=spec, evaluator_version=version
-                )
+            assertions[judge] = EvaluationResult(
+                name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
+            )
         if report.overall_score is not None:
             overall_spec = EvaluatorSpec(name='overall', arguments=None)
             scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)

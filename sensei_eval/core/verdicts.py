@@ -22,7 +22,8 @@ Per record, three things:
   key), else the judge's own mode. **A mode's verdict is decided the same way whatever the number of
   modes the judge reports**: it fails when it has a failing finding, or when the judge's own `passed`
   is False and none of its modes has a failing finding (a judge that fails without saying why fails
-  its own mode).
+  its own mode). A judge that gives a score and no pass/fail at all (`passed` None, no finding: a
+  rubric scorer) is judged, its verdict `pass` with `score_only` set and `passed` None.
 
 * **severity rule** — a finding whose `severity` is `minor` (the reference check's advisory call, a
   minor hallucination, a broken rule of form or wording) is reported and lowers the mode's score, but
@@ -31,8 +32,9 @@ Per record, three things:
 
 * **overall score** — Π over the failure modes with a pass/fail verdict of `score_m ** confidence_m`
   (a mode judged twice keeps its worse score; `confidence_m` is 1 for a deterministic check and
-  `MODEL_CONFIDENCE` = 0.8 for an LLM judge). `None` when no judge gave a pass/fail verdict ("not
-  judged"): a run nothing judged never looks like a pass.
+  `MODEL_CONFIDENCE` = 0.8 for an LLM judge; a verdict without a score counts 1 for a pass, 0 for a
+  fail; a mode outside the failure-mode table counts under its judge). `None` exactly when no judge
+  gave a pass/fail verdict ("not judged"): a run nothing judged never looks like a pass.
 
 * **coverage** — how much of the record was actually judged (`Coverage`): the judges that gave a
   pass/fail verdict out of the judges that applied (skipped judges do not apply), and whether the
@@ -121,6 +123,9 @@ class ModeVerdict(BaseModel):
     issues: list[dict[str, Any]] = Field(default_factory=list, description='The findings of this mode (minor ones too).')
     error: str | None = Field(default=None, description='Why the judge errored, or why its answer does not count.')
     confidence: float = Field(default=1.0, description='1 for a check, MODEL_CONFIDENCE for an LLM judge.')
+    score_only: bool = Field(
+        default=False, description='A judge that gives a score and no pass/fail (a rubric scorer): judged, `passed` None.'
+    )
 
     @property
     def judged(self) -> bool:
@@ -129,7 +134,9 @@ class ModeVerdict(BaseModel):
 
     @property
     def passed(self) -> bool | None:
-        """True for a pass, False for a fail, None for anything that is not a verdict."""
+        """True for a pass, False for a fail, None for anything that is not a verdict (or a score-only one)."""
+        if self.score_only:
+            return None
         return True if self.status == 'pass' else False if self.status == 'fail' else None
 
 
@@ -140,7 +147,7 @@ class Coverage(BaseModel):
     judged: int = Field(description='Judges that gave a pass/fail verdict.')
     inconclusive: int = 0
     errors: int = 0
-    smoke: int = Field(default=0, description="Judges whose answer came from the embedded model: not a verdict.")
+    smoke: int = Field(default=0, description='Judges whose answer came from the embedded model: not a verdict.')
     model_judges: int = Field(default=0, description='Of the judges that applied, those that ask a model (LLM judges).')
     model_judged: int = Field(default=0, description='Of those, the ones that gave a pass/fail verdict.')
 
@@ -222,7 +229,7 @@ def judge_status(result: JudgeResultLike) -> VerdictStatus:
         return 'pass'
     for status in ('error', 'smoke', 'inconclusive'):
         if status in statuses:
-            return status  # type: ignore[return-value]
+            return status
     return 'pass'
 
 
@@ -262,7 +269,7 @@ def result_verdicts(result: JudgeResultLike) -> list[ModeVerdict]:
         out.append(
             ModeVerdict(
                 judge=name, failure_mode=mode, status='fail' if failed else 'pass', score=score, issues=issues,
-                confidence=_confidence(result),
+                confidence=_confidence(result), score_only=result.passed is None and not result.issues,
             )
         )  # fmt: skip
     return out
@@ -300,39 +307,36 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
 
     Takes a `RecordReport` (its `judges`) or the judge results themselves. `build_report` stores what
     this returns, so a report's `overall_score` and `coverage` are always this function's."""
-    results = (
-        list(report_or_results.judges.values()) if hasattr(report_or_results, 'judges') else list(report_or_results)  # type: ignore[union-attr]
-    )
+    results = list(report_or_results.judges.values()) if hasattr(report_or_results, 'judges') else list(report_or_results)
     verdicts = verdicts_of(results)
     scores: dict[str, tuple[float, float]] = {}  # mode -> (worse score, confidence of the verdict that gave it)
     issue_counts: dict[str, int] = {}
     failed: set[str] = set()
     for v in verdicts:
-        if not v.judged or v.failure_mode not in modes.MODES:
+        if not v.judged:
             continue
-        mode = v.failure_mode
-        issue_counts[mode] = issue_counts.get(mode, 0) + len(v.issues)
+        # a verdict of a mode outside the table (a user's judge) still counts, under its judge's name
+        key = v.failure_mode if v.failure_mode in modes.MODES else f'judge:{v.judge}:{v.failure_mode}'
+        issue_counts[key] = issue_counts.get(key, 0) + len(v.issues)
         if v.status == 'fail':
-            failed.add(mode)
-        if v.score is not None and (mode not in scores or v.score < scores[mode][0]):
-            scores[mode] = (v.score, v.confidence)
+            failed.add(key)
+        score = v.score if v.score is not None else float(v.status == 'pass')  # a verdict without a score
+        if key not in scores or score < scores[key][0]:
+            scores[key] = (score, v.confidence)
     by_category: dict[str, list[float]] = {}
     for mode, (score, _) in scores.items():
-        by_category.setdefault(modes.MODES[mode].category, []).append(score)
+        if mode in modes.MODES:
+            by_category.setdefault(modes.MODES[mode].category, []).append(score)
     order = list(modes.MODES)
     failure_modes = [m for m in order if m in failed]
-    primary = (
-        min(failure_modes, key=lambda m: (scores.get(m, (1.0, 1.0))[0], -issue_counts.get(m, 0), order.index(m)))
-        if failure_modes
-        else None
-    )
+    primary = min(failure_modes, key=lambda m: (scores[m][0], -issue_counts.get(m, 0), order.index(m))) if failure_modes else None
     overall = math.prod(max(0.0, s) ** c for s, c in scores.values()) if scores else None
     return RecordVerdict(
         verdicts=verdicts,
         overall_score=overall,
         coverage=coverage_of(results),
-        mode_scores={m: s for m, (s, _) in scores.items()},
-        category_scores={c: sum(v) / len(v) for c in modes.categories() if (v := by_category.get(c))},
+        mode_scores={m: s for m, (s, _) in scores.items() if m in modes.MODES},
+        category_scores={c: sum(xs) / len(xs) for c in modes.categories() if (xs := by_category.get(c))},
         failure_modes=failure_modes,
         primary_failure_mode=primary,
     )

@@ -33,6 +33,7 @@ from typing import Any
 
 from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
 from sensei_eval.core.errors import ConfigError
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
 
@@ -43,6 +44,7 @@ __all__ = (
     'Profile',
     'ProfileError',
     'load_profile',
+    'record_judges',
     'resolve_profile',
 )
 
@@ -117,6 +119,21 @@ def resolve_profile(spec: str, known: Mapping[str, Profile] | None = None) -> Pr
     if path.suffix.lower() in CONFIG_SUFFIXES or path.exists():
         return load_profile(path)
     raise ProfileError(f'unknown profile {spec!r}; known: {", ".join(profiles)} (or a .yaml/.toml/.json file)')
+
+
+def record_judges(
+    record: QueryRecord,
+    judges: Sequence[Judge],
+    profile: Profile = DEFAULT_PROFILE,
+    profiles: Mapping[str, Profile] | None = None,
+) -> list[Judge]:
+    """The judges a run gives `record`: those its profile runs (its own `metadata.profile` when it names a known
+    one, else `profile`), configured by that profile. What a pydantic-evals `Case`'s `evaluators` should be for
+    the case to be judged as `sensei-eval judge` judges it (`Dataset` evaluators run on every case)."""
+    known = {**BUILTIN_PROFILES, **(profiles or {}), profile.name: profile}
+    name = record.metadata.get('profile')
+    chosen = known[name] if isinstance(name, str) and name in known else profile
+    return [chosen.configure(j) for j in judges if chosen.skip_reason(j) is None]
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -47,6 +47,7 @@ from sensei_eval.core.reports import (
     report_path,
     write_json_atomic,
 )
+from sensei_eval.core.verdicts import judge_status
 
 __all__ = (
     'MAX_RUN_ID_LENGTH',
@@ -293,13 +294,15 @@ def load_reports(run_dir: str | Path) -> list[RecordReport]:
 
 
 def to_dataframe(run_dir: str | Path | Iterable[RecordReport]) -> pd.DataFrame:
-    """One row per (record, repeat, judge): status, score, issues, cost — errors stay rows with NaN scores."""
+    """One row per (record, repeat, judge): status, verdict (`core.verdicts`), score, issues, cost — errors,
+    inconclusive and smoke answers stay rows with NaN scores."""
     import pandas as pd
 
     reports = load_reports(run_dir) if isinstance(run_dir, str | Path) else list(run_dir)
     rows = []
     for report in reports:
         for name, result in report.judges.items():
+            verdict = judge_status(result)  # the verdict model's (`core.verdicts`)
             rows.append(
                 {
                     'query_id': report.query_id,
@@ -308,8 +311,9 @@ def to_dataframe(run_dir: str | Path | Iterable[RecordReport]) -> pd.DataFrame:
                     'failure_mode': result.failure_mode,
                     'category': result.category,
                     'status': result.status,
-                    'score': result.score,
-                    'passed': result.passed,
+                    'verdict': verdict,
+                    'score': result.score if verdict in ('pass', 'fail') else None,
+                    'passed': True if verdict == 'pass' else False if verdict == 'fail' else None,
                     'n_issues': len(result.issues),
                     'error': result.error,
                     'criteria_hash': result.criteria_hash,
@@ -320,6 +324,7 @@ def to_dataframe(run_dir: str | Path | Iterable[RecordReport]) -> pd.DataFrame:
                     'cached': result.cached,
                     'truncated': result.truncation is not None,
                     'overall_score': report.overall_score,
+                    'coverage': report.coverage.label if report.coverage is not None else None,
                     'primary_failure_mode': report.primary_failure_mode,
                     'rating_mean': report.agent_rating.mean if report.agent_rating else None,
                     'prompt_version': report.prompt_version,

@@ -1,0 +1,432 @@
+"""One run, one verdict: the same records judged through every library surface, compared record by record.
+
+The records are the packaged sample (`sensei_eval/data/sample.jsonl`) and the 50 tau2-airline runs
+(`sensei_eval/data/tau2_airline/records.jsonl`); the judges are the default `mvp,checks`; the LLM
+judges' model is a scripted pydantic-ai `FunctionModel` whose answer depends only on the record (its
+first user message) and the judge (its rubric): no issue, one major finding, or an answer that does
+not judge (inconclusive), so every status the verdict model has but `smoke` and `error` turns up.
+
+The surfaces, each asked for each record's per-judge verdicts (status and score), its per-mode verdicts
+and its overall score where the surface has them:
+
+* `cli` — `sensei-eval judge` (typer's CliRunner, the judge model swapped for the scripted one): the
+  reference every other surface is compared with;
+* `ray` — `sensei-eval judge --ray` on a local Ray (workers build the scripted model by name);
+* `pydantic-evals` — a pydantic-evals `Dataset.evaluate` with the judges as its evaluators (per judge:
+  its score and `<judge>_passed`; an inconclusive answer is an evaluator failure);
+* `validate` — an A/A `compare_reports` of the CLI's reports against themselves: the cells it reads
+  per (judge, mode) and `overall`, and no change anywhere;
+* `optimizer` — `optimize.evaluate.evaluate_prompt` with an agent that replays the stored runs;
+* `dspy-metric` — `optimize.metrics.JudgeMetric`: its report and the score it returns.
+
+Prints per surface the share of records whose verdicts and overall score agree with the CLI's
+(expected 100%). `tests/test_conformance.py` asserts the same.
+
+    python benchmarks/conformance.py [--quick] [--no-ray]
+
+`--quick`: the sample and the first 10 tau2 runs, Ray on the sample only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from sensei_eval.core.datasets import load_dataset
+from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.core.verdicts import judge_status, mode_verdicts
+from sensei_eval.data import SAMPLE_DATASET
+from sensei_eval.models.judge_model import JudgeModel
+
+ROOT = Path(__file__).resolve().parents[1]
+TAU2 = ROOT / 'sensei_eval' / 'data' / 'tau2_airline' / 'records.jsonl'
+JUDGES = 'mvp,checks'
+MODEL_NAME = 'function:conformance'
+ModelFactory = Callable[[], JudgeModel]
+
+# One finding that validates as the issue model of every `mvp` mode (issue models ignore extra keys).
+_FINDING = {
+    'missed_tools': ['the lookup'], 'unnecessary_tools': [], 'reasoning': 'The run skipped a step it needed.',
+    'hallucinated_claim': 'the answer states a fee', 'what_tools_actually_said': 'no tool result gives a fee',
+    'severity': 'major', 'missed_aspects': ['the second question'], 'steps': [2],
+}  # fmt: skip
+_FENCE_END = re.compile(r'</transcript>|\n-{3,}\n', re.IGNORECASE)
+
+
+def _answer_for(prompt: str) -> dict[str, Any]:
+    """The scripted verdict: a function of the record's first user message and the judge's rubric only,
+    so every surface (whatever transcript budget or framing it uses) gets the same answer."""
+    user = re.search(r'\[\d+\] user: ([^\n]*)', prompt)
+    key = (user.group(1) if user else prompt[:200]) + '\x00' + prompt[-600:]
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    kind = int(digest[:4], 16) % 5
+    if kind == 4:  # an answer that does not judge: no reasoning at all
+        return {'reasoning': '', 'issues': []}
+    reasoning = f'Step [2] was checked against the tool results of this run ({digest[:8]}).'
+    return {'reasoning': reasoning, 'issues': [dict(_FINDING)] if kind == 3 else []}
+
+
+def _user_prompt(messages: list[ModelMessage]) -> str:
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if isinstance(p, UserPromptPart) and isinstance(p.content, str):
+                    return p.content
+    return ''
+
+
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(json.dumps(_answer_for(_user_prompt(messages))))])
+
+
+def conformance_model() -> JudgeModel:
+    """The scripted judge model (a Ray worker builds it by name: `benchmarks.conformance:conformance_model`)."""
+    return JudgeModel(FunctionModel(_respond, model_name='conformance'), MODEL_NAME, 60_000)
+
+
+def load_records(quick: bool = False) -> list[QueryRecord]:
+    """The packaged sample plus the tau2-airline runs (the first 10 with `quick`)."""
+    tau2 = load_dataset(TAU2).records
+    return [*load_dataset(SAMPLE_DATASET).records, *(tau2[:10] if quick else tau2)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a surface says about a record
+
+
+@dataclass
+class Seen:
+    """What one surface says about one record: per judge (status, score), per (judge, mode) (status,
+    score) and the overall score, each None where the surface does not show it."""
+
+    judges: dict[str, tuple[str, float | None]]
+    modes: dict[tuple[str, str | None], tuple[str, float | None]] | None = None
+    overall: float | None = None
+    has_overall: bool = False
+
+
+def seen_in_report(report: RecordReport) -> Seen:
+    """A report as the verdict model reads it."""
+    judges = {}
+    for name, result in report.judges.items():
+        status = judge_status(result)
+        judges[name] = (status, result.score if status in ('pass', 'fail') else None)
+    modes = {k: (v.status, v.score) for k, v in mode_verdicts(report).items()}
+    return Seen(judges, modes, report.overall_score, True)
+
+
+def differences(reference: Seen, other: Seen) -> list[str]:
+    """What `other` says differently from `reference`, on what both show."""
+    out = []
+    if reference.judges != other.judges:
+        out.append(f'judges {reference.judges} != {other.judges}')
+    if other.modes is not None and reference.modes != other.modes:
+        out.append(f'modes {reference.modes} != {other.modes}')
+    if other.has_overall and reference.overall != other.overall:
+        out.append(f'overall {reference.overall} != {other.overall}')
+    return out
+
+
+@dataclass
+class Surface:
+    name: str
+    seen: dict[str, Seen] = field(default_factory=dict)
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def _key(report: RecordReport) -> str:
+    return report.query_id if report.repeat == 1 else f'{report.query_id}#{report.repeat}'
+
+
+# ---------------------------------------------------------------------------------------------------
+# The surfaces
+
+
+@contextmanager
+def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def _write_dataset(records: Sequence[QueryRecord], folder: Path) -> Path:
+    """The records' own lines from the shipped files (what a user passes to `--dataset`), in one file."""
+    wanted = {r.query_id for r in records}
+    lines = [
+        line
+        for path in (Path(str(SAMPLE_DATASET)), TAU2)
+        for line in path.read_text(encoding='utf-8').splitlines()
+        if line.strip() and json.loads(line).get('query_id') in wanted
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / 'records.jsonl'
+    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    return path
+
+
+def via_cli(
+    records: Sequence[QueryRecord], folder: Path, *, ray: bool = False, judges: str = JUDGES, model: ModelFactory | None = None
+) -> tuple[Surface, list[RecordReport]]:
+    """`sensei-eval judge` (with `ray`: `--ray`), the judge model swapped for the scripted one."""
+    from typer.testing import CliRunner
+
+    from sensei_eval.cli import judge as judge_cli
+    from sensei_eval.judging.run_folder import RunFolder
+
+    dataset = _write_dataset(records, folder)
+    run_id = 'ray' if ray else 'cli'
+    make = model or conformance_model
+    args = ['--dataset', str(dataset), '--judges', judges, '--out', str(folder), '--run-id', run_id, '--no-cache']
+    start = time.perf_counter()
+    with _patched(judge_cli, 'resolve_model', lambda *a, **k: make()):
+        if ray:
+            import functools
+
+            from sensei_eval.judging import ray_engine
+
+            spec = functools.partial(ray_engine.ModelSpec, factory='benchmarks.conformance:conformance_model')
+            with _patched(ray_engine, 'ModelSpec', spec):
+                result = CliRunner().invoke(judge_cli.app, [*args, '--ray', '--ray-workers', '2'])
+        else:
+            result = CliRunner().invoke(judge_cli.app, args)
+    surface = Surface('judge --ray' if ray else 'judge', seconds=time.perf_counter() - start)
+    if result.exit_code not in (0, 1):
+        surface.problems.append(f'exit {result.exit_code}: {result.output[-2000:]}')
+        return surface, []
+    reports = RunFolder(folder / run_id).load_reports()
+    surface.seen = {_key(r): seen_in_report(r) for r in reports}
+    return surface, reports
+
+
+def via_pydantic_evals(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
+    """A pydantic-evals `Dataset.evaluate` with the judges as evaluators (the judges' default model scripted)."""
+    from pydantic_evals import Case, Dataset
+
+    from sensei_eval.evaluators import base
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.judging.profiles import record_judges
+
+    made = make_judges(judges.split(','))
+    # each case gets the judges its agent profile runs, as `judge` gives them (`profiles.record_judges`)
+    dataset = Dataset[QueryRecord, QueryRecord, Any](
+        name='conformance',
+        cases=[Case(name=r.query_id, inputs=r, evaluators=record_judges(r, made)) for r in records],  # type: ignore[arg-type]
+    )
+
+    async def task(record: QueryRecord) -> QueryRecord:
+        return record
+
+    start = time.perf_counter()
+    with _patched(base, '_default_model', (model or conformance_model)()):
+        report = dataset.evaluate_sync(task, progress=False, max_concurrency=8)
+    surface = Surface('pydantic-evals Dataset', seconds=time.perf_counter() - start)
+    for case in report.cases:
+        judges_seen: dict[str, tuple[str, float | None]] = {}
+        for name, passed in case.assertions.items():
+            judge = name.removesuffix('_passed')
+            score = case.scores.get(judge)
+            judges_seen[judge] = ('pass' if passed.value else 'fail', float(score.value) if score else None)
+        for failure in case.evaluator_failures:  # 'JudgeError: <judge>: <status>: <why>'
+            found = re.match(r'(?:\w+Error: )?([^:]+): (\w+)', failure.error_message)
+            judges_seen[found.group(1) if found else failure.name] = (found.group(2) if found else 'error', None)
+        surface.seen[case.name] = Seen(judges_seen)
+    for failure in report.failures:
+        surface.problems.append(f'{failure.name}: {failure.error_message}')
+    return surface
+
+
+def via_validate(reports: Sequence[RecordReport]) -> Surface:
+    """An A/A `validate`: the CLI's reports on both sides. What it reads per record, and no change."""
+    from sensei_eval.validate import Resampling, compare_reports
+    from sensei_eval.validate.compare import OVERALL, _extract, metric_name
+
+    start = time.perf_counter()
+    comparison = compare_reports(list(reports), list(reports), resampling=Resampling(seed=0))
+    obs = _extract(list(reports))
+    surface = Surface('validate (A/A)', seconds=time.perf_counter() - start)
+    # the gate may still fail an A/A on its error-rate rule (inconclusive verdicts count there); no metric may move
+    gate = comparison.gate
+    if gate.regressed or gate.improved or any(m.flips or m.fixes for m in comparison.metrics):
+        surface.problems.append(f'A/A changed something: regressed {gate.regressed}, improved {gate.improved}')
+    for report in reports:
+        reference = seen_in_report(report)
+        modes: dict[tuple[str, str | None], tuple[str, float | None]] = {}
+        for (judge, mode), (status, _) in (reference.modes or {}).items():
+            cell = obs.metrics.get(metric_name(judge, mode), {}).get(report.query_id, {}).get(1, {}).get(report.repeat)
+            if cell is None:
+                modes[(judge, mode)] = ('absent', None)
+            elif cell.error:
+                modes[(judge, mode)] = (status if status not in ('pass', 'fail') else 'error', None)
+            else:
+                modes[(judge, mode)] = ('pass' if cell.passed else 'fail' if cell.passed is False else status, cell.score)
+        overall_cell = obs.metrics.get(OVERALL, {}).get(report.query_id, {}).get(1, {}).get(report.repeat)
+        overall = None if overall_cell is None or overall_cell.error else overall_cell.score
+        seen = Seen(reference.judges, modes, overall, has_overall=not report.errors)
+        surface.seen[_key(report)] = seen
+    return surface
+
+
+class _Replay:
+    """An agent that gives back the stored run of each query (the optimizer's evaluation, judging only)."""
+
+    def __init__(self, records: Sequence[QueryRecord]) -> None:
+        self.records = {r.query_id: r for r in records}
+
+    async def run(self, system_prompt: str, query: Any) -> QueryRecord:
+        return self.records[query.query_id]
+
+
+def via_optimizer(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
+    """`optimize.evaluate.evaluate_prompt` on the stored runs: its reports and its failing modes."""
+    from sensei_eval.agents.runner import Query
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.optimize.evaluate import evaluate_prompt
+
+    made = make_judges(judges.split(','))
+    queries = [Query.from_record(r) for r in records]
+    start = time.perf_counter()
+    replay = _Replay(records)
+    evaluation, reports = asyncio.run(evaluate_prompt('system', queries, replay, made, (model or conformance_model)()))
+    surface = Surface('optimizer evaluation', seconds=time.perf_counter() - start)
+    for report in reports:
+        seen = seen_in_report(report)
+        failing = evaluation.failing_modes.get(report.query_id, [])
+        if sorted(failing) != sorted(report.failure_modes):
+            surface.problems.append(f'{report.query_id}: optimizer failing modes {failing} != {report.failure_modes}')
+        surface.seen[_key(report)] = seen
+    return surface
+
+
+def via_dspy_metric(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
+    """`optimize.metrics.JudgeMetric`: the report it judges and the score it returns (an error when not judged)."""
+    from types import SimpleNamespace
+
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.optimize.metrics import JudgeError, JudgeMetric
+
+    made = make_judges(judges.split(','))
+    metric = JudgeMetric(made, (model or conformance_model)(), record_adapter=lambda example, pred: pred.record)
+    surface = Surface('DSPy JudgeMetric')
+    start = time.perf_counter()
+    for record in records:
+        seen = seen_in_report(metric.report(record))
+        try:
+            score: float | None = float(metric(None, SimpleNamespace(record=record)))
+        except JudgeError:
+            score = None
+        seen.overall = score
+        surface.seen[record.query_id] = seen
+    surface.seconds = time.perf_counter() - start
+    return surface
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running and printing
+
+
+def agreement(reference: Surface, other: Surface) -> tuple[int, int, list[str]]:
+    """(records that agree, records compared, what differs)."""
+    agree, problems = 0, list(other.problems)
+    for key, seen in reference.seen.items():
+        mine = other.seen.get(key)
+        if mine is None:
+            problems.append(f'{key}: missing')
+            continue
+        diff = differences(seen, mine)
+        if diff:
+            problems.append(f'{key}: {"; ".join(diff)}')
+        else:
+            agree += 1
+    return agree, len(reference.seen), problems
+
+
+def run_surfaces(
+    records: Sequence[QueryRecord],
+    folder: Path,
+    *,
+    ray_records: Sequence[QueryRecord] | None = None,
+    judges: str = JUDGES,
+    model: ModelFactory | None = None,
+) -> tuple[Surface, list[Surface]]:
+    """The CLI's surface (the reference) and every other one (`judge --ray` on `ray_records`, when given)."""
+    reference, reports = via_cli(records, folder / 'cli', judges=judges, model=model)
+    kw: dict[str, Any] = {'judges': judges, 'model': model}
+    others = [
+        via_pydantic_evals(records, **kw), via_validate(reports), via_optimizer(records, **kw), via_dspy_metric(records, **kw)
+    ]  # fmt: skip
+    if ray_records is not None:
+        ray_surface, _ = via_cli(ray_records, folder / 'ray', ray=True)
+        others.insert(0, ray_surface)
+    return reference, others
+
+
+def _start_ray() -> Callable[[], None]:
+    import ray
+
+    path = os.pathsep.join([str(ROOT), *(p for p in sys.path if p)])
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
+             runtime_env={'env_vars': {'PYTHONPATH': path}})  # fmt: skip
+    return ray.shutdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--quick', action='store_true', help='the sample and 10 tau2 runs; Ray on the sample only')
+    parser.add_argument('--no-ray', action='store_true', help='leave out judge --ray')
+    args = parser.parse_args()
+    records = load_records(args.quick)
+    sample = load_dataset(SAMPLE_DATASET).records
+    stop = None if args.no_ray else _start_ray()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ray_records = None if args.no_ray else (sample if args.quick else records)
+            reference, others = run_surfaces(records, Path(tmp), ray_records=ray_records)
+    finally:
+        if stop is not None:
+            stop()
+    statuses: dict[str, int] = {}
+    for seen in reference.seen.values():
+        for status, _ in seen.judges.values():
+            statuses[status] = statuses.get(status, 0) + 1
+    not_judged = sum(1 for s in reference.seen.values() if s.overall is None)
+    print(f'{len(reference.seen)} records ({len(sample)} sample + tau2-airline), judges {JUDGES}, scripted model')
+    print('judge verdicts in the CLI run: ' + ', '.join(f'{k} {v}' for k, v in sorted(statuses.items())))
+    print(f'records not judged (no overall score): {not_judged}')
+    print(f'{"surface":<24} {"records":>8} {"agree":>8} {"agreement":>10} {"seconds":>8}')
+    print(f'{reference.name:<24} {len(reference.seen):>8} {"(ref)":>8} {"":>10} {reference.seconds:>8.1f}')
+    failed = False
+    for surface in others:
+        ref = reference
+        if surface.name == 'judge --ray' and len(surface.seen) != len(reference.seen):
+            ref = Surface(reference.name, {k: v for k, v in reference.seen.items() if k in surface.seen})
+        agree, total, problems = agreement(ref, surface)
+        share = agree / total if total else 0.0
+        print(f'{surface.name:<24} {total:>8} {agree:>8} {share:>10.1%} {surface.seconds:>8.1f}')
+        for problem in problems[:5]:
+            print(f'    {problem[:160]}')
+        failed = failed or bool(problems) or agree != total
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == '__main__':
+    main()
