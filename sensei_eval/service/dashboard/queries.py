@@ -251,7 +251,9 @@ class Patterns(BaseModel):
     missing_tools: list[Bar]
     histogram: list[Bar]
     trend: list[TrendPoint]
-    judge_pass_rates: list[Rate] = Field(default_factory=list, description='Per judge: passed of its ok verdicts.')
+    judge_pass_rates: list[Rate] = Field(
+        default_factory=list, description="Per judge: passes of its pass/fail verdicts (the verdict model's judge_status)."
+    )
     mode_failure_rates: list[Rate] = Field(
         default_factory=list, description='Per failure mode: runs that failed it, of the runs a judge of it judged.'
     )
@@ -654,7 +656,8 @@ class PatternFilters(_Filters):
 def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 15) -> Patterns:
     """What the judges found, under today's criteria, over the runs the filters select.
 
-    Pass rate per judge (passed of its ok verdicts; errors and inconclusive verdicts counted beside it),
+    Every figure reads the verdict model (`core.verdicts`) over the judges under today's criteria. Pass rate
+    per judge (passes of its pass/fail verdicts; errors, and inconclusive or smoke answers, counted beside it),
     failure rate per failure mode (runs that failed it, of the runs a judge of it judged), the share of
     judged runs that failed per day or ISO week (grouped by agent or prompt version), the overall-score
     distribution; and, for alert runs, the investigation scores (histogram, daily mean, missing tools).
