@@ -123,3 +123,22 @@ def test_evaluate_request_names_judges_once(tmp_path: Path) -> None:
         wait_for(lambda: c.get(f'/api/v1/sessions/{sid}/evaluation').json()['status'] == 'completed', what='evaluation')
         default = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'force': True})  # names none: the service's
         assert default.status_code == 202 and default.json()['evaluators'] == resolve_names(['checks'])
+
+
+def test_sample_and_tau2_runs_agree_through_the_api_and_the_dashboard(tmp_path: Path) -> None:
+    """`benchmarks/conformance_service.py`'s comparison, asserted: the sample plus the 50 tau2-airline runs, with
+    the library conformance benchmark's scripted model, agree record by record on every verdict and score."""
+    from benchmarks.conformance import agreement, load_records, via_cli
+    from benchmarks.conformance_service import via_service
+
+    records = load_records()
+    assert len(records) == len(sample_records()) + 50
+    reference, reports = via_cli(records, tmp_path / 'cli')
+    api, dash, evaluations = via_service(records, tmp_path)
+    assert len(reference.seen) == len(records) == len(evaluations)
+    for surface in (api, dash):
+        agree, total, problems = agreement(reference, surface)
+        assert problems == [] and agree == total == len(records), (surface.name, problems[:3])
+    labels = {r.query_id: r.coverage.label if r.coverage else None for r in reports}
+    assert {q: e['coverage']['label'] for q, e in evaluations.items()} == labels
+    assert any(not r.coverage.complete for r in reports if r.coverage)  # partly judged runs are among them
