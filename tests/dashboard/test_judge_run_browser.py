@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -95,7 +96,10 @@ def test_judge_run_gives_the_cli_scores_on_the_sample(
         _open(page, server, f'#/session/{sid}')
         badge = page.locator('.session-head [data-testid=judgement-badge]')
         expect(badge).to_have_text('Not judged')
-        page.locator('[data-testid=judge-button]').click()
+        button = page.locator('[data-testid=judge-button]')
+        says = re.compile(r': tool_selection, hallucination, completeness, .*reference_check$')  # mvp, then the checks
+        expect(button).to_have_attribute('title', says)
+        button.click()
         expect(badge).to_have_attribute('data-state', 'completed')
         expect(badge).to_have_attribute('data-overall', _overall_attr(cli[qid]))  # the very same score
         expect(badge).to_have_text(_badge_text(cli[qid]))

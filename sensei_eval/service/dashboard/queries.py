@@ -204,6 +204,9 @@ class SessionView(BaseModel):
     is_alert: bool = False
     prompt_version: str | None = None
     judgement: JudgementView | None = None
+    service_judges: list[str] = Field(
+        default_factory=list, description='The judges "Judge run" runs: the service\'s (`serve --judges`), groups expanded.'
+    )
 
 
 class Bar(BaseModel):

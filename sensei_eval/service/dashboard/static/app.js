@@ -403,7 +403,7 @@ function sessionView(initial) {
       actions,
       h(
         'button',
-        { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: data.is_alert ? 'Run the failure-mode judges and the investigation scorer' : 'Run the failure-mode judges' },
+        { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: `${data.is_alert ? 'Run the investigation scorer and the judges' : 'Run the judges'}: ${data.service_judges.join(', ')}` },
         judging || active ? 'Judging…' : data.evaluation_status ? 'Judge again' : 'Judge run',
       ),
       data.is_alert
