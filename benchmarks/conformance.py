@@ -12,8 +12,10 @@ and its overall score where the surface has them:
 * `cli` — `sensei-eval judge` (typer's CliRunner, the judge model swapped for the scripted one): the
   reference every other surface is compared with;
 * `ray` — `sensei-eval judge --ray` on a local Ray (workers build the scripted model by name);
-* `pydantic-evals` — a pydantic-evals `Dataset.evaluate` with the judges as its evaluators (per judge:
-  its score and `<judge>_passed`; an inconclusive answer is an evaluator failure);
+* `pydantic-evals judges` — a pydantic-evals `Dataset.evaluate` with the judges as its evaluators (per
+  judge: its score and `<judge>_passed`; an inconclusive answer is an evaluator failure);
+* `pydantic-evals Verdicts` — the same with `evaluators.verdicts.Verdicts` (every judge in one
+  evaluator): per judge its status label, and the overall score;
 * `validate` — an A/A `compare_reports` of the CLI's reports against themselves: the cells it reads
   per (judge, mode) and `overall`, and no change anywhere;
 * `optimizer` — `optimize.evaluate.evaluate_prompt` with an agent that replays the stored runs;
@@ -218,19 +220,27 @@ def via_cli(
     return surface, reports
 
 
-def via_pydantic_evals(records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None) -> Surface:
-    """A pydantic-evals `Dataset.evaluate` with the judges as evaluators (the judges' default model scripted)."""
+def via_pydantic_evals(
+    records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None, together: bool = False
+) -> Surface:
+    """A pydantic-evals `Dataset.evaluate`, each case with the judges its agent profile runs
+    (`profiles.record_judges`), the judges' default model scripted: each judge as its own evaluator, or
+    (`together`) all of them in one `evaluators.verdicts.Verdicts`, which adds the overall score."""
     from pydantic_evals import Case, Dataset
 
     from sensei_eval.evaluators import base
     from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.evaluators.verdicts import Verdicts
     from sensei_eval.judging.profiles import record_judges
 
     made = make_judges(judges.split(','))
-    # each case gets the judges its agent profile runs, as `judge` gives them (`profiles.record_judges`)
+
+    def evaluators(record: QueryRecord) -> list[Any]:
+        chosen = record_judges(record, made)
+        return [Verdicts(chosen)] if together else list(chosen)
+
     dataset = Dataset[QueryRecord, QueryRecord, Any](
-        name='conformance',
-        cases=[Case(name=r.query_id, inputs=r, evaluators=record_judges(r, made)) for r in records],  # type: ignore[arg-type]
+        name='conformance', cases=[Case(name=r.query_id, inputs=r, evaluators=evaluators(r)) for r in records]
     )
 
     async def task(record: QueryRecord) -> QueryRecord:
@@ -239,17 +249,31 @@ def via_pydantic_evals(records: Sequence[QueryRecord], *, judges: str = JUDGES, 
     start = time.perf_counter()
     with _patched(base, '_default_model', (model or conformance_model)()):
         report = dataset.evaluate_sync(task, progress=False, max_concurrency=8)
-    surface = Surface('pydantic-evals Dataset', seconds=time.perf_counter() - start)
+    name = 'pydantic-evals Verdicts' if together else 'pydantic-evals judges'
+    surface = Surface(name, seconds=time.perf_counter() - start)
     for case in report.cases:
         judges_seen: dict[str, tuple[str, float | None]] = {}
-        for name, passed in case.assertions.items():
-            judge = name.removesuffix('_passed')
-            score = case.scores.get(judge)
-            judges_seen[judge] = ('pass' if passed.value else 'fail', float(score.value) if score else None)
-        for failure in case.evaluator_failures:  # 'JudgeError: <judge>: <status>: <why>'
-            found = re.match(r'(?:\w+Error: )?([^:]+): (\w+)', failure.error_message)
-            judges_seen[found.group(1) if found else failure.name] = (found.group(2) if found else 'error', None)
-        surface.seen[case.name] = Seen(judges_seen)
+        if together:
+            for label, value in case.labels.items():
+                if label.endswith('_status'):
+                    judge = label.removesuffix('_status')
+                    score = case.scores.get(judge)
+                    judged = value.value in ('pass', 'fail')
+                    judges_seen[judge] = (str(value.value), float(score.value) if score and judged else None)
+            overall = case.scores.get('overall')
+            seen = Seen(judges_seen, overall=float(overall.value) if overall else None, has_overall=True)
+        else:
+            for name_, passed in case.assertions.items():
+                judge = name_.removesuffix('_passed')
+                score = case.scores.get(judge)
+                judges_seen[judge] = ('pass' if passed.value else 'fail', float(score.value) if score else None)
+            for failure in case.evaluator_failures:  # 'JudgeError: <judge>: <status>: <why>'
+                found = re.match(r'(?:\w+Error: )?([^:]+): (\w+)', failure.error_message)
+                judges_seen[found.group(1) if found else failure.name] = (found.group(2) if found else 'error', None)
+            seen = Seen(judges_seen)
+        for failure in case.evaluator_failures if together else ():
+            surface.problems.append(f'{case.name}: {failure.name}: {failure.error_message}')
+        surface.seen[case.name] = seen
     for failure in report.failures:
         surface.problems.append(f'{failure.name}: {failure.error_message}')
     return surface
@@ -372,7 +396,8 @@ def run_surfaces(
     reference, reports = via_cli(records, folder / 'cli', judges=judges, model=model)
     kw: dict[str, Any] = {'judges': judges, 'model': model}
     others = [
-        via_pydantic_evals(records, **kw), via_validate(reports), via_optimizer(records, **kw), via_dspy_metric(records, **kw)
+        via_pydantic_evals(records, **kw), via_pydantic_evals(records, together=True, **kw), via_validate(reports),
+        via_optimizer(records, **kw), via_dspy_metric(records, **kw),
     ]  # fmt: skip
     if ray_records is not None:
         ray_surface, _ = via_cli(ray_records, folder / 'ray', ray=True)

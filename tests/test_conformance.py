@@ -56,7 +56,8 @@ def test_every_surface_gives_the_same_verdicts_and_overall_scores(tmp_path: Path
     assert len(records) == len(sample) + 50
     reference, others = run_surfaces(records, tmp_path, ray_records=sample)
     assert [s.name for s in others] == [
-        'judge --ray', 'pydantic-evals Dataset', 'validate (A/A)', 'optimizer evaluation', 'DSPy JudgeMetric',
+        'judge --ray', 'pydantic-evals judges', 'pydantic-evals Verdicts', 'validate (A/A)', 'optimizer evaluation',
+        'DSPy JudgeMetric',
     ]  # fmt: skip
     assert len(reference.seen) == len(records)
     # the scripted model gives every status the verdict model has but smoke and error: the comparison means something

@@ -46,7 +46,7 @@ import numpy as np
 from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport, rebuild_report
-from sensei_eval.core.verdicts import mode_verdicts
+from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
     Comparison,
@@ -402,11 +402,10 @@ def _side_summary(reports: Sequence[RecordReport], side: SideSummary) -> SideSum
         hashes.update(report.criteria_hashes)
         for name, result in report.judges.items():
             side.judge_results += 1
-            if result.status != 'ok':  # an inconclusive verdict is no verdict: it counts against the error rate
+            status = judge_status(result)  # inconclusive and smoke are no verdict: they count against the error rate
+            if not is_judged(status):
                 side.judge_errors += 1
-                side.judge_error_messages.append(
-                    f'{report.query_id} (repeat {report.repeat}) {name}: {result.status}: {result.error}'
-                )
+                side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {status}: {result.error}')
         if report.prompt_version and report.prompt_version not in side.prompt_versions:
             side.prompt_versions.append(report.prompt_version)
         if report.model and report.model not in side.models:
