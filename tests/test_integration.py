@@ -47,5 +47,7 @@ def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
         else:
             assert result.score is None and result.passed is None and result.raw_output and result.error
     assert sorted(report.inconclusive) == sorted(n for n, r in report.judges.items() if r.status == 'inconclusive')
-    assert (report.overall_score is None) == (len(report.inconclusive) == 3)
+    # the embedded model's answers are smoke (`core.verdicts`): never a verdict, never a score
+    assert report.overall_score is None and report.coverage is not None
+    assert (report.coverage.label, report.coverage.smoke) == ('not judged', 3)
     assert (tmp_path / 'records' / 'r1.json').exists()

@@ -201,3 +201,64 @@ def test_record_verdict_equals_what_the_report_stores() -> None:
     assert verdict.overall_score == report.overall_score and verdict.coverage == report.coverage
     assert verdict.failure_modes == report.failure_modes == ['tool_selection']
     assert coverage_of(report.judges.values()) == report.coverage
+
+
+def test_view_shows_coverage_beside_the_score_and_not_judged(tmp_path: Any) -> None:
+    from sensei_eval.judging.run_folder import RunFolder
+    from sensei_eval.judging.view import write_view
+
+    folder = RunFolder(tmp_path / 'run')
+    reports = [
+        run('partly', result('tool_selection', True, model=None), result('hallucination', None, status='inconclusive')),
+        run('nothing', result('hallucination', None, status='inconclusive')),
+        run('smoke', result('hallucination', False, model='embedded:SmolLM2-135M-Instruct')),
+    ]
+    for report in reports:
+        folder.write_report(report)
+    page = write_view([folder.path]).read_text()
+    assert '1.00 (checks only, 1 of 2 judges)' in page
+    assert page.count('not judged') >= 4  # two records, each in the list and in its card
+    assert 'smoke' in page and 'chip smoke' in page
+
+
+def test_judge_status_is_the_aggregate_of_the_mode_verdicts() -> None:
+    from sensei_eval.core.verdicts import result_verdicts
+
+    minor = {**_FINDING, 'severity': 'minor'}
+    cases = [
+        result('hallucination', True),
+        result('hallucination', False),
+        result('hallucination', True, issues=[minor]),
+        result('completeness', False, issues=[]),
+        result('hallucination', None, status='inconclusive'),
+        result('hallucination', None, status='error'),
+        result('hallucination', False, model='embedded:SmolLM2-135M-Instruct'),
+        JudgeResult(
+            judge='reference_check', failure_mode='tool_selection', category='tool_usage', criteria_hash='h', model=None,
+            status='ok', issues=[{**minor, 'failure_mode': 'tool_selection'}, {**_FINDING, 'failure_mode': 'tool_parameters'}],
+            score=0.5, mode_scores={'tool_selection': 0.9, 'tool_parameters': 0.5}, passed=False,
+        ),
+    ]  # fmt: skip
+    for r in cases:
+        statuses = {v.status for v in result_verdicts(r)}
+        aggregate = 'fail' if 'fail' in statuses else 'pass' if statuses == {'pass'} else statuses.pop()
+        assert judge_status(r) == aggregate, r
+
+
+def test_smoke_answers_are_counted_apart_from_inconclusive_verdicts_in_the_summary() -> None:
+    from datetime import UTC, datetime
+
+    from sensei_eval.core.reports import RunFacts, RunSummary
+
+    class J:
+        name = 'hallucination'
+
+        def criteria_hash(self) -> str:
+            return 'h'
+
+    smoke = result('hallucination', None, status='inconclusive', model='embedded:SmolLM2-135M-Instruct')
+    reports = [run('a', smoke), run('b', result('hallucination', True))]
+    summary = RunSummary.build('r', reports, [J()], RunFacts(datetime.now(UTC)))
+    judge = summary.per_judge['hallucination']
+    assert (judge.ok, judge.smoke, judge.inconclusive) == (1, 1, 0)
+    assert summary.inconclusive == [] and summary.records_scored == 1

@@ -649,8 +649,11 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
         cut = False
         for (record, name), reason in failures.shown.items():
             head = f'  {record} · {name} · '
-            if failures.full:
-                lines = textwrap.wrap(head + reason, _WIDTH, subsequent_indent='    ', replace_whitespace=False)
+            if failures.full:  # every word, each part of the reason wrapped to the width on its own lines
+                first, *rest = reason.split('\n')
+                lines = textwrap.wrap(head + first.strip(), _WIDTH, subsequent_indent='    ')
+                for part in rest:
+                    lines += textwrap.wrap(part.strip(), _WIDTH, initial_indent='    ', subsequent_indent='    ')
             else:
                 line = head + reason
                 if len(line) > _WIDTH:
@@ -738,7 +741,8 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         if len(summary.inconclusive) > 10:
             err.print(f'  … and {len(summary.inconclusive) - 10} more (summary.json lists them all)', highlight=False)
     err.print(f'reports: {run_dir}/', highlight=False)
-    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False, soft_wrap=True)  # copyable: never cut
+    # relative to the working directory when it can be (`reports/<run>`), so the command fits the 80 columns
+    err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False)
 
 
 def _shown_path(path: Path) -> str:

@@ -407,8 +407,10 @@ class RunTally:
             if (tally := self._per_judge.get(result.judge)) is not None:
                 tally.add(result, sign)
         errors = [f'{report.query_id}: {e}' for e in report.errors]
-        inconclusive = [
-            f'{report.query_id}: {name}: {report.judges[name].error}' for name in report.inconclusive if name in report.judges
+        inconclusive = [  # an embedded model's answer is smoke (counted per judge), not an inconclusive verdict
+            f'{report.query_id}: {name}: {report.judges[name].error}'
+            for name in report.inconclusive
+            if name in report.judges and judge_status(report.judges[name]) == 'inconclusive'
         ]
         for lists, lines in ((self._judge_errors, errors), (self._inconclusive, inconclusive)):
             if sign > 0 and lines:
@@ -701,9 +703,10 @@ def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sense
                 scores[judge] = EvaluationResult(
                     name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
                 )
-            assertions[judge] = EvaluationResult(
-                name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
-            )
+            if result.passed is not None or result.issues:  # a score-only judge (no pass/fail) asserts nothing
+                assertions[judge] = EvaluationResult(
+                    name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
+                )
         if report.overall_score is not None:
             overall_spec = EvaluatorSpec(name='overall', arguments=None)
             scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)

@@ -221,16 +221,17 @@ def is_judged(status: str) -> bool:
 
 
 def judge_status(result: JudgeResultLike) -> VerdictStatus:
-    """One judge's verdict over all its modes: fail if any mode fails, pass if all pass, else its status."""
-    statuses = {v.status for v in result_verdicts(result)}
-    if 'fail' in statuses:
-        return 'fail'
-    if statuses == {'pass'}:
-        return 'pass'
-    for status in ('error', 'smoke', 'inconclusive'):
-        if status in statuses:
-            return status
-    return 'pass'
+    """One judge's verdict over all its modes: `fail` when any of its modes fails, else `pass`; or the
+    status that is no verdict (`error`, `smoke`, `inconclusive`). The same as aggregating `result_verdicts`,
+    without building them (it is called per result when a run's summary is counted)."""
+    if result.status == 'error':
+        return 'error'
+    if is_smoke(result):
+        return 'smoke'
+    if result.status != 'ok':
+        return 'inconclusive'
+    # a mode fails on a failing finding, or the judge's own mode when it failed without one
+    return 'fail' if result.passed is False or any(is_failing(i) for i in result.issues) else 'pass'
 
 
 def _confidence(result: JudgeResultLike) -> float:
