@@ -15,6 +15,8 @@ that cannot be read back is an `error` verdict naming what is wrong (and a logge
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,9 +25,25 @@ from pydantic import ValidationError
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.verdicts import Coverage, RecordVerdict, judge_status, record_verdict
 
-__all__ = ('Coverage', 'RecordVerdict', 'failed_judges', 'has_failure', 'stored_results', 'stored_verdict')
+__all__ = (
+    'Coverage',
+    'RecordVerdict',
+    'cached_verdict',
+    'failed_judges',
+    'has_failure',
+    'known_verdicts',
+    'stored_results',
+    'stored_verdict',
+)
 
 log = logging.getLogger(__name__)
+
+# Completed evaluations whose verdict this process keeps (a completed row never changes: a new judgement is a
+# new row). Reading the judge results back and computing the verdict is most of the cost of the dashboard's
+# list filters and Patterns over thousands of runs; a few KB each, so a few tens of MB at most.
+_CACHE_SIZE = 10_000
+_cache: OrderedDict[str, tuple[list[JudgeResult], RecordVerdict]] = OrderedDict()
+_cache_lock = threading.Lock()
 
 
 def stored_results(judges: Any, *, where: str = 'an evaluation') -> list[JudgeResult]:
@@ -73,3 +91,27 @@ def failed_judges(results: Iterable[JudgeResult]) -> list[str]:
 def has_failure(verdict: RecordVerdict) -> bool:
     """Some judge's verdict on some mode is a fail."""
     return any(v.status == 'fail' for v in verdict.verdicts)
+
+
+def known_verdicts(evaluation_ids: Iterable[str]) -> dict[str, tuple[list[JudgeResult], RecordVerdict]]:
+    """The cached results and verdict of each of these *completed* evaluations this process has read before."""
+    with _cache_lock:
+        out = {}
+        for evaluation_id in evaluation_ids:
+            if (hit := _cache.get(evaluation_id)) is not None:
+                _cache.move_to_end(evaluation_id)
+                out[evaluation_id] = hit
+        return out
+
+
+def cached_verdict(evaluation_id: str, judges: Any) -> tuple[list[JudgeResult], RecordVerdict]:
+    """A *completed* evaluation's judge results (its report's `judges`) and their verdict, kept for next time
+    (only for completed rows: they never change)."""
+    results = stored_results(judges, where=f'evaluation {evaluation_id}')
+    entry = (results, record_verdict(results))
+    with _cache_lock:
+        _cache[evaluation_id] = entry
+        _cache.move_to_end(evaluation_id)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return entry

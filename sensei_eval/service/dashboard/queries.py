@@ -49,7 +49,14 @@ from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
-from sensei_eval.service.verdicts import Coverage, failed_judges, has_failure, stored_results
+from sensei_eval.service.verdicts import (
+    Coverage,
+    cached_verdict,
+    failed_judges,
+    has_failure,
+    known_verdicts,
+    stored_results,
+)
 
 __all__ = (
     'CategoryOut',
@@ -75,6 +82,8 @@ Order = Literal['asc', 'desc']
 
 # Histogram buckets of the score distribution: ten points wide, the last one 90-100.
 _BUCKET = 10
+# Ids per `IN (...)` list: well under SQLite's bound-parameter limit and PostgreSQL's comfort.
+_IN_CHUNK = 500
 
 
 class DashboardRow(BaseModel):
@@ -346,7 +355,8 @@ class _Eval:
 
 def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
     """Per session: its latest completed evaluation (criteria hashes, smoke, the per-judge results and their
-    verdict). Only the report's `judges` and `criteria_hashes` are read, not the record it carries."""
+    verdict). Only the report's `judges` and `criteria_hashes` are read, not the record it carries, and the
+    judges only of evaluations this process has not read before (`service.verdicts.known_verdicts`)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -355,18 +365,25 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
     if session_ids is not None:
         newest = newest.where(EvaluationRow.session_id.in_(session_ids))
     sub = newest.subquery()
-    query = select(
-        EvaluationRow.session_id,
-        EvaluationRow.evaluation_id,
-        EvaluationRow.report['criteria_hashes'],
-        EvaluationRow.smoke,
-        EvaluationRow.report['judges'],
-    ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
-    rows = db.execute(query.where(EvaluationRow.status == 'completed'))
+    latest = (
+        select(
+            EvaluationRow.session_id, EvaluationRow.evaluation_id, EvaluationRow.report['criteria_hashes'], EvaluationRow.smoke
+        )
+        .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value)
+    )
+    rows = list(db.execute(latest))
+    known = known_verdicts(evaluation_id for _, evaluation_id, _, _ in rows)
+    missing = [evaluation_id for _, evaluation_id, _, _ in rows if evaluation_id not in known]
+    for start in range(0, len(missing), _IN_CHUNK):
+        chunk = missing[start : start + _IN_CHUNK]
+        query = select(EvaluationRow.evaluation_id, EvaluationRow.report['judges']).where(EvaluationRow.evaluation_id.in_(chunk))
+        for evaluation_id, judges in db.execute(query):
+            known[evaluation_id] = cached_verdict(evaluation_id, judges)
     out: dict[str, _Eval] = {}
-    for sid, evaluation_id, hashes, smoke, judges in rows:
-        results = stored_results(judges, where=f'evaluation {evaluation_id}')
-        out[sid] = _Eval(hashes, bool(smoke), results, record_verdict(results))
+    for sid, evaluation_id, hashes, smoke in rows:
+        results, verdict = known.get(evaluation_id) or cached_verdict(evaluation_id, None)
+        out[sid] = _Eval(hashes, bool(smoke), results, verdict)
     return out
 
 
@@ -747,7 +764,8 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
         if judge and not current:
             continue  # that judge did not run (under today's criteria) on this run
         evaluated += 1
-        verdict = record_verdict(current)  # the run's verdict by the judges under today's criteria
+        # the run's verdict by the judges under today's criteria (all of them, mostly: the one stored)
+        verdict = e.verdict if len(current) == len(e.results) else record_verdict(current)
         modes.update(verdict.failure_modes)
         for result in current:
             tally = judge_tally[result.judge]
