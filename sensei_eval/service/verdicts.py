@@ -6,6 +6,12 @@ model (`sensei_eval.core.verdicts.record_verdict`) and show what it returns — 
 overall score (None: "not judged", never 1.0) and the coverage (`checks only, 8 of 11 judges`). The same
 function gives `sensei-eval judge` its verdicts, so a run reads the same on every surface.
 
+For the list and Patterns, which read thousands of evaluations at once, the worker stores a small summary of
+the verdict with each evaluation (`VerdictSummary`, the `verdict` column): the overall score, the coverage,
+each judge's verdict, the failed and the judged failure modes. It is the verdict model's output, tagged with a
+fingerprint of the verdict model's rules (`rules_fingerprint`); a summary made under other rules, or missing,
+is not used: the verdict is recomputed from the stored results instead (and kept in this process's cache).
+
 Evaluations stored before the verdict model existed (no `coverage` in their report, an `overall_score`
 column computed by older rules) are read the same way: the verdict is always recomputed from the per-judge
 results, which every stored report has had from the start; the stored column is not trusted. A judge result
@@ -14,26 +20,34 @@ that cannot be read back is an `error` verdict naming what is wrong (and a logge
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from sensei_eval.core import verdicts as _verdicts
 from sensei_eval.core.reports import JudgeResult
-from sensei_eval.core.verdicts import Coverage, RecordVerdict, judge_status, record_verdict
+from sensei_eval.core.verdicts import Coverage, RecordVerdict, VerdictStatus, judge_status, record_verdict
 
 __all__ = (
     'Coverage',
     'RecordVerdict',
+    'VerdictSummary',
     'cached_verdict',
     'failed_judges',
     'has_failure',
     'known_verdicts',
+    'rules_fingerprint',
     'stored_results',
+    'stored_summary',
     'stored_verdict',
+    'summarise',
 )
 
 log = logging.getLogger(__name__)
@@ -115,3 +129,52 @@ def cached_verdict(evaluation_id: str, judges: Any) -> tuple[list[JudgeResult], 
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return entry
+
+
+@functools.cache
+def rules_fingerprint() -> str:
+    """A fingerprint of the verdict model's rules (its module's source, as a check's criteria hash is its
+    source): a stored summary made under other rules is recomputed, never shown as today's verdict."""
+    return hashlib.sha256(inspect.getsource(_verdicts).encode()).hexdigest()[:16]
+
+
+class VerdictSummary(BaseModel):
+    """What the dashboard's list and Patterns read of an evaluation's verdict, stored with it (`verdict` column)."""
+
+    rules: str = Field(description='`rules_fingerprint()` of the process that made it.')
+    overall_score: float | None
+    coverage: Coverage
+    judges: dict[str, VerdictStatus] = Field(description="Each judge's verdict over all its modes (`judge_status`).")
+    failure_modes: list[str] = Field(description='Modes with a fail verdict, in the failure-mode table order.')
+    judged_modes: list[str] = Field(description='Modes with a pass or fail verdict.')
+    failed: bool = Field(description='Some verdict is a fail.')
+
+    @property
+    def failed_judges(self) -> list[str]:
+        return [name for name, status in self.judges.items() if status == 'fail']
+
+
+def summarise(results: list[JudgeResult], verdict: RecordVerdict | None = None) -> VerdictSummary:
+    """The summary of a record's verdict (computed from `results` unless given)."""
+    verdict = verdict if verdict is not None else record_verdict(results)
+    judged = dict.fromkeys(str(v.failure_mode) for v in verdict.verdicts if v.judged and v.failure_mode)
+    return VerdictSummary(
+        rules=rules_fingerprint(),
+        overall_score=verdict.overall_score,
+        coverage=verdict.coverage,
+        judges={r.judge: judge_status(r) for r in results},
+        failure_modes=list(verdict.failure_modes),
+        judged_modes=list(judged),
+        failed=has_failure(verdict),
+    )
+
+
+def stored_summary(value: Any) -> VerdictSummary | None:
+    """A stored `verdict` column as a summary, or None when there is none, it does not read, or it was made
+    under other verdict rules (the caller then recomputes from the results)."""
+    if not isinstance(value, Mapping) or value.get('rules') != rules_fingerprint():
+        return None
+    try:
+        return VerdictSummary.model_validate(value)
+    except ValidationError:
+        return None

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service.migrate import HEAD, current_revision, upgrade
 from sensei_eval.service.store import EvaluationRow, SessionRow, Store, new_id, now_us
+from sensei_eval.service.verdicts import rules_fingerprint
 
 from .conftest import ScriptedScorer, fast_settings, live_server
 
@@ -113,9 +114,17 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
     assert current_revision(old_db) == HEAD == '0008'
     store = Store(old_db)
     with store.read() as db:
-        stored = {r.session_id: r.overall_score for r in db.scalars(select(EvaluationRow))}
+        stored = {r.session_id: (r.overall_score, r.verdict) for r in db.scalars(select(EvaluationRow))}
+    assert {sid: overall for sid, (overall, _) in stored.items()} == {smoke_run: None, checks_only: 1.0}
+    # each old row got the verdict model's summary, which the dashboard's list and Patterns read
+    assert stored[smoke_run][1]['judges'] == {'hallucination': 'smoke'} and stored[smoke_run][1]['coverage']['judged'] == 0
+    assert stored[checks_only][1]['coverage']['label'] == 'checks only, 1 of 4 judges'
+    assert stored[checks_only][1]['rules'] == rules_fingerprint()
+    # a summary made under other verdict rules is not trusted: the list recomputes it from the results
+    with store.write() as db:
+        row = db.scalars(select(EvaluationRow).where(EvaluationRow.session_id == checks_only)).one()
+        row.verdict = {**row.verdict, 'rules': 'older-rules', 'overall_score': 0.0}
     store.dispose()
-    assert stored == {smoke_run: None, checks_only: 1.0}
 
     with (
         live_server(fast_settings(old_db), ScriptedScorer().model()) as live,
@@ -131,6 +140,7 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
         rows = {r['session_id']: r for r in c.get('/api/v1/dashboard/sessions', params={'agent': 'old'}).json()['items']}
         assert rows[smoke_run]['overall_score'] is None and rows[smoke_run]['coverage']['label'] == 'not judged'
         assert rows[checks_only]['coverage']['label'] == 'checks only, 1 of 4 judges'
+        assert rows[checks_only]['overall_score'] == 1.0  # not the 0.0 of the summary under other rules
         view = c.get(f'/api/v1/dashboard/sessions/{smoke_run}').json()['judgement']
         assert view['overall_score'] is None and [v['status'] for v in view['verdicts']] == ['smoke']
         view = c.get(f'/api/v1/dashboard/sessions/{checks_only}').json()['judgement']

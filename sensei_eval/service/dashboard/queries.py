@@ -37,7 +37,7 @@ from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
-from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
+from sensei_eval.core.verdicts import RecordVerdict, record_verdict
 from sensei_eval.evaluators.investigation import (
     CATEGORIES,
     CATEGORY_POINTS,
@@ -51,11 +51,12 @@ from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
 from sensei_eval.service.verdicts import (
     Coverage,
+    VerdictSummary,
     cached_verdict,
-    failed_judges,
-    has_failure,
     known_verdicts,
     stored_results,
+    stored_summary,
+    summarise,
 )
 
 __all__ = (
@@ -333,30 +334,31 @@ def _latest_completed_scores() -> Any:
 
 @dataclass(frozen=True)
 class _Eval:
-    """What the list and the patterns need of a session's latest completed evaluation: its judge results
-    and the verdict the verdict model gives them (nothing here decides pass or fail)."""
+    """What the list and the patterns need of a session's latest completed evaluation: the summary of its
+    verdict (the verdict model's, `service.verdicts.VerdictSummary`) and, where read, its judge results."""
 
+    evaluation_id: str
     hashes: Any
     smoke: bool
-    results: list[JudgeResult]
-    verdict: RecordVerdict
+    summary: VerdictSummary
+    results: list[JudgeResult] | None = None
 
     @property
     def modes(self) -> list[str]:
-        return self.verdict.failure_modes
+        return self.summary.failure_modes
 
     @property
     def overall(self) -> float | None:
-        return self.verdict.overall_score
+        return self.summary.overall_score
 
     def failed_judges(self) -> list[str]:
-        return failed_judges(self.results)
+        return self.summary.failed_judges
 
 
 def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
-    """Per session: its latest completed evaluation (criteria hashes, smoke, the per-judge results and their
-    verdict). Only the report's `judges` and `criteria_hashes` are read, not the record it carries, and the
-    judges only of evaluations this process has not read before (`service.verdicts.known_verdicts`)."""
+    """Per session: its latest completed evaluation (criteria hashes, smoke, the summary of its verdict). The
+    stored summary is read when the verdict rules it was made under are today's; otherwise the verdict is
+    recomputed from the report's judge results (`_with_results`)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -367,24 +369,43 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
     sub = newest.subquery()
     latest = (
         select(
-            EvaluationRow.session_id, EvaluationRow.evaluation_id, EvaluationRow.report['criteria_hashes'], EvaluationRow.smoke
+            EvaluationRow.session_id,
+            EvaluationRow.evaluation_id,
+            EvaluationRow.report['criteria_hashes'],
+            EvaluationRow.smoke,
+            EvaluationRow.verdict,
         )
         .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
     )
+    out: dict[str, _Eval] = {}
+    unsummarised: list[str] = []
     rows = list(db.execute(latest))
-    known = known_verdicts(evaluation_id for _, evaluation_id, _, _ in rows)
-    missing = [evaluation_id for _, evaluation_id, _, _ in rows if evaluation_id not in known]
+    for sid, evaluation_id, hashes, smoke, stored in rows:
+        summary = stored_summary(stored)
+        if summary is None:
+            unsummarised.append(evaluation_id)
+            continue
+        out[sid] = _Eval(evaluation_id, hashes, bool(smoke), summary)
+    full = _with_results(db, unsummarised)
+    for sid, evaluation_id, hashes, smoke, _ in rows:
+        if evaluation_id in full:
+            results, verdict = full[evaluation_id]
+            out[sid] = _Eval(evaluation_id, hashes, bool(smoke), summarise(results, verdict), results)
+    return out
+
+
+def _with_results(db: Session, evaluation_ids: list[str]) -> dict[str, tuple[list[JudgeResult], RecordVerdict]]:
+    """The judge results and verdict of these completed evaluations: from this process's cache, else read
+    (only the report's `judges`) and computed."""
+    known = known_verdicts(evaluation_ids)
+    missing = [evaluation_id for evaluation_id in evaluation_ids if evaluation_id not in known]
     for start in range(0, len(missing), _IN_CHUNK):
         chunk = missing[start : start + _IN_CHUNK]
         query = select(EvaluationRow.evaluation_id, EvaluationRow.report['judges']).where(EvaluationRow.evaluation_id.in_(chunk))
         for evaluation_id, judges in db.execute(query):
             known[evaluation_id] = cached_verdict(evaluation_id, judges)
-    out: dict[str, _Eval] = {}
-    for sid, evaluation_id, hashes, smoke in rows:
-        results, verdict = known.get(evaluation_id) or cached_verdict(evaluation_id, None)
-        out[sid] = _Eval(hashes, bool(smoke), results, verdict)
-    return out
+    return known
 
 
 def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
@@ -526,7 +547,7 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
                 prompt_version=_prompt_version(s.record),
                 evaluation_status=evaluation_states.get(s.session_id),
                 overall_score=e.overall if e else None,
-                coverage=e.verdict.coverage if e else None,
+                coverage=e.summary.coverage if e else None,
                 evaluation_smoke=e.smoke if e else False,
                 failed_judges=e.failed_judges() if e else [],
             )
@@ -556,7 +577,7 @@ def _matches(
         return False
     if judge and judge not in e.failed_judges():
         return False
-    if failed is not None and has_failure(e.verdict) != failed:
+    if failed is not None and e.summary.failed != failed:
         return False
     if min_overall is not None and (e.overall is None or e.overall < min_overall):
         return False
@@ -708,6 +729,16 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
             )
         )
         evaluations = _latest_evaluations(db)
+        known = _judge_hashes()
+
+        def outdated(e: _Eval) -> bool:
+            hashes = e.hashes if isinstance(e.hashes, dict) else {}
+            return any(name in known and hashes.get(name) != known[name][0] for name in e.summary.judges)
+
+        # a run whose judges all judged under today's criteria reads its stored summary; narrowed to one judge,
+        # or with a judge under older criteria, its verdict is recomputed over the judges that count
+        partial = [e.evaluation_id for e in evaluations.values() if judge or outdated(e)]
+        full = _with_results(db, partial)
     agents = sorted({a for a, _, _ in sessions.values() if a})
     versions = sorted({v for _, v, _ in sessions.values() if v})
 
@@ -741,7 +772,6 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
             if r.completed_at_us:
                 day = datetime.fromtimestamp(r.completed_at_us / 1e6, UTC).strftime('%Y-%m-%d')
                 by_day[day].append(score)
-    known = _judge_hashes()
     modes: Counter[str] = Counter()
     mode_failed: Counter[str] = Counter()
     mode_judged: Counter[str] = Counter()
@@ -755,21 +785,22 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
         if e.smoke and not include_smoke:
             smoke_left_out += 1
             continue
-        hashes = e.hashes if isinstance(e.hashes, dict) else {}
-        current = [
-            r
-            for r in e.results
-            if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
-        ]
-        if judge and not current:
-            continue  # that judge did not run (under today's criteria) on this run
+        if e.evaluation_id in full:  # the verdict over the judges that count here, recomputed
+            hashes = e.hashes if isinstance(e.hashes, dict) else {}
+            current = [
+                r
+                for r in full[e.evaluation_id][0]
+                if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
+            ]
+            if judge and not current:
+                continue  # that judge did not run (under today's criteria) on this run
+            summary = summarise(current)
+        else:
+            summary = e.summary
         evaluated += 1
-        # the run's verdict by the judges under today's criteria (all of them, mostly: the one stored)
-        verdict = e.verdict if len(current) == len(e.results) else record_verdict(current)
-        modes.update(verdict.failure_modes)
-        for result in current:
-            tally = judge_tally[result.judge]
-            status = judge_status(result)
+        modes.update(summary.failure_modes)
+        for name, status in summary.judges.items():
+            tally = judge_tally[name]
             if status in ('pass', 'fail'):
                 tally['ok'] += 1
                 tally['passed'] += status == 'pass'
@@ -777,14 +808,15 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
                 tally['inconclusive'] += 1
             else:
                 tally['errors'] += 1
-        for m in {v.failure_mode for v in verdict.verdicts if v.judged and v.failure_mode in MODES}:
-            mode_judged[str(m)] += 1
-            mode_failed[str(m)] += m in verdict.failure_modes
-        if verdict.overall_score is not None and not judge:
-            overall[min(int(max(0.0, min(1.0, verdict.overall_score)) * 10), 9)] += 1
-        if not verdict.coverage.judged:
+        for m in summary.judged_modes:
+            if m in MODES:
+                mode_judged[m] += 1
+                mode_failed[m] += m in summary.failure_modes
+        if summary.overall_score is not None and not judge:
+            overall[min(int(max(0.0, min(1.0, summary.overall_score)) * 10), 9)] += 1
+        if not summary.coverage.judged:
             continue  # nothing judged this run: it is in no failure rate
-        fails = has_failure(verdict)
+        fails = summary.failed
         a, v, created = sessions[sid]
         key = a if group == 'agent' else v if group == 'prompt_version' else 'all'
         counts = periods[(key or '(none)', _period(created, bucket))]

@@ -1,14 +1,17 @@
-"""Stored overall scores recomputed by the verdict model.
+"""The verdict model's summary on every evaluation, and stored overall scores recomputed by it.
 
-`session_evaluations.overall_score` of rows written before the verdict model (`sensei_eval.core.verdicts`)
-was computed by older rules: an answer of the embedded model counted as a verdict (a run nothing judged
-could store 1.0), and a minor finding could fail a mode. The service no longer reads the column (every
-surface recomputes the verdict from the stored per-judge results, `service.verdicts`), but a report or a
-SQL query over the table would still see the old figure, so each stored report's overall score is
-recomputed here, the way the service reads it. No column changes; rows without a report are left alone.
+`session_evaluations.verdict` (JSON, nullable): the summary of the evaluation's verdict that the dashboard's
+list and Patterns read (`service.verdicts.VerdictSummary`: overall score, coverage, each judge's verdict, the
+failed and judged failure modes), written by the worker with each evaluation from now on.
 
-Downgrade leaves the recomputed values: the old ones are not kept anywhere, and the old code reads these
-as well (a null overall score was always possible).
+Rows written before the verdict model (`sensei_eval.core.verdicts`) get theirs here, computed from the stored
+per-judge results, and their `overall_score` column is recomputed the same way: it was computed by older
+rules (an answer of the embedded model counted as a verdict, so a run nothing judged could store 1.0; a minor
+finding could fail a mode). A row whose summary cannot be made keeps none: the service then computes the
+verdict when it reads the row, as it does for a summary made under other verdict rules.
+
+Downgrade drops the column; the recomputed overall scores stay (the old values are kept nowhere, and the old
+code reads a null overall score as "no score", as it always could).
 
 Revision ID: 0008
 Revises: 0007
@@ -30,32 +33,39 @@ _BATCH = 200
 
 
 def upgrade() -> None:
-    from sensei_eval.service.verdicts import stored_verdict
+    from sensei_eval.service.verdicts import stored_results, summarise
 
+    op.add_column('session_evaluations', sa.Column('verdict', sa.JSON(), nullable=True))
     table = sa.table(
         'session_evaluations',
         sa.column('evaluation_id', sa.String()),
         sa.column('report', sa.JSON()),
         sa.column('overall_score', sa.Float()),
+        sa.column('verdict', sa.JSON()),
     )
     conn = op.get_bind()
     last = ''
     while True:
         rows = conn.execute(
-            sa.select(table.c.evaluation_id, table.c.report, table.c.overall_score)
+            sa.select(table.c.evaluation_id, table.c.report)
             .where(table.c.evaluation_id > last, table.c.report.is_not(None))
             .order_by(table.c.evaluation_id)
             .limit(_BATCH)
         ).all()
         if not rows:
             break
-        for evaluation_id, report, stored in rows:
-            verdict = stored_verdict(report, where=f'evaluation {evaluation_id} (migration 0008)')
-            overall = verdict.overall_score if verdict is not None else None
-            if overall != stored:
-                conn.execute(sa.update(table).where(table.c.evaluation_id == evaluation_id).values(overall_score=overall))
+        for evaluation_id, report in rows:
+            judges = report.get('judges') if isinstance(report, dict) else None
+            if not isinstance(judges, dict):
+                continue
+            summary = summarise(stored_results(judges, where=f'evaluation {evaluation_id} (migration 0008)'))
+            conn.execute(
+                sa.update(table)
+                .where(table.c.evaluation_id == evaluation_id)
+                .values(overall_score=summary.overall_score, verdict=summary.model_dump(mode='json'))
+            )
         last = rows[-1][0]
 
 
 def downgrade() -> None:
-    pass
+    op.drop_column('session_evaluations', 'verdict')
