@@ -18,6 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from benchmarks.conformance import (
     ROOT,
+    TAU2,
     Surface,
     agreement,
     load_records,
@@ -105,6 +106,13 @@ def test_the_console_shows_coverage_beside_the_score_and_not_judged(tmp_path: Pa
     summary = json.loads((tmp_path / 'reports' / 'p' / 'summary.json').read_text())
     assert summary['coverage']['label'].startswith('checks only, ')
 
+    # rows only for judges that applied: the documentation agent's checks never apply to the airline runs
+    airline = CliRunner().invoke(
+        judge_cli.app, ['--dataset', str(TAU2), '--out', 'reports', '--judges', 'checks', '--run-id', 'a', '--no-cache']
+    )
+    rows = {line.split()[0] for line in airline.output.splitlines() if line.split()}
+    assert 'reference_check' in rows and 'version_check' not in rows and 'citation_check' not in rows, airline.output
+
     nothing = CliRunner().invoke(judge_cli.app, [*args, '--judges', 'mvp', '--run-id', 'n'])
-    assert 'overall: not judged (not judged)' in nothing.output, nothing.output
+    assert 'overall: not judged (no judge gave a pass/fail verdict)' in nothing.output, nothing.output
     assert json.loads((tmp_path / 'reports' / 'n' / 'summary.json').read_text())['mean_overall_score'] is None

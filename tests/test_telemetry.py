@@ -72,6 +72,10 @@ def test_a_run_emits_a_record_span_and_a_judge_span_per_call(spans: tuple[Tracer
         for status in ('ok', 'error', 'inconclusive'):
             assert attrs[f'sensei_eval.judges.{status}'] == statuses.count(status)
         assert attrs['sensei_eval.judges.skipped'] == len(by_id[query_id].skipped)
+        # the verdict model's coverage and overall score, as the report has them (no score when not judged)
+        report = by_id[query_id]
+        assert report.coverage is not None and attrs['sensei_eval.coverage'] == report.coverage.label
+        assert attrs.get('sensei_eval.overall_score') == report.overall_score
 
     calls = _by_name(finished, 'sensei_eval.judge completeness')
     assert len(calls) == 3
@@ -85,6 +89,7 @@ def test_a_run_emits_a_record_span_and_a_judge_span_per_call(spans: tuple[Tracer
         assert attrs['sensei_eval.criteria_hash'] == Completeness().criteria_hash()
         assert attrs['sensei_eval.model'] == 'function:scripted'
         assert attrs['sensei_eval.status'] == expected[query_id] and attrs['sensei_eval.cached'] is False
+        assert list(attrs['sensei_eval.verdicts']) == [{'ok-1': 'pass', 'err-1': 'error', 'inc-1': 'inconclusive'}[query_id]]
         assert attrs['sensei_eval.input_tokens'] == result.input_tokens > 0
         assert attrs['sensei_eval.output_tokens'] == result.output_tokens > 0
         assert isinstance(attrs['sensei_eval.latency_s'], float) and attrs['sensei_eval.latency_s'] >= 0

@@ -673,8 +673,8 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
 def _overall_line(summary: RunSummary) -> str:
     """The run's overall score beside its coverage; "not judged" when no record has a score."""
     coverage = summary.coverage.label if summary.coverage is not None else 'not judged'
-    if summary.mean_overall_score is None:
-        return f'overall: not judged ({coverage})'
+    if summary.mean_overall_score is None:  # no record has a score: no judge gave a verdict
+        return 'overall: not judged (no judge gave a pass/fail verdict)'
     line = f'overall score {summary.mean_overall_score:.2f} · {coverage}'
     unscored = summary.records_judged - summary.records_scored
     if unscored > 0:

@@ -5,7 +5,7 @@ validator, the optimizer and the DSPy metric all read a record's verdicts throug
 run gets one judgement wherever it is looked at. Nothing else turns judge results into pass / fail or
 a score.
 
-Per record, three things:
+Per record: its verdicts, its overall score and its coverage, under one severity rule.
 
 * **verdicts** — each judge's verdict per failure mode (`ModeVerdict`, from `mode_verdicts`), with a
   status:

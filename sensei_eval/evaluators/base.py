@@ -238,7 +238,8 @@ class Judge(Evaluator[Any, Any, Any]):
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
         if result.score is not None:
             out[self.name] = EvaluationReason(value=result.score, reason=reason)
-        out[f'{self.name}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
+        if result.passed is not None or result.issues:  # a score-only judge (no pass/fail) asserts nothing
+            out[f'{self.name}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         return out
 
     def _result(self, **kwargs: Any) -> JudgeResult:

@@ -357,7 +357,8 @@ class FusedJudge(Judge):
             reason = (result.reasoning or '').strip()
             if result.score is not None:
                 out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-            out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
+            if result.passed is not None or result.issues:
+                out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         return out
 
 

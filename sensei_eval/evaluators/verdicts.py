@@ -64,7 +64,8 @@ class Verdicts(Evaluator[Any, Any, Any]):
                 reason = (result.reasoning or '').strip() or None
                 if result.score is not None:
                     out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-                out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
+                if result.passed is not None or result.issues:  # a score-only judge asserts nothing
+                    out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
         if verdict.overall_score is not None:
             out['overall'] = EvaluationReason(value=verdict.overall_score, reason=verdict.coverage.label)
         out['coverage'] = verdict.coverage.label

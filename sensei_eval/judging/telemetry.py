@@ -6,10 +6,12 @@ one, `get_tracer` returns None and no span is even started (the API's no-op span
 switch each, a few percent of a checks-only run); with a provider that does not sample, attributes
 are not computed (`span.is_recording()` is checked first).
 
-* `sensei_eval.record` — one record (× repeat): query id, repeat, profile, run id, and how many of its
-  judges were ok, errored, inconclusive or skipped;
+* `sensei_eval.record` — one record (× repeat): query id, repeat, profile, run id, how many of its
+  judges were ok, errored, inconclusive or skipped, and its coverage label and overall score (absent
+  when not judged), from `core.verdicts`;
 * `sensei_eval.judge <name>` — one judge call, a child of its record's span: query id, judge, failure
-  mode, criteria hash, model, status (ok | error | inconclusive), cached, tokens in/out, latency, and
+  mode, criteria hash, model, status (ok | error | inconclusive), the verdicts (`core.verdicts`: pass |
+  fail | inconclusive | error | smoke, one per member), cached, tokens in/out, latency, and
   the GenAI semantic-convention attributes of the model call (`gen_ai.operation.name`,
   `gen_ai.request.model`, `gen_ai.provider.name`, `gen_ai.usage.input_tokens` / `output_tokens`).
   The span is current while the judge runs, so pydantic-ai's own spans (`invoke_agent`, `chat`), when
@@ -44,6 +46,7 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
+from sensei_eval.core.verdicts import judge_status, record_verdict
 from sensei_eval.models.judge_model import redact_url
 
 if TYPE_CHECKING:
@@ -161,6 +164,10 @@ def end_record_span(span: Span, results: Sequence[JudgeResult], skipped: int, pr
     for status in ('ok', 'error', 'inconclusive'):
         span.set_attribute(f'sensei_eval.judges.{status}', sum(1 for r in results if r.status == status))
     span.set_attribute('sensei_eval.judges.skipped', skipped)
+    verdict = record_verdict(results)  # the verdict model's overall score and coverage, as the report has them
+    span.set_attribute('sensei_eval.coverage', verdict.coverage.label)
+    if verdict.overall_score is not None:
+        span.set_attribute('sensei_eval.overall_score', verdict.overall_score)
     if problems:
         span.set_status(Status(StatusCode.ERROR, problems[0][:200]))
 
@@ -211,6 +218,7 @@ def end_judge_span(span: Span, judge: Judge, results: Sequence[JudgeResult], *, 
     output_tokens = sum(r.output_tokens for r in results)
     span.set_attribute('sensei_eval.criteria_hash', judge.criteria_hash())
     span.set_attribute('sensei_eval.status', status)
+    span.set_attribute('sensei_eval.verdicts', [judge_status(r) for r in results])  # pass/fail/inconclusive/error/smoke
     span.set_attribute('sensei_eval.cached', all(r.cached for r in results))
     span.set_attribute('sensei_eval.input_tokens', input_tokens)
     span.set_attribute('sensei_eval.output_tokens', output_tokens)
