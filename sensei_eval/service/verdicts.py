@@ -24,6 +24,7 @@ import functools
 import hashlib
 import inspect
 import logging
+import marshal
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -134,8 +135,15 @@ def cached_verdict(evaluation_id: str, judges: Any) -> tuple[list[JudgeResult], 
 @functools.cache
 def rules_fingerprint() -> str:
     """A fingerprint of the verdict model's rules (its module's source, as a check's criteria hash is its
-    source): a stored summary made under other rules is recomputed, never shown as today's verdict."""
-    return hashlib.sha256(inspect.getsource(_verdicts).encode()).hexdigest()[:16]
+    source): a stored summary made under other rules is recomputed, never shown as today's verdict. Without
+    the source (a bytecode-only install), the module's compiled code stands in for it."""
+    try:
+        text = inspect.getsource(_verdicts).encode()
+    except (OSError, TypeError):
+        loader = getattr(_verdicts.__spec__, 'loader', None)
+        code = loader.get_code(_verdicts.__name__) if loader is not None and hasattr(loader, 'get_code') else None
+        text = marshal.dumps(code) if code is not None else repr(sorted(vars(_verdicts))).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 class VerdictSummary(BaseModel):

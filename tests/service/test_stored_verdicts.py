@@ -152,3 +152,28 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
         assert rates['completeness']['total'] == 0 and rates['completeness']['inconclusive'] == 1
         assert rates['hallucination']['total'] == 0  # neither the smoke answer nor the inconclusive one is a verdict
         assert sum(b['count'] for b in patterns['overall_histogram']) == 1  # the run not judged has no score
+
+
+def test_an_unreadable_stored_result_is_an_error_verdict_never_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    from sensei_eval.service.verdicts import stored_summary, stored_verdict, summarise
+
+    good = _old_result('identifier_check', 'hallucination', None, 'ok', True)
+    broken = {**_old_result('completeness', 'completeness', 'openai:gpt-x', 'ok', True), 'status': 'maybe'}
+    report = _old_report('x', [good, broken], 1.0)
+    with caplog.at_level('WARNING', logger='sensei_eval.service.verdicts'):
+        verdict = stored_verdict(report, where='evaluation e-1')
+    assert verdict is not None
+    statuses = {v.judge: v.status for v in verdict.verdicts}
+    assert statuses == {'identifier_check': 'pass', 'completeness': 'error'}
+    error = next(v.error for v in verdict.verdicts if v.judge == 'completeness')
+    assert error is not None and 'judges.completeness.status' in error
+    assert 'evaluation e-1' in caplog.text and 'judges.completeness.status' in caplog.text
+    assert verdict.coverage.label == '1 of 2 judges' and verdict.coverage.errors == 1
+    # a summary round-trips through the column; another rules fingerprint, or garbage, is not used
+    from sensei_eval.service.verdicts import stored_results
+
+    summary = summarise(stored_results(report['judges']))
+    assert stored_summary(summary.model_dump(mode='json')) == summary
+    assert stored_summary({**summary.model_dump(mode='json'), 'rules': 'other'}) is None
+    assert stored_summary({'rules': summary.rules, 'overall_score': 'x'}) is None
+    assert stored_verdict({'judges': None}) is None and stored_verdict(None) is None
