@@ -152,6 +152,15 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
         assert rates['completeness']['total'] == 0 and rates['completeness']['inconclusive'] == 1
         assert rates['hallucination']['total'] == 0  # neither the smoke answer nor the inconclusive one is a verdict
         assert sum(b['count'] for b in patterns['overall_histogram']) == 1  # the run not judged has no score
+        # narrowed to one judge: that judge's verdicts only
+        one = c.get('/api/v1/dashboard/patterns', params={'agent': 'old', 'judge': 'identifier_check'}).json()
+        assert [(r['label'], r['count'], r['total']) for r in one['judge_pass_rates']] == [('identifier_check', 1, 1)]
+        assert one['evaluated_sessions'] == 1 and one['mode_failure_rates'][0]['label'] == 'hallucination'
+        one = c.get('/api/v1/dashboard/patterns', params={'agent': 'old', 'judge': 'completeness'}).json()
+        assert [(r['label'], r['total'], r['inconclusive']) for r in one['judge_pass_rates']] == [('completeness', 0, 1)]
+        assert one['mode_failure_rates'] == [] and one['failure_trend'] == []  # an inconclusive run is in no rate
+        odd = c.get('/api/v1/dashboard/patterns', params={'judge': 'x"y'})
+        assert odd.status_code == 200 and odd.json()['evaluated_sessions'] == 0
 
 
 def test_an_unreadable_stored_result_is_an_error_verdict_never_dropped(caplog: pytest.LogCaptureFixture) -> None:

@@ -83,6 +83,8 @@ Order = Literal['asc', 'desc']
 
 # Histogram buckets of the score distribution: ten points wide, the last one 90-100.
 _BUCKET = 10
+# The characters of a judge's name (registry names, user modules' too): a name with others ran on no run.
+_JUDGE_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-')
 # Ids per `IN (...)` list: well under SQLite's bound-parameter limit and PostgreSQL's comfort.
 _IN_CHUNK = 500
 
@@ -392,6 +394,24 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
         if evaluation_id in full:
             results, verdict = full[evaluation_id]
             out[sid] = _Eval(evaluation_id, hashes, bool(smoke), summarise(results, verdict), results)
+    return out
+
+
+def _judge_results(db: Session, evaluations: list[_Eval], judge: str) -> dict[str, JudgeResult]:
+    """One judge's stored result in each of these completed evaluations that ran it (the report's
+    `judges.<judge>` alone: the rest of the report is not read)."""
+    out: dict[str, JudgeResult] = {}
+    if not judge or not set(judge) <= _JUDGE_NAME_CHARS:
+        return out  # no judge is named so (and the name goes into a JSON path)
+    ids = [e.evaluation_id for e in evaluations if judge in e.summary.judges]
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        query = select(EvaluationRow.evaluation_id, EvaluationRow.report['judges'][judge]).where(
+            EvaluationRow.evaluation_id.in_(chunk)
+        )
+        for evaluation_id, raw in db.execute(query):
+            if raw is not None:
+                out[evaluation_id] = stored_results({judge: raw}, where=f'evaluation {evaluation_id}')[0]
     return out
 
 
@@ -737,8 +757,12 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
 
         # a run whose judges all judged under today's criteria reads its stored summary; narrowed to one judge,
         # or with a judge under older criteria, its verdict is recomputed over the judges that count
-        partial = [e.evaluation_id for e in evaluations.values() if judge or outdated(e)]
-        full = _with_results(db, partial)
+        full: dict[str, list[JudgeResult]]
+        if judge:  # only that judge's result of each run is read
+            full = {eid: [result] for eid, result in _judge_results(db, list(evaluations.values()), judge).items()}
+        else:
+            recomputed = _with_results(db, [e.evaluation_id for e in evaluations.values() if outdated(e)])
+            full = {eid: results for eid, (results, _) in recomputed.items()}
     agents = sorted({a for a, _, _ in sessions.values() if a})
     versions = sorted({v for _, v, _ in sessions.values() if v})
 
@@ -785,11 +809,13 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
         if e.smoke and not include_smoke:
             smoke_left_out += 1
             continue
+        if judge and e.evaluation_id not in full:
+            continue  # that judge did not run on this run
         if e.evaluation_id in full:  # the verdict over the judges that count here, recomputed
             hashes = e.hashes if isinstance(e.hashes, dict) else {}
             current = [
                 r
-                for r in full[e.evaluation_id][0]
+                for r in full[e.evaluation_id]
                 if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
             ]
             if judge and not current:
