@@ -58,7 +58,9 @@ __all__ = (
     'RECORD_SPAN',
     'TRACER_NAME',
     'configure_from_env',
-    'end_judge_span', 'end_record_span', 'get_tracer',
+    'end_judge_span',
+    'end_record_span',
+    'get_tracer',
     'judge_span',
     'record_span',
 )
