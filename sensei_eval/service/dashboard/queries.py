@@ -310,6 +310,10 @@ def _judge_hashes() -> dict[str, tuple[str, str | None]]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------------
+# Queries
+
+
 def _latest_completed_scores() -> Any:
     """Subquery: per session, its latest completed score (session_id, score_id, total_score, prompt_hash, completed_at_us)."""
     newest = (
