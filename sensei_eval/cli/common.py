@@ -88,11 +88,12 @@ TimeoutOption = Annotated[
     ),
 ]
 NoCacheOption = Annotated[bool, typer.Option('--no-cache', help='Neither read nor write the on-disk judge cache.')]
-DEFAULT_JUDGES = ('mvp', 'checks')
 
 
 def split_names(values: list[str] | None) -> list[str]:
     """`--judges a,b --judges c` → `['a', 'b', 'c']`; nothing given → the default judges."""
+    from sensei_eval.evaluators.registry import DEFAULT_JUDGES  # the library's default, as the service's
+
     names = [n.strip() for v in values or () for n in v.split(',') if n.strip()]
     return names or list(DEFAULT_JUDGES)
 

@@ -46,6 +46,16 @@ def serve(
             "comma-separated, *.example.com for subdomains, '*' for any. Default: --host and localhost.",
         ),
     ] = None,
+    judge_names: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--judges',
+            help='Judges a run is evaluated with when the request names none (the dashboard\'s "Judge run", and '
+            'sampled traces unless --sampling names its own): names or groups, comma-separated or repeated. '
+            'Default: mvp,checks, as `judge`.',
+            show_default=False,
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
     scorer: Annotated[
         str, typer.Option(help='Scoring variant: freeform (the score on its last line) or structured (typed output).')
@@ -79,12 +89,21 @@ def serve(
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
+    from sensei_eval.cli.common import split_names
+    from sensei_eval.evaluators.registry import UnknownJudgeError, resolve_names
     from sensei_eval.production.sampler import SamplerConfig, SamplerConfigError, load_sampler_config
 
+    judges = tuple(split_names(judge_names))
+    try:
+        resolve_names(judges)
+    except UnknownJudgeError as e:
+        raise typer.BadParameter(str(e), param_hint='--judges') from None
     try:
         sampler = load_sampler_config(sampling) if sampling is not None else SamplerConfig()
     except SamplerConfigError as e:
         raise typer.BadParameter(str(e), param_hint='--sampling') from None
+    if 'judges' not in sampler.model_fields_set:  # a sampling file that names no judges uses the service's
+        sampler = sampler.model_copy(update={'judges': judges})
     logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     try:
         settings = ServiceSettings(
@@ -97,6 +116,7 @@ def serve(
             allowed_hosts=_allowed_hosts(allowed_hosts, host),
             concurrency=concurrency,
             scorer=variant,
+            judges=judges,
             auto_score_agents=frozenset(auto_score or ()),
             scoring_timeout_s=timeout,
             shutdown_grace_s=grace,

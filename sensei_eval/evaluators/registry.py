@@ -41,6 +41,7 @@ from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
 
 __all__ = (
     'COMPONENTS',
+    'DEFAULT_JUDGES',
     'EXTRA_MODES',
     'GROUPS',
     'JUDGES',
@@ -59,6 +60,10 @@ _MODE_JUDGES: tuple[type[Judge], ...] = (
 )  # fmt: skip
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
 _MVP = ('tool_selection', 'hallucination', 'completeness')
+# What every surface judges with when the user names no judges (`judge`, `serve`, the service API, the
+# sampler): the first LLM judges worth running plus the checks, which cost no model call and catch what a
+# small model misses (a refund claimed but never made).
+DEFAULT_JUDGES: tuple[str, ...] = ('mvp', 'checks')
 
 JUDGES: dict[str, type[Judge]] = {}
 GROUPS: dict[str, tuple[str, ...]] = {}

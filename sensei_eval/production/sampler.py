@@ -40,7 +40,7 @@ from sensei_eval.core.config import load_config_file
 from sensei_eval.core.errors import ConfigError, validation_message
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import Judge
-from sensei_eval.evaluators.registry import make_judges, resolve_names
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES, make_judges, resolve_names
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
 from sensei_eval.judging.runner import count_judge_calls
 
@@ -98,7 +98,7 @@ class SamplerConfig(BaseModel):
     budget_per_hour: int | None = Field(default=None, ge=0)
     negative_reserve: float = Field(default=0.2, ge=0, le=1)
     window_s: float = Field(default=3600.0, gt=0)
-    judges: tuple[str, ...] = ('mvp',)
+    judges: tuple[str, ...] = DEFAULT_JUDGES
     profile: str = DEFAULT_PROFILE.name
     agents: dict[str, AgentJudging] = Field(default_factory=dict)
     salt: str = ''

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sensei_eval.core.traces import MAX_REQUEST_ATTRIBUTES, MAX_REQUEST_SPANS, TraceConfig
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES, UnknownJudgeError, resolve_names
 from sensei_eval.production.alerts import AlertRule
 from sensei_eval.production.sampler import SamplerConfig
 
@@ -53,8 +54,9 @@ class ServiceSettings:
     concurrency: int = 10
     # The scoring variant new scorings use: the freeform two-turn scorer or the structured one.
     scorer: Literal['freeform', 'structured'] = 'freeform'
-    # The failure-mode judges `POST /sessions/{id}/evaluate` runs when the body names none.
-    default_evaluators: tuple[str, ...] = ('mvp',)
+    # The judges (names or groups) `POST /sessions/{id}/evaluate` runs when the body names none: by default
+    # the CLI's (`registry.DEFAULT_JUDGES`, mvp and the checks), so a run scores the same on both.
+    judges: tuple[str, ...] = DEFAULT_JUDGES
     # Agents/chains whose completed sessions are scored on ingestion; '*' means every agent.
     auto_score_agents: frozenset[str] = frozenset()
     # Model requests: attempts per request and the first backoff bound (the one retry policy, `sensei_eval.models.retry`).
@@ -106,6 +108,12 @@ class ServiceSettings:
             raise ValueError('trusted_proxies only means something with behind_proxy')
         if self.token is not None and not self.token.strip():
             raise ValueError('token must not be empty')
+        if not self.judges:
+            raise ValueError('judges must name at least one judge or group')
+        try:
+            resolve_names(self.judges)
+        except UnknownJudgeError as e:
+            raise ValueError(str(e)) from None
 
     @property
     def auth_required(self) -> bool:

@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.evaluators.investigation import is_current_prompt
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
+from sensei_eval.service.verdicts import Coverage, stored_verdict
 
 __all__ = (
     'MAX_OFFSET',
@@ -147,10 +148,28 @@ class ScoreRequest(BaseModel):
 
 
 class EvaluateRequest(BaseModel):
+    """`POST /sessions/{id}/evaluate`: which judges (as `sensei-eval judge --judges`: names or groups, each
+    may be comma-separated), else the service's (`serve --judges`, default mvp,checks). `evaluators` is the
+    old name of `judges`; naming both is an error."""
+
     model_config = ConfigDict(extra='forbid')
 
-    evaluators: list[str] | None = Field(default=None, description='Judge names or groups; default: the service setting.')
+    judges: list[str] | None = Field(
+        default=None, description="Judge names or groups (e.g. ['mvp', 'checks']); default: the service's judges."
+    )
+    evaluators: list[str] | None = Field(default=None, description='The old name of `judges`.')
     force: bool = Field(default=False, description='Evaluate again even if an evaluation exists.')
+
+    @model_validator(mode='after')
+    def _one_name(self) -> EvaluateRequest:
+        if self.judges is not None and self.evaluators is not None:
+            raise ValueError('name the judges once: `judges` (or its old name `evaluators`), not both')
+        return self
+
+    def requested(self) -> list[str] | None:
+        """The judges this request names, or None for the service's default."""
+        names = self.judges if self.judges is not None else self.evaluators
+        return names or None
 
 
 class EvaluationOut(BaseModel):
@@ -162,7 +181,13 @@ class EvaluationOut(BaseModel):
     started_at_us: int
     completed_at_us: int | None
     error_message: str | None
-    overall_score: float | None
+    overall_score: float | None = Field(
+        description='From the verdict model (`core.verdicts`), as `sensei-eval judge` gives it; null: not judged.'
+    )
+    coverage: Coverage | None = Field(
+        default=None,
+        description="How much was judged (its `label`: 'checks only, 8 of 11 judges', 'not judged'); null without results.",
+    )
     model: str | None
     smoke: bool = False
     report: dict[str, Any] | None = None
@@ -196,6 +221,9 @@ def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None, *, wit
 
 
 def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOut:
+    """The evaluation as the API returns it; its overall score and coverage are the verdict model's, read from
+    the stored per-judge results (rows stored before coverage existed included)."""
+    verdict = stored_verdict(row.report, where=f'evaluation {row.evaluation_id}')
     return EvaluationOut(
         evaluation_id=row.evaluation_id,
         session_id=row.session_id,
@@ -205,7 +233,8 @@ def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOu
         started_at_us=row.started_at_us,
         completed_at_us=row.completed_at_us,
         error_message=row.error_message,
-        overall_score=row.overall_score,
+        overall_score=verdict.overall_score if verdict is not None else None,
+        coverage=verdict.coverage if verdict is not None else None,
         model=row.model,
         smoke=bool(row.smoke),
         report=row.report if with_report else None,

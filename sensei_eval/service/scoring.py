@@ -80,6 +80,7 @@ from sensei_eval.service.store import (
     check_transition,
     now_us,
 )
+from sensei_eval.service.verdicts import summarise
 
 __all__ = ('PHASES', 'Job', 'ScoringWorker')
 
@@ -269,6 +270,7 @@ class ScoringWorker:
         values: dict[str, Any] = {
             'report': report.model_dump(mode='json'),
             'overall_score': report.overall_score,
+            'verdict': summarise(list(report.judges.values())).model_dump(mode='json'),  # what the dashboard reads
             'model': self.judge_model.name,
             'smoke': self.judge_model.embedded,
         }

@@ -294,6 +294,8 @@ class EvaluationRow(JobMixin, Base):
     triggered_by: Mapped[str] = mapped_column(String(255))
     overall_score: Mapped[float | None] = mapped_column()
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the verdict model's summary of the report (`service.verdicts.VerdictSummary`; migration 0008)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index('ix_session_evaluations_session_id', 'session_id'),

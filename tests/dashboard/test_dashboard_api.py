@@ -240,7 +240,8 @@ def test_session_view_carries_the_judgement_with_each_verdict(server: DashboardS
     judgement = view['judgement']
     assert judgement['overall_score'] == FAILED_OVERALL and judgement['failure_modes'] == ['hallucination']
     first, second = judgement['verdicts']  # failed verdicts first
-    assert (first['judge'], first['passed'], first['status']) == ('hallucination', False, 'ok')
+    assert (first['judge'], first['passed'], first['status']) == ('hallucination', False, 'fail')  # the verdict model's
     assert first['reasoning'].startswith('hallucination: the run falls short')
     assert first['issues'][0]['steps'] == [3] and first['issues'][0]['fields']['severity'] == 'major'
-    assert (second['judge'], second['passed']) == ('completeness', True)
+    assert (second['judge'], second['passed'], second['status']) == ('completeness', True, 'pass')
+    assert judgement['coverage']['label'] == 'all 2 judges' and judgement['judges_run'] == ['hallucination', 'completeness']

@@ -1,4 +1,5 @@
-"""`python -m sensei_eval serve`: starts, migrates a fresh database, serves, stops cleanly on SIGTERM."""
+"""`python -m sensei_eval serve`: starts, migrates a fresh database, serves, stops cleanly on SIGTERM; its
+`--judges` (default mvp,checks, as `judge`) become the service's and the sampler's judges."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES
 from sensei_eval.service.store import Store, WorkerRow
 
 from .conftest import _free_port, alert_record, wait_for, wait_until_up
@@ -59,3 +63,34 @@ def test_serve_command_runs_the_service(tmp_path: Path) -> None:
     with store.read() as session:
         assert list(session.scalars(select(WorkerRow))) == []
     store.dispose()
+
+
+def _serve_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> tuple[int, Any, str]:
+    """`sensei-eval serve <args>` in-process up to the point it would start uvicorn: exit code, settings, output."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from sensei_eval.cli.app import app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, 'run', lambda asgi, **_: seen.setdefault('settings', asgi.state.service.settings))
+    result = CliRunner().invoke(app, ['serve', '--db', str(tmp_path / 's.db'), '--model', 'test', *args])
+    return result.exit_code, seen.get('settings'), result.output
+
+
+def test_serve_judges_like_judge_by_default_and_takes_judges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    code, settings, out = _serve_settings(monkeypatch, tmp_path)
+    assert code == 0, out
+    assert settings.judges == DEFAULT_JUDGES == ('mvp', 'checks') and settings.sampler.judges == DEFAULT_JUDGES
+    code, settings, out = _serve_settings(monkeypatch, tmp_path, '--judges', 'checks,hallucination', '--judges', 'completeness')
+    assert code == 0, out
+    assert settings.judges == ('checks', 'hallucination', 'completeness')
+    assert settings.sampler.judges == settings.judges  # no --sampling file: sampled traces use them too
+    sampling = tmp_path / 'sampling.json'
+    sampling.write_text('{"judges": ["mvp"]}')
+    code, settings, out = _serve_settings(monkeypatch, tmp_path, '--judges', 'checks', '--sampling', str(sampling))
+    assert code == 0, out
+    assert settings.judges == ('checks',) and settings.sampler.judges == ('mvp',)  # the file's own judges win
+    code, settings, out = _serve_settings(monkeypatch, tmp_path, '--judges', 'mvp,nonsense')
+    assert code == 2 and settings is None
+    assert 'nonsense' in out and 'hallucination' in out  # names the unknown one and lists the known ones

@@ -5,7 +5,9 @@ dashboard can grow without touching the service's write path. Semantics a reader
 
 * "the score" of a session is its latest *completed* scoring; "the scoring state" its latest scoring
   of any status (so a list can show "Scoring…" while a re-score runs over an older score);
-* a session's failure modes are those of its latest *completed* evaluation (`RecordReport.failure_modes`);
+* a session's judgement is its latest *completed* evaluation as the verdict model reads it
+  (`service.verdicts`, over `core.verdicts`): failure modes, failed judges, the overall score (null: not
+  judged, never 1.0) and the coverage beside it. Nothing here decides pass or fail or computes a score;
 * the patterns page counts only work done under today's criteria: scores whose `prompt_hash` is the
   configured scorer's current hash, and failure modes whose judges' criteria hashes are current —
   otherwise a rubric change would mix old and new verdicts in one chart;
@@ -33,7 +35,9 @@ from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
+from sensei_eval.core.verdicts import RecordVerdict, record_verdict
 from sensei_eval.evaluators.investigation import (
     CATEGORIES,
     CATEGORY_POINTS,
@@ -45,6 +49,15 @@ from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
+from sensei_eval.service.verdicts import (
+    Coverage,
+    VerdictSummary,
+    cached_verdict,
+    known_verdicts,
+    stored_results,
+    stored_summary,
+    summarise,
+)
 
 __all__ = (
     'CategoryOut',
@@ -70,6 +83,10 @@ Order = Literal['asc', 'desc']
 
 # Histogram buckets of the score distribution: ten points wide, the last one 90-100.
 _BUCKET = 10
+# The characters of a judge's name (registry names, user modules' too): a name with others ran on no run.
+_JUDGE_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-')
+# Ids per `IN (...)` list: well under SQLite's bound-parameter limit and PostgreSQL's comfort.
+_IN_CHUNK = 500
 
 
 class DashboardRow(BaseModel):
@@ -90,7 +107,10 @@ class DashboardRow(BaseModel):
     is_alert: bool = Field(default=False, description='The record has alert_data: the investigation scorer applies.')
     prompt_version: str | None = None
     evaluation_status: str | None = Field(default=None, description='Latest failure-mode evaluation of any status.')
-    overall_score: float | None = Field(default=None, description="The latest completed evaluation's overall score (0-1).")
+    overall_score: float | None = Field(
+        default=None, description="The latest completed evaluation's overall score (0-1; the verdict model's); null: not judged."
+    )
+    coverage: Coverage | None = Field(default=None, description='How much of the run that evaluation judged.')
     evaluation_smoke: bool = False
     failed_judges: list[str] = Field(default_factory=list, description='Judges whose verdict failed in that evaluation.')
 
@@ -123,7 +143,8 @@ class IssueOut(BaseModel):
 
 
 class VerdictOut(BaseModel):
-    """One judge's verdict in an evaluation: status (ok, error, inconclusive), pass/fail, why, what it cited."""
+    """One judge's verdict on one failure mode (the verdict model's `ModeVerdict`): its status (pass, fail,
+    inconclusive, error, smoke), why, what it cited. A judge of several modes has one per mode."""
 
     judge: str
     failure_mode: str | None
@@ -145,7 +166,9 @@ class JudgementView(BaseModel):
     smoke: bool
     completed_at_us: int | None
     error: str | None
-    overall_score: float | None
+    overall_score: float | None = Field(description="The verdict model's overall score; null: not judged.")
+    coverage: Coverage | None = Field(description='How much was judged; its label goes beside the score.')
+    judges_run: list[str] = Field(default_factory=list, description='The judges that ran on the run (asked, and applied).')
     category_scores: dict[str, float]
     primary_failure_mode: str | None
     failure_modes: list[str]
@@ -194,6 +217,9 @@ class SessionView(BaseModel):
     is_alert: bool = False
     prompt_version: str | None = None
     judgement: JudgementView | None = None
+    service_judges: list[str] = Field(
+        default_factory=list, description='The judges "Judge run" runs: the service\'s (`serve --judges`), groups expanded.'
+    )
 
 
 class Bar(BaseModel):
@@ -241,7 +267,9 @@ class Patterns(BaseModel):
     missing_tools: list[Bar]
     histogram: list[Bar]
     trend: list[TrendPoint]
-    judge_pass_rates: list[Rate] = Field(default_factory=list, description='Per judge: passed of its ok verdicts.')
+    judge_pass_rates: list[Rate] = Field(
+        default_factory=list, description="Per judge: passes of its pass/fail verdicts (the verdict model's judge_status)."
+    )
     mode_failure_rates: list[Rate] = Field(
         default_factory=list, description='Per failure mode: runs that failed it, of the runs a judge of it judged.'
     )
@@ -283,20 +311,6 @@ def _judge_hashes() -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def _current_modes(report_modes: Any, hashes: Any) -> list[str]:
-    """The failure modes of a report whose judges all ran under today's criteria."""
-    if not isinstance(report_modes, list):
-        return []
-    hashes = hashes if isinstance(hashes, dict) else {}
-    known = _judge_hashes()
-    out = []
-    for mode in report_modes:
-        judges = [j for j, (_, m) in known.items() if m == mode and j in hashes]
-        if judges and all(hashes[j] == known[j][0] for j in judges):
-            out.append(str(mode))
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------
 # Queries
 
@@ -327,21 +341,31 @@ def _latest_completed_scores() -> Any:
 
 @dataclass(frozen=True)
 class _Eval:
-    """What the list and the patterns need of a session's latest completed evaluation."""
+    """What the list and the patterns need of a session's latest completed evaluation: the summary of its
+    verdict (the verdict model's, `service.verdicts.VerdictSummary`) and, where read, its judge results."""
 
-    modes: Any
+    evaluation_id: str
     hashes: Any
     smoke: bool
-    overall: float | None
-    judges: dict[str, Any]
+    summary: VerdictSummary
+    results: list[JudgeResult] | None = None
+
+    @property
+    def modes(self) -> list[str]:
+        return self.summary.failure_modes
+
+    @property
+    def overall(self) -> float | None:
+        return self.summary.overall_score
 
     def failed_judges(self) -> list[str]:
-        return [n for n, j in self.judges.items() if isinstance(j, dict) and j.get('status') == 'ok' and j.get('passed') is False]
+        return self.summary.failed_judges
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None, *, verdicts: bool = True) -> dict[str, _Eval]:
-    """Per session: its latest completed evaluation (failure modes, criteria hashes, smoke, overall, and with
-    `verdicts` the per-judge results, the largest part of a report: read only where they are needed)."""
+def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
+    """Per session: its latest completed evaluation (criteria hashes, smoke, the summary of its verdict). The
+    stored summary is read when the verdict rules it was made under are today's; otherwise the verdict is
+    recomputed from the report's judge results (`_with_results`)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -350,19 +374,63 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None, *, ve
     if session_ids is not None:
         newest = newest.where(EvaluationRow.session_id.in_(session_ids))
     sub = newest.subquery()
-    query = select(
-        EvaluationRow.session_id,
-        EvaluationRow.report['failure_modes'],
-        EvaluationRow.report['criteria_hashes'],
-        EvaluationRow.smoke,
-        EvaluationRow.overall_score,
-        EvaluationRow.report['judges'] if verdicts else EvaluationRow.overall_score,
-    ).join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
-    rows = db.execute(query.where(EvaluationRow.status == 'completed'))
-    return {
-        sid: _Eval(modes, hashes, bool(smoke), overall, judges if isinstance(judges, dict) else {})
-        for sid, modes, hashes, smoke, overall, judges in rows
-    }
+    latest = (
+        select(
+            EvaluationRow.session_id,
+            EvaluationRow.evaluation_id,
+            EvaluationRow.report['criteria_hashes'],
+            EvaluationRow.smoke,
+            EvaluationRow.verdict,
+        )
+        .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value)
+    )
+    out: dict[str, _Eval] = {}
+    unsummarised: list[str] = []
+    rows = list(db.execute(latest))
+    for sid, evaluation_id, hashes, smoke, stored in rows:
+        summary = stored_summary(stored)
+        if summary is None:
+            unsummarised.append(evaluation_id)
+            continue
+        out[sid] = _Eval(evaluation_id, hashes, bool(smoke), summary)
+    full = _with_results(db, unsummarised)
+    for sid, evaluation_id, hashes, smoke, _ in rows:
+        if evaluation_id in full:
+            results, verdict = full[evaluation_id]
+            out[sid] = _Eval(evaluation_id, hashes, bool(smoke), summarise(results, verdict), results)
+    return out
+
+
+def _judge_results(db: Session, evaluations: list[_Eval], judge: str) -> dict[str, JudgeResult]:
+    """One judge's stored result in each of these completed evaluations that ran it (the report's
+    `judges.<judge>` alone: the rest of the report is not read)."""
+    out: dict[str, JudgeResult] = {}
+    if not judge or not set(judge) <= _JUDGE_NAME_CHARS:
+        return out  # no judge is named so (and the name goes into a JSON path)
+    ids = [e.evaluation_id for e in evaluations if judge in e.summary.judges]
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        query = select(EvaluationRow.evaluation_id, EvaluationRow.report['judges'][judge]).where(
+            EvaluationRow.evaluation_id.in_(chunk)
+        )
+        for evaluation_id, raw in db.execute(query):
+            if raw is not None:
+                out[evaluation_id] = stored_results({judge: raw}, where=f'evaluation {evaluation_id}')[0]
+    return out
+
+
+def _with_results(db: Session, evaluation_ids: list[str]) -> dict[str, tuple[list[JudgeResult], RecordVerdict]]:
+    """The judge results and verdict of these completed evaluations: from this process's cache, else read
+    (only the report's `judges`) and computed."""
+    known = known_verdicts(evaluation_ids)
+    missing = [evaluation_id for evaluation_id in evaluation_ids if evaluation_id not in known]
+    for start in range(0, len(missing), _IN_CHUNK):
+        chunk = missing[start : start + _IN_CHUNK]
+        query = select(EvaluationRow.evaluation_id, EvaluationRow.report['judges']).where(EvaluationRow.evaluation_id.in_(chunk))
+        for evaluation_id, judges in db.execute(query):
+            known[evaluation_id] = cached_verdict(evaluation_id, judges)
+    return known
 
 
 def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
@@ -468,7 +536,7 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
         if judged:
             ids = [
                 sid
-                for sid, e in _latest_evaluations(db, verdicts=bool(judge or failed is not None)).items()
+                for sid, e in _latest_evaluations(db).items()
                 if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
             ]
             conditions.append(SessionRow.session_id.in_(ids))
@@ -499,11 +567,12 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
                 total_score=total_score,
                 smoke=bool(smoke),
                 current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=[str(m) for m in (e.modes if e and isinstance(e.modes, list) else [])],
+                failure_modes=list(e.modes) if e else [],
                 is_alert=_is_alert(s.record),
                 prompt_version=_prompt_version(s.record),
                 evaluation_status=evaluation_states.get(s.session_id),
                 overall_score=e.overall if e else None,
+                coverage=e.summary.coverage if e else None,
                 evaluation_smoke=e.smoke if e else False,
                 failed_judges=e.failed_judges() if e else [],
             )
@@ -529,12 +598,11 @@ def _matches(
     min_overall: float | None,
     max_overall: float | None,
 ) -> bool:
-    modes = e.modes if isinstance(e.modes, list) else []
-    if failure_mode and failure_mode not in modes:
+    if failure_mode and failure_mode not in e.modes:
         return False
     if judge and judge not in e.failed_judges():
         return False
-    if failed is not None and bool(modes or e.failed_judges()) != failed:
+    if failed is not None and e.summary.failed != failed:
         return False
     if min_overall is not None and (e.overall is None or e.overall < min_overall):
         return False
@@ -551,20 +619,18 @@ def session_view(store: Store, session_id: str) -> SessionView:
         StepOut(number=s.number, kind=s.kind, text=s.text, tool_name=s.tool_name, speaker=s.speaker) for s in transcript.steps
     ]
     evaluation = detail.latest_evaluation
-    issues: list[IssueOut] = []
-    modes: list[str] = []
-    report = evaluation.report if evaluation is not None else None
-    if report:
-        modes = [str(m) for m in report.get('failure_modes') or []]
-        found = report.get('issues')
-        for mode, mode_issues in (found.items() if isinstance(found, dict) else ()):
-            for issue in mode_issues if isinstance(mode_issues, list) else []:
-                if isinstance(issue, dict):
-                    fields = {k: v for k, v in issue.items() if k not in ('steps', 'source')}
-                    steps_cited = [int(n) for n in issue.get('steps') or [] if isinstance(n, int)]
-                    issues.append(
-                        IssueOut(failure_mode=mode, steps=steps_cited, source=str(issue.get('source', 'judge')), fields=fields)
-                    )
+    where = f'evaluation {evaluation.evaluation_id}' if evaluation else ''
+    results = stored_results((evaluation.report or {}).get('judges'), where=where) if evaluation else []
+    verdict = record_verdict(results) if evaluation is not None and evaluation.report else None
+    # the findings of every judged mode (a pass's minor findings too), in the failure-mode table's order
+    order = {m: n for n, m in enumerate(MODES)}
+    judged = [v for v in (verdict.verdicts if verdict else []) if v.judged and v.failure_mode in MODES]
+    issues = [
+        _issue_out(v.failure_mode, i)
+        for v in sorted(judged, key=lambda v: order[str(v.failure_mode)])
+        for i in v.issues
+        if isinstance(i, dict)
+    ]
     return SessionView(
         session_id=detail.session_id,
         query_id=detail.query_id,
@@ -582,11 +648,11 @@ def session_view(store: Store, session_id: str) -> SessionView:
         history=[_score_view(s) for s in history],
         evaluation_status=evaluation.status.value if evaluation is not None else None,
         evaluation_error=evaluation.error_message if evaluation is not None else None,
-        failure_modes=modes,
+        failure_modes=verdict.failure_modes if verdict else [],
         issues=issues,
         is_alert=record.alert_data is not None,
         prompt_version=record.prompt_version,
-        judgement=_judgement(evaluation) if evaluation is not None else None,
+        judgement=_judgement(evaluation, results, verdict) if evaluation is not None else None,
     )
 
 
@@ -596,44 +662,27 @@ def _issue_out(mode: str | None, issue: dict[str, Any]) -> IssueOut:
     return IssueOut(failure_mode=mode or '', steps=steps_cited, source=str(issue.get('source', 'judge')), fields=fields)
 
 
-def _judgement(evaluation: EvaluationOut) -> JudgementView:
-    """An evaluation with its per-judge verdicts (each with its reasoning and cited issues), read from its report."""
+def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: RecordVerdict | None) -> JudgementView:
+    """An evaluation with its verdicts (one per judge and failure mode, from the verdict model), each with the
+    judge's reasoning and the issues it cited; the overall score and the coverage are the verdict model's."""
     report = evaluation.report or {}
-    verdicts = []
-    judges = report.get('judges') if isinstance(report.get('judges'), dict) else {}
-    for name, j in (judges or {}).items():
-        if not isinstance(j, dict):
-            continue
-        mode = j.get('failure_mode')
-        verdicts.append(
-            VerdictOut(
-                judge=str(name),
-                failure_mode=str(mode) if mode else None,
-                status=str(j.get('status', 'error')),
-                passed=j.get('passed') if isinstance(j.get('passed'), bool) else None,
-                score=j.get('score') if isinstance(j.get('score'), int | float) else None,
-                reasoning=j.get('reasoning') if isinstance(j.get('reasoning'), str) else None,
-                error=j.get('error') if isinstance(j.get('error'), str) else None,
-                issues=[_issue_out(mode, i) for i in j.get('issues') or [] if isinstance(i, dict)],
-            )
+    by_judge = {r.judge: r for r in results}
+    verdicts = [
+        VerdictOut(
+            judge=v.judge,
+            failure_mode=v.failure_mode,
+            status=v.status,
+            passed=v.passed,
+            score=v.score,
+            reasoning=by_judge[v.judge].reasoning if v.judge in by_judge else None,
+            error=v.error,
+            issues=[_issue_out(v.failure_mode, i) for i in v.issues if isinstance(i, dict)],
         )
-    # failed verdicts first, then errors and inconclusive ones, then passes
-    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'pass': 3}
-    verdicts.sort(
-        key=lambda v: (
-            rank[
-                'fail'
-                if v.status == 'ok' and v.passed is False
-                else 'pass'
-                if v.status == 'ok'
-                else v.status
-                if v.status in rank
-                else 'error'
-            ],
-            v.judge,
-        )
-    )
-    categories = report.get('category_scores')
+        for v in (verdict.verdicts if verdict else [])
+    ]
+    # failed verdicts first, then errors, inconclusive and smoke answers, then passes
+    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'pass': 4}
+    verdicts.sort(key=lambda v: (rank.get(v.status, 1), v.judge, v.failure_mode or ''))
     skipped = report.get('skipped')
     return JudgementView(
         evaluation_id=evaluation.evaluation_id,
@@ -643,10 +692,12 @@ def _judgement(evaluation: EvaluationOut) -> JudgementView:
         smoke=evaluation.smoke,
         completed_at_us=evaluation.completed_at_us,
         error=evaluation.error_message,
-        overall_score=evaluation.overall_score,
-        category_scores={str(k): float(v) for k, v in categories.items()} if isinstance(categories, dict) else {},
-        primary_failure_mode=report.get('primary_failure_mode'),
-        failure_modes=[str(m) for m in report.get('failure_modes') or []],
+        overall_score=verdict.overall_score if verdict else None,
+        coverage=verdict.coverage if verdict else None,
+        judges_run=[r.judge for r in results],
+        category_scores=dict(verdict.category_scores) if verdict else {},
+        primary_failure_mode=verdict.primary_failure_mode if verdict else None,
+        failure_modes=list(verdict.failure_modes) if verdict else [],
         verdicts=verdicts,
         skipped={str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {},
     )
@@ -673,7 +724,8 @@ class PatternFilters(_Filters):
 def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 15) -> Patterns:
     """What the judges found, under today's criteria, over the runs the filters select.
 
-    Pass rate per judge (passed of its ok verdicts; errors and inconclusive verdicts counted beside it),
+    Every figure reads the verdict model (`core.verdicts`) over the judges under today's criteria. Pass rate
+    per judge (passes of its pass/fail verdicts; errors, and inconclusive or smoke answers, counted beside it),
     failure rate per failure mode (runs that failed it, of the runs a judge of it judged), the share of
     judged runs that failed per day or ISO week (grouped by agent or prompt version), the overall-score
     distribution; and, for alert runs, the investigation scores (histogram, daily mean, missing tools).
@@ -704,6 +756,20 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
             )
         )
         evaluations = _latest_evaluations(db)
+        known = _judge_hashes()
+
+        def outdated(e: _Eval) -> bool:
+            hashes = e.hashes if isinstance(e.hashes, dict) else {}
+            return any(name in known and hashes.get(name) != known[name][0] for name in e.summary.judges)
+
+        # a run whose judges all judged under today's criteria reads its stored summary; narrowed to one judge,
+        # or with a judge under older criteria, its verdict is recomputed over the judges that count
+        full: dict[str, list[JudgeResult]]
+        if judge:  # only that judge's result of each run is read
+            full = {eid: [result] for eid, result in _judge_results(db, list(evaluations.values()), judge).items()}
+        else:
+            recomputed = _with_results(db, [e.evaluation_id for e in evaluations.values() if outdated(e)])
+            full = {eid: results for eid, (results, _) in recomputed.items()}
     agents = sorted({a for a, _, _ in sessions.values() if a})
     versions = sorted({v for _, v, _ in sessions.values() if v})
 
@@ -737,7 +803,6 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
             if r.completed_at_us:
                 day = datetime.fromtimestamp(r.completed_at_us / 1e6, UTC).strftime('%Y-%m-%d')
                 by_day[day].append(score)
-    known = _judge_hashes()
     modes: Counter[str] = Counter()
     mode_failed: Counter[str] = Counter()
     mode_judged: Counter[str] = Counter()
@@ -751,41 +816,40 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
         if e.smoke and not include_smoke:
             smoke_left_out += 1
             continue
-        hashes = e.hashes if isinstance(e.hashes, dict) else {}
-        current = [
-            (name, j)
-            for name, j in e.judges.items()
-            if isinstance(j, dict) and (not judge or name == judge) and (name not in known or hashes.get(name) == known[name][0])
-        ]
-        if judge and not current:
-            continue  # that judge did not run (under today's criteria) on this run
+        if judge and e.evaluation_id not in full:
+            continue  # that judge did not run on this run
+        if e.evaluation_id in full:  # the verdict over the judges that count here, recomputed
+            hashes = e.hashes if isinstance(e.hashes, dict) else {}
+            current = [
+                r
+                for r in full[e.evaluation_id]
+                if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
+            ]
+            if judge and not current:
+                continue  # that judge did not run (under today's criteria) on this run
+            summary = summarise(current)
+        else:
+            summary = e.summary
         evaluated += 1
-        report_modes = _current_modes(e.modes, hashes)
-        if judge:
-            judge_mode = known.get(judge, ('', None))[1]
-            report_modes = [m for m in report_modes if m == judge_mode]
-        modes.update(report_modes)
-        judged_modes: set[str] = set()
-        for name, j in current:
+        modes.update(summary.failure_modes)
+        for name, status in summary.judges.items():
             tally = judge_tally[name]
-            status = j.get('status')
-            if status == 'ok' and isinstance(j.get('passed'), bool):
+            if status in ('pass', 'fail'):
                 tally['ok'] += 1
-                tally['passed'] += bool(j['passed'])
-                if j.get('failure_mode'):
-                    judged_modes.add(str(j['failure_mode']))
-            elif status == 'inconclusive':
+                tally['passed'] += status == 'pass'
+            elif status in ('inconclusive', 'smoke'):  # an answer that is no verdict
                 tally['inconclusive'] += 1
             else:
                 tally['errors'] += 1
-        if not e.judges:  # a report without per-judge results: its judged modes are those it has hashes for
-            judged_modes = {m for n, (_, m) in known.items() if m and n in hashes and hashes[n] == known[n][0]}
-        for m in judged_modes:
-            mode_judged[m] += 1
-            mode_failed[m] += m in report_modes
-        if e.overall is not None and not judge:
-            overall[min(int(max(0.0, min(1.0, e.overall)) * 10), 9)] += 1
-        fails = bool(report_modes) or any(j.get('status') == 'ok' and j.get('passed') is False for _, j in current)
+        for m in summary.judged_modes:
+            if m in MODES:
+                mode_judged[m] += 1
+                mode_failed[m] += m in summary.failure_modes
+        if summary.overall_score is not None and not judge:
+            overall[min(int(max(0.0, min(1.0, summary.overall_score)) * 10), 9)] += 1
+        if not summary.coverage.judged:
+            continue  # nothing judged this run: it is in no failure rate
+        fails = summary.failed
         a, v, created = sessions[sid]
         key = a if group == 'agent' else v if group == 'prompt_version' else 'all'
         counts = periods[(key or '(none)', _period(created, bucket))]

@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from sensei_eval.core.modes import MODES
+from sensei_eval.evaluators.registry import resolve_names
 from sensei_eval.service.dashboard import queries
 from sensei_eval.service.dashboard.queries import DashboardPage, PatternFilters, Patterns, SessionFilters, SessionView
 from sensei_eval.service.schemas import SessionId
@@ -73,7 +74,9 @@ def dashboard_sessions(state: State, filters: Annotated[SessionFilters, Query()]
 
 @router.get('/sessions/{session_id}', response_model=SessionView)
 def dashboard_session(session_id: SessionId, state: State) -> SessionView:
-    return queries.session_view(state.store, session_id)
+    view = queries.session_view(state.store, session_id)
+    view.service_judges = resolve_names(state.settings.judges)  # what "Judge run" will run
+    return view
 
 
 @router.get('/patterns', response_model=Patterns)

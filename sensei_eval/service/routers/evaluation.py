@@ -1,6 +1,11 @@
 """The failure-mode judges over a session: `POST /api/v1/sessions/{id}/evaluate` (body
-`{"evaluators": [...], "force": bool}`, the same async pattern as scoring) and `GET …/evaluation`
-(the latest evaluation)."""
+`{"judges": [...], "force": bool}`, the same async pattern as scoring) and `GET …/evaluation`
+(the latest evaluation).
+
+With no `judges` (or the old name `evaluators`) the request runs the service's judges (`serve --judges`,
+default `mvp,checks`, the CLI's default), so a run judged here gets the verdict `sensei-eval judge` gives
+it. The names are resolved (groups expanded) before the row is stored: the evaluation records exactly
+which judges it asked for."""
 
 from __future__ import annotations
 
@@ -21,11 +26,12 @@ def evaluate_session(
     session_id: SessionId, response: Response, user: Writer, state: State, body: EvaluateRequest | None = None
 ) -> EvaluationOut:
     settings = state.settings
-    spec = (body.evaluators if body and body.evaluators else None) or list(settings.default_evaluators)
+    asked = body.requested() if body else None
     try:
-        names = resolve_names(spec)
+        names = resolve_names(asked or settings.judges)
     except UnknownJudgeError as e:
-        raise HTTPException(422, detail=[{'loc': ['body', 'evaluators'], 'msg': str(e), 'type': 'value_error'}]) from None
+        field = 'evaluators' if body and body.judges is None else 'judges'
+        raise HTTPException(422, detail=[{'loc': ['body', field], 'msg': str(e), 'type': 'value_error'}]) from None
     result = repository.request_evaluation(
         state.store, session_id, force=bool(body and body.force), user=user, evaluators=names, owner=settings.worker_id
     )

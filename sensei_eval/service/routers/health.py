@@ -30,5 +30,6 @@ def health(state: State, request: Request) -> dict[str, Any]:
         'in_flight': worker.in_flight if worker else 0,
         'breaker': worker.breaker.state if worker else None,
         'model': state.judge_model.name if state.judge_model else None,  # its URL redacted when it was made
+        'judges': list(state.settings.judges),  # what an evaluation request naming none runs
         'websocket_subscribers': state.hub.subscriber_count(),
     }

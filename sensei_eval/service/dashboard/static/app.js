@@ -41,12 +41,17 @@ export function scoreBadge(scoringStatus, totalScore) {
   });
 }
 
-/** The run's judgement: its latest evaluation's overall score (0-1), "Judging…" while one runs, else why there is none. */
-export function judgementBadge(evaluationStatus, overall, smoke = false) {
+/**
+ * The run's judgement: its latest evaluation's overall score (0-1), "Judging…" while one runs, else why there is none.
+ * Score, coverage and verdict all come from the service (the verdict model): nothing is decided here. The colour
+ * says the verdict: a failed mode red, every judge passed green, passed but only partly judged yellow.
+ * A finished evaluation that no judge judged shows "Not judged", never a score.
+ */
+export function judgementBadge(evaluationStatus, overall, smoke = false, coverage = null, failed = false) {
   let cls = 'none';
   let text = 'Not judged';
   if (overall !== null && overall !== undefined) {
-    cls = overall >= 0.75 ? 'good' : overall >= 0.5 ? 'weak' : 'bad';
+    cls = failed ? 'bad' : coverage && !fullyJudged(coverage) ? 'weak' : 'good';
     text = overall.toFixed(2);
   } else if (ACTIVE.has(evaluationStatus)) {
     cls = 'active';
@@ -57,16 +62,33 @@ export function judgementBadge(evaluationStatus, overall, smoke = false) {
   }
   return h('span', {
     class: `badge judgement-badge ${cls}${smoke ? ' is-smoke' : ''}`,
-    title: 'Overall score of the latest failure-mode evaluation (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)',
-    dataset: { testid: 'judgement-badge', state: evaluationStatus || 'not_judged', overall: overall ?? '' },
+    title: coverage
+      ? `Overall score of the latest failure-mode evaluation: ${coverage.label} (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)`
+      : 'Overall score of the latest failure-mode evaluation (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)',
+    dataset: { testid: 'judgement-badge', state: evaluationStatus || 'not_judged', overall: overall ?? '', coverage: coverage ? coverage.label : '' },
     text,
   });
 }
 
-/** A verdict in one word: fail, pass, error or inconclusive. */
+/** Every judge that ran gave a verdict (the coverage's own counts, as the verdict model's `Coverage.complete`). */
+function fullyJudged(coverage) {
+  return coverage.applied > 0 && coverage.judged === coverage.applied;
+}
+
+/** Beside a score that is not every judge's: how much was judged ("checks only, 8 of 11 judges"); else nothing. */
+export function coverageNote(coverage, overall) {
+  if (!coverage || fullyJudged(coverage) || overall === null || overall === undefined) return null;
+  return h('span', { class: 'coverage muted small', dataset: { testid: 'coverage' }, title: `${coverage.judged} of ${coverage.applied} judges gave a verdict; ${coverage.inconclusive} inconclusive, ${coverage.errors} errored${coverage.smoke ? `, ${coverage.smoke} smoke` : ''}` }, coverage.label);
+}
+
+/** Whether a judgement (the service's view of an evaluation) holds a failed verdict. */
+function judgementFailed(j) {
+  return Boolean(j) && (j.failure_modes.length > 0 || j.verdicts.some((v) => v.status === 'fail'));
+}
+
+/** A verdict in one word, as the service's verdict model gave it: pass, fail, inconclusive, error or smoke. */
 function verdictWord(v) {
-  if (v.status !== 'ok') return v.status;
-  return v.passed === false ? 'fail' : v.passed === true ? 'pass' : 'no verdict';
+  return v.status;
 }
 
 /** A grey mark for a score made by the embedded model: a smoke test of the pipeline, not a verdict. */
@@ -243,7 +265,7 @@ function sessionsView(initial) {
       h('td', {}, item.agent || '—'),
       h('td', {}, item.rating === null ? '—' : `${item.rating.toFixed(1)}/5`),
       h('td', {}, h('span', { class: `status ${item.status}` }, item.status.replace('_', ' '))),
-      h('td', { class: 'judgement-cell' }, h('a', { href: sessionHref(item.session_id, '/judgement') }, judgementBadge(item.evaluation_status, item.overall_score, item.evaluation_smoke)), item.overall_score !== null ? smokeBadge(item.evaluation_smoke) : null),
+      h('td', { class: 'judgement-cell' }, h('a', { href: sessionHref(item.session_id, '/judgement') }, judgementBadge(item.evaluation_status, item.overall_score, item.evaluation_smoke, item.coverage, item.failed_judges.length > 0 || item.failure_modes.length > 0)), coverageNote(item.coverage, item.overall_score), item.overall_score !== null ? smokeBadge(item.evaluation_smoke) : null),
       h('td', { class: 'score-cell' }, tarsy, outdated),
       h('td', { class: 'muted small nowrap' }, fmtTime(item.created_at_us)),
     );
@@ -365,7 +387,7 @@ function sessionView(initial) {
       h(
         'div',
         { class: 'meta' },
-        h('span', { class: 'labelled' }, h('span', { class: 'muted' }, 'judgement '), judgementBadge(data.evaluation_status, data.judgement ? data.judgement.overall_score : null, data.judgement ? data.judgement.smoke : false)),
+        h('span', { class: 'labelled' }, h('span', { class: 'muted' }, 'judgement '), judgementBadge(data.evaluation_status, data.judgement ? data.judgement.overall_score : null, data.judgement ? data.judgement.smoke : false, data.judgement ? data.judgement.coverage : null, judgementFailed(data.judgement)), data.judgement ? coverageNote(data.judgement.coverage, data.judgement.overall_score) : null),
         data.is_alert || data.score ? scoreBadge(data.scoring_status, data.score ? data.score.score.total_score : null) : null,
         h('span', {}, `agent: ${data.agent || '—'}`),
         data.prompt_version ? h('span', {}, `prompt: ${data.prompt_version}`) : null,
@@ -383,7 +405,7 @@ function sessionView(initial) {
       actions,
       h(
         'button',
-        { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: data.is_alert ? 'Run the failure-mode judges and the investigation scorer' : 'Run the failure-mode judges' },
+        { type: 'button', class: 'primary', disabled: judging || active, dataset: { testid: 'judge-button' }, onclick: judgeRun, title: `${data.is_alert ? 'Run the investigation scorer and the judges' : 'Run the judges'}: ${data.service_judges.join(', ')}` },
         judging || active ? 'Judging…' : data.evaluation_status ? 'Judge again' : 'Judge run',
       ),
       data.is_alert
@@ -428,7 +450,7 @@ function sessionView(initial) {
     clear(tabs);
     const scoreLabel = data.score ? `Alert score ${data.score.score.total_score}/100` : 'Alert score';
     const j = data.judgement;
-    const judgementLabel = j && j.overall_score !== null ? `Judgement ${j.overall_score.toFixed(2)}` : 'Judgement';
+    const judgementLabel = j && j.overall_score !== null ? `Judgement ${j.overall_score.toFixed(2)}` : j && j.coverage ? 'Judgement (not judged)' : 'Judgement';
     const tabsShown = [['transcript', `Transcript (${data.steps.length} steps)`], ['judgement', judgementLabel]];
     if (data.is_alert || data.score) tabsShown.push(['score', scoreLabel]);
     for (const [key, label] of tabsShown) {
@@ -464,11 +486,13 @@ function sessionView(initial) {
     const head = h(
       'div',
       { class: 'total' },
-      judgementBadge(j.status, j.overall_score, j.smoke),
+      judgementBadge(j.status, j.overall_score, j.smoke, j.coverage, judgementFailed(j)),
       smokeBadge(j.smoke),
-      h('span', { class: 'muted' }, ` overall score · ${j.evaluators.join(', ')} · ${j.model || 'no model'} · ${fmtTime(j.completed_at_us)}`),
+      h('span', { class: 'muted' }, ` overall score · ${j.model || 'no model'} · ${fmtTime(j.completed_at_us)}`),
     );
     box.append(head);
+    if (j.coverage) box.append(h('p', { class: 'coverage-line', dataset: { testid: 'judgement-coverage' } }, j.overall_score === null ? `Not judged: no judge gave a verdict (${j.coverage.applied} ran: ${j.coverage.inconclusive} inconclusive, ${j.coverage.errors} errored${j.coverage.smoke ? `, ${j.coverage.smoke} smoke` : ''}).` : `Judged by ${j.coverage.label}.`));
+    box.append(h('p', { class: 'muted small', dataset: { testid: 'judges-run' } }, `Judges asked: ${j.evaluators.join(', ')}. Ran: ${j.judges_run.length ? j.judges_run.join(', ') : 'none'}.`));
     if (ACTIVE.has(j.status)) box.append(h('p', { class: 'muted' }, 'Judging…'));
     if (j.error) box.append(errorBox(`Evaluation ${j.status.replace('_', ' ')}: ${j.error}`));
     const cats = Object.entries(j.category_scores);
