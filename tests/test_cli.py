@@ -41,6 +41,7 @@ def test_help_fits_80_columns_without_cut_option_names(command: str) -> None:
 
 def test_judge_checks_at_80_columns_compact_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(judge_cli.out, 'width', 80)
+    monkeypatch.chdir(tmp_path)  # as a user runs it: `next: sensei-eval view c`, not pytest's long temp path
     code, output = _run80(['judge', '--dataset', str(SAMPLE), '--judges', 'checks', '--out', str(tmp_path), '--run-id', 'c'])
     assert code == 0, output
     assert all(len(line) <= 80 for line in output.splitlines()), [x for x in output.splitlines() if len(x) > 80]
