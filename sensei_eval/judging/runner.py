@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -297,7 +297,7 @@ async def _pump(
     records: Records,
     repeat: int,
     in_flight: int,
-    judge: Callable[[QueryRecord, int, int], Awaitable[_Done]],
+    judge: Callable[[QueryRecord, int, int], Coroutine[Any, Any, _Done]],
     emit: Callable[[RecordReport, _Key, Path | None], None],
 ) -> None:
     """Start each record (× repeat) in order with at most `in_flight` running, and emit each in order."""
