@@ -18,7 +18,7 @@ from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.data import BENCHMARKS
 from sensei_eval.models.judge_model import JudgeModel
-from sensei_eval.validate.calibrate import CalibrationResult, calibrate
+from sensei_eval.validate.calibrate import CalibrationResult, JudgeAgreement, OutcomeCalibration, calibrate
 
 app = make_app(help='Compare a judge run with labels: how well the judges predict failed runs and agree with labels.')
 
@@ -161,62 +161,10 @@ def _judge_model(model: str | None, base_url: str | None, console: Console) -> J
 def _print_result(result: CalibrationResult, console: Console) -> None:
     """The figures as tables with short headers (readable at 80 columns); the JSON has every number."""
     if result.outcomes is not None:
-        o = result.outcomes
-        table = Table(
-            title=f'Predicting a failed run: {o.labelled} labelled, {o.failed} failed (reward < {o.reward_threshold:g} fails)',
-            caption='F1, acc: at the best-F1 threshold. FA: passed runs flagged; det: failed runs flagged '
-            '(flagged: overall_score < 1, a judge verdict fail). err/inc: errored/inconclusive, left out.',
-            caption_justify='left',
-            box=None,
-            pad_edge=False,
-        )
-        table.add_column('predictor', overflow='fold')
-        for column in ('n', 'err', 'inc', 'AUROC', 'F1', 'acc', 'FA', 'det'):
-            table.add_column(column, no_wrap=True, justify='right')
-        for f in (o.baseline, *o.predictors):
-            table.add_row(
-                escape(f.predictor),
-                str(f.n),
-                str(f.errors),
-                str(f.inconclusive),
-                *(_fmt(x) for x in (f.auroc, f.best_f1, f.accuracy, f.false_alarm_rate, f.detection_rate)),
-            )
-        console.print(table)
-        for f in o.predictors:
-            if f.not_scored:
-                console.print(f'{escape(f.predictor)}: {f.not_scored} labelled run(s) not scored (judge skipped or absent)')
+        _print_outcomes(result.outcomes, console)
     if result.judges:
-        table = Table(
-            title='Judges vs failure-mode labels',
-            caption='confusion: label pass → judge pass, fail / label fail → judge pass, fail',
-            caption_justify='left',
-            box=None,
-            pad_edge=False,
-        )
-        table.add_column('judge', overflow='fold')
-        table.add_column('mode', overflow='fold')
-        for column in ('n', 'err', 'inc', 'acc', 'κ', 'confusion'):
-            table.add_column(column, no_wrap=True, justify='right')
-        for a in result.judges:
-            (pp, pf), (fp, ff) = a.confusion_matrix
-            table.add_row(
-                escape(a.judge),
-                escape(a.failure_mode),
-                str(a.n),
-                str(a.errors),
-                str(a.inconclusive),
-                _fmt(a.accuracy),
-                _fmt(a.cohen_kappa),
-                f'{pp} {pf} / {fp} {ff}',
-            )
-        console.print(table)
-    for title, r in (
-        ('labels', result.spearman_overall_vs_labels),
-        ("records' own ratings", result.spearman_overall_vs_record_ratings),
-    ):
-        if r['n'] == 0:
-            continue  # no ratings of that kind: nothing to say (the JSON still has n=0)
-        console.print(f'Spearman ρ, overall_score vs {title}: {_fmt(r.get("rho"))} (p={_fmt(r.get("p_value"))}, n={r["n"]})')
+        _print_judges(result.judges, console)
+    _print_correlations(result, console)
     if result.steps is not None:
         s = result.steps
         console.print(
@@ -240,6 +188,72 @@ def _print_result(result: CalibrationResult, console: Console) -> None:
         console.print(f'[yellow]label problem:[/] {escape(p)}', highlight=False)
     for note in result.notes:
         console.print(f'note: {escape(note)}', highlight=False)
+
+
+def _print_outcomes(o: OutcomeCalibration, console: Console) -> None:
+    """How well each predictor (and the baseline) predicts a failed run."""
+    table = Table(
+        title=f'Predicting a failed run: {o.labelled} labelled, {o.failed} failed (reward < {o.reward_threshold:g} fails)',
+        caption='F1, acc: at the best-F1 threshold. FA: passed runs flagged; det: failed runs flagged '
+        '(flagged: overall_score < 1, a judge verdict fail). err/inc: errored/inconclusive, left out.',
+        caption_justify='left',
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column('predictor', overflow='fold')
+    for column in ('n', 'err', 'inc', 'AUROC', 'F1', 'acc', 'FA', 'det'):
+        table.add_column(column, no_wrap=True, justify='right')
+    for f in (o.baseline, *o.predictors):
+        table.add_row(
+            escape(f.predictor),
+            str(f.n),
+            str(f.errors),
+            str(f.inconclusive),
+            *(_fmt(x) for x in (f.auroc, f.best_f1, f.accuracy, f.false_alarm_rate, f.detection_rate)),
+        )
+    console.print(table)
+    for f in o.predictors:
+        if f.not_scored:
+            console.print(f'{escape(f.predictor)}: {f.not_scored} labelled run(s) not scored (judge skipped or absent)')
+
+
+def _print_judges(judges: list[JudgeAgreement], console: Console) -> None:
+    """Each judge's agreement with the failure-mode labels."""
+    table = Table(
+        title='Judges vs failure-mode labels',
+        caption='confusion: label pass → judge pass, fail / label fail → judge pass, fail',
+        caption_justify='left',
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column('judge', overflow='fold')
+    table.add_column('mode', overflow='fold')
+    for column in ('n', 'err', 'inc', 'acc', 'κ', 'confusion'):
+        table.add_column(column, no_wrap=True, justify='right')
+    for a in judges:
+        (pp, pf), (fp, ff) = a.confusion_matrix
+        table.add_row(
+            escape(a.judge),
+            escape(a.failure_mode),
+            str(a.n),
+            str(a.errors),
+            str(a.inconclusive),
+            _fmt(a.accuracy),
+            _fmt(a.cohen_kappa),
+            f'{pp} {pf} / {fp} {ff}',
+        )
+    console.print(table)
+
+
+def _print_correlations(result: CalibrationResult, console: Console) -> None:
+    """Spearman's ρ of the overall score against the labels' and the records' own ratings (when there are any)."""
+    for title, r in (
+        ('labels', result.spearman_overall_vs_labels),
+        ("records' own ratings", result.spearman_overall_vs_record_ratings),
+    ):
+        if r['n'] == 0:
+            continue  # no ratings of that kind: nothing to say (the JSON still has n=0)
+        console.print(f'Spearman ρ, overall_score vs {title}: {_fmt(r.get("rho"))} (p={_fmt(r.get("p_value"))}, n={r["n"]})')
 
 
 def _fmt(value: float | None) -> str:

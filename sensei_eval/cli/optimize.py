@@ -24,15 +24,15 @@ import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sensei_eval.agents.components import ComponentsError, load_components, saved_prompt_path
-from sensei_eval.agents.runner import load_queries, load_runner
+from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components, saved_prompt_path
+from sensei_eval.agents.runner import AgentRunner, Query, load_queries, load_runner
 from sensei_eval.cli.common import (
     BaseUrlOption,
     JudgesOption,
@@ -48,7 +48,8 @@ from sensei_eval.cli.common import (
     split_names,
 )
 from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
-from sensei_eval.core.errors import ConfigError
+from sensei_eval.core.errors import ConfigError, LoadError
+from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -149,138 +150,204 @@ def optimize(
     # DSPy and GEPA log every unparseable answer with its traceback at INFO; the run records them itself
     for name in ('dspy', 'gepa'):
         logging.getLogger(name).setLevel(logging.WARNING)
-    opts = dict(ctx.params)
-    map_entries: list[MapEntry] = []
     try:
-        if config is not None:
-            file_opts, map_entries = load_run_config(config, ctx)
-            for key, value in file_opts.items():
-                source = ctx.get_parameter_source(key)
-                if source is None or source.name in ('DEFAULT', 'DEFAULT_MAP'):  # not given on the command line
-                    opts[key] = value
-        if map_:
-            map_entries = parse_map(map_)
-        missing = [f'--{k}' for k in ('prompts', 'agent', 'dataset') if opts[k] is None]
-        if missing:
-            raise RunConfigError(f'missing {", ".join(missing)} (give it on the command line or in --config)')
+        opts, map_entries = _merged_options(ctx, config, map_)
     except RunConfigError as e:
         err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(2) from None
     _optimize(opts, map_entries)
 
 
-def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
-    prompts, dataset, strategy = str(opts['prompts']), Path(opts['dataset']), opts['strategy']
-    try:
-        components = load_components(prompts)
-        component_map = check_component_map(map_entries, components) if map_entries else None
-        judge_list = make_judges(split_names(opts['judges']))
-        runner = load_runner(str(opts['agent']))
-    except (ComponentsError, RunConfigError, UnknownJudgeError, ValueError) as e:
-        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-        raise typer.Exit(2) from None
-    if not dataset.is_file():
-        err.print(f'[red]error:[/] no such dataset: {dataset}')
-        raise typer.Exit(2)
-    queries, load_errors = load_queries(dataset)
-    for bad in load_errors:
-        err.print(f'[red]bad line:[/] {escape(str(bad))}', highlight=False)
-    queries = queries[: opts['num_examples']]
-    if not queries:
-        err.print(f'[red]error:[/] no usable query in {dataset}')
-        raise typer.Exit(2)
-    resume: Path | None = opts['resume']
-    if resume is not None and not (resume / 'state.json').is_file():
-        err.print(f'[red]error:[/] {resume} holds no optimizer run (no state.json)')
-        raise typer.Exit(2)
-    try:
-        config = _loop_config(opts, component_map)
-    except ValueError as e:  # pydantic's own message names the field
-        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-        raise typer.Exit(2) from None
-    run_dir = resume or Path(opts['out_dir']) / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+def _merged_options(ctx: typer.Context, config: Path | None, map_: list[str] | None) -> tuple[dict[str, Any], list[MapEntry]]:
+    """The command line's options, with the run config's (`--config`) where the command line left the
+    default, and the component map (`--map` over the config's)."""
+    opts = dict(ctx.params)
+    map_entries: list[MapEntry] = []
+    if config is not None:
+        file_opts, map_entries = load_run_config(config, ctx)
+        for key, value in file_opts.items():
+            source = ctx.get_parameter_source(key)
+            if source is None or source.name in ('DEFAULT', 'DEFAULT_MAP'):  # not given on the command line
+                opts[key] = value
+    if map_:
+        map_entries = parse_map(map_)
+    missing = [f'--{k}' for k in ('prompts', 'agent', 'dataset') if opts[k] is None]
+    if missing:
+        raise RunConfigError(f'missing {", ".join(missing)} (give it on the command line or in --config)')
+    return opts, map_entries
 
-    # the judge model, then the generator's (the same one unless --generator-model); this module's
-    # `resolve_model` and `preflight`, so tests can replace them here
-    note = 'The embedded model also writes the variants, so expect few usable ones.'
-    model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
-    setup_telemetry(err)
-    judge_model: JudgeModel | None = None
-    if any(j.needs_model for j in judge_list):
-        judge_model = setup_judge_model(
-            ModelFlags(model, base_url, timeout=opts.get('timeout')), err=err, note=note, resolve=resolve_model, check=preflight
-        )
-    if generator_model is None and judge_model is not None:
-        gen_model: JudgeModel = judge_model
-    else:
-        try:
-            flags = ModelFlags(generator_model or model, base_url, timeout=opts.get('timeout'))
-            gen_model = setup_judge_model(flags, err=err, note=note, resolve=resolve_model, check=preflight)
-        except BaseException:
-            if judge_model is not None:
-                judge_model.close()
-            raise
-    lm = dspy_lm(gen_model)
-    cache = None if opts['no_cache'] else JudgeCache()
+
+class _Inputs(NamedTuple):
+    """What a run optimizes, checked before any model is called."""
+
+    components: PromptComponents
+    runner: AgentRunner
+    queries: list[Query]
+    load_errors: list[LoadError]
+    judges: list[Judge]
+    config: OptimizeConfig
+    run_dir: Path
+
+
+def _optimize(opts: dict[str, Any], map_entries: list[MapEntry]) -> None:
+    inputs = _inputs(opts, map_entries)
+    strategy, run_dir = opts['strategy'], inputs.run_dir
+    judge_model, gen_model = _models(inputs.judges, opts)
     err.print(
-        f'optimizing {len(components.names)} component(s) of {prompts} on {len(queries)} queries -> {run_dir}/', highlight=False
+        f'optimizing {len(inputs.components.names)} component(s) of {opts["prompts"]} on {len(inputs.queries)} queries '
+        f'-> {run_dir}/',
+        highlight=False,
     )
     try:
+        cache = None if opts['no_cache'] else JudgeCache()
         if strategy == 'gepa':
-            calls = opts['max_metric_calls'] or 10 * len(queries)
-            try:
-                from sensei_eval.optimize.gepa import GepaSettings
-
-                options = JudgeRunOptions(judge_list, judge_model, cache=cache)
-                gepa = GepaSettings(lm, calls, adapter=lm_adapter(gen_model))
-                exit_code = _gepa(components, runner, queries, options, gepa, run_dir, config)
-            except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
-                err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-                raise typer.Exit(2) from None
+            exit_code = _run_gepa(inputs, judge_model, gen_model, cache, opts['max_metric_calls'])
         else:
-            try:
-                optimizer = SequentialOptimizer(
-                    components, runner, queries, judge_list, judge_model, VariantGenerator(lm),
-                    run_dir, config, cache,
-                    on_event=lambda m: err.print(f'  {m}', highlight=False),
-                )  # fmt: skip
-                state = asyncio.run(optimizer.run())
-            except ValueError as e:  # too few queries to split, a resumed folder that doesn't match, a map the loop refuses
-                err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-                raise typer.Exit(2) from None
-            except KeyboardInterrupt:
-                err.print(f'interrupted; every finished candidate is saved: resume with --resume {run_dir}', highlight=False)
-                raise typer.Exit(130) from None
-            _print_table(state)
-            exit_code = 1 if (load_errors or _had_errors(run_dir)) else 0
+            exit_code = _run_sequential(inputs, judge_model, VariantGenerator(dspy_lm(gen_model)), cache)
     finally:
         for m in {id(x): x for x in (judge_model, gen_model) if x is not None}.values():
             m.close()
     first = f'result: {run_dir}/gepa_result.json' if strategy == 'gepa' else f'suggestions: {run_dir}/suggestions.json'
     saved = saved_prompt_path(run_dir)
     err.print(f'{first} · optimized prompt: {saved or run_dir / "prompts.*"} (+ prompts.diff)', highlight=False)
-    raise typer.Exit(1 if load_errors else exit_code)
+    raise typer.Exit(1 if inputs.load_errors else exit_code)
+
+
+def _fail(message: str) -> NoReturn:
+    """An input problem: printed, exit 2."""
+    err.print(f'[red]error:[/] {message}', highlight=False)
+    raise typer.Exit(2)
+
+
+def _inputs(opts: dict[str, Any], map_entries: list[MapEntry]) -> _Inputs:
+    """The components, the component map, the judges, the agent, the queries and the loop's config;
+    any problem is printed and exits 2."""
+    prompts, dataset = str(opts['prompts']), Path(opts['dataset'])
+    try:
+        components = load_components(prompts)
+        component_map = check_component_map(map_entries, components) if map_entries else None
+        judge_list = make_judges(split_names(opts['judges']))
+        runner = load_runner(str(opts['agent']))
+    except (ComponentsError, RunConfigError, UnknownJudgeError, ValueError) as e:
+        _fail(escape(str(e)))
+    if not dataset.is_file():
+        _fail(f'no such dataset: {dataset}')
+    queries, load_errors = load_queries(dataset)
+    for bad in load_errors:
+        err.print(f'[red]bad line:[/] {escape(str(bad))}', highlight=False)
+    queries = queries[: opts['num_examples']]
+    if not queries:
+        _fail(f'no usable query in {dataset}')
+    resume: Path | None = opts['resume']
+    if resume is not None and not (resume / 'state.json').is_file():
+        _fail(f'{resume} holds no optimizer run (no state.json)')
+    try:
+        config = _loop_config(opts, component_map)
+    except ValueError as e:  # pydantic's own message names the field
+        _fail(escape(str(e)))
+    run_dir = resume or Path(opts['out_dir']) / f'optimize-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
+    return _Inputs(components, runner, queries, load_errors, judge_list, config, run_dir)
+
+
+def _models(judges: list[Judge], opts: dict[str, Any]) -> tuple[JudgeModel | None, JudgeModel]:
+    """The judge model (None when every judge is a check), then the generator's (the same one unless
+    --generator-model); this module's `resolve_model` and `preflight`, so tests can replace them here."""
+    note = 'The embedded model also writes the variants, so expect few usable ones.'
+    model, base_url, generator_model = opts['model'], opts['base_url'], opts['generator_model']
+    setup_telemetry(err)
+    judge_model: JudgeModel | None = None
+    if any(j.needs_model for j in judges):
+        flags = ModelFlags(model, base_url, timeout=opts.get('timeout'))
+        judge_model = setup_judge_model(flags, err=err, note=note, resolve=resolve_model, check=preflight)
+    if generator_model is None and judge_model is not None:
+        return judge_model, judge_model
+    try:
+        flags = ModelFlags(generator_model or model, base_url, timeout=opts.get('timeout'))
+        return judge_model, setup_judge_model(flags, err=err, note=note, resolve=resolve_model, check=preflight)
+    except BaseException:
+        if judge_model is not None:
+            judge_model.close()
+        raise
+
+
+def _run_gepa(
+    inputs: _Inputs, judge_model: JudgeModel | None, gen_model: JudgeModel, cache: JudgeCache | None, max_calls: int | None
+) -> int:
+    """The dspy.GEPA baseline; its exit code."""
+    from sensei_eval.optimize.gepa import GepaSettings
+
+    calls = max_calls or 10 * len(inputs.queries)
+    try:
+        options = JudgeRunOptions(inputs.judges, judge_model, cache=cache)
+        gepa = GepaSettings(dspy_lm(gen_model), calls, adapter=lm_adapter(gen_model))
+        return _gepa(inputs.components, inputs.runner, inputs.queries, options, gepa, inputs.run_dir, inputs.config)
+    except ValueError as e:  # too few queries to split, a map naming components the prompt lacks
+        _fail(escape(str(e)))
+
+
+def _run_sequential(
+    inputs: _Inputs, judge_model: JudgeModel | None, generator: VariantGenerator, cache: JudgeCache | None
+) -> int:
+    """The sequential loop, its table printed; its exit code (1 when an agent run or judge call failed)."""
+    run_dir = inputs.run_dir
+    try:
+        optimizer = SequentialOptimizer(
+            inputs.components,
+            inputs.runner,
+            inputs.queries,
+            inputs.judges,
+            judge_model,
+            generator,
+            run_dir,
+            inputs.config,
+            cache,
+            on_event=lambda m: err.print(f'  {m}', highlight=False),
+        )
+        state = asyncio.run(optimizer.run())
+    except ValueError as e:  # too few queries to split, a resumed folder that doesn't match, a map the loop refuses
+        _fail(escape(str(e)))
+    except KeyboardInterrupt:
+        err.print(f'interrupted; every finished candidate is saved: resume with --resume {run_dir}', highlight=False)
+        raise typer.Exit(130) from None
+    _print_table(state)
+    return 1 if (inputs.load_errors or _had_errors(run_dir)) else 0
+
+
+_CONFIG_OPTIONS = {
+    'variants': 'variants',
+    'margin': 'margin',
+    'budget_calls': 'budget',
+    'max_metric_calls': 'max_metric_calls',
+    'max_components': 'max_components',
+    'all_components': 'all_components',
+    'seed': 'seed',
+    'concurrency': 'concurrency',
+    'validation_fraction': 'validation_fraction',
+    'runs': 'runs',
+    'alpha': 'alpha',
+    'profile': 'profile',
+    'generator_timeout_s': 'generator_timeout',
+    'generator_max_tokens': 'generator_max_tokens',
+    'top_k': 'top_k',
+    'rounds': 'rounds',
+}
+"""The loop's settings (`OptimizeConfig`) taken from the command's options: setting -> option."""
+
+_OPTIONAL_SETTINGS = (
+    *('component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile'),
+    *('generator_timeout_s', 'generator_max_tokens', 'top_k', 'rounds'),
+)
+"""Settings left out of the config when unset: the loop keeps its own default."""
 
 
 def _loop_config(opts: dict[str, Any], component_map: dict[str, list[str]] | None) -> OptimizeConfig:
     """The loop's config from the options; options the loop does not know (yet) are left out, and
     options left unset keep the loop's own defaults."""
-    values: dict[str, Any] = {
-        'variants': opts['variants'], 'margin': opts['margin'], 'budget_calls': opts['budget'],
-        'max_metric_calls': opts['max_metric_calls'], 'max_components': opts['max_components'],
-        'all_components': opts['all_components'], 'seed': opts['seed'], 'concurrency': opts['concurrency'],
-        'component_map': component_map, 'validation_fraction': opts['validation_fraction'],
-        'validation_queries': _ids(opts['validation_queries']),
-        'runs': opts['runs'], 'alpha': opts['alpha'], 'profile': opts['profile'],
-        'generator_timeout_s': opts['generator_timeout'], 'generator_max_tokens': opts['generator_max_tokens'],
-        'top_k': opts.get('top_k'), 'rounds': opts.get('rounds'),
-    }  # fmt: skip
-    optional = {
-        'component_map', 'validation_fraction', 'validation_queries', 'runs', 'alpha', 'profile', 'generator_timeout_s',
-        'generator_max_tokens', 'top_k', 'rounds',
-    }  # fmt: skip
+    values: dict[str, Any] = {key: opts.get(option) for key, option in _CONFIG_OPTIONS.items()}
+    values['component_map'] = component_map
+    values['validation_queries'] = _ids(opts['validation_queries'])
     known = OptimizeConfig.model_fields
-    for key in optional:
+    for key in _OPTIONAL_SETTINGS:
         if values[key] is None:
             del values[key]
         elif key not in known:
@@ -373,8 +440,9 @@ def _gepa(
     table = Table(title='GEPA (round-robin over components), scores on the validation queries')
     for col in ('baseline', 'best', 'accepted', 'candidates', 'metric calls', 'model calls', 'errors'):
         table.add_column(col)
-    table.add_row(_f(result.baseline_score), _f(result.best_score), 'yes' if result.accepted else 'no', str(result.candidates),
-                  str(result.metric_calls), str(result.model_calls), str(len(result.errors)))  # fmt: skip
+    scores = (_f(result.baseline_score), _f(result.best_score), 'yes' if result.accepted else 'no')
+    counts = (result.candidates, result.metric_calls, result.model_calls, len(result.errors))
+    table.add_row(*scores, *(str(n) for n in counts))
     out.print(table)
     if result.validation is not None and not result.accepted:
         out.print(f'best candidate not accepted: {result.validation.reason}', highlight=False)

@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.console import Console
@@ -128,9 +128,8 @@ def validate(
     started = datetime.now(UTC)
     out_dir = out_dir or Path('reports') / f'validate-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'
     agent_mode = [old_prompt, new_prompt, agent, dataset]
-    report_mode = [old_reports, new_reports]
     try:
-        if any(x is not None for x in report_mode):
+        if old_reports is not None or new_reports is not None:
             if any(x is not None for x in agent_mode):
                 raise InputError(
                     'give either --old-reports/--new-reports or --old-prompt/--new-prompt/--agent/--dataset, not both'
@@ -139,55 +138,101 @@ def validate(
                 raise InputError('--old-reports and --new-reports go together')
             if runs != 1 or judge_repeats != 1 or judges:
                 raise InputError('--runs, --judge-repeats and --judges apply when running the agent, not to finished reports')
-            old = load_report_dir(old_reports, '--old-reports')
-            new = load_report_dir(new_reports, '--new-reports')
-            try:
-                comparison = compare_reports(old, new, thresholds=thresholds, resampling=resampling, common_judges=common_judges)
-            except JudgeSetError as e:
-                raise InputError(str(e)) from None
-            comparison.old.source, comparison.new.source = str(old_reports), str(new_reports)
-        elif all(x is not None for x in agent_mode):
-            assert old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None
+            comparison, old, new = _compare_runs(old_reports, new_reports, thresholds, resampling, common_judges)
+        elif old_prompt is not None and new_prompt is not None and agent is not None and dataset is not None:
             setup = _setup(old_prompt, new_prompt, agent, dataset, split_names(judges))
             setup_telemetry(err)
             judge_model = _judge_model(setup[4], model, base_url, timeout)
-            try:
-                cache = None if no_cache else JudgeCache()
-                options = JudgeRunOptions(setup[4], judge_model, cache=cache, concurrency=concurrency, repeat=judge_repeats)
-                settings = ValidateOptions(thresholds, resampling, out_dir, run_id=out_dir.name)
-                comparison = _run(setup, options, settings, runs, agent_concurrency)
-            finally:
-                if judge_model is not None:
-                    judge_model.close()
-            old, new = [], []
-            if cases:
-                old = load_report_dir(out_dir / 'old', 'old')
-                new = load_report_dir(out_dir / 'new', 'new')
+            settings = ValidateOptions(thresholds, resampling, out_dir, run_id=out_dir.name)
+            judging = _Judging(judge_model, not no_cache, concurrency, judge_repeats)
+            comparison = _compare_prompts(setup, judging, settings, runs, agent_concurrency)
+            old, new = _load_sides(out_dir) if cases else ([], [])
         else:
-            names = ('--old-prompt', '--new-prompt', '--agent', '--dataset')
-            missing = [n for n, x in zip(names, agent_mode, strict=True) if x is None]
-            raise InputError(
-                'give --old-prompt, --new-prompt, --agent and --dataset (missing: ' + ', '.join(missing) + '), '
-                'or --old-reports and --new-reports'
-            )
+            raise _missing_agent_options(agent_mode)
     except InputError as e:
         err.print(f'[red]error:[/] {e}', highlight=False, soft_wrap=True)  # one line per message line, unwrapped
         raise typer.Exit(EXIT_INPUT_ERROR) from None
-
     write_outputs(comparison, out_dir)
+    _print_outputs(comparison, out_dir, old, new, cases=cases)
+    sides = [old_reports, new_reports] if old_reports is not None else [out_dir / 'old', out_dir / 'new']
+    _write_side_by_side_view([p for p in sides if p is not None], out_dir)
+    raise typer.Exit(comparison.exit_code)
+
+
+def _compare_runs(
+    old_reports: Path,
+    new_reports: Path,
+    thresholds: Thresholds,
+    resampling: Resampling,
+    common_judges: bool,
+) -> tuple[Comparison, list[RecordReport], list[RecordReport]]:
+    """Report mode: two finished judge run folders compared (and their reports, for the per-case table)."""
+    old = load_report_dir(old_reports, '--old-reports')
+    new = load_report_dir(new_reports, '--new-reports')
+    try:
+        comparison = compare_reports(old, new, thresholds=thresholds, resampling=resampling, common_judges=common_judges)
+    except JudgeSetError as e:
+        raise InputError(str(e)) from None
+    comparison.old.source, comparison.new.source = str(old_reports), str(new_reports)
+    return comparison, old, new
+
+
+class _Judging(NamedTuple):
+    """How agent mode judges: the judge model (None: checks only), the cache on or off, calls in flight,
+    judgings of every transcript."""
+
+    model: JudgeModel | None
+    cache: bool
+    concurrency: int | None
+    repeat: int
+
+
+def _compare_prompts(
+    setup: _Setup, judging: _Judging, settings: ValidateOptions, runs: int, agent_concurrency: int
+) -> Comparison:
+    """Agent mode: the agent run under both prompts, judged and compared; the judge model closed after."""
+    try:
+        cache = JudgeCache() if judging.cache else None
+        options = JudgeRunOptions(setup[4], judging.model, cache=cache, concurrency=judging.concurrency, repeat=judging.repeat)
+        return _run(setup, options, settings, runs, agent_concurrency)
+    finally:
+        if judging.model is not None:
+            judging.model.close()
+
+
+def _load_sides(out_dir: Path) -> tuple[list[RecordReport], list[RecordReport]]:
+    """The reports agent mode wrote for each prompt (for the per-case table)."""
+    return load_report_dir(out_dir / 'old', 'old'), load_report_dir(out_dir / 'new', 'new')
+
+
+def _missing_agent_options(agent_mode: Sequence[object]) -> InputError:
+    names = ('--old-prompt', '--new-prompt', '--agent', '--dataset')
+    missing = [n for n, x in zip(names, agent_mode, strict=True) if x is None]
+    return InputError(
+        'give --old-prompt, --new-prompt, --agent and --dataset (missing: ' + ', '.join(missing) + '), '
+        'or --old-reports and --new-reports'
+    )
+
+
+def _print_outputs(
+    comparison: Comparison, out_dir: Path, old: list[RecordReport], new: list[RecordReport], *, cases: bool
+) -> None:
+    """The per-case table (`--cases`), the comparison, and where its files are."""
     if cases and (old or new):
         to_pydantic_evals_report(new, name='new').print(
             baseline=to_pydantic_evals_report(old, name='old'), console=out, include_durations=False
         )
     print_comparison(comparison, out)
     err.print(f'comparison: {out_dir}/comparison.json, {out_dir}/comparison.md', highlight=False)
-    sides = [old_reports, new_reports] if old_reports is not None else [out_dir / 'old', out_dir / 'new']
-    if all(p is not None and p.is_dir() for p in sides):  # the two runs side by side, as one HTML file
+
+
+def _write_side_by_side_view(sides: list[Path], out_dir: Path) -> None:
+    """The two runs side by side, as one HTML file (an extra: the gate's verdict stands without it)."""
+    if len(sides) == 2 and all(p.is_dir() for p in sides):
         try:
-            err.print(f'view: {write_view([p for p in sides if p is not None], out_dir / "view.html")}', highlight=False)
-        except (OSError, ValueError) as e:  # the page is an extra: the gate's verdict stands without it
+            err.print(f'view: {write_view(sides, out_dir / "view.html")}', highlight=False)
+        except (OSError, ValueError) as e:
             err.print(f'[yellow]warning:[/] no view.html: {e}', highlight=False)
-    raise typer.Exit(comparison.exit_code)
 
 
 def write_outputs(comparison: Comparison, out_dir: Path) -> None:
@@ -255,12 +300,15 @@ def _judge_model(
     return setup_judge_model(flags, err=err, fail_code=EXIT_INPUT_ERROR, resolve=resolve_model, check=preflight)
 
 
+def _progress_bars() -> Progress:
+    """One bar per stage (running each side, judging each side), with the item in progress."""
+    columns = (BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn())
+    return Progress(TextColumn('[bold]{task.fields[stage]}'), *columns, console=err, transient=False)
+
+
 def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, runs: int, agent_concurrency: int) -> Comparison:
     old, new, runner, queries, _ = setup
-    with Progress(
-        TextColumn('[bold]{task.fields[stage]}'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'),
-        TimeElapsedColumn(), console=err, transient=False,
-    ) as progress:  # fmt: skip
+    with _progress_bars() as progress:
         agent_task = progress.add_task('', total=2 * len(queries) * runs, stage='agent runs')
         judge_tasks: dict[str, TaskID] = {}
 
@@ -277,10 +325,16 @@ def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, run
 
         return asyncio.run(
             validate_prompts(
-                old, new, AgentRuns(runner, runs, agent_concurrency, on_run), queries, options, validate,
-                on_judge=on_judge, on_judging=on_judging,
+                old,
+                new,
+                AgentRuns(runner, runs, agent_concurrency, on_run),
+                queries,
+                options,
+                validate,
+                on_judge=on_judge,
+                on_judging=on_judging,
             )
-        )  # fmt: skip
+        )
 
 
 @exit_on_missing_extra

@@ -139,34 +139,41 @@ _FREE_TEXT_WORDS = 6
 _ADVISORY_WEIGHT = 0.25
 _NUMERIC = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?')
 
+
+def _verbs(text: str) -> frozenset[str]:
+    """A set of verbs written as words separated by white space."""
+    return frozenset(text.split())
+
+
 # ---------------------------------------------------------------------------------------------------
 # What a tool does: verbs as tool names and descriptions use them (English, any domain). A word is
 # looked up as written and, in descriptions, without a third-person "s" ("Cancels" -> cancel).
-_WRITE_VERBS = frozenset((
-    'create', 'add', 'insert', 'update', 'modify', 'edit', 'change', 'set', 'put', 'patch', 'post', 'delete',
-    'remove', 'cancel', 'book', 'reserve', 'send', 'submit', 'write', 'save', 'upload', 'pay', 'refund', 'charge',
-    'exchange', 'return', 'purchase', 'buy', 'apply', 'assign', 'approve', 'reject', 'close', 'enable',
-    'disable', 'toggle', 'suspend', 'resume', 'activate', 'deactivate', 'reset', 'restart', 'reboot', 'move',
-    'rename', 'register', 'subscribe', 'unsubscribe', 'schedule', 'reschedule', 'issue', 'grant', 'revoke',
-    'deploy', 'refuel', 'make', 'mark', 'archive', 'merge', 'commit', 'publish', 'upgrade', 'downgrade', 'replace',
-    'install', 'uninstall', 'block', 'unblock', 'lock', 'unlock', 'confirm', 'complete', 'start', 'stop', 'kill',
-    'terminate', 'finalize', 'claim', 'redeem', 'upsert', 'append', 'clear', 'drop', 'transfer', 'share', 'invite',
-    'accept', 'decline', 'process', 'void', 'attach', 'detach', 'unlink', 'connect', 'disconnect', 'provision',
-    'allocate', 'increase', 'decrease', 'extend', 'renew', 'rebook', 'destroy', 'erase', 'purge', 'overwrite',
-    'rollback', 'revert', 'forward',
-))  # fmt: skip
-_READ_VERBS = frozenset((
-    'get', 'list', 'search', 'find', 'read', 'lookup', 'look', 'fetch', 'describe', 'view', 'show', 'query',
-    'retrieve', 'browse', 'inspect', 'count', 'locate', 'load', 'download', 'check', 'verify', 'peek', 'scan',
-    'explore', 'see', 'resolve', 'grep', 'watch', 'monitor', 'lookup', 'poll', 'test',
-))  # fmt: skip
+_WRITE_VERBS = _verbs(
+    """
+    create add insert update modify edit change set put patch post delete remove cancel book reserve send
+    submit write save upload pay refund charge exchange return purchase buy apply assign approve reject close
+    enable disable toggle suspend resume activate deactivate reset restart reboot move rename register
+    subscribe unsubscribe schedule reschedule issue grant revoke deploy refuel make mark archive merge commit
+    publish upgrade downgrade replace install uninstall block unblock lock unlock confirm complete start stop
+    kill terminate finalize claim redeem upsert append clear drop transfer share invite accept decline process
+    void attach detach unlink connect disconnect provision allocate increase decrease extend renew rebook
+    destroy erase purge overwrite rollback revert forward
+    """
+)
+_READ_VERBS = _verbs(
+    """
+    get list search find read lookup look fetch describe view show query retrieve browse inspect count locate
+    load download check verify peek scan explore see resolve grep watch monitor poll test
+    """
+)
 # Names and descriptions of tools that change nothing and read nothing outside: computations, notes to
 # self, the answer itself.
-_COMPUTE_VERBS = frozenset((
-    'calculate', 'calc', 'calculator', 'compute', 'think', 'reason', 'reflect', 'plan', 'convert', 'evaluate',
-    'math', 'format', 'parse', 'validate', 'summarize', 'summarise', 'translate', 'estimate', 'final', 'answer',
-    'sum', 'multiply', 'divide',
-))  # fmt: skip
+_COMPUTE_VERBS = _verbs(
+    """
+    calculate calc calculator compute think reason reflect plan convert evaluate math format parse validate
+    summarize summarise translate estimate final answer sum multiply divide
+    """
+)
 # A hand-off passes the conversation on (to a human, another agent): it changes who answers, not the world.
 _HANDOFF_VERBS = frozenset({'transfer', 'handoff', 'handover', 'escalate', 'delegate', 'route', 'forward'})
 _HANDOFF_ONLY = frozenset({'handoff', 'handover', 'escalate', 'delegate'})  # a hand-off whatever follows
@@ -418,17 +425,22 @@ def _item_key(want: Sequence[Any], have: Sequence[Any]) -> str | None:
     if not want or not all(isinstance(x, dict) for x in (*want, *have)):
         return None
     shared = set.intersection(*(set(x) for x in (*want, *have)))
-    usable = [
-        k for k in shared
-        if all(isinstance(x[k], str | int | float) and not isinstance(x[k], bool) for x in (*want, *have))
-        and len({json.dumps(x[k]) for x in want}) == len(want) and len({json.dumps(x[k]) for x in have}) == len(have)
-    ]  # fmt: skip
+    both = (*want, *have)
+    usable = [k for k in shared if _scalar_in_all(k, both) and _unique_in(k, want) and _unique_in(k, have)]
 
     def rank(k: str) -> tuple[int, str]:
         low = k.lower()
         return (0 if low == 'id' else 1 if low.endswith(('_id', 'id')) else 2 if low in ('name', 'key') else 3, k)
 
     return min(usable, key=rank) if usable else None
+
+
+def _scalar_in_all(key: str, items: Sequence[dict[str, Any]]) -> bool:
+    return all(isinstance(x[key], str | int | float) and not isinstance(x[key], bool) for x in items)
+
+
+def _unique_in(key: str, items: Sequence[dict[str, Any]]) -> bool:
+    return len({json.dumps(x[key]) for x in items}) == len(items)
 
 
 def match_expected_calls(
@@ -533,8 +545,9 @@ class ReferenceCheck(Judge):
             return self, []
         if not isinstance(options, dict):
             return self, [f'metadata.reference_check: expected an object, got {type(options).__name__}; ignored']
-        warnings = [f'metadata.reference_check.{k}: unknown option (known: {sorted(_RECORD_OPTIONS)}); ignored'
-                    for k in options if k not in _RECORD_OPTIONS]  # fmt: skip
+        known = sorted(_RECORD_OPTIONS)
+        unknown = [k for k in options if k not in _RECORD_OPTIONS]
+        warnings = [f'metadata.reference_check.{k}: unknown option (known: {known}); ignored' for k in unknown]
         changes: dict[str, Any] = {}
         for key in ('strict', 'ordered'):
             if key in options:
@@ -607,67 +620,45 @@ class ReferenceCheck(Judge):
             message = '; '.join(f'{f.name}: {f.error_message}' for f in failures)
             return self._result(model=None, status='error', error=message, latency_s=time.perf_counter() - start)
 
-        weights = [1.0 if r else _ADVISORY_WEIGHT for r in required]
-        done = sum(w for w, m in zip(weights, matches, strict=True) if m.actual_index is not None)
-        share = done / (sum(weights) + len(extra_writes)) if (sum(weights) + len(extra_writes)) else 1.0
+        share = _matched_share(matches, required, len(extra_writes))
         mode_scores = {'tool_selection': _mode_score(issues, 'tool_selection', share)}
         if any(e.args is not None for e in expected):
             mode_scores['tool_parameters'] = _mode_score(issues, 'tool_parameters', share)
-        matched = sum(1 for m in matches if m.actual_index is not None)
         failing = [i for _, i in issues if i.severity != 'minor']
-        by_call = {m.actual_index: k for k, m in enumerate(matches) if m.actual_index is not None}
-        if issues:
-            reasoning = '; '.join(_reason(i) for _, i in issues)
-        elif expected:
-            reasoning = f'all {len(expected)} expected call(s) matched and no state-changing call beyond them'
-        else:
-            reasoning = 'the reference is empty ("change nothing") and no call changed state'
+        details = {
+            **check._options(),
+            'reference': 'empty: change nothing' if not expected else f'{len(expected)} expected call(s)',
+            'matched': sum(1 for m in matches if m.actual_index is not None),
+            'matched_share': round(share, 4),
+            'minor_findings': len(issues) - len(failing),
+            'extra_state_changing_calls': len(extra_writes),
+            'tools': {name: e.as_dict() for name, e in effects.items()},
+            'calls': _call_details(calls, matches, steps, effects),
+            'expected': _expected_details(matches, required, steps),
+            'ToolCorrectness': {'value': names_result[0].value, 'reason': names_result[0].reason},
+        }
         return self._result(
             model=None,
             status='ok',
-            reasoning=reasoning,
+            reasoning=_reasoning(issues, len(expected)),
             issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
             score=min(mode_scores.values()),
             mode_scores=mode_scores,
             passed=not failing,
             latency_s=time.perf_counter() - start,
             warnings=warnings,
-            details={
-                'strict': check.strict,
-                'ordered': check.ordered,
-                'arguments': check.arguments,
-                'values': check.values,
-                'extra_writes': check.extra_writes,
-                'reference': 'empty: change nothing' if not expected else f'{len(expected)} expected call(s)',
-                'matched': matched,
-                'matched_share': round(share, 4),
-                'minor_findings': len(issues) - len(failing),
-                'extra_state_changing_calls': len(extra_writes),
-                'tools': {name: e.as_dict() for name, e in effects.items()},
-                'calls': [
-                    {
-                        'tool_name': c.tool_name,
-                        'step': steps[i],
-                        'failed': c.failed,
-                        'expected': by_call.get(i),
-                        'state_changing': effects[c.tool_name].state_changing,
-                        'evidence': effects[c.tool_name].evidence,
-                    }
-                    for i, c in enumerate(calls)
-                ],
-                'expected': [
-                    {
-                        'tool_name': m.expected.tool_name,
-                        'args': m.expected.args,
-                        'matched': m.actual_index is not None,
-                        'required': req,
-                        'step': steps[m.actual_index] if m.actual_index is not None else None,
-                    }
-                    for m, req in zip(matches, required, strict=True)
-                ],
-                'ToolCorrectness': {'value': names_result[0].value, 'reason': names_result[0].reason},
-            },
+            details=details,
         )
+
+    def _options(self) -> dict[str, Any]:
+        """The options a verdict was reached with (in its details)."""
+        return {
+            'strict': self.strict,
+            'ordered': self.ordered,
+            'arguments': self.arguments,
+            'values': self.values,
+            'extra_writes': self.extra_writes,
+        }
 
     def _issues(
         self,
@@ -685,74 +676,143 @@ class ReferenceCheck(Judge):
         # a wrong write is reported once, as a parameter finding, not again as an extra write
         explained: set[int] = set()
         for m, req in zip(matches, required, strict=True):
-            if m.actual_index is not None:
-                continue
-            e = m.expected
-            compare = self.compare_for(e.tool_name)
-            same_tool = [i for i, c in enumerate(calls) if c.tool_name == e.tool_name]
-            ok = [i for i in same_tool if not calls[i].failed]
-            if ok and all(compare.differing(e.args, calls[i].args) for i in ok):
-                issue = _parameter_issue(e, calls, ok, used, steps, compare)
-                explained.update(i for i in ok if i not in used)
-                free = all(compare.free_text((e.args or {}).get(k)) for k in issue.parameter.split(', '))
-                issue.severity = 'major' if req and not free else 'minor'
-                if req and free:
-                    issue.reasoning += ' Only free text differs (a summary or message in other words): a minor finding.'
-                issues.append(('tool_parameters', issue))
-                continue
-            if ok:  # a fitting call exists, but it is out of the expected order or taken by another expectation
-                why = (
-                    f'{e.tool_name} was called with the expected arguments, but not in the expected order'
-                    if self.ordered
-                    else f'{e.tool_name} is expected more times than it was successfully called so'
-                )
-            elif same_tool:
-                why = f'every call of {e.tool_name} failed (steps {_steps_text(same_tool, steps)})'
-            else:
-                why = f'{e.tool_name} was expected but never called'
-            if not req:
-                effect = effects[e.tool_name]
-                why += (
-                    f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})'
-                    if e.required is None
-                    else ' (marked not required)'
-                )
-            selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
-            selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
-            selection.severity = 'major' if req else 'minor'
-            issues.append(('tool_selection', selection))
+            if m.actual_index is None:
+                issues.append(self._missed(m.expected, req, calls, steps, effects, used, explained))
         unmatched = [i for i, c in enumerate(calls) if not c.failed and i not in used]
         writes = [i for i in unmatched if effects[calls[i].tool_name].state_changing]
         if self.strict:
-            extra = unmatched
-            if extra:
-                names = sorted({calls[i].tool_name for i in extra})
-                selection = ToolSelectionIssue(
-                    missed_tools=[],
-                    unnecessary_tools=names,
-                    reasoning=f'{len(extra)} call(s) beyond the expected ones (strict): {", ".join(names)}.',
-                )
-                selection.steps = [s for i in extra if (s := steps[i]) is not None]
-                selection.severity = 'major'
-                issues.append(('tool_selection', selection))
+            extra = self._beyond_expected(unmatched, calls, steps)
         elif self.extra_writes == 'fail' or empty:
-            unasked = [i for i in writes if i not in explained]
-            if unasked:
-                names = sorted({calls[i].tool_name for i in unasked})
-                how = '; '.join(f'{n}: {effects[n].why} ({effects[n].evidence})' for n in names)
-                what = 'the reference is empty ("change nothing")' if empty else 'the reference does not contain them'
-                selection = ToolSelectionIssue(
-                    missed_tools=[],
-                    unnecessary_tools=names,
-                    reasoning=f'{len(unasked)} state-changing call(s) nobody asked for, {what}: {how}.',
-                )
-                selection.steps = [s for i in unasked if (s := steps[i]) is not None]
-                selection.severity = 'major'
-                issues.append(('tool_selection', selection))
+            extra = self._unasked_writes([i for i in writes if i not in explained], calls, steps, effects, empty=empty)
+        else:
+            extra = None
+        if extra is not None:
+            issues.append(('tool_selection', extra))
         for _, found in issues:
             found.source = 'check'
         extra_writes = [i for i in writes if i not in explained] if (self.extra_writes == 'fail' or empty or self.strict) else []
         return issues, extra_writes
+
+    def _missed(
+        self,
+        e: ExpectedToolCall,
+        req: bool,
+        calls: Sequence[ToolCall],
+        steps: list[int | None],
+        effects: Mapping[str, Effect],
+        used: set[int],
+        explained: set[int],
+    ) -> tuple[str, Issue]:
+        """The finding for an expected call no call matched: wrong arguments (a parameter finding; the calls
+        it explains are added to `explained`), or a call missing, failed or out of order (a selection one)."""
+        compare = self.compare_for(e.tool_name)
+        same_tool = [i for i, c in enumerate(calls) if c.tool_name == e.tool_name]
+        ok = [i for i in same_tool if not calls[i].failed]
+        if ok and all(compare.differing(e.args, calls[i].args) for i in ok):
+            issue = _parameter_issue(e, calls, ok, used, steps, compare)
+            explained.update(i for i in ok if i not in used)
+            free = all(compare.free_text((e.args or {}).get(k)) for k in issue.parameter.split(', '))
+            issue.severity = 'major' if req and not free else 'minor'
+            if req and free:
+                issue.reasoning += ' Only free text differs (a summary or message in other words): a minor finding.'
+            return 'tool_parameters', issue
+        if ok:  # a fitting call exists, but it is out of the expected order or taken by another expectation
+            why = (
+                f'{e.tool_name} was called with the expected arguments, but not in the expected order'
+                if self.ordered
+                else f'{e.tool_name} is expected more times than it was successfully called so'
+            )
+        elif same_tool:
+            why = f'every call of {e.tool_name} failed (steps {_steps_text(same_tool, steps)})'
+        else:
+            why = f'{e.tool_name} was expected but never called'
+        if not req:
+            effect = effects[e.tool_name]
+            why += (
+                f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})'
+                if e.required is None
+                else ' (marked not required)'
+            )
+        selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
+        selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
+        selection.severity = 'major' if req else 'minor'
+        return 'tool_selection', selection
+
+    @staticmethod
+    def _beyond_expected(extra: list[int], calls: Sequence[ToolCall], steps: list[int | None]) -> Issue | None:
+        """Strict: every successful call no expectation took is a finding."""
+        if not extra:
+            return None
+        names = sorted({calls[i].tool_name for i in extra})
+        return _unnecessary(names, extra, steps, f'{len(extra)} call(s) beyond the expected ones (strict): {", ".join(names)}.')
+
+    @staticmethod
+    def _unasked_writes(
+        unasked: list[int], calls: Sequence[ToolCall], steps: list[int | None], effects: Mapping[str, Effect], *, empty: bool
+    ) -> Issue | None:
+        """State-changing calls the reference does not contain (and no parameter finding explains)."""
+        if not unasked:
+            return None
+        names = sorted({calls[i].tool_name for i in unasked})
+        how = '; '.join(f'{n}: {effects[n].why} ({effects[n].evidence})' for n in names)
+        what = 'the reference is empty ("change nothing")' if empty else 'the reference does not contain them'
+        return _unnecessary(names, unasked, steps, f'{len(unasked)} state-changing call(s) nobody asked for, {what}: {how}.')
+
+
+def _unnecessary(names: list[str], indices: list[int], steps: list[int | None], reasoning: str) -> ToolSelectionIssue:
+    """A major selection finding: calls of `names` that should not have been made."""
+    selection = ToolSelectionIssue(missed_tools=[], unnecessary_tools=names, reasoning=reasoning)
+    selection.steps = [s for i in indices if (s := steps[i]) is not None]
+    selection.severity = 'major'
+    return selection
+
+
+def _matched_share(matches: list[CallMatch], required: list[bool], extra_writes: int) -> float:
+    """The weighted share of the reference done: a required call weighs 1, an advisory one less, and each
+    extra state-changing call counts against it."""
+    weights = [1.0 if r else _ADVISORY_WEIGHT for r in required]
+    done = sum(w for w, m in zip(weights, matches, strict=True) if m.actual_index is not None)
+    return done / (sum(weights) + extra_writes) if (sum(weights) + extra_writes) else 1.0
+
+
+def _reasoning(issues: list[tuple[str, Issue]], expected: int) -> str:
+    if issues:
+        return '; '.join(_reason(i) for _, i in issues)
+    if expected:
+        return f'all {expected} expected call(s) matched and no state-changing call beyond them'
+    return 'the reference is empty ("change nothing") and no call changed state'
+
+
+def _call_details(
+    calls: Sequence[ToolCall], matches: list[CallMatch], steps: list[int | None], effects: Mapping[str, Effect]
+) -> list[dict[str, Any]]:
+    """Each call: its step, whether it failed, the expectation it matched, and what its tool does."""
+    by_call = {m.actual_index: k for k, m in enumerate(matches) if m.actual_index is not None}
+    return [
+        {
+            'tool_name': c.tool_name,
+            'step': steps[i],
+            'failed': c.failed,
+            'expected': by_call.get(i),
+            'state_changing': effects[c.tool_name].state_changing,
+            'evidence': effects[c.tool_name].evidence,
+        }
+        for i, c in enumerate(calls)
+    ]
+
+
+def _expected_details(matches: list[CallMatch], required: list[bool], steps: list[int | None]) -> list[dict[str, Any]]:
+    """Each expected call: whether it matched (at which step) and whether it was required."""
+    return [
+        {
+            'tool_name': m.expected.tool_name,
+            'args': m.expected.args,
+            'matched': m.actual_index is not None,
+            'required': req,
+            'step': steps[m.actual_index] if m.actual_index is not None else None,
+        }
+        for m, req in zip(matches, required, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------

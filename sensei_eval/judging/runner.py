@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -274,120 +274,39 @@ async def _judge_run(
     hooks: _Hooks,
     remote: RemoteJudge | None = None,
 ) -> StreamedRun:
-    judges, model, profile, repeat = options.judges, options.model, options.profile, options.repeat
-    on_judge, on_report = hooks
+    """The stream: each record (× repeat) judged by `_RecordJudging`, its report counted as it comes out
+    (`_Emitter`, in record order), then the run-wide "same reasoning" rule applied."""
+    judges, model = options.judges, options.model
     if model is None and any(j.needs_model for j in judges):
         raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
-    limit = max(1, options.concurrency or (model.default_concurrency if model else 4))
-    in_flight = max(1, options.window or max(8, 2 * limit))
-    caller = _Caller(model, asyncio.Semaphore(limit), options.cache, telemetry.get_tracer(options.tracer_provider))
-    budget = model.transcript_budget if model else None
-    known = _known_profiles(profile, options.profiles)
-    configured: dict[tuple[str, int], Judge] = {}
-    run = StreamedRun(RunTally(report_judges(judges)))
-    same_text = {j.name: _SameText() for j in report_judges(judges) if j.needs_model}
+    judging = _RecordJudging(options, run_id=run_id, store=store, on_judge=hooks.on_judge, remote=remote)
+    emitter = _Emitter(StreamedRun(RunTally(report_judges(judges))), report_judges(judges), hooks.on_report)
+    await _pump(records, options.repeat, judging.window, judging.judge_guarded, emitter.emit)
+    _apply_same_text(emitter.run, emitter.same_text, store, hooks.on_report)
+    return emitter.run
 
-    def for_profile(p: Profile, judge: Judge) -> Judge:
-        key = (p.name, id(judge))
-        if key not in configured:
-            configured[key] = p.configure(judge)
-        return configured[key]
 
-    async def one_record(record: QueryRecord, rep: int, seq: int) -> tuple[RecordReport, _Key, Path | None]:
-        try:
-            return await judge_record(record, rep, seq)
-        except Exception as e:  # defence in depth: one record that breaks rendering or reporting never stops the run
-            message = f'the record could not be judged ({describe_error(e, limit=200)})'
-            results = [_crashed(m, model, message) for j in judges for m in (members_of(j) or [j])]
-            try:
-                report = build_report(record, results, run_id=run_id, repeat=rep, model=model.name if model else None)
-            except Exception:
-                report = build_report(
-                    record.model_copy(update={'messages': []}),
-                    results,
-                    run_id=run_id,
-                    repeat=rep,
-                    model=model.name if model else None,
-                )
-            report.errors.append(message)
-            return report, _Key(record.query_id, rep, seq, None), store.write(report, seq)
+_Done = tuple[RecordReport, _Key, Path | None]
+"""A judged record: its report, where it is (for the run-wide rule), and the file it was written to."""
 
-    async def judge_record(record: QueryRecord, rep: int, seq: int) -> tuple[RecordReport, _Key, Path | None]:
-        transcript = render_transcript(record, budget_tokens=budget)
-        chosen, problems = _record_profile(record, profile, known)
-        skipped: dict[str, str] = {}
-        calls: list[tuple[Judge, list[Judge], JudgeCall]] = []
-        for index, judge in enumerate(for_profile(chosen, j) for j in judges):
-            members = members_of(judge)
-            active = []
-            for target in members or [judge]:
-                why = chosen.skip_reason(target) or target.applies_to(record)
-                if why is None:
-                    active.append(target)
-                else:
-                    skipped[target.name] = why
-            if not members:
-                if active:
-                    calls.append((judge, [], JudgeCall(index, chosen.name)))
-                continue
-            if len(active) < len(members) and hasattr(judge, 'restricted_to'):
-                # a fused judge narrowed to the members that apply: no rubric paid for and thrown away
-                narrowed = judge.restricted_to({m.name for m in active}) if active else None
-                if narrowed is not None:
-                    kept = members_of(narrowed)
-                    calls.append((narrowed, kept, JudgeCall(index, chosen.name, tuple(m.name for m in kept), True)))
-            elif active:
-                calls.append((judge, active, JudgeCall(index, chosen.name, tuple(m.name for m in active))))
+_PlannedCall = tuple[Judge, list[Judge], JudgeCall]
+"""A call a record needs: the judge (configured by the record's profile), its active members, and its name."""
 
-        async def tracked(judge: Judge, members: list[Judge]) -> list[JudgeResult]:
-            results = await caller.call(judge, members, record, transcript, rep)
-            if on_judge is not None:
-                for result in results:
-                    on_judge(JudgeEvent(record.query_id, rep, result))
-            return results
 
-        with telemetry.record_span(
-            caller.tracer, query_id=record.query_id, repeat=rep, profile=chosen.name, run_id=run_id
-        ) as span:
-            if remote is None:
-                done = await asyncio.gather(*(tracked(j, m) for j, m, _ in calls))
-            else:
-                done = await caller.call_remote(calls, record, transcript, rep, remote)
-                if on_judge is not None:
-                    for result in (r for group in done for r in group):
-                        on_judge(JudgeEvent(record.query_id, rep, result))
-            results = [r for group in done for r in group]
-            telemetry.end_record_span(span, results, len(skipped), problems)
-        report = build_report(
-            record,
-            results,
-            run_id=run_id,
-            repeat=rep,
-            model=model.name if model else None,
-            transcript=transcript,
-            skipped=skipped,
-            profile=chosen.name,
-        )
-        report.errors.extend(problems)
-        path = store.write(report, seq)
-        return report, _Key(record.query_id, rep, seq, transcript.speakers or None), path
-
-    def emit(report: RecordReport, key: _Key, path: Path | None) -> None:
-        run.tally.add(report, key.seq)
-        run.reports += 1
-        for name, rule in same_text.items():
-            result = report.judges.get(name)
-            if result is not None and result.status == 'ok':
-                rule.add(report.transcript_sha256 or '', result.reasoning or '', key)
-        if on_report is not None:
-            on_report(report, path)
-
-    pending: deque[asyncio.Task[tuple[RecordReport, _Key, Path | None]]] = deque()
+async def _pump(
+    records: Records,
+    repeat: int,
+    in_flight: int,
+    judge: Callable[[QueryRecord, int, int], Coroutine[Any, Any, _Done]],
+    emit: Callable[[RecordReport, _Key, Path | None], None],
+) -> None:
+    """Start each record (× repeat) in order with at most `in_flight` running, and emit each in order."""
+    pending: deque[asyncio.Task[_Done]] = deque()
     seq = 0
     try:
         async for record in _aiter(records):
             for rep in range(1, repeat + 1):
-                pending.append(asyncio.create_task(one_record(record, rep, seq)))
+                pending.append(asyncio.create_task(judge(record, rep, seq)))
                 seq += 1
                 while len(pending) >= in_flight:
                     emit(*await pending.popleft())
@@ -399,8 +318,164 @@ async def _judge_run(
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
-    _apply_same_text(run, same_text, store, on_report)
-    return run
+
+class _Emitter:
+    """Counts each finished report into the run, feeds the "same reasoning" rules, tells the caller."""
+
+    def __init__(
+        self,
+        run: StreamedRun,
+        judges: Sequence[Judge],
+        on_report: Callable[[RecordReport, Path | None], None] | None,
+    ) -> None:
+        self.run = run
+        self.same_text = {j.name: _SameText() for j in judges if j.needs_model}
+        self.on_report = on_report
+
+    def emit(self, report: RecordReport, key: _Key, path: Path | None) -> None:
+        self.run.tally.add(report, key.seq)
+        self.run.reports += 1
+        for name, rule in self.same_text.items():
+            result = report.judges.get(name)
+            if result is not None and result.status == 'ok':
+                rule.add(report.transcript_sha256 or '', result.reasoning or '', key)
+        if self.on_report is not None:
+            self.on_report(report, path)
+
+
+class _RecordJudging:
+    """One record (× repeat) of a run, from record to written report: its profile, the calls it needs
+    (`plan`), the calls made (locally or by `remote`), the report built and stored."""
+
+    def __init__(
+        self,
+        options: JudgeRunOptions,
+        *,
+        run_id: str,
+        store: _Store,
+        on_judge: Callable[[JudgeEvent], None] | None,
+        remote: RemoteJudge | None,
+    ) -> None:
+        model = options.model
+        limit = max(1, options.concurrency or (model.default_concurrency if model else 4))
+        self.window = max(1, options.window or max(8, 2 * limit))
+        self.judges, self.model, self.profile = options.judges, model, options.profile
+        self.run_id, self.store, self.on_judge, self.remote = run_id, store, on_judge, remote
+        tracer = telemetry.get_tracer(options.tracer_provider)
+        self.caller = _Caller(model, asyncio.Semaphore(limit), options.cache, tracer)
+        self.budget = model.transcript_budget if model else None
+        self.known = _known_profiles(options.profile, options.profiles)
+        self._configured: dict[tuple[str, int], Judge] = {}
+
+    @property
+    def model_name(self) -> str | None:
+        return self.model.name if self.model else None
+
+    def for_profile(self, profile: Profile, judge: Judge) -> Judge:
+        """`judge` as `profile` configures it (configured once per profile and judge)."""
+        key = (profile.name, id(judge))
+        if key not in self._configured:
+            self._configured[key] = profile.configure(judge)
+        return self._configured[key]
+
+    async def judge_guarded(self, record: QueryRecord, rep: int, seq: int) -> _Done:
+        """`judge`, with a record that breaks rendering or reporting reported as an error (the run goes on)."""
+        try:
+            return await self.judge(record, rep, seq)
+        except Exception as e:  # defence in depth: one record that breaks rendering or reporting never stops the run
+            report = self._crash_report(record, rep, f'the record could not be judged ({describe_error(e, limit=200)})')
+            return report, _Key(record.query_id, rep, seq, None), self.store.write(report, seq)
+
+    def _crash_report(self, record: QueryRecord, rep: int, message: str) -> RecordReport:
+        results = [_crashed(m, self.model, message) for j in self.judges for m in (members_of(j) or [j])]
+        try:
+            report = build_report(record, results, run_id=self.run_id, repeat=rep, model=self.model_name)
+        except Exception:
+            bare = record.model_copy(update={'messages': []})
+            report = build_report(bare, results, run_id=self.run_id, repeat=rep, model=self.model_name)
+        report.errors.append(message)
+        return report
+
+    async def judge(self, record: QueryRecord, rep: int, seq: int) -> _Done:
+        """Render the record once, make the calls its profile and rules ask for, build and store its report."""
+        transcript = render_transcript(record, budget_tokens=self.budget)
+        chosen, problems = _record_profile(record, self.profile, self.known)
+        calls, skipped = self.plan(record, chosen)
+        with telemetry.record_span(
+            self.caller.tracer, query_id=record.query_id, repeat=rep, profile=chosen.name, run_id=self.run_id
+        ) as span:
+            results = await self._make_calls(calls, record, transcript, rep)
+            telemetry.end_record_span(span, results, len(skipped), problems)
+        report = build_report(
+            record,
+            results,
+            run_id=self.run_id,
+            repeat=rep,
+            model=self.model_name,
+            transcript=transcript,
+            skipped=skipped,
+            profile=chosen.name,
+        )
+        report.errors.extend(problems)
+        path = self.store.write(report, seq)
+        return report, _Key(record.query_id, rep, seq, transcript.speakers or None), path
+
+    def plan(self, record: QueryRecord, chosen: Profile) -> tuple[list[_PlannedCall], dict[str, str]]:
+        """The calls `record` needs under `chosen`, and why each judge left out was skipped."""
+        skipped: dict[str, str] = {}
+        calls: list[_PlannedCall] = []
+        for index, judge in enumerate(self.for_profile(chosen, j) for j in self.judges):
+            members = members_of(judge)
+            active = []
+            for target in members or [judge]:
+                why = chosen.skip_reason(target) or target.applies_to(record)
+                if why is None:
+                    active.append(target)
+                else:
+                    skipped[target.name] = why
+            call = _planned_call(judge, index, chosen.name, members, active)
+            if call is not None:
+                calls.append(call)
+        return calls, skipped
+
+    async def _make_calls(
+        self, calls: list[_PlannedCall], record: QueryRecord, transcript: Transcript, rep: int
+    ) -> list[JudgeResult]:
+        """Every planned call's results, flat, in call order; each result told to `on_judge` as it lands."""
+        if self.remote is None:
+            done = await asyncio.gather(*(self._tracked(j, m, record, transcript, rep) for j, m, _ in calls))
+        else:
+            done = await self.caller.call_remote(calls, record, transcript, rep, self.remote)
+            self._tell(record, rep, [r for group in done for r in group])
+        return [r for group in done for r in group]
+
+    async def _tracked(
+        self, judge: Judge, members: list[Judge], record: QueryRecord, transcript: Transcript, rep: int
+    ) -> list[JudgeResult]:
+        results = await self.caller.call(judge, members, record, transcript, rep)
+        self._tell(record, rep, results)
+        return results
+
+    def _tell(self, record: QueryRecord, rep: int, results: Iterable[JudgeResult]) -> None:
+        if self.on_judge is not None:
+            for result in results:
+                self.on_judge(JudgeEvent(record.query_id, rep, result))
+
+
+def _planned_call(judge: Judge, index: int, profile: str, members: list[Judge], active: list[Judge]) -> _PlannedCall | None:
+    """The call for one judge of a record (None: nothing of it applies). A fused judge is narrowed to the
+    members that apply when it offers `restricted_to`: no rubric paid for and thrown away."""
+    if not members:
+        return (judge, [], JudgeCall(index, profile)) if active else None
+    if len(active) < len(members) and hasattr(judge, 'restricted_to'):
+        narrowed = judge.restricted_to({m.name for m in active}) if active else None
+        if narrowed is None:
+            return None
+        kept = members_of(narrowed)
+        return narrowed, kept, JudgeCall(index, profile, tuple(m.name for m in kept), True)
+    if active:
+        return judge, active, JudgeCall(index, profile, tuple(m.name for m in active))
+    return None
 
 
 class RemoteJudgeCalls:
@@ -645,9 +720,11 @@ def _crashed(judge: Judge, model: JudgeModel | None, message: str) -> JudgeResul
 
 
 def count_judge_calls(
-    records: Iterable[QueryRecord], judges: Sequence[Judge], profile: Profile = DEFAULT_PROFILE,
+    records: Iterable[QueryRecord],
+    judges: Sequence[Judge],
+    profile: Profile = DEFAULT_PROFILE,
     profiles: Mapping[str, Profile] | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """How many judge results `judge_records` will produce (per repeat): what a progress bar counts to.
     A fused judge counts once per member it judges (one model call, several results)."""
     known = _known_profiles(profile, profiles)

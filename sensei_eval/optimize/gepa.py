@@ -126,57 +126,27 @@ def run_gepa(
     os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True')
     run_dir.mkdir(parents=True, exist_ok=True)
     config = config or OptimizeConfig()
-    seed, reflection_lm, adapter = config.seed, gepa.reflection_lm, gepa.adapter
+    reflection_lm = gepa.reflection_lm
     split = split_queries([q.query_id for q in queries], config)
-    by_id = {q.query_id: q for q in queries}
     profile: Profile = _run_profile(config.profile, queries)
     routing = resolve_routing(
         components.names, user_map=config.component_map, profile_map=profile.component_map, profile=profile.name
     )
     program = AgentProgram(components, runner, queries)
-
-    def examples(ids: Sequence[str]) -> list[Any]:
-        return [dspy.Example(query=by_id[i].query, query_id=i).with_inputs('query', 'query_id') for i in ids]
-
-    trainset, valset = examples(split.train), examples(split.validation)
+    trainset, valset = _examples(queries, split.train), _examples(queries, split.validation)
     metric = JudgeMetric(options.judges, options.model, feedback=True, cache=options.cache, profile=profile, routing=routing)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
-    # the built-in proposer, with our adapter when given (the embedded model: chat format, no JSON grammar),
-    # counted: GEPA logs a proposal that fails (an answer it cannot parse) and goes on, so a reflection LM
-    # that fails on every call would end in the seed prompt with nothing said
-    proposer = _CountingProposer(InstructionProposer(adapter=adapter) if adapter is not None else InstructionProposer())
-    optimizer = dspy.GEPA(
-        metric=metric,
-        instruction_proposer=proposer,
-        max_metric_calls=gepa.max_metric_calls,
-        reflection_lm=reflection_lm,
-        component_selector='round_robin',
-        reflection_minibatch_size=min(3, len(trainset)),
-        candidate_selection_strategy='pareto',
-        log_dir=str(run_dir / 'gepa_log'),
-        track_stats=True,
-        seed=seed,
-        num_threads=gepa.num_threads,
-    )
+    proposer = _CountingProposer(InstructionProposer(adapter=gepa.adapter) if gepa.adapter is not None else InstructionProposer())
+    optimizer = _optimizer(gepa, metric, proposer, run_dir, seed=config.seed, minibatch=min(3, len(trainset)))
     with dspy.context(lm=reflection_lm):
         optimized = optimizer.compile(program, trainset=trainset, valset=valset)
-    if proposer.calls and proposer.failures == proposer.calls:
-        raise GepaError(
-            f"GEPA's reflection LM failed on all {proposer.calls} proposal(s), so GEPA could propose nothing; "
-            f'last: {proposer.last_error}'
-        )
+    _check_proposals(proposer)
     metric.check()
     details = optimized.detailed_results
     scores = list(details.val_aggregate_scores)
-    best = optimized.current_components()
-    best_idx = int(getattr(details, 'best_idx', 0) or 0)
-    subscores = list(getattr(details, 'val_subscores', []) or [])
-    test: ValidationTest | None = None
-    if subscores and best_idx != 0:
-        before, after = (_as_evaluation(subscores[i], split.validation) for i in (0, best_idx))
-        test = validation_test(before, after, alpha=config.alpha, margin=config.margin)
+    test = _acceptance_test(details, split.validation, config)
     accepted = test is not None and test.accepted
-    kept = best if accepted else components
+    kept = optimized.current_components() if accepted else components
     result = GepaResult(
         baseline_score=scores[0] if scores else None,
         best_score=max(scores) if scores else None,
@@ -196,6 +166,55 @@ def run_gepa(
     save_components(kept, components, run_dir)
     write_json_atomic(run_dir / 'gepa_result.json', result.model_dump_json(indent=2))
     return result
+
+
+def _examples(queries: Sequence[Query], ids: Sequence[str]) -> list[Any]:
+    """The queries named by `ids` as DSPy examples (inputs: the query and its id)."""
+    by_id = {q.query_id: q for q in queries}
+    return [dspy.Example(query=by_id[i].query, query_id=i).with_inputs('query', 'query_id') for i in ids]
+
+
+def _optimizer(
+    gepa: GepaSettings, metric: JudgeMetric, proposer: _CountingProposer, run_dir: Path, *, seed: int, minibatch: int
+) -> Any:
+    """dspy.GEPA round-robin over components, Pareto candidate selection, its log under `run_dir/gepa_log`.
+
+    The proposer is the built-in one, with our adapter when given (the embedded model: chat format, no
+    JSON grammar), counted: GEPA logs a proposal that fails (an answer it cannot parse) and goes on, so a
+    reflection LM that fails on every call would end in the seed prompt with nothing said."""
+    return dspy.GEPA(
+        metric=metric,
+        instruction_proposer=proposer,
+        max_metric_calls=gepa.max_metric_calls,
+        reflection_lm=gepa.reflection_lm,
+        component_selector='round_robin',
+        reflection_minibatch_size=minibatch,
+        candidate_selection_strategy='pareto',
+        log_dir=str(run_dir / 'gepa_log'),
+        track_stats=True,
+        seed=seed,
+        num_threads=gepa.num_threads,
+    )
+
+
+def _check_proposals(proposer: _CountingProposer) -> None:
+    """A reflection LM that failed on every proposal is an error, not a run that found nothing."""
+    if proposer.calls and proposer.failures == proposer.calls:
+        raise GepaError(
+            f"GEPA's reflection LM failed on all {proposer.calls} proposal(s), so GEPA could propose nothing; "
+            f'last: {proposer.last_error}'
+        )
+
+
+def _acceptance_test(details: Any, validation_ids: Sequence[str], config: OptimizeConfig) -> ValidationTest | None:
+    """The sequential loop's acceptance test of GEPA's best candidate against the seed, on the validation
+    queries' subscores (None when GEPA's best is the seed, or it kept no subscores)."""
+    best_idx = int(getattr(details, 'best_idx', 0) or 0)
+    subscores = list(getattr(details, 'val_subscores', []) or [])
+    if not subscores or best_idx == 0:
+        return None
+    before, after = (_as_evaluation(subscores[i], validation_ids) for i in (0, best_idx))
+    return validation_test(before, after, alpha=config.alpha, margin=config.margin)
 
 
 def _as_evaluation(subscores: Any, validation_ids: Sequence[str]) -> PromptEvaluation:

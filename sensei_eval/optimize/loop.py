@@ -433,138 +433,205 @@ class SequentialOptimizer:
     async def _round(
         self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
     ) -> tuple[tuple[PromptEvaluation, PromptEvaluation], bool]:
-        """One round; (the evaluations of the current prompt, whether a variant was accepted)."""
-        name, r = cs.name, cs.round
-        if cs.variants is None:
-            calls = self.generator.max_calls(self.config.variants)
-            if self._over_budget(state, calls, 0):
-                state.stopped = f'budget reached before generating variants for {name}'
-                self._save(state)
-                return current, False
-            routed, _ = route_failures(current[0], self.routing, state.current)
-            groups, shown = _grouped(routed.get(name, []), self.config.examples_per_issue)
-            cs.target_modes = sorted({e.failure_mode for e in routed.get(name, []) if e.failure_mode})
-            successes = [e for e in current[0].success_examples][: self.config.success_examples]
-            cs.shown_queries = sorted(shown | {e.query_id for e in successes})
-            components = self._current_components(state)
-            rest = '\n\n'.join(f'## {n}\n{t}' for n, t in components.sections if n != name)
-            self._event(
-                f'{name}: round {r}: generating {self.config.variants} variant(s) from {len(groups)} kind(s) of failure '
-                f'({sum(len(g) for _, g in _groups(routed.get(name, [])))} finding(s)) and {len(successes)} passing run(s)'
-            )
-            before = self.generator.lm_calls
-            out = await _in_daemon_thread(
-                self.generator,
-                component_name=name,
-                current_text=components[name],
-                rest_of_prompt=rest,
-                failure_examples=groups,
-                num_variants=self.config.variants,
-                seed=self.config.seed * 100 + r,
-                **_supported(
-                    type(self.generator).forward,
-                    limits=CallLimits(self.config.generator_timeout_s, self.config.generator_max_tokens),
-                    successful_runs=[e.render() for e in successes],
-                ),
-            )
-            calls_made = self.generator.lm_calls - before
-            cs.generator_calls += calls_made
-            state.generator_calls += calls_made
-            cs.variants = list(out.variants)
-            cs.generator_errors = list(getattr(out, 'errors', []) or [])
+        """One round; (the evaluations of the current prompt, whether a variant was accepted).
+
+        Generate variants from the failures routed here (once: a resumed round keeps them), score each on
+        train, rank those that beat the current text there, and test them in turn on held-out queries:
+        the first accepted is frozen."""
+        if cs.variants is None and not await self._generate(state, cs, current):
+            return current, False
+        mine = await self._score_variants(state, cs, current)
+        if state.stopped is not None and len(mine) < len(cs.variants or []):
             self._save(state)
-            if not cs.variants:
-                why = '; '.join(cs.generator_errors[-2:]) or 'no answer'
-                cs.reason = f'round {r}: the generator produced no usable variant in {calls_made} call(s): {why}'
-                self._event(f'{name}: {cs.reason}')
-                return current, False
+            return current, False  # unfinished: resumed later, nothing frozen from half a comparison
+        ranked = self._ranked(state, cs, mine)
+        if not ranked:
+            return current, False
+        return await self._test_ranked(state, cs, current, ranked)
+
+    async def _generate(
+        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
+    ) -> bool:
+        """Ask the generator for this round's variants (stored in `cs.variants`); False when there are none
+        (the budget stopped the run, or the generator gave nothing usable)."""
+        name, r = cs.name, cs.round
+        if self._over_budget(state, self.generator.max_calls(self.config.variants), 0):
+            state.stopped = f'budget reached before generating variants for {name}'
+            self._save(state)
+            return False
+        routed = route_failures(current[0], self.routing, state.current)[0].get(name, [])
+        groups, shown = _grouped(routed, self.config.examples_per_issue)
+        cs.target_modes = sorted({e.failure_mode for e in routed if e.failure_mode})
+        successes = [e for e in current[0].success_examples][: self.config.success_examples]
+        cs.shown_queries = sorted(shown | {e.query_id for e in successes})
+        components = self._current_components(state)
+        self._event(
+            f'{name}: round {r}: generating {self.config.variants} variant(s) from {len(groups)} kind(s) of failure '
+            f'({sum(len(g) for _, g in _groups(routed))} finding(s)) and {len(successes)} passing run(s)'
+        )
+        before = self.generator.lm_calls
+        out = await _in_daemon_thread(
+            self.generator,
+            component_name=name,
+            current_text=components[name],
+            rest_of_prompt='\n\n'.join(f'## {n}\n{t}' for n, t in components.sections if n != name),
+            failure_examples=groups,
+            num_variants=self.config.variants,
+            seed=self.config.seed * 100 + r,
+            **_supported(
+                type(self.generator).forward,
+                limits=CallLimits(self.config.generator_timeout_s, self.config.generator_max_tokens),
+                successful_runs=[e.render() for e in successes],
+            ),
+        )
+        calls_made = self.generator.lm_calls - before
+        cs.generator_calls += calls_made
+        state.generator_calls += calls_made
+        cs.variants = list(out.variants)
+        cs.generator_errors = list(getattr(out, 'errors', []) or [])
+        self._save(state)
+        if not cs.variants:
+            why = '; '.join(cs.generator_errors[-2:]) or 'no answer'
+            cs.reason = f'round {r}: the generator produced no usable variant in {calls_made} call(s): {why}'
+            self._event(f'{name}: {cs.reason}')
+            return False
+        return True
+
+    async def _score_variants(
+        self, state: OptimizeState, cs: ComponentState, current: tuple[PromptEvaluation, PromptEvaluation]
+    ) -> list[CandidateResult]:
+        """This round's candidates, each variant scored on train (those scored before a resume kept);
+        stops early (setting `state.stopped`) when the budget would run out."""
+        name, r, variants = cs.name, cs.round, cs.variants or []
         mine = [c for c in cs.candidates if c.round == r]
         done = {c.index for c in mine}
-        est = current[0].model_calls
-        for k, text in enumerate(cs.variants):
+        for k, text in enumerate(variants):
             if k in done:
                 continue
-            if self._over_budget(state, est, len(self._train)):
-                state.stopped = f'budget reached while evaluating {name} (round {r}, variant {k + 1} of {len(cs.variants)})'
+            if self._over_budget(state, current[0].model_calls, len(self._train)):
+                state.stopped = f'budget reached while evaluating {name} (round {r}, variant {k + 1} of {len(variants)})'
                 break
-            prompt = self._current_components(state).with_text(name, text).build()
-            self._event(f'{name}: round {r}: evaluating variant {k + 1}/{len(cs.variants)} on train')
-            evaluation = await self._evaluate(prompt, self._train, 1)
-            self._spend(state, evaluation, len(self._train))
-            path = self.run_dir / 'candidates' / _safe(name) / f'r{r}-{k}.json'
-            write_json_atomic(
-                path,
-                _dump({'component': name, 'round': r, 'index': k, 'text': text, 'prompt': prompt,
-                       'evaluation': evaluation.model_dump()}),
-            )  # fmt: skip
-            candidate = CandidateResult(
-                component=name, round=r, index=k, text=text, score=evaluation.score, model_calls=evaluation.model_calls,
-                errors=evaluation.errors, path=str(path.relative_to(self.run_dir)),
-            )  # fmt: skip
+            self._event(f'{name}: round {r}: evaluating variant {k + 1}/{len(variants)} on train')
+            candidate = await self._score_variant(state, cs, k, text)
             cs.candidates.append(candidate)
             mine.append(candidate)
             self._save(state)
-            self._event(f'{name}: variant {k + 1} train {_fmt(evaluation.score)} (current {_fmt(state.current_score)})')
-        if state.stopped is not None and len(mine) < len(cs.variants):
-            self._save(state)
-            return current, False  # unfinished: resumed later, nothing frozen from half a comparison
-        # the best on train that beat the current text there, top k; each tested at alpha / (components x variants)
+            self._event(f'{name}: variant {k + 1} train {_fmt(candidate.score)} (current {_fmt(state.current_score)})')
+        return mine
+
+    async def _score_variant(self, state: OptimizeState, cs: ComponentState, k: int, text: str) -> CandidateResult:
+        """Variant `k` of this round evaluated on train, its evaluation written under `candidates/`."""
+        name, r = cs.name, cs.round
+        prompt = self._current_components(state).with_text(name, text).build()
+        evaluation = await self._evaluate(prompt, self._train, 1)
+        self._spend(state, evaluation, len(self._train))
+        path = self.run_dir / 'candidates' / _safe(name) / f'r{r}-{k}.json'
+        record = {'component': name, 'round': r, 'index': k, 'text': text, 'prompt': prompt}
+        write_json_atomic(path, _dump({**record, 'evaluation': evaluation.model_dump()}))
+        return CandidateResult(
+            component=name,
+            round=r,
+            index=k,
+            text=text,
+            score=evaluation.score,
+            model_calls=evaluation.model_calls,
+            errors=evaluation.errors,
+            path=str(path.relative_to(self.run_dir)),
+        )
+
+    def _ranked(self, state: OptimizeState, cs: ComponentState, mine: list[CandidateResult]) -> list[CandidateResult]:
+        """The best on train that beat the current text there, top k (empty: the round keeps the text, and
+        says why). Each is then tested at alpha / (components x variants)."""
         beat = [c for c in mine if c.score is not None and (state.current_score is None or c.score > state.current_score)]
         ranked = sorted(beat, key=lambda c: (-(c.score or 0.0), c.index))[: self.config.top_k]
         if not ranked:
             best = max((c.score for c in mine if c.score is not None), default=None)
             why = 'no variant scored' if best is None else f'no variant beat it on train (best {_fmt(best)})'
-            cs.reason = f'round {r}: kept the current text: {why}'
-            self._event(f'{name}: {cs.reason}')
-            return current, False
+            cs.reason = f'round {cs.round}: kept the current text: {why}'
+            self._event(f'{cs.name}: {cs.reason}')
+        return ranked
+
+    async def _test_ranked(
+        self,
+        state: OptimizeState,
+        cs: ComponentState,
+        current: tuple[PromptEvaluation, PromptEvaluation],
+        ranked: list[CandidateResult],
+    ) -> tuple[tuple[PromptEvaluation, PromptEvaluation], bool]:
+        """Test the ranked candidates in turn on held-out queries; freeze the first accepted."""
         alpha = state.alpha_per_test or self.config.alpha
         unseen = [q for q in self.split.train if q not in set(cs.shown_queries)]
         failed: list[str] = []
         for candidate in ranked:
-            if candidate.validation is None:
-                if self._over_budget(state, current[1].model_calls, len(self._validation) * self.config.runs):
-                    state.stopped = f'budget reached before validating {name} round {r} variant {candidate.index + 1}'
-                    self._save(state)
-                    return current, False
-                self._event(
-                    f'{name}: testing variant {candidate.index + 1} on {len(self._validation)} held-out queries '
-                    f'(+{len(unseen)} train queries the generator was not shown)'
-                )
-                prompt = self._current_components(state).with_text(name, candidate.text).build()
-                validation = await self._evaluate(prompt, self._validation, self.config.runs)
-                self._spend(state, validation, len(self._validation) * self.config.runs)
-                path = self.run_dir / candidate.path
-                data = json.loads(path.read_text())
-                train = PromptEvaluation.model_validate(data['evaluation'])
-                data['validation'] = validation.model_dump()
-                candidate.validation_score = validation.score
-                candidate.validation = validation_test(
-                    _joined(current[1], current[0], unseen), _joined(validation, train, unseen),
-                    alpha=alpha, margin=self.config.margin, modes=cs.target_modes or None,
-                )  # fmt: skip
-                data['validation_test'] = candidate.validation.model_dump()
-                write_json_atomic(path, _dump(data))
-                self._save(state)
-            test = candidate.validation
+            test = candidate.validation or await self._validate(state, cs, current, candidate, alpha, unseen)
+            if test is None:
+                return current, False
             if not test.accepted:
                 failed.append(f'variant {candidate.index + 1}: {test.reason}')
                 continue
-            state.current[name] = candidate.text
-            state.current_score = candidate.score
-            state.current_validation_score = candidate.validation_score
-            cs.frozen_index, cs.frozen_path = candidate.index, candidate.path
-            cs.accepted_rounds += 1
-            cs.reason = f'round {r}: variant {candidate.index + 1} accepted: {test.reason}'
-            self._event(
-                f'{name}: round {r}: froze variant {candidate.index + 1} (train {_fmt(cs.score_before)} -> '
-                f'{_fmt(candidate.score)}, validation {_fmt(cs.validation_before)} -> {_fmt(candidate.validation_score)}, '
-                f'p={test.p_value:.4f} < {alpha:.4g})'
-            )
-            self._save(state)
-            return self._frozen_evals(state, name) or current, True
-        cs.reason = f'round {r}: kept the current text: ' + '; '.join(failed)
-        self._event(f'{name}: {cs.reason}')
+            self._freeze(state, cs, candidate, test, alpha)
+            return self._frozen_evals(state, cs.name) or current, True
+        cs.reason = f'round {cs.round}: kept the current text: ' + '; '.join(failed)
+        self._event(f'{cs.name}: {cs.reason}')
         return current, False
+
+    async def _validate(
+        self,
+        state: OptimizeState,
+        cs: ComponentState,
+        current: tuple[PromptEvaluation, PromptEvaluation],
+        candidate: CandidateResult,
+        alpha: float,
+        unseen: list[str],
+    ) -> ValidationTest | None:
+        """Evaluate `candidate` on the validation queries and run its acceptance test against the current
+        prompt (on validation plus the train queries the generator was not shown); the result goes into
+        the candidate and its file. None when the budget stopped the run first."""
+        name, runs = cs.name, self.config.runs
+        if self._over_budget(state, current[1].model_calls, len(self._validation) * runs):
+            state.stopped = f'budget reached before validating {name} round {cs.round} variant {candidate.index + 1}'
+            self._save(state)
+            return None
+        self._event(
+            f'{name}: testing variant {candidate.index + 1} on {len(self._validation)} held-out queries '
+            f'(+{len(unseen)} train queries the generator was not shown)'
+        )
+        prompt = self._current_components(state).with_text(name, candidate.text).build()
+        validation = await self._evaluate(prompt, self._validation, runs)
+        self._spend(state, validation, len(self._validation) * runs)
+        path = self.run_dir / candidate.path
+        data = json.loads(path.read_text())
+        train = PromptEvaluation.model_validate(data['evaluation'])
+        data['validation'] = validation.model_dump()
+        candidate.validation_score = validation.score
+        candidate.validation = validation_test(
+            _joined(current[1], current[0], unseen),
+            _joined(validation, train, unseen),
+            alpha=alpha,
+            margin=self.config.margin,
+            modes=cs.target_modes or None,
+        )
+        data['validation_test'] = candidate.validation.model_dump()
+        write_json_atomic(path, _dump(data))
+        self._save(state)
+        return candidate.validation
+
+    def _freeze(
+        self, state: OptimizeState, cs: ComponentState, candidate: CandidateResult, test: ValidationTest, alpha: float
+    ) -> None:
+        """Make an accepted candidate the component's text from now on."""
+        state.current[cs.name] = candidate.text
+        state.current_score = candidate.score
+        state.current_validation_score = candidate.validation_score
+        cs.frozen_index, cs.frozen_path = candidate.index, candidate.path
+        cs.accepted_rounds += 1
+        cs.reason = f'round {cs.round}: variant {candidate.index + 1} accepted: {test.reason}'
+        self._event(
+            f'{cs.name}: round {cs.round}: froze variant {candidate.index + 1} (train {_fmt(cs.score_before)} -> '
+            f'{_fmt(candidate.score)}, validation {_fmt(cs.validation_before)} -> {_fmt(candidate.validation_score)}, '
+            f'p={test.p_value:.4f} < {alpha:.4g})'
+        )
+        self._save(state)
 
     async def _evaluate(self, prompt: str, queries: Sequence[Query], runs: int) -> PromptEvaluation:
         evaluation, _ = await self._evaluate_full(prompt, queries, runs)
@@ -770,10 +837,24 @@ def validation_test(
         accepted, reason = True, f'gain {target_delta:+.3f} ({on}), {test}; overall {delta:+.3f}'
     ci_low, ci_high = _interval(old, new)
     return ValidationTest(
-        pairs=len(pairs), mean_before=mean_old, mean_after=mean_new, delta=delta, p_value=p, alpha=alpha, margin=margin,
-        errors_before=before.errors, errors_after=after.errors, accepted=accepted, reason=reason, ci_low=ci_low,
-        ci_high=ci_high, modes=list(modes or []), target_pairs=len(target), target_delta=target_delta, unpaired=unpaired,
-    )  # fmt: skip
+        pairs=len(pairs),
+        mean_before=mean_old,
+        mean_after=mean_new,
+        delta=delta,
+        p_value=p,
+        alpha=alpha,
+        margin=margin,
+        errors_before=before.errors,
+        errors_after=after.errors,
+        accepted=accepted,
+        reason=reason,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        modes=list(modes or []),
+        target_pairs=len(target),
+        target_delta=target_delta,
+        unpaired=unpaired,
+    )
 
 
 def _target(evaluation: PromptEvaluation, query: str, modes: Sequence[str]) -> float | None:

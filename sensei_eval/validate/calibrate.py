@@ -235,113 +235,152 @@ class LabelSet:
 
 def load_labels(path: str | Path, *, reward_threshold: float = 1.0) -> LabelSet:
     """Read a label file; bad lines are reported with their line number, the rest are used."""
-    path = Path(path)
-    labels = LabelSet()
-    first_line: dict[tuple[int, Any], int] = {}  # (which store, key) → line of the label kept
+    reader = _LabelReader(Path(path), reward_threshold)
+    for lineno, line in enumerate(reader.path.read_text(encoding='utf-8').splitlines(), start=1):
+        if line.strip():
+            reader.read_line(line, lineno)
+    return reader.finish()
 
-    def put(store: dict[Any, Any], key: Any, value: Any, lineno: int, name: str) -> None:
+
+class _LabelReader:
+    """Reads a label file line by line into a `LabelSet`: each line's failure-mode label, outcome (from
+    `label: overall`, `outcome`, `passed` or `reward`, which must agree), rating, mistake step and agent."""
+
+    def __init__(self, path: Path, reward_threshold: float) -> None:
+        self.path = path
+        self.reward_threshold = reward_threshold
+        self.labels = LabelSet()
+        self.first_line: dict[tuple[int, Any], int] = {}  # (which store, key) → line of the label kept
+        self.mast = 0  # failure-mode labels written 1/0 (MAST-style)
+        self.foreign: dict[str, int] = {}  # failure modes that are not ours -> labels
+
+    def problem(self, text: str) -> None:
+        self.labels.problems.append(text)
+
+    def put(self, store: dict[Any, Any], key: Any, value: Any, lineno: int, name: str) -> None:
         """Keep the first label for a thing; a different second one is reported, not silently used."""
         slot = (id(store), key)  # by store: a rating may come from `rating` or an overall `label`
         if key in store and store[key] != value:
-            labels.problems.append(
-                f'{path}:{lineno}: field `{name}`: {key!r} already has {store[key]!r} (line {first_line[slot]}); '
+            self.problem(
+                f'{self.path}:{lineno}: field `{name}`: {key!r} already has {store[key]!r} (line {self.first_line[slot]}); '
                 f'kept that, not {value!r}'
             )
             return
         store.setdefault(key, value)
-        first_line.setdefault(slot, lineno)
+        self.first_line.setdefault(slot, lineno)
 
-    mast = 0  # failure-mode labels written 1/0 (MAST-style)
-    foreign: dict[str, int] = {}  # failure modes that are not ours -> labels
-    for lineno, line in enumerate(path.read_text(encoding='utf-8').splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f'{path}:{lineno}'
-        label = _label_of(line, where, labels.problems)
+    def read_line(self, line: str, lineno: int) -> None:
+        where = f'{self.path}:{lineno}'
+        label = _label_of(line, where, self.labels.problems)
         if label is None:
-            continue
-        qid = label.query_id
-        if label.failure_mode is None and label.label is not None:
-            labels.problems.append(f'{where}: field `failure_mode`: a `label` needs a failure mode (or "overall")')
-            continue
-        if label.failure_mode is not None and label.label is None:
-            labels.problems.append(f'{where}: field `label`: `failure_mode` {label.failure_mode!r} has no label')
-            continue
-        if label.failure_mode is None and all(getattr(label, f) is None for f in _RECORD_FIELDS):
-            labels.problems.append(
-                f'{where}: field `-`: no label on this line: give `failure_mode` and `label`, '
-                f'or any of {", ".join(_RECORD_FIELDS)}'
-            )
-            continue
+            return
+        missing = _missing_label(label)
+        if missing is not None:
+            self.problem(f'{where}: {missing}')
+            return
+        explicit = self._mode_label(label, lineno, where)  # (field, pass/fail) from the fields that name an outcome
+        explicit += self._outcome_fields(label, where)
+        self._outcome(label, explicit, lineno, where)
+        self._record_fields(label, lineno, where)
 
-        explicit: list[tuple[str, str]] = []  # (field, pass/fail) from the fields that name an outcome
+    def _mode_label(self, label: Label, lineno: int, where: str) -> list[tuple[str, str]]:
+        """The line's `failure_mode`/`label` pair: a verdict on a mode, or for `overall` a rating or an outcome
+        (returned, to be checked against the line's other outcome fields)."""
+        if label.failure_mode is None or label.label is None:
+            return []
         if label.failure_mode == OVERALL:
-            assert label.label is not None
             if isinstance(label.label, int | float) and not isinstance(label.label, bool):
-                put(labels.ratings, qid, float(label.label), lineno, 'label')
+                self.put(self.labels.ratings, label.query_id, float(label.label), lineno, 'label')
             elif (verdict := _verdict(label.label)) is not None:
-                explicit.append(('label', verdict))
+                return [('label', verdict)]
             else:
-                labels.problems.append(
+                self.problem(
                     f'{where}: field `label`: an overall label is pass/fail (the outcome) or a number (a rating), '
                     f'got {label.label!r}'
                 )
-        elif label.failure_mode is not None:
-            assert label.label is not None
-            verdict = _verdict(label.label)
-            if verdict is None and isinstance(label.label, int | float) and label.label in (0, 1):
-                verdict = FAIL if label.label == 1 else PASS
-                mast += 1
-            if verdict is None:
-                labels.problems.append(f'{where}: field `label`: expected pass or fail (or 1/0), got {label.label!r}')
-            else:
-                if label.failure_mode not in MODES:
-                    foreign.setdefault(label.failure_mode, 0)
-                    foreign[label.failure_mode] += 1
-                put(labels.verdicts, (qid, label.failure_mode), verdict, lineno, 'label')
+            return []
+        verdict = _verdict(label.label)
+        if verdict is None and isinstance(label.label, int | float) and label.label in (0, 1):
+            verdict = FAIL if label.label == 1 else PASS
+            self.mast += 1
+        if verdict is None:
+            self.problem(f'{where}: field `label`: expected pass or fail (or 1/0), got {label.label!r}')
+            return []
+        if label.failure_mode not in MODES:
+            self.foreign[label.failure_mode] = self.foreign.get(label.failure_mode, 0) + 1
+        self.put(self.labels.verdicts, (label.query_id, label.failure_mode), verdict, lineno, 'label')
+        return []
 
+    def _outcome_fields(self, label: Label, where: str) -> list[tuple[str, str]]:
+        """The outcome named by `outcome` and `passed` (a value that is not pass/fail is a problem)."""
+        explicit: list[tuple[str, str]] = []
         for name in ('outcome', 'passed'):
             value = getattr(label, name)
             if value is None:
                 continue
             if (verdict := _verdict(value)) is None:
-                labels.problems.append(f'{where}: field `{name}`: expected pass or fail (or true/false), got {value!r}')
+                self.problem(f'{where}: field `{name}`: expected pass or fail (or true/false), got {value!r}')
             else:
                 explicit.append((name, verdict))
+        return explicit
+
+    def _outcome(self, label: Label, explicit: list[tuple[str, str]], lineno: int, where: str) -> None:
+        """The run's outcome: the fields that name one (when they agree), else the reward against the threshold."""
         if len({v for _, v in explicit}) > 1:
             said = ', '.join(f'{n}={v}' for n, v in explicit)
-            labels.problems.append(f'{where}: field `{explicit[1][0]}`: the line contradicts itself ({said}); no outcome used')
+            self.problem(f'{where}: field `{explicit[1][0]}`: the line contradicts itself ({said}); no outcome used')
             explicit = []
         outcome = explicit[0][1] if explicit else None
         if label.reward is not None:
-            put(labels.rewards, qid, label.reward, lineno, 'reward')
-            by_reward = FAIL if label.reward < reward_threshold else PASS
+            self.put(self.labels.rewards, label.query_id, label.reward, lineno, 'reward')
+            by_reward = FAIL if label.reward < self.reward_threshold else PASS
             if outcome is None:
                 outcome = by_reward
             elif outcome != by_reward:
-                labels.problems.append(
-                    f'{where}: field `reward`: reward {label.reward:g} means {by_reward} (threshold {reward_threshold:g}) '
-                    f'but `{explicit[0][0]}` says {outcome}; used {outcome}'
+                self.problem(
+                    f'{where}: field `reward`: reward {label.reward:g} means {by_reward} '
+                    f'(threshold {self.reward_threshold:g}) but `{explicit[0][0]}` says {outcome}; used {outcome}'
                 )
         if outcome is not None:
-            put(labels.outcomes, qid, outcome, lineno, explicit[0][0] if explicit else 'reward')
+            self.put(self.labels.outcomes, label.query_id, outcome, lineno, explicit[0][0] if explicit else 'reward')
+
+    def _record_fields(self, label: Label, lineno: int, where: str) -> None:
+        """The rating, the step where the run went wrong, and the agent that made the mistake."""
+        qid = label.query_id
         if label.rating is not None:
-            put(labels.ratings, qid, label.rating, lineno, 'rating')
+            self.put(self.labels.ratings, qid, label.rating, lineno, 'rating')
         if label.mistake_step is not None:
-            put(labels.mistake_steps, qid, label.mistake_step, lineno, 'mistake_step')
+            self.put(self.labels.mistake_steps, qid, label.mistake_step, lineno, 'mistake_step')
         if label.mistake_agent is not None:
             if not label.mistake_agent.strip():
-                labels.problems.append(f'{where}: field `mistake_agent`: empty')
+                self.problem(f'{where}: field `mistake_agent`: empty')
             else:
-                put(labels.mistake_agents, qid, label.mistake_agent.strip(), lineno, 'mistake_agent')
-    if mast:
-        labels.notes.append(f'{path}: {mast} failure-mode label(s) given as 1/0, read MAST-style: 1 = the mode occurred (fail)')
-    for mode, n in foreign.items():
-        labels.notes.append(
-            f'{path}: failure mode {mode!r} ({n} label(s)) is not one of ours: kept, but no judge reports it, '
-            f'so it is not compared (ours: {", ".join(MODES)})'
-        )
-    return labels
+                self.put(self.labels.mistake_agents, qid, label.mistake_agent.strip(), lineno, 'mistake_agent')
+
+    def finish(self) -> LabelSet:
+        """The labels, with notes on 1/0 failure-mode labels and on failure modes that are not ours."""
+        path, labels = self.path, self.labels
+        if self.mast:
+            labels.notes.append(
+                f'{path}: {self.mast} failure-mode label(s) given as 1/0, read MAST-style: 1 = the mode occurred (fail)'
+            )
+        for mode, n in self.foreign.items():
+            labels.notes.append(
+                f'{path}: failure mode {mode!r} ({n} label(s)) is not one of ours: kept, but no judge reports it, '
+                f'so it is not compared (ours: {", ".join(MODES)})'
+            )
+        return labels
+
+
+def _missing_label(label: Label) -> str | None:
+    """What a line lacks to say anything (a problem naming the field), else None."""
+    if label.failure_mode is None and label.label is not None:
+        return 'field `failure_mode`: a `label` needs a failure mode (or "overall")'
+    if label.failure_mode is not None and label.label is None:
+        return f'field `label`: `failure_mode` {label.failure_mode!r} has no label'
+    if label.failure_mode is None and all(getattr(label, f) is None for f in _RECORD_FIELDS):
+        return f'field `-`: no label on this line: give `failure_mode` and `label`, or any of {", ".join(_RECORD_FIELDS)}'
+    return None
 
 
 def _label_of(line: str, where: str, problems: list[str]) -> Label | None:
@@ -606,9 +645,7 @@ def _baseline(n: int, n_failed: int) -> OutcomeFigures:
     )
 
 
-def _steps(
-    first: dict[str, RecordReport], labels: LabelSet, step_base: int | None, problems: list[str]
-) -> StepAccuracy | None:
+def _steps(first: dict[str, RecordReport], labels: LabelSet, step_base: int | None, problems: list[str]) -> StepAccuracy | None:
     """Is the earliest cited step where the labeller says the run went wrong (or next to it)?"""
     pairs: list[tuple[int | None, int, int]] = []  # (decisive step, labelled step, last step)
     for q, step in labels.mistake_steps.items():
@@ -669,9 +706,14 @@ def _record_of(report: RecordReport, n_messages: int | None = None) -> QueryReco
     messages = report.messages if n_messages is None else report.messages[:n_messages]
     try:
         return QueryRecord.model_validate(
-            {'query_id': report.query_id, 'query': report.query or '-', 'messages': messages,
-             'message_format': report.message_format, 'metadata': report.metadata}
-        )  # fmt: skip
+            {
+                'query_id': report.query_id,
+                'query': report.query or '-',
+                'messages': messages,
+                'message_format': report.message_format,
+                'metadata': report.metadata,
+            }
+        )
     except (ValidationError, ValueError):
         return None
 
