@@ -108,7 +108,7 @@ def test_gepa_feedback_goes_through_the_routing() -> None:
     out = metric(dspy.Example(query='q'), pred, None, 'EVIDENCE', None)
     assert 'citation_check: {' in out.feedback and 'greeting_check: {' not in out.feedback and 'lexical' in out.feedback
     mapped = Routing('user map', {'agent_format': ('STYLE',)})
-    metric = JudgeMetric(judges, None, feedback=True, profile=BUILTIN_PROFILES['docs-agent'], routing=mapped)
+    metric = JudgeMetric(judges, None, feedback=mapped, profile=BUILTIN_PROFILES['docs-agent'])
     assert 'greeting_check: {' in metric(dspy.Example(query='q'), pred, None, 'STYLE', None).feedback
     assert judges_for_component('STYLE', judges, mapped) == ['greeting_check']
 

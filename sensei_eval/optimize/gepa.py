@@ -134,7 +134,7 @@ def run_gepa(
     )
     program = AgentProgram(components, runner, queries)
     trainset, valset = _examples(queries, split.train), _examples(queries, split.validation)
-    metric = JudgeMetric(options.judges, options.model, feedback=True, cache=options.cache, profile=profile, routing=routing)
+    metric = JudgeMetric(options.judges, options.model, feedback=routing or True, cache=options.cache, profile=profile)
     calls_before = len(getattr(reflection_lm, 'history', []) or [])
     proposer = _CountingProposer(InstructionProposer(adapter=gepa.adapter) if gepa.adapter is not None else InstructionProposer())
     optimizer = _optimizer(gepa, metric, proposer, run_dir, seed=config.seed, minibatch=min(3, len(trainset)))

@@ -3,7 +3,7 @@
 * `JudgeMetric(judges, model)` is a DSPy metric over a prediction that carries the agent's run as a
   `QueryRecord` (`pred.record`). Called as `metric(example, pred, trace=None)` (Evaluate, bootstrap
   optimizers) it returns the record's overall score (`core.verdicts`, what `judge` and `validate`
-  report); with `feedback=True` it takes GEPA's five arguments
+  report); with `feedback=True` (or a `Routing`: how issues reach components) it takes GEPA's five arguments
   `(gold, pred, trace, pred_name, pred_trace)` and returns `dspy.Prediction(score=…, feedback=…)` whose
   feedback lists the issues routed to component `pred_name` (`sensei_eval.optimize.routing`: the user's map, else the
   profile's, else lexical similarity to the component texts the run used), or every issue when no
@@ -250,10 +250,9 @@ class JudgeMetric:
         judges: Sequence[Judge],
         judge_model: JudgeModel | None,
         *,
-        feedback: bool = False,
+        feedback: bool | Routing = False,
         cache: JudgeCache | None = None,
         profile: Profile = DEFAULT_PROFILE,
-        routing: Routing | None = None,
         record_adapter: RecordAdapter | None = None,
         on_error: OnError = 'raise',
         max_error_rate: float = 0.0,
@@ -268,10 +267,11 @@ class JudgeMetric:
         self.max_error_rate = max_error_rate
         self.scored = 0
         self.profile = profile  # for runs whose query names no profile of its own (metadata.profile)
-        # how issues reach components for feedback; None: the profile's map, else lexical (resolved per run)
-        self.routing = routing
+        # how issues reach components for feedback (`feedback` given as a `Routing`); None: the profile's map,
+        # else lexical (resolved per run)
+        self.routing = feedback if isinstance(feedback, Routing) else None
         self.judge_model = judge_model
-        self.feedback = feedback
+        self.feedback = feedback is not False
         self.cache = cache
         self.calls = 0  # runs judged (memoised: a run asked for again is not judged again)
         self.metric_calls = 0  # calls of the metric
