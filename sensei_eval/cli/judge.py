@@ -46,7 +46,7 @@ from sensei_eval.cli.common import (
 from sensei_eval.core.datasets import iter_datasets
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.records import MAX_RECORD_BYTES, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.base import Judge
@@ -101,6 +101,14 @@ def judge(
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: NoCacheOption = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    max_record_bytes: Annotated[
+        int,
+        typer.Option(
+            min=1024,
+            max=1024**3,
+            help='Largest dataset line (one record) read, in bytes; a longer line is a located error and the run goes on.',
+        ),
+    ] = MAX_RECORD_BYTES,
     max_transcript_tokens: Annotated[
         int | None,
         typer.Option(min=200, help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
@@ -182,7 +190,7 @@ def judge(
             raise typer.Exit(2) from None
 
     started = datetime.now(UTC)
-    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None)
+    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None, max_record_bytes)
     if source.peek() is None:  # the whole input read: no record to judge
         load_errors = source.finish()
         err.print(f'[red]error:[/] nothing to judge: {_why_nothing(datasets, source.loaded, load_errors)}', highlight=False)
@@ -345,8 +353,9 @@ class _RecordSource:
     """The records to judge, read from the datasets as the run needs them: a bad line is printed when
     it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
 
-    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None) -> None:
+    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.datasets = datasets
+        self.max_record_bytes = max_record_bytes
         self.wanted = wanted
         self.loaded = 0
         self.load_errors: list[str] = []
@@ -356,7 +365,7 @@ class _RecordSource:
         self._finished: list[str] | None = None
 
     def _records(self) -> Iterator[QueryRecord]:
-        for item in iter_datasets(self.datasets):
+        for item in iter_datasets(self.datasets, max_record_bytes=self.max_record_bytes):
             if isinstance(item, LoadError):
                 self.load_errors.append(str(item))
                 err.print(f'[red]bad record:[/] {item}', highlight=False)

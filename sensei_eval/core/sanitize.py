@@ -27,12 +27,15 @@ from sensei_eval.core.errors import InputError
 __all__ = (
     'MAX_ID_LENGTH',
     'MAX_JSON_DEPTH',
+    'MAX_JSON_VALUES',
     'REPLACEMENT',
     'JsonLimitError',
     'JsonTooDeepError',
+    'JsonTooManyValuesError',
     'clean_text',
     'clean_value',
     'json_depth',
+    'json_value_bound',
     'loads_limited',
 )
 
@@ -44,6 +47,11 @@ REPLACEMENT = '\ufffd'
 # nests a record's metadata a few levels deeper again and must stay far below pydantic's serializer
 # limit (about 253 levels: past it a report cannot be written and the run would crash).
 MAX_JSON_DEPTH = 64
+# Most JSON values (objects, arrays, keys, scalars; an upper bound counted before parsing) one text may
+# hold when a caller asks for the cap. Memory, not size, is what a body of `{}` costs: 1.7 million empty
+# objects in a 4.9 MiB body take over 600 MB through parsing, validation and storage. A real session is
+# a few thousand values; 250,000 leaves room for long runs and large metadata.
+MAX_JSON_VALUES = 250_000
 
 # Paired surrogates never reach a str (json.loads joins them into one code point), so any code point in
 # this range is a lone one.
@@ -93,6 +101,23 @@ class JsonLimitError(InputError):
 
 class JsonTooDeepError(JsonLimitError):
     """JSON nested deeper than the limit (refused before anything recurses over it)."""
+
+
+class JsonTooManyValuesError(JsonLimitError):
+    """JSON holding more values than the cap (refused before it is parsed)."""
+
+
+# A JSON string, escapes included (the unrolled form: linear, no backtracking).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_value_bound(text: str | bytes) -> int:
+    """An upper bound on the values a JSON text holds, without parsing it: every `{`, `[`, `,` and `:`
+    outside strings starts a value (C-speed byte counts over the text with its strings blanked)."""
+    data = text.encode('utf-8', 'surrogatepass') if isinstance(text, str) else text
+    if b'"' in data:
+        data = _JSON_STRING.sub(b'0', data)
+    return data.count(b',') + data.count(b':') + data.count(b'[') + data.count(b'{') + 1
 
 
 def _no_constant(name: str) -> float:
@@ -157,10 +182,18 @@ def _column_too_deep(text: str, max_depth: int) -> int | None:
     return None
 
 
-def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: str = '', allow_nan: bool = False) -> Any:
+def loads_limited(
+    text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: str = '', allow_nan: bool = False, max_values: int | None = None
+) -> Any:
     """`json.loads`, refusing nesting deeper than `max_depth` (and, unless `allow_nan`, NaN/±Infinity)
-    with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`. Malformed
-    JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over Python's digit limit a `ValueError`."""
+    with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`; with
+    `max_values`, a text holding more values than that (`json_value_bound`) is a `JsonTooManyValuesError`
+    before it is parsed. Malformed JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over
+    Python's digit limit a `ValueError`."""
+    if max_values is not None and (bound := json_value_bound(text)) > max_values:
+        raise JsonTooManyValuesError(
+            f'JSON with about {bound:,} values, over the limit of {max_values:,} (send smaller requests)', file=where or None
+        )
     try:
         value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except JsonLimitError as e:

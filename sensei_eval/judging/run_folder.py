@@ -68,6 +68,9 @@ SUMMARY_FILE = 'summary.json'
 MAX_RUN_ID_LENGTH = 64
 # What a run id may not contain: path separators, and control characters (terminals, file systems).
 _RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
+# Names Windows keeps for devices (`CON`, `nul.txt`, `COM1`): a folder of that name cannot be made there,
+# and a report tree copied to Windows must still open. Also refused: a trailing dot (Windows drops it).
+_RUN_ID_RESERVED = re.compile(r'^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?$', re.IGNORECASE)
 
 
 class RunIdError(ConfigError):
@@ -84,6 +87,10 @@ def validate_run_id(run_id: str) -> str:
         raise RunIdError(f'--run-id: {run_id[:40]!r} contains {bad.group()!r}; use one folder name (letters, digits, . _ -)')
     if run_id in ('.', '..') or run_id != run_id.strip():
         raise RunIdError(f'--run-id: {run_id!r} is not a folder name of its own')
+    if _RUN_ID_RESERVED.match(run_id) or run_id.endswith('.'):
+        raise RunIdError(
+            f'--run-id: {run_id!r} is a device name on Windows (CON, NUL, COM1 ...) or ends in a dot; use another name'
+        )
     return run_id
 
 

@@ -7,7 +7,8 @@ for a trace already built) are counted in `partial_success` with the reasons, an
 A body that is not an OTLP request at all is a 400 (exporters do not retry it); JSON nested past
 `sanitize.MAX_JSON_DEPTH` (also once a gzip body is inflated) a 422; a request over
 `otlp_max_spans` spans or `otlp_max_attributes` attributes a 413 naming the cap, before any span is
-built. Deep JSON inside an attribute (`pydantic_ai.all_messages`) refuses only its run, with a located
+built; JSON holding more values than `ServiceSettings.otlp_max_values` (counted after inflating, before
+parsing) a 413 too. Deep JSON inside an attribute (`pydantic_ai.all_messages`) refuses only its run, with a located
 error. A NaN or ±Infinity double attribute is kept as the text `NaN` / `Infinity` / `-Infinity` on
 both stores. The spans are written in batches (`trace_ingest.BATCH_SPANS`). The route needs the
 token like every write. How spans become sessions and which are judged: `trace_ingest`.
@@ -24,7 +25,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from sensei_eval.core.sanitize import JsonLimitError, loads_limited
+from sensei_eval.core.sanitize import JsonLimitError, JsonTooManyValuesError, loads_limited
 from sensei_eval.core.traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
 from sensei_eval.service.guard import OTLP_TRACES_PATH
 from sensei_eval.service.schemas import Limit, Offset
@@ -93,7 +94,9 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
         else:
             try:
                 # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
-                data = loads_limited(body or b'null', where='POST /v1/traces')
+                data = loads_limited(body or b'null', where='POST /v1/traces', max_values=state.settings.otlp_max_values)
+            except JsonTooManyValuesError as e:
+                raise HTTPException(413, f'request body refused: {e.message}; send smaller batches') from None
             except JsonLimitError as e:
                 raise HTTPException(422, f'request body refused: {e.message}') from None
             except ValueError as e:
