@@ -513,7 +513,7 @@ def item7_transcript_cut(ctx: Ctx) -> Outcome:
     with Stub(keep_bodies=True, chat=('429', 0)) as stub:
         stub.chat = ('ok', '{}')
         r = cli(
-            'judge', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r7'), '--no-cache',
+            'judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r7'), '--no-cache',
             '--max-transcript-tokens', '60000', '--timeout', '30',
         )
         prompts = _chat_prompts(stub)
@@ -602,7 +602,7 @@ def item12_retry_after(ctx: Ctx) -> Outcome:
     data = _write_dataset(ctx.tmp / 'one.jsonl', [_record('rated')])
     with Stub(chat=('429', asked)) as stub:
         t = time.monotonic()
-        r = cli('judge', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r12'), '--no-cache', '--timeout', str(timeout), '--run-id', 'r12')
+        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r12'), '--no-cache', '--timeout', str(timeout), '--run-id', 'r12')
         elapsed = time.monotonic() - t
         calls = sum(s.method == 'POST' for s in stub.seen)
     text = ' '.join(p.read_text() for p in (ctx.tmp / 'r12' / 'r12').rglob('*.json')) + r.stdout + r.stderr
@@ -627,9 +627,9 @@ def item14_base_url_query(ctx: Ctx) -> Outcome:
     data = _write_dataset(ctx.tmp / 'q14.jsonl', [_record('azure')])
     with Stub(chat=('ok', '{}')) as stub:
         base = f'{stub.url}?api-version=2024-06-01'
-        r = cli('judge', str(data), '--judges', 'hallucination', '--base-url', base, '--out', str(ctx.tmp / 'r14'), '--no-cache', '--timeout', '20')
+        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', base, '--out', str(ctx.tmp / 'r14'), '--no-cache', '--timeout', '20')
         paths = sorted({(s.method, s.path, s.query) for s in stub.seen})
-        wrong = cli('judge', str(data), '--judges', 'hallucination', '--base-url', f'http://127.0.0.1:{stub.port}/nowhere', '--out', str(ctx.tmp / 'r14b'), '--no-cache')
+        wrong = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', f'http://127.0.0.1:{stub.port}/nowhere', '--out', str(ctx.tmp / 'r14b'), '--no-cache')
     good = bool(paths) and all(p.startswith('/v1/') and q == 'api-version=2024-06-01' for _, p, q in paths) and any(p == '/v1/chat/completions' for _, p, _ in paths)
     held = good and wrong.returncode == 2 and '404' in wrong.stderr
     return Outcome(14, '--base-url with a query', held, f'requests {paths}; a base URL answering 404: exit {wrong.returncode}')
@@ -639,7 +639,7 @@ def item15_retry_resends(ctx: Ctx) -> Outcome:
     size = 60 * 2**20 if not ctx.quick else 6 * 2**20
     data = _write_dataset(ctx.tmp / 'q15.jsonl', [_record('huge-answer')])
     with Stub(chat=('big', size)) as stub:
-        r = cli('judge', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r15'), '--no-cache', '--timeout', '120', timeout=400)
+        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r15'), '--no-cache', '--timeout', '120', timeout=400)
         sizes = [s.body_bytes for s in stub.seen if s.method == 'POST']
     held = len(sizes) >= 2 and max(sizes) < sizes[0] + 200_000
     return Outcome(15, 'retries resend a giant invalid answer', held, f'answer {size / 2**20:.0f} MB; request sizes {[f"{b / 1024:.1f} KB" for b in sizes]}; exit {r.returncode}')
@@ -656,7 +656,7 @@ def item16_minor(ctx: Ctx) -> Outcome:
         body = json.dumps(_record('utf8')).encode().replace(b'Nothing.', b'Noth\xffing.')
         r = httpx.post(f'{svc.url}/api/v1/sessions', content=body, headers={'Content-Type': 'application/json'}, timeout=10)
         locs = [e.get('loc') for e in r.json().get('detail', [])] if r.status_code == 422 else []
-    run_id = cli('judge', str(_write_dataset(ctx.tmp / 'q16.jsonl', [_record('a')])), '--run-id', 'CON', '--out', str(ctx.tmp / 'r16'))
+    run_id = cli('judge', '--dataset', str(_write_dataset(ctx.tmp / 'q16.jsonl', [_record('a')])), '--run-id', 'CON', '--out', str(ctx.tmp / 'r16'))
     help_text = cli('judge', '--help').stdout
     hosts_ok = hosts == {'evil@localhost': 400, 'localhost/x': 400, 'localhost:8000@evil': 400, 'localhost': 200}
     utf8_ok = r.status_code == 422 and ['body', 'messages', 1, 'content'] in locs

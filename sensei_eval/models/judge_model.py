@@ -330,16 +330,8 @@ def _openai_compatible(
     if query:
         # `…/v1?api-version=2024` (Azure style): the SDK appends paths to the base URL as text, so the query
         # goes on every request as the client's default query instead of into the middle of the path
-        from openai import AsyncOpenAI
-        from pydantic_ai.models import cached_async_http_client
-
-        client = AsyncOpenAI(
-            base_url=root,
-            api_key=key,
-            default_query=query,
-            http_client=http_client or cached_async_http_client(provider='openai'),
-        )
-        provider = OpenAIProvider(openai_client=client)
+        plain = OpenAIProvider(base_url=root, api_key=key, http_client=http_client).client
+        provider = OpenAIProvider(openai_client=plain.with_options(default_query=query))
     else:
         provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
     model = OpenAIChatModel(model_name, provider=provider)
