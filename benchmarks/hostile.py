@@ -301,7 +301,10 @@ def _seed_dense_sessions(db_url: str, n: int) -> None:
     store filled before the value cap, or by another writer, holds them."""
     record = json.dumps(_record('dense', metadata={'junk': [{}] * 1_700_000}), separators=(',', ':'))
     now = int(time.time() * 1e6)
-    rows = [(str(uuid.uuid4()), f'dense-{i}', 'seed', 'completed', record.replace('"dense"', f'"dense-{i}"', 1), now + i, now + i) for i in range(n)]
+    rows = [
+        (str(uuid.uuid4()), f'dense-{i}', 'seed', 'completed', record.replace('"dense"', f'"dense-{i}"', 1), now + i, now + i)
+        for i in range(n)
+    ]
     sql = (
         'INSERT INTO sessions (session_id, query_id, agent, status, record, created_at_us, updated_at_us) '
         'VALUES ({0}, {0}, {0}, {0}, {0}, {0}, {0})'
@@ -433,7 +436,12 @@ def item4_credentials_in_log(ctx: Ctx) -> Outcome:
     requests_logged = log.count('HTTP Request')
     leaked = [s for s in ('pw-s3cr3t', 'k-s3cr3t') if s in log]
     held = not leaked and requests_logged > 0
-    return Outcome(4, 'credentials in the log', held, f'{requests_logged} model requests logged by httpx; secrets in the log: {leaked or "none"}')
+    return Outcome(
+        4,
+        'credentials in the log',
+        held,
+        f'{requests_logged} model requests logged by httpx; secrets in the log: {leaked or "none"}',
+    )
 
 
 def item5_log_injection(ctx: Ctx) -> Outcome:
@@ -458,7 +466,9 @@ def item5_log_injection(ctx: Ctx) -> Outcome:
     forged_lines = [ln for ln in lines if ln.startswith(forged[:40])]
     escaped = sum('\\n2099-01-01' in ln for ln in lines)
     held = statuses == [401, 401] and not forged_lines and escaped > 0
-    return Outcome(5, 'log injection', held, f'answers {statuses}; forged lines in the log: {len(forged_lines)}; escaped: {escaped}')
+    return Outcome(
+        5, 'log injection', held, f'answers {statuses}; forged lines in the log: {len(forged_lines)}; escaped: {escaped}'
+    )
 
 
 def item6_bad_dates(ctx: Ctx) -> Outcome:
@@ -504,7 +514,11 @@ def item7_transcript_cut(ctx: Ctx) -> Outcome:
         'message_format': 'openai',
         'messages': [
             {'role': 'user', 'content': 'summarise the table'},
-            {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 't1', 'type': 'function', 'function': {'name': 'read_table', 'arguments': '{}'}}]},
+            {
+                'role': 'assistant',
+                'content': None,
+                'tool_calls': [{'id': 't1', 'type': 'function', 'function': {'name': 'read_table', 'arguments': '{}'}}],
+            },
             {'role': 'tool', 'tool_call_id': 't1', 'content': big},
             {'role': 'assistant', 'content': 'All rows are ok.'},
         ],
@@ -513,15 +527,32 @@ def item7_transcript_cut(ctx: Ctx) -> Outcome:
     with Stub(keep_bodies=True, chat=('429', 0)) as stub:
         stub.chat = ('ok', '{}')
         r = cli(
-            'judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r7'), '--no-cache',
-            '--max-transcript-tokens', '60000', '--timeout', '30',
+            'judge',
+            '--dataset',
+            str(data),
+            '--judges',
+            'hallucination',
+            '--base-url',
+            stub.url,
+            '--out',
+            str(ctx.tmp / 'r7'),
+            '--no-cache',
+            '--max-transcript-tokens',
+            '60000',
+            '--timeout',
+            '30',
         )
         prompts = _chat_prompts(stub)
     first = prompts[0] if prompts else ''
     kept = len(re.findall(r'row \d+: status', first))
     kept_chars = kept * 28
     held = bool(prompts) and kept_chars >= 100_000
-    return Outcome(7, 'a big tool result cut to nothing', held, f'exit {r.returncode}; first prompt {len(first):,} chars, of the tool result ~{kept_chars:,} chars ({kept} rows of 6000) kept')
+    return Outcome(
+        7,
+        'a big tool result cut to nothing',
+        held,
+        f'exit {r.returncode}; first prompt {len(first):,} chars, of the tool result ~{kept_chars:,} chars ({kept} rows of 6000) kept',
+    )
 
 
 def item8_token_lockouts(ctx: Ctx) -> Outcome:
@@ -535,43 +566,96 @@ def item8_token_lockouts(ctx: Ctx) -> Outcome:
         log = svc.log_text()
     warned = 'stripped' in log and 'non-ASCII' in log
     held = ok_utf8 == 200 and ok_nfd == 200 and wrong == 401 and warned
-    return Outcome(8, 'token lockouts', held, f'UTF-8 token: {ok_utf8}, NFD form: {ok_nfd}, wrong token: {wrong}; start-up warnings: {warned}')
+    return Outcome(
+        8,
+        'token lockouts',
+        held,
+        f'UTF-8 token: {ok_utf8}, NFD form: {ok_nfd}, wrong token: {wrong}; start-up warnings: {warned}',
+    )
 
 
 def _write_run(run: Path, n: int) -> None:
-    """A judge run folder of `n` records (summary.json and records/*.json), as `judge` writes it."""
-    from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
-
+    """A judge run folder of `n` records (records/*.json as `judge` writes them; no summary.json, which
+    `view` lists as missing): each a four-message transcript and one judge's verdict, a third of them failed."""
     records = run / 'records'
     records.mkdir(parents=True)
+    messages = [
+        {'role': 'user', 'content': 'Which flights leave Boston for Denver tomorrow morning, and which is cheapest?'},
+        {
+            'role': 'assistant',
+            'content': None,
+            'tool_calls': [
+                {'id': 't1', 'type': 'function', 'function': {'name': 'search_flights', 'arguments': '{"from": "BOS", "to": "DEN"}'}}
+            ],
+        },
+        {'role': 'tool', 'tool_call_id': 't1', 'content': 'UA 1234 07:05 $212; DL 88 08:40 $198; B6 410 09:15 $205'},
+        {'role': 'assistant', 'content': 'DL 88 at 08:40 is the cheapest at $198.'},
+    ]
     for i in range(n):
         passed = i % 3 != 0
-        result = JudgeResult(
-            judge='hallucination', status='ok', passed=passed, score=1.0 if passed else 0.0, reasoning='checked ' * 20, model='stub'
-        )
-        report = RecordReport(query_id=f'q{i}', repeat=0, judges={'hallucination': result})
-        (records / f'q{i}.json').write_text(report.model_dump_json())
-    summary = RunSummary.model_construct(run_id=run.name) if not hasattr(RunSummary, 'empty') else RunSummary.empty(run.name)
-    (run / 'summary.json').write_text(summary.model_dump_json())
+        result = {
+            'judge': 'hallucination',
+            'failure_mode': 'hallucination',
+            'category': 'output',
+            'criteria_hash': 'h' * 64,
+            'model': 'stub',
+            'status': 'ok',
+            'passed': passed,
+            'score': 1.0 if passed else 0.0,
+            'reasoning': 'Every claim is in a tool result.' if passed else 'The answer states a price no tool result shows.',
+            'issues': [] if passed else [{'claim': 'DL 88 costs $198', 'steps': [3], 'source': 'judge'}],
+        }
+        report = {
+            'query_id': f'q{i:06d}',
+            'run_id': run.name,
+            'repeat': 1,
+            'evaluated_at': '2026-01-01T00:00:00Z',
+            'query': messages[0]['content'],
+            'messages': messages,
+            'message_format': 'openai',
+            'judges': {'hallucination': result},
+            'overall_score': 1.0 if passed else 0.0,
+        }
+        (records / f'q{i:06d}.json').write_text(json.dumps(report))
+
+
+def run_measured(args: list[str], timeout: float) -> tuple[int, str, float]:
+    """A CLI command's exit code, stderr and peak resident memory (its VmHWM, read until it exits), MB."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, env=_env())
+        peak_kb = 0
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError, AttributeError):
+                status = Path(f'/proc/{proc.pid}/status').read_text()
+                peak_kb = max(peak_kb, int(re.search(r'VmHWM:\s+(\d+) kB', status).group(1)))  # type: ignore[union-attr]
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        err.seek(0)
+        return proc.returncode, err.read().decode(errors='replace'), peak_kb / 1024
 
 
 def item9_view_large_run(ctx: Ctx) -> Outcome:
+    """`view` of a run of 100,000 records: bounded memory, a main page of bounded size, the rest paged."""
     n = 100_000 if not ctx.quick else 5_000
     run = ctx.tmp / 'big-run'
-    try:
-        _write_run(run, n)
-    except Exception as e:  # the report model changed under this script: say so rather than guess
-        return Outcome(9, 'view of a large run', False, f'could not write a run folder: {e}')
+    _write_run(run, n)
     out = ctx.tmp / 'view.html'
     t = time.monotonic()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = cli('view', str(run), '--out', str(out), timeout=600)
+    code, err, peak = run_measured(['view', str(run), '--out', str(out)], timeout=900)
     elapsed = time.monotonic() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    size = sum(p.stat().st_size for p in ctx.tmp.glob('view*.html'))
-    held = r.returncode == 0 and peak < MEMORY_LIMIT_MB and size < 40 * 2**20
-    note = '' if before < resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss else ' (peak of an earlier child)'
-    return Outcome(9, 'view of a large run', held, f'{n:,} records: exit {r.returncode} in {elapsed:.1f} s, peak {peak:.0f} MB{note}, HTML {size / 2**20:.1f} MB {r.stderr[-200:]}')
+    main = out.stat().st_size if out.exists() else 0
+    pages = list(ctx.tmp.glob('view-*.html'))
+    held = code == 0 and peak < MEMORY_LIMIT_MB and main < 40 * 2**20 and len(pages) == -(-n // 500) - 1
+    return Outcome(
+        9,
+        'view of a large run',
+        held,
+        f'{n:,} records: exit {code} in {elapsed:.1f} s, peak {peak:.0f} MB; main page {main / 2**20:.1f} MB, '
+        f'{len(pages)} more pages of 500 records in full {err[-200:]}',
+    )
 
 
 def item10_corrupt_cache(ctx: Ctx) -> Outcome:
@@ -584,11 +668,23 @@ def item10_corrupt_cache(ctx: Ctx) -> Outcome:
     stats = cli('cache', 'stats', '--dir', str(cache))
     clear = cli('cache', 'clear', '--dir', str(cache))
     held = stats.returncode == 1 and 'cannot be read' in stats.stderr and clear.returncode == 0 and not db.exists()
-    return Outcome(10, 'a corrupt cache', held, f'stats exit {stats.returncode} ({(stats.stderr or stats.stdout).strip()[:90]}); clear exit {clear.returncode}, file left: {db.exists()}')
+    return Outcome(
+        10,
+        'a corrupt cache',
+        held,
+        f'stats exit {stats.returncode} ({(stats.stderr or stats.stdout).strip()[:90]}); clear exit {clear.returncode}, file left: {db.exists()}',
+    )
 
 
 def item11_flags(ctx: Ctx) -> Outcome:
-    cases = [('--port', '70001'), ('--grace', 'nan'), ('--grace', 'inf'), ('--timeout', '-1'), ('--max-body', '-1'), ('--port', '0')]
+    cases = [
+        ('--port', '70001'),
+        ('--grace', 'nan'),
+        ('--grace', 'inf'),
+        ('--timeout', '-1'),
+        ('--max-body', '-1'),
+        ('--port', '0'),
+    ]
     got = []
     for flag, value in cases:
         r = cli('serve', '--db', ctx.db_url, flag, value, timeout=60)
@@ -602,13 +698,33 @@ def item12_retry_after(ctx: Ctx) -> Outcome:
     data = _write_dataset(ctx.tmp / 'one.jsonl', [_record('rated')])
     with Stub(chat=('429', asked)) as stub:
         t = time.monotonic()
-        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r12'), '--no-cache', '--timeout', str(timeout), '--run-id', 'r12')
+        r = cli(
+            'judge',
+            '--dataset',
+            str(data),
+            '--judges',
+            'hallucination',
+            '--base-url',
+            stub.url,
+            '--out',
+            str(ctx.tmp / 'r12'),
+            '--no-cache',
+            '--timeout',
+            str(timeout),
+            '--run-id',
+            'r12',
+        )
         elapsed = time.monotonic() - t
         calls = sum(s.method == 'POST' for s in stub.seen)
     text = ' '.join(p.read_text() for p in (ctx.tmp / 'r12' / 'r12').rglob('*.json')) + r.stdout + r.stderr
     said = 'Retry-After' in text and '429' in text
     held = said and 'no answer from' not in text and elapsed < timeout + 20
-    return Outcome(12, 'a 429 reported as no answer', held, f'{calls} request(s), {elapsed:.1f} s; error names the 429 and Retry-After: {said}; "no answer": {"no answer from" in text}')
+    return Outcome(
+        12,
+        'a 429 reported as no answer',
+        held,
+        f'{calls} request(s), {elapsed:.1f} s; error names the 429 and Retry-After: {said}; "no answer": {"no answer from" in text}',
+    )
 
 
 def item13_search_wildcards(ctx: Ctx) -> Outcome:
@@ -627,10 +743,38 @@ def item14_base_url_query(ctx: Ctx) -> Outcome:
     data = _write_dataset(ctx.tmp / 'q14.jsonl', [_record('azure')])
     with Stub(chat=('ok', '{}')) as stub:
         base = f'{stub.url}?api-version=2024-06-01'
-        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', base, '--out', str(ctx.tmp / 'r14'), '--no-cache', '--timeout', '20')
+        r = cli(
+            'judge',
+            '--dataset',
+            str(data),
+            '--judges',
+            'hallucination',
+            '--base-url',
+            base,
+            '--out',
+            str(ctx.tmp / 'r14'),
+            '--no-cache',
+            '--timeout',
+            '20',
+        )
         paths = sorted({(s.method, s.path, s.query) for s in stub.seen})
-        wrong = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', f'http://127.0.0.1:{stub.port}/nowhere', '--out', str(ctx.tmp / 'r14b'), '--no-cache')
-    good = bool(paths) and all(p.startswith('/v1/') and q == 'api-version=2024-06-01' for _, p, q in paths) and any(p == '/v1/chat/completions' for _, p, _ in paths)
+        wrong = cli(
+            'judge',
+            '--dataset',
+            str(data),
+            '--judges',
+            'hallucination',
+            '--base-url',
+            f'http://127.0.0.1:{stub.port}/nowhere',
+            '--out',
+            str(ctx.tmp / 'r14b'),
+            '--no-cache',
+        )
+    good = (
+        bool(paths)
+        and all(p.startswith('/v1/') and q == 'api-version=2024-06-01' for _, p, q in paths)
+        and any(p == '/v1/chat/completions' for _, p, _ in paths)
+    )
     held = good and wrong.returncode == 2 and '404' in wrong.stderr
     return Outcome(14, '--base-url with a query', held, f'requests {paths}; a base URL answering 404: exit {wrong.returncode}')
 
@@ -639,10 +783,29 @@ def item15_retry_resends(ctx: Ctx) -> Outcome:
     size = 60 * 2**20 if not ctx.quick else 6 * 2**20
     data = _write_dataset(ctx.tmp / 'q15.jsonl', [_record('huge-answer')])
     with Stub(chat=('big', size)) as stub:
-        r = cli('judge', '--dataset', str(data), '--judges', 'hallucination', '--base-url', stub.url, '--out', str(ctx.tmp / 'r15'), '--no-cache', '--timeout', '120', timeout=400)
+        r = cli(
+            'judge',
+            '--dataset',
+            str(data),
+            '--judges',
+            'hallucination',
+            '--base-url',
+            stub.url,
+            '--out',
+            str(ctx.tmp / 'r15'),
+            '--no-cache',
+            '--timeout',
+            '120',
+            timeout=400,
+        )
         sizes = [s.body_bytes for s in stub.seen if s.method == 'POST']
     held = len(sizes) >= 2 and max(sizes) < sizes[0] + 200_000
-    return Outcome(15, 'retries resend a giant invalid answer', held, f'answer {size / 2**20:.0f} MB; request sizes {[f"{b / 1024:.1f} KB" for b in sizes]}; exit {r.returncode}')
+    return Outcome(
+        15,
+        'retries resend a giant invalid answer',
+        held,
+        f'answer {size / 2**20:.0f} MB; request sizes {[f"{b / 1024:.1f} KB" for b in sizes]}; exit {r.returncode}',
+    )
 
 
 def item16_minor(ctx: Ctx) -> Outcome:
@@ -656,7 +819,15 @@ def item16_minor(ctx: Ctx) -> Outcome:
         body = json.dumps(_record('utf8')).encode().replace(b'Nothing.', b'Noth\xffing.')
         r = httpx.post(f'{svc.url}/api/v1/sessions', content=body, headers={'Content-Type': 'application/json'}, timeout=10)
         locs = [e.get('loc') for e in r.json().get('detail', [])] if r.status_code == 422 else []
-    run_id = cli('judge', '--dataset', str(_write_dataset(ctx.tmp / 'q16.jsonl', [_record('a')])), '--run-id', 'CON', '--out', str(ctx.tmp / 'r16'))
+    run_id = cli(
+        'judge',
+        '--dataset',
+        str(_write_dataset(ctx.tmp / 'q16.jsonl', [_record('a')])),
+        '--run-id',
+        'CON',
+        '--out',
+        str(ctx.tmp / 'r16'),
+    )
     help_text = cli('judge', '--help').stdout
     hosts_ok = hosts == {'evil@localhost': 400, 'localhost/x': 400, 'localhost:8000@evil': 400, 'localhost': 200}
     utf8_ok = r.status_code == 422 and ['body', 'messages', 1, 'content'] in locs
@@ -717,9 +888,19 @@ def throwaway_postgres() -> Iterator[str | None]:
     data, port = os.path.join(tmp, 'data'), _free_port()
     pg_ctl = os.path.join(bindir, 'pg_ctl')
     try:
-        subprocess.run([*as_pg, bins[-1], '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*as_pg, bins[-1], '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         opts = f'-p {port} -c listen_addresses=127.0.0.1 -k {tmp} -c fsync=off'
-        subprocess.run([*as_pg, pg_ctl, '-D', data, '-o', opts, '-l', os.path.join(tmp, 'log'), '-w', 'start'], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*as_pg, pg_ctl, '-D', data, '-o', opts, '-l', os.path.join(tmp, 'log'), '-w', 'start'],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     except (subprocess.SubprocessError, OSError):
         yield None
         return
@@ -752,7 +933,10 @@ def main() -> None:
         t = time.monotonic()
         outcome = run_item(number, args.quick)
         outcomes.append(outcome)
-        print(f'{number:>2} {"held" if outcome.held else "FAILED":<6} [{outcome.backend}] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}', flush=True)
+        print(
+            f'{number:>2} {"held" if outcome.held else "FAILED":<6} [{outcome.backend}] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}',
+            flush=True,
+        )
     pg_wanted = [n for n in wanted if n in PG_ITEMS]
     if pg_wanted and not args.quick:
         ctx_pg = contextlib.nullcontext(args.pg_url) if args.pg_url else throwaway_postgres()
@@ -764,9 +948,14 @@ def main() -> None:
                 db = _fresh_pg_db(server, f'hostile_{number}')
                 outcome = run_item(number, args.quick, db, 'postgresql')
                 outcomes.append(outcome)
-                print(f'{number:>2} {"held" if outcome.held else "FAILED":<6} [postgresql] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}', flush=True)
+                print(
+                    f'{number:>2} {"held" if outcome.held else "FAILED":<6} [postgresql] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}',
+                    flush=True,
+                )
     held = sum(o.held for o in outcomes)
-    print(f'\n{held} of {len(outcomes)} held ({len({o.item for o in outcomes if o.held and all(p.held for p in outcomes if p.item == o.item)})} of {len(set(wanted))} items) in {time.monotonic() - started:.0f} s')
+    print(
+        f'\n{held} of {len(outcomes)} held ({len({o.item for o in outcomes if o.held and all(p.held for p in outcomes if p.item == o.item)})} of {len(set(wanted))} items) in {time.monotonic() - started:.0f} s'
+    )
     sys.exit(0 if held == len(outcomes) else 1)
 
 

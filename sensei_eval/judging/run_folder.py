@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -231,16 +231,25 @@ class RunFolder:
 
     def load(self) -> LoadedRun:
         """Every report that loads, and a located `ReportProblem` for each file that does not."""
-        self.check()
         loaded = LoadedRun()
+        for _, item in self.iter_reports():
+            if isinstance(item, ReportProblem):
+                loaded.problems.append(item)
+            else:
+                loaded.reports.append(item)
+        return loaded
+
+    def iter_reports(self) -> Iterator[tuple[Path, RecordReport | ReportProblem]]:
+        """Each report file in name order with its report, or the located problem that kept it from loading;
+        one at a time, so a caller can keep only what it needs of a run of any size."""
+        self.check()
         for path in self.report_paths():
             try:
-                loaded.reports.append(RecordReport.model_validate_json(path.read_text(encoding='utf-8')))
+                yield path, RecordReport.model_validate_json(path.read_text(encoding='utf-8'))
             except (OSError, UnicodeDecodeError) as e:
-                loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
+                yield path, ReportProblem(path, f'cannot read: {e}')
             except ValidationError as e:
-                loaded.problems.append(ReportProblem(path, validation_message(e)))
-        return loaded
+                yield path, ReportProblem(path, validation_message(e))
 
     def load_reports(self, *, require: bool = False) -> list[RecordReport]:
         """Every report, in file-name order; a bad file is a `RunFolderError` listing every bad file
