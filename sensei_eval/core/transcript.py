@@ -367,11 +367,12 @@ def _cut_to(
         sizes[i] = size
         cut.add(step.number)
 
-    def keep_of(text: str) -> int:
-        """How much of a step's head stays: all but the excess (at least a preview), never the whole step's
-        worth more than the budget needs cut."""
-        excess_chars = int(excess * _CHARS_PER_TOKEN) + 200
-        return max(_PREVIEW_CHARS, len(text) - excess_chars)
+    def keep_of(i: int) -> int:
+        """How much of step `i`'s head stays: all but the excess, in the step's own characters per token
+        (so any tokenizer's count is met in one cut), plus a small margin; at least a preview."""
+        text = steps[i].text
+        per_token = max(1.0, len(text) / max(1, sizes[i]))
+        return max(_PREVIEW_CHARS, len(text) - int(excess * per_token) - 200)
 
     # 1. the oldest tool results first, each cut by what is still over (a result much larger than the excess
     # keeps all of it that fits)
@@ -379,7 +380,7 @@ def _cut_to(
         if excess <= 0:
             return
         if step.kind == 'tool_result':
-            shorten(i, keep_of(step.text))
+            shorten(i, keep_of(i))
     # 2. then long turns other than the first user turn and the final answer, oldest first
     last_assistant = max((i for i, s in enumerate(steps) if s.kind == 'assistant'), default=-1)
     first_user = min((i for i, s in enumerate(steps) if s.kind == 'user'), default=-1)
@@ -387,13 +388,14 @@ def _cut_to(
         if excess <= 0:
             return
         if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
-            shorten(i, keep_of(step.text))
+            shorten(i, keep_of(i))
     # 3. then the agent's instructions, which judges need to hold the run to its rules: their head stays
     for i, step in enumerate(steps):
         if excess <= 0:
             return
         if step.kind == 'system':
-            shorten(i, keep_of(step.text))
+            excess_chars = int(excess * _CHARS_PER_TOKEN) + 200
+            shorten(i, max(_PREVIEW_CHARS, len(step.text) - excess_chars))
     # 4. last resort: the middle of whatever is still longest (the first of equals), until it fits
     longest = [(-len(s.text), i) for i, s in enumerate(steps)]
     heapq.heapify(longest)
