@@ -243,23 +243,27 @@ def _cut(text: str) -> str:
 
 
 def cap_echoed(messages: list[ModelMessage]) -> list[ModelMessage]:
-    """`messages` with every earlier answer's text and tool-call arguments, and every retry prompt, cut to
-    `MAX_ECHO_CHARS` (copies; nothing changes when all are within it). The prompt itself is never cut."""
+    """`messages` with every earlier answer's text and tool-call arguments, and every retry's feedback (a
+    retry prompt, a retried tool return), cut to `MAX_ECHO_CHARS` (copies; the same list when nothing is
+    over). The prompt itself and real tool results are never cut."""
     from dataclasses import replace
 
-    from pydantic_ai.messages import ModelRequest, RetryPromptPart, TextPart, ToolCallPart
+    from pydantic_ai.messages import ModelRequest, TextPart, ToolCallPart
+
+    def as_text(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, default=str)
 
     def cut_part(part: Any) -> Any:
         if isinstance(part, TextPart) and len(part.content) > MAX_ECHO_CHARS:
             return replace(part, content=_cut(part.content))
-        if isinstance(part, ToolCallPart):
-            args = part.args if isinstance(part.args, str) else None
-            if args is None and part.args is not None and len(str(part.args)) > MAX_ECHO_CHARS:
-                args = json.dumps(part.args, default=str)
-            if args is not None and len(args) > MAX_ECHO_CHARS:
+        if isinstance(part, ToolCallPart) and part.args is not None:
+            args = as_text(part.args)
+            if len(args) > MAX_ECHO_CHARS:
                 return replace(part, args=_cut(args))
-        if isinstance(part, RetryPromptPart):
-            content = part.content if isinstance(part.content, str) else json.dumps(part.content, default=str)
+        kind = type(part).__name__
+        retried = kind in ('RetryPromptPart', 'RetryFeedbackPart') or getattr(part, 'outcome', None) == 'retried'
+        if retried and hasattr(part, 'content'):
+            content = as_text(part.content)
             if len(content) > MAX_ECHO_CHARS:
                 return replace(part, content=_cut(content))
         return part
