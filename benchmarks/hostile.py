@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import glob
-import gzip
 import json
 import os
 import re
@@ -338,7 +337,8 @@ def item2_memory_on_reads(ctx: Ctx) -> Outcome:
     dash_listed = len(dash.json().get('items', [])) if dash.status_code == 200 else -1
     held = api.status_code == 200 and dash.status_code == 200 and listed == n == dash_listed and peak < MEMORY_LIMIT_MB
     detail = (
-        f'{n} sessions of 4.9 MB: API list {api.status_code} ({listed} items, {len(api.content) / 1024:.0f} KB) in {api_s:.2f} s, '
+        f'{n} sessions of 4.9 MB: API list {api.status_code} ({listed} items, {len(api.content) / 1024:.0f} KB) '
+        f'in {api_s:.2f} s, '
         f'dashboard list {dash.status_code} in {dash_s:.2f} s; memory {base:.0f} MB -> peak {peak:.0f} MB'
     )
     return Outcome(2, 'memory DoS on reads', held, detail, ctx.backend)
@@ -524,8 +524,7 @@ def item7_transcript_cut(ctx: Ctx) -> Outcome:
         ],
     }
     data = _write_dataset(ctx.tmp / 'big.jsonl', [record])
-    with Stub(keep_bodies=True, chat=('429', 0)) as stub:
-        stub.chat = ('ok', '{}')
+    with Stub(keep_bodies=True, chat=('ok', '{}')) as stub:
         r = cli(
             'judge',
             '--dataset',
@@ -551,7 +550,8 @@ def item7_transcript_cut(ctx: Ctx) -> Outcome:
         7,
         'a big tool result cut to nothing',
         held,
-        f'exit {r.returncode}; first prompt {len(first):,} chars, of the tool result ~{kept_chars:,} chars ({kept} rows of 6000) kept',
+        f'exit {r.returncode}; first prompt {len(first):,} chars, of the tool result ~{kept_chars:,} chars '
+        f'({kept} rows of 6000) kept',
     )
 
 
@@ -585,7 +585,11 @@ def _write_run(run: Path, n: int) -> None:
             'role': 'assistant',
             'content': None,
             'tool_calls': [
-                {'id': 't1', 'type': 'function', 'function': {'name': 'search_flights', 'arguments': '{"from": "BOS", "to": "DEN"}'}}
+                {
+                    'id': 't1',
+                    'type': 'function',
+                    'function': {'name': 'search_flights', 'arguments': '{"from": "BOS", "to": "DEN"}'},
+                }
             ],
         },
         {'role': 'tool', 'tool_call_id': 't1', 'content': 'UA 1234 07:05 $212; DL 88 08:40 $198; B6 410 09:15 $205'},
@@ -672,7 +676,8 @@ def item10_corrupt_cache(ctx: Ctx) -> Outcome:
         10,
         'a corrupt cache',
         held,
-        f'stats exit {stats.returncode} ({(stats.stderr or stats.stdout).strip()[:90]}); clear exit {clear.returncode}, file left: {db.exists()}',
+        f'stats exit {stats.returncode} ({(stats.stderr or stats.stdout).strip()[-90:]}); '
+        f'clear exit {clear.returncode}, file left: {db.exists()}',
     )
 
 
@@ -723,7 +728,8 @@ def item12_retry_after(ctx: Ctx) -> Outcome:
         12,
         'a 429 reported as no answer',
         held,
-        f'{calls} request(s), {elapsed:.1f} s; error names the 429 and Retry-After: {said}; "no answer": {"no answer from" in text}',
+        f'{calls} request(s), {elapsed:.1f} s; error names the 429 and Retry-After: {said}; '
+        f'"no answer": {"no answer from" in text}',
     )
 
 
@@ -743,7 +749,7 @@ def item14_base_url_query(ctx: Ctx) -> Outcome:
     data = _write_dataset(ctx.tmp / 'q14.jsonl', [_record('azure')])
     with Stub(chat=('ok', '{}')) as stub:
         base = f'{stub.url}?api-version=2024-06-01'
-        r = cli(
+        cli(
             'judge',
             '--dataset',
             str(data),
@@ -920,12 +926,26 @@ def _fresh_pg_db(server: str, name: str) -> str:
     return server.rsplit('/', 1)[0] + f'/{name}'
 
 
+def _line(outcome: Outcome, seconds: float) -> str:
+    verdict = 'held' if outcome.held else 'FAILED'
+    return f'{outcome.item:>2} {verdict:<6} [{outcome.backend}] {outcome.title} ({seconds:.1f} s): {outcome.detail}'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--quick', action='store_true', help='smaller reproductions (seconds to a minute), SQLite only')
     parser.add_argument('--items', default='', help='comma-separated item numbers (default: all 16)')
     parser.add_argument('--pg-url', default=None, help='a PostgreSQL server URL for the list/read items (full mode)')
+    parser.add_argument(
+        '--root',
+        type=Path,
+        default=None,
+        help='run the service and CLI of another checkout (to see the items fail before the fixes)',
+    )
     args = parser.parse_args()
+    if args.root is not None:
+        global ROOT
+        ROOT = args.root.resolve()
     wanted = [int(i) for i in args.items.split(',') if i.strip()] or sorted(ITEMS)
     outcomes: list[Outcome] = []
     started = time.monotonic()
@@ -934,7 +954,7 @@ def main() -> None:
         outcome = run_item(number, args.quick)
         outcomes.append(outcome)
         print(
-            f'{number:>2} {"held" if outcome.held else "FAILED":<6} [{outcome.backend}] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}',
+            _line(outcome, time.monotonic() - t),
             flush=True,
         )
     pg_wanted = [n for n in wanted if n in PG_ITEMS]
@@ -949,13 +969,12 @@ def main() -> None:
                 outcome = run_item(number, args.quick, db, 'postgresql')
                 outcomes.append(outcome)
                 print(
-                    f'{number:>2} {"held" if outcome.held else "FAILED":<6} [postgresql] {outcome.title} ({time.monotonic() - t:.1f} s): {outcome.detail}',
+                    _line(outcome, time.monotonic() - t),
                     flush=True,
                 )
     held = sum(o.held for o in outcomes)
-    print(
-        f'\n{held} of {len(outcomes)} held ({len({o.item for o in outcomes if o.held and all(p.held for p in outcomes if p.item == o.item)})} of {len(set(wanted))} items) in {time.monotonic() - started:.0f} s'
-    )
+    items_held = len({o.item for o in outcomes if all(p.held for p in outcomes if p.item == o.item)})
+    print(f'\n{held} of {len(outcomes)} held ({items_held} of {len(set(wanted))} items) in {time.monotonic() - started:.0f} s')
     sys.exit(0 if held == len(outcomes) else 1)
 
 
