@@ -690,10 +690,19 @@ def item11_flags(ctx: Ctx) -> Outcome:
         ('--max-body', '-1'),
         ('--port', '0'),
     ]
-    got = []
-    for flag, value in cases:
-        r = cli('serve', '--db', ctx.db_url, flag, value, timeout=60)
-        got.append((flag, value, r.returncode, 'Traceback' in r.stderr))
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(case: tuple[str, str]) -> tuple[str, str, int, bool]:
+        flag, value = case
+        port = [] if flag == '--port' else ['--port', str(_free_port())]  # a version that starts binds a free port
+        try:
+            r = cli('serve', '--db', ctx.db_url, *port, flag, value, timeout=60)
+        except subprocess.TimeoutExpired:  # it started serving: the flag was accepted
+            return flag, value, -1, False
+        return flag, value, r.returncode, 'Traceback' in r.stderr
+
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(one, cases))
     held = all(code == 2 and not tb for _, _, code, tb in got)
     return Outcome(11, 'flags', held, ', '.join(f'{f} {v}: exit {c}' + (' (traceback)' if tb else '') for f, v, c, tb in got))
 
@@ -833,6 +842,10 @@ def item16_minor(ctx: Ctx) -> Outcome:
         'CON',
         '--out',
         str(ctx.tmp / 'r16'),
+        '--judges',
+        'hallucination',
+        '--base-url',
+        'http://127.0.0.1:9/v1',  # nothing listens: a version that takes the run id stops at the model check
     )
     help_text = cli('judge', '--help').stdout
     hosts_ok = hosts == {'evil@localhost': 400, 'localhost/x': 400, 'localhost:8000@evil': 400, 'localhost': 200}
