@@ -32,6 +32,7 @@ __all__ = (
     'JsonLimitError',
     'JsonTooDeepError',
     'JsonTooManyValuesError',
+    'JsonValueCounter',
     'clean_text',
     'clean_value',
     'json_depth',
@@ -111,13 +112,56 @@ class JsonTooManyValuesError(JsonLimitError):
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def json_value_bound(text: str | bytes) -> int:
+# The rest of a string the previous chunk left open (up to and including its closing quote).
+_STRING_TAIL = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"')
+_CHUNK = 1 << 20
+
+
+class JsonValueCounter:
+    """`json_value_bound` fed a chunk at a time (an inflating gzip body): `count` so far, kept exact across
+    chunk boundaries (an open string, an escape), in memory of one chunk."""
+
+    def __init__(self) -> None:
+        self.count = 1
+        self._in_string = False
+        self._carry = b''
+
+    def feed(self, data: bytes) -> int:
+        data = self._carry + data
+        # never split an escape: a chunk ending in backslashes waits for the next byte
+        cut = len(data)
+        while cut and data[cut - 1 : cut] == b'\\':
+            cut -= 1
+        self._carry = data[cut:]
+        data = data[:cut]
+        if self._in_string:
+            end = _STRING_TAIL.match(data)
+            if end is None:  # the whole chunk is inside the string
+                return self.count
+            data = data[end.end() :]
+            self._in_string = False
+        if b'"' in data:
+            data = _JSON_STRING.sub(b'0', data)
+            open_at = data.find(b'"')  # a string the chunk ends inside of
+            if open_at >= 0:
+                data = data[:open_at]
+                self._in_string = True
+        self.count += data.count(b',') + data.count(b':') + data.count(b'[') + data.count(b'{')
+        return self.count
+
+
+def json_value_bound(text: str | bytes, limit: int | None = None) -> int:
     """An upper bound on the values a JSON text holds, without parsing it: every `{`, `[`, `,` and `:`
-    outside strings starts a value (C-speed byte counts over the text with its strings blanked)."""
+    outside strings starts a value (C-speed byte counts over the text, a chunk at a time, its strings
+    blanked). With `limit`, stops counting once past it."""
     data = text.encode('utf-8', 'surrogatepass') if isinstance(text, str) else text
-    if b'"' in data:
-        data = _JSON_STRING.sub(b'0', data)
-    return data.count(b',') + data.count(b':') + data.count(b'[') + data.count(b'{') + 1
+    counter = JsonValueCounter()
+    view = memoryview(data)
+    for start in range(0, len(data), _CHUNK):
+        counter.feed(bytes(view[start : start + _CHUNK]))
+        if limit is not None and counter.count > limit:
+            break
+    return counter.count
 
 
 def _no_constant(name: str) -> float:
@@ -190,9 +234,10 @@ def loads_limited(
     `max_values`, a text holding more values than that (`json_value_bound`) is a `JsonTooManyValuesError`
     before it is parsed. Malformed JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over
     Python's digit limit a `ValueError`."""
-    if max_values is not None and (bound := json_value_bound(text)) > max_values:
+    if max_values is not None and (bound := json_value_bound(text, max_values)) > max_values:
         raise JsonTooManyValuesError(
-            f'JSON with about {bound:,} values, over the limit of {max_values:,} (send smaller requests)', file=where or None
+            f'JSON with more than {max_values:,} values (at least {bound:,} counted), over the limit; send smaller requests',
+            file=where or None,
         )
     try:
         value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
