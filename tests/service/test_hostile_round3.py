@@ -78,6 +78,26 @@ def test_value_bound_counts_outside_strings() -> None:
     assert loads_limited('["' + ',' * 5000 + '"]', max_values=10) == [',' * 5000]
 
 
+def test_value_count_is_exact_across_chunks() -> None:
+    """The streamed count (gzip bodies, a chunk at a time) equals the one-pass count, however the text is cut:
+    a chunk may end inside a string or inside an escape."""
+    import json
+    import random
+
+    from sensei_eval.core.sanitize import JsonValueCounter, json_value_bound
+
+    rng = random.Random(32)
+    for _ in range(200):
+        value = [{'a\\"b': 'x,\\y:"[{', 'n': [1, 2, {'k': '\\' + ',' * rng.randint(0, 5)}]} for _ in range(rng.randint(1, 20))]
+        text = json.dumps(value).encode()
+        counter, i = JsonValueCounter(), 0
+        while i < len(text):
+            step = rng.randint(1, 17)
+            counter.feed(text[i : i + step])
+            i += step
+        assert counter.count == json_value_bound(text) == json_value_bound(text.decode())
+
+
 def test_token_is_compared_after_strip_and_nfc() -> None:
     import unicodedata
 
