@@ -2,8 +2,9 @@
 
 `Guard` runs before any route (API, dashboard, `/docs`, static files, the WebSocket) and applies, in order:
 
-0. **Host** (DNS rebinding). The `Host` header's name must be one of `allowed_hosts` (`*.example.com`
-   matches subdomains, `*` turns the check off): 400 otherwise, and a WebSocket handshake is refused
+0. **Host** (DNS rebinding). The `Host` header must be a host and an optional port (`evil@localhost` and
+   `localhost/x` are not) whose name is one of `allowed_hosts` (`*.example.com` matches subdomains, `*`
+   turns the name check off): 400 otherwise, and a WebSocket handshake is refused
    with 403. A page on `evil.example` that rebinds its name to 127.0.0.1 sends `Host: evil.example`.
 1. **URL.** A NUL character in the path or the query string (`%00`) is refused with 400 on every
    backend (PostgreSQL cannot store or compare it; SQLite can: the answer must not depend on the store).
@@ -13,7 +14,8 @@
    handshake is refused with 403 on every path (nothing is accepted, subscribed or sent). No
    `Origin` header means a non-browser client: allowed.
 3. **Authentication** (when `settings.auth_required`: a token, or trusted proxy addresses). A request
-   proves itself with `Authorization: Bearer <token>`, or by coming from a `trusted_proxies` address
+   proves itself with `Authorization: Bearer <token>` (compared as UTF-8 bytes after the strip and NFC of
+   `config.normalise_token`: `token_matches`), or by coming from a `trusted_proxies` address
    with `X-Forwarded-User` / `X-Forwarded-Email` (only with `behind_proxy`). "Comes from" is the
    address that opened the connection (`ProxyPeer` keeps it), never `X-Forwarded-For`: uvicorn's
    `ProxyHeadersMiddleware` reads that header only for connections from `trusted_proxies`, and then
@@ -28,9 +30,12 @@
    answers 405 (with `Allow`) or 404.
 4. **Writes** (any method but GET/HEAD/OPTIONS) need `Content-Type: application/json` (415 otherwise),
    so no cross-origin page can send one as a CORS "simple" request; with no CORS headers served, a
-   browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: nesting
+   browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: more values
+   than `max_json_values` (`otlp_max_values` on the OTLP route), counted before parsing, are 413; nesting
    deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can carry)
-   are 422, and every lone surrogate or NUL in its text (keys too) is
+   are 422; a body that is not UTF-8 is 422 naming each field (`loc`) holding the bad bytes; a body with a
+   `Content-Encoding` is left to its route (only `POST /v1/traces` takes gzip, and counts it as it
+   inflates); and every lone surrogate or NUL in its text (keys too) is
    replaced by U+FFFD (`sanitize.clean_value`). The paths replaced go to `request.state.sanitized`;
    the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` (the
    OTLP/HTTP trace endpoint) also takes `Content-Type: application/x-protobuf`, as OpenTelemetry
