@@ -4,7 +4,7 @@ Every item runs `sensei-eval serve` (uvicorn on a free loopback port, its judge 
 stub on another loopback port, `Stub` below) or the `sensei-eval` CLI in a child process, sends what the
 reproduction sent, and prints `held` or `FAILED` with what it saw. Every loop is bounded in count and in time;
 only 127.0.0.1 is ever addressed. Peak service memory for items 1-2 is the service process's own high-water
-mark (`VmHWM` in /proc), which must stay under 500 MB.
+mark (`VmHWM` in /proc), which must stay under 500 MB; `view` of 100,000 records must stay under 1 GB.
 
     python benchmarks/hostile.py --quick            # seconds to a minute; what CI runs (SQLite)
     python benchmarks/hostile.py                    # the reproductions' own sizes (minutes), SQLite and PostgreSQL
@@ -46,6 +46,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, '-m', 'sensei_eval']
 MEMORY_LIMIT_MB = 500.0
+# `view` keeps a few KB per record past its first page (verdicts, no transcripts or texts): 100,000 records
+# stay under this (the reproduction took 2.37 GB).
+VIEW_MEMORY_LIMIT_MB = 1000.0
 _ENV_CLEAN = ('SENSEI_EVAL_TOKEN', 'SENSEI_EVAL_MODEL', 'SENSEI_EVAL_BASE_URL', 'SENSEI_EVAL_DB', 'OTEL_EXPORTER_OTLP_ENDPOINT')
 
 
@@ -652,7 +655,7 @@ def item9_view_large_run(ctx: Ctx) -> Outcome:
     elapsed = time.monotonic() - t
     main = out.stat().st_size if out.exists() else 0
     pages = list(ctx.tmp.glob('view-*.html'))
-    held = code == 0 and peak < MEMORY_LIMIT_MB and main < 40 * 2**20 and len(pages) == -(-n // 500) - 1
+    held = code == 0 and peak < VIEW_MEMORY_LIMIT_MB and main < 40 * 2**20 and len(pages) == -(-n // 500) - 1
     return Outcome(
         9,
         'view of a large run',

@@ -147,9 +147,15 @@ def _load(path: str | Path, page_size: int = 0) -> _Run:
     return _Run(folder.path, summary, reports, problems, paths=paths, page_size=page_size)
 
 
+# What a report past the first page keeps of each verdict's texts: none (its page reads the file again).
+_TEXTS = {'reasoning': None, 'issues': [], 'raw_output': None, 'details': {}, 'warnings': [], 'truncation': None}
+
+
 def _light(report: RecordReport) -> RecordReport:
-    """A report without its transcript (the bulk of it), for the tallies, the comparison and the list."""
-    return report.model_copy(update={'messages': []})
+    """A report without its transcript and texts (the bulk of it), for the tallies, the comparison and the
+    list: every verdict's status, pass/fail and scores stay."""
+    judges = {name: result.model_copy(update=_TEXTS) for name, result in report.judges.items()}
+    return report.model_copy(update={'messages': [], 'query': '', 'issues': {}, 'judges': judges})
 
 
 def _verdict(result: JudgeResult | None) -> str:
