@@ -18,6 +18,9 @@ from sensei_eval.core.extras import requires_extra
 
 __all__ = ('serve',)
 
+# `--max-body`'s default: 5 MiB (`ServiceSettings.max_body_bytes`).
+_MAX_BODY_DEFAULT = 5 * 1024 * 1024
+
 
 def _finite(minimum: float, name: str) -> Callable[[float], float]:
     """A typer callback refusing NaN, ±inf and values under `minimum` (click's ranges let NaN through)."""
@@ -73,9 +76,9 @@ def serve(
     grace: Annotated[
         float, typer.Option(callback=_finite(0, '--grace'), help='Seconds in-flight scorings get to finish on shutdown.')
     ] = 30.0,
-    max_body: Annotated[int, typer.Option(min=1, max=2**31 - 1, help='Largest request body in bytes (larger gets 413).')] = 5
-    * 1024
-    * 1024,
+    max_body: Annotated[
+        int, typer.Option(min=1, max=2**31 - 1, help='Largest request body in bytes (larger gets 413).')
+    ] = _MAX_BODY_DEFAULT,
     header_timeout: Annotated[
         float,
         typer.Option(
