@@ -148,7 +148,7 @@ def _load(path: str | Path, page_size: int = 0) -> _Run:
 
 
 # What a report past the first page keeps of each verdict's texts: none (its page reads the file again).
-_TEXTS = {'reasoning': None, 'issues': [], 'raw_output': None, 'details': {}, 'warnings': [], 'truncation': None}
+_TEXTS: dict[str, Any] = {'reasoning': None, 'issues': [], 'raw_output': None, 'details': {}, 'warnings': [], 'truncation': None}
 
 
 def _light(report: RecordReport) -> RecordReport:
