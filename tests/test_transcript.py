@@ -234,8 +234,12 @@ def test_oldest_tool_result_is_cut_first() -> None:
     assert (first.number, first.kind) == (4, 'tool_result')
     assert first.text.startswith(RESULT_A[:160])
     assert RESULT_A not in t.text
-    dropped = estimate_tokens(RESULT_A[160:])
+    # only what was over the budget went (with a small margin), not all of it but a preview (issue 32)
+    kept = first.text.split(' [... cut: ~')[0]
+    assert RESULT_A.startswith(kept) and 160 < len(kept) < len(RESULT_A)
+    dropped = estimate_tokens(RESULT_A[len(kept) :])
     assert f'[... cut: ~{dropped} tokens dropped to fit the budget ...]' in first.text
+    assert t.tokens >= budget - 150
     # the later tool result and every other step are intact
     assert f'[7] tool_result get_docs: {RESULT_B}' in t.text
     assert [s for s in t.steps if s.number != 4] == [s for s in full.steps if s.number != 4]
@@ -244,7 +248,7 @@ def test_oldest_tool_result_is_cut_first() -> None:
 def test_both_tool_results_cut_before_any_turn() -> None:
     record = long_record()
     full = render_transcript(record)
-    cut_a = full.tokens - render_transcript(record, budget_tokens=full.tokens - 400).tokens
+    cut_a = estimate_tokens(RESULT_A)
     # more than cutting RESULT_A saves, less than cutting both
     t = render_transcript(record, budget_tokens=full.tokens - cut_a - 300)
     assert t.truncation is not None
@@ -257,10 +261,8 @@ def test_both_tool_results_cut_before_any_turn() -> None:
 def test_tiny_budget_cuts_other_turns_too() -> None:
     record = long_record()
     full = render_transcript(record)
-    both = render_transcript(record, budget_tokens=full.tokens - 2_000)
-    assert both.truncation is not None and both.truncation.steps_cut == [4, 7]
-    # less than what is left once both tool results are cut: the long middle turn goes too
-    budget = both.tokens - 300
+    # more than both tool results hold: once they are cut (to previews), the long middle turn goes too
+    budget = full.tokens - estimate_tokens(RESULT_A) - estimate_tokens(RESULT_B) - 300
     t = render_transcript(record, budget_tokens=budget)
     assert t.truncation is not None
     assert t.truncation.steps_cut == [4, 5, 7]

@@ -1,6 +1,7 @@
 """Cutting a transcript to its budget is linear in steps (running sums, one pass per phase) and cuts
 exactly what the former quadratic version cut: the former function is kept here as the reference and
-both run on generated transcripts (step kinds, lengths, scripts, budgets, token counters)."""
+both run on generated transcripts (step kinds, lengths, scripts, budgets, token counters). The reference
+follows the rule of issue 32: a step is cut by what is still over the budget, not to a preview."""
 
 from __future__ import annotations
 
@@ -40,18 +41,22 @@ def reference_cut_to(
         sizes[i] = count(steps[i].render())
         cut.add(step.number)
 
+    def keep_of(i: int) -> int:  # a step loses only what is still over (issue 32), in its own chars per token
+        text = steps[i].text
+        return max(_PREVIEW_CHARS, len(text) - int(excess() * max(1.0, len(text) / max(1, sizes[i]))) - 200)
+
     for i, step in enumerate(steps):
         if not over():
             return
         if step.kind == 'tool_result':
-            shorten(i, _PREVIEW_CHARS)
+            shorten(i, keep_of(i))
     last_assistant = max((i for i, s in enumerate(steps) if s.kind == 'assistant'), default=-1)
     first_user = min((i for i, s in enumerate(steps) if s.kind == 'user'), default=-1)
     for i, step in enumerate(steps):
         if not over():
             return
         if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
-            shorten(i, _PREVIEW_CHARS)
+            shorten(i, keep_of(i))
     for i, step in enumerate(steps):
         if not over():
             return
@@ -131,3 +136,31 @@ def test_render_transcript_is_unchanged(pairs: int, budget: int) -> None:
             mp.setattr(transcript_module, '_cut_to', cut_to)
             out.append(transcript_module.render_transcript(record, budget_tokens=budget))
     assert out[0] == out[1] and out[0].truncation is not None and out[0].truncation.steps_cut
+
+
+def test_one_huge_tool_result_keeps_what_fits_of_it() -> None:
+    """Issue 32 item 7: a 165,000-character tool result under a 60,000-token budget was cut to a 160-character
+    preview (a 142-token transcript); now only the excess goes, and the transcript ends near the budget."""
+    from sensei_eval.core.transcript import render_transcript
+
+    rows = ''.join(f'row {i}: status=ok value={i * 7 % 1000}\n' for i in range(6000))[:165_000]
+    record = QueryRecord(
+        query_id='big',
+        query='summarise the table',
+        message_format='openai',
+        messages=[
+            {'role': 'user', 'content': 'summarise the table'},
+            {
+                'role': 'assistant',
+                'content': None,
+                'tool_calls': [{'id': 't1', 'type': 'function', 'function': {'name': 'read', 'arguments': '{}'}}],
+            },
+            {'role': 'tool', 'tool_call_id': 't1', 'content': rows},
+            {'role': 'assistant', 'content': 'All rows are ok.'},
+        ],
+    )
+    transcript = render_transcript(record, budget_tokens=60_000)
+    assert transcript.truncation is not None
+    assert 55_000 <= transcript.tokens <= 60_000
+    result = next(s for s in transcript.steps if s.kind == 'tool_result')
+    assert 130_000 < len(result.text) < 150_000 and 'tokens dropped to fit the budget' in result.text

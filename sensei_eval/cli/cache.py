@@ -3,7 +3,8 @@
 The cache lives in `$SENSEI_EVAL_CACHE` (else `~/.cache/sensei-eval`), or `--dir`. `prune --older-than
 30d` deletes entries written more than that long ago (units s, m, h, d, w); SQLite reuses the freed
 space for new entries. `clear` deletes every entry and gives the space back (also removing the former
-journal and one-file-per-entry layouts).
+journal and one-file-per-entry layouts); a cache database that cannot be read is not an empty cache: `stats`
+says so and exits 1, and `clear` removes the file so runs stop warning about it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 import typer
 
 from sensei_eval.cli.common import make_app
-from sensei_eval.judging.cache import JudgeCache
+from sensei_eval.judging.cache import CacheUnreadableError, JudgeCache
 
 __all__ = ('app', 'parse_duration')
 
@@ -47,7 +48,11 @@ def _when(ts: float | None) -> str:
 def stats(directory: DirOption = None) -> None:
     """Entries, size on disk, oldest and newest entry."""
     with JudgeCache(directory) as cache:
-        s = cache.stats()
+        try:
+            s = cache.stats()
+        except CacheUnreadableError as e:
+            typer.echo(f'error: {e}', err=True)
+            raise typer.Exit(1) from None
     typer.echo(f'cache:    {s.path}')
     statuses = ', '.join(f'{n:,} {status}' for status, n in sorted(s.by_status.items()))
     typer.echo(f'entries:  {s.entries:,}' + (f' ({statuses})' if statuses else ''))
@@ -60,6 +65,13 @@ def stats(directory: DirOption = None) -> None:
 def clear(directory: DirOption = None) -> None:
     """Delete every cached verdict: the next run judges everything again."""
     with JudgeCache(directory) as cache:
+        reason = cache.unreadable()
+        if reason is not None:
+            removed = cache.remove_unreadable()
+            typer.echo(
+                f'{cache.db_path} could not be read ({reason}): removed {len(removed)} file(s); the next run starts a new cache.'
+            )
+            return
         n = cache.clear()
     typer.echo(f'{n:,} entries deleted.')
 

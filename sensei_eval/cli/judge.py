@@ -49,7 +49,7 @@ from sensei_eval.core.datasets import dataset_format, iter_datasets
 from sensei_eval.core.documents import DATASET_FORMATS, DatasetFormat
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.records import MAX_RECORD_BYTES, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.core.verdicts import judge_status
 from sensei_eval.data import SAMPLE_DATASET
@@ -113,6 +113,14 @@ def judge(
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: NoCacheOption = False,
     run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    max_record_bytes: Annotated[
+        int,
+        typer.Option(
+            min=1024,
+            max=1024**3,
+            help='Largest dataset line (one record) read, in bytes; a longer line is a located error and the run goes on.',
+        ),
+    ] = MAX_RECORD_BYTES,
     max_transcript_tokens: Annotated[
         int | None,
         typer.Option(min=200, help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
@@ -197,7 +205,8 @@ def judge(
     if dataset_format not in DATASET_FORMATS:
         err.print(f'[red]error:[/] --format {escape(dataset_format)} is not one of {", ".join(DATASET_FORMATS)}', highlight=False)
         raise typer.Exit(2)
-    source = _RecordSource(datasets, list(dict.fromkeys(query_id)) if query_id else None, cast(DatasetFormat, dataset_format))
+    wanted = list(dict.fromkeys(query_id)) if query_id else None
+    source = _RecordSource(datasets, wanted, cast(DatasetFormat, dataset_format), max_record_bytes)
     if source.peek() is None:  # the whole input read: no record to judge
         load_errors = source.finish()
         err.print(
@@ -362,9 +371,16 @@ class _RecordSource:
     """The records to judge, read from the datasets as the run needs them: a bad line is printed when
     it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
 
-    def __init__(self, datasets: Sequence[Path], wanted: list[str] | None, format: DatasetFormat = 'auto') -> None:
+    def __init__(
+        self,
+        datasets: Sequence[Path],
+        wanted: list[str] | None,
+        format: DatasetFormat = 'auto',
+        max_record_bytes: int = MAX_RECORD_BYTES,
+    ) -> None:
         self.datasets = datasets
         self.format = format
+        self.max_record_bytes = max_record_bytes
         self.wanted = wanted
         self.loaded = 0
         self.load_errors: list[str] = []
@@ -374,7 +390,7 @@ class _RecordSource:
         self._finished: list[str] | None = None
 
     def _records(self) -> Iterator[QueryRecord]:
-        for item in iter_datasets(self.datasets, format=self.format):
+        for item in iter_datasets(self.datasets, format=self.format, max_record_bytes=self.max_record_bytes):
             if isinstance(item, LoadError):
                 self.load_errors.append(str(item))
                 err.print(f'[red]bad record:[/] {escape(str(item))}', highlight=False)

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,11 +18,25 @@ from sensei_eval.core.extras import requires_extra
 
 __all__ = ('serve',)
 
+# `--max-body`'s default: 5 MiB (`ServiceSettings.max_body_bytes`).
+_MAX_BODY_DEFAULT = 5 * 1024 * 1024
+
+
+def _finite(minimum: float, name: str) -> Callable[[float], float]:
+    """A typer callback refusing NaN, ±inf and values under `minimum` (click's ranges let NaN through)."""
+
+    def check(value: float) -> float:
+        if not math.isfinite(value) or value < minimum:
+            raise typer.BadParameter(f'{value!r} is not a finite number of seconds of at least {minimum:g}', param_hint=name)
+        return value
+
+    return check
+
 
 def serve(
     db: Annotated[str | None, typer.Option(help='Database URL or SQLite path [env: SENSEI_EVAL_DB]')] = None,
     host: Annotated[str, typer.Option(help='Interface to listen on.')] = '127.0.0.1',
-    port: Annotated[int, typer.Option(help='Port to listen on.')] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help='Port to listen on.')] = 8000,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     behind_proxy: Annotated[
@@ -63,9 +79,29 @@ def serve(
     auto_score: Annotated[
         list[str] | None, typer.Option(help="Agent/chain whose completed sessions are auto-scored ('*' = all); repeatable.")
     ] = None,
-    timeout: Annotated[float, typer.Option(help='Seconds one scoring may take before it is timed_out.')] = 300.0,
-    grace: Annotated[float, typer.Option(help='Seconds in-flight scorings get to finish on shutdown.')] = 30.0,
-    max_body: Annotated[int, typer.Option(help='Largest request body in bytes (larger gets 413).')] = 5 * 1024 * 1024,
+    timeout: Annotated[
+        float,
+        typer.Option(callback=_finite(0.001, '--timeout'), help='Seconds one scoring may take before it is timed_out.'),
+    ] = 300.0,
+    grace: Annotated[
+        float, typer.Option(callback=_finite(0, '--grace'), help='Seconds in-flight scorings get to finish on shutdown.')
+    ] = 30.0,
+    max_body: Annotated[
+        int, typer.Option(min=1, max=2**31 - 1, help='Largest request body in bytes (larger gets 413).')
+    ] = _MAX_BODY_DEFAULT,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            callback=_finite(0.1, '--header-timeout'),
+            help='Seconds a connection may take to send a request line and headers (then it is closed).',
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            callback=_finite(0.1, '--body-timeout'), help='Seconds a request may take to send its whole body (then it is closed).'
+        ),
+    ] = 60.0,
     sampling: Annotated[
         Path | None, typer.Option(help='Sampler configuration for traced runs on /v1/traces (YAML, TOML or JSON).')
     ] = None,
@@ -81,10 +117,9 @@ def serve(
     from sensei_eval.cli.common import ModelFlags, setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
-        import uvicorn
-
         from sensei_eval.service import ServiceSettings, create_app
         from sensei_eval.service.config import DEFAULT_DB_URL
+        from sensei_eval.service.server import run_server
 
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
@@ -104,12 +139,28 @@ def serve(
         raise typer.BadParameter(str(e), param_hint='--sampling') from None
     if 'judges' not in sampler.model_fields_set:  # a sampling file that names no judges uses the service's
         sampler = sampler.model_copy(update={'judges': judges})
+    from sensei_eval.core import logsafe
+    from sensei_eval.service.config import normalise_token
+
+    # every log line of this process (httpx, uvicorn included): credentials redacted, control characters escaped
+    logsafe.install()
     logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    raw_token = token or os.environ.get('SENSEI_EVAL_TOKEN') or None
+    if raw_token is not None:
+        try:
+            raw_token, token_warnings = normalise_token(raw_token)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint='--token / SENSEI_EVAL_TOKEN') from None
+        for warning in token_warnings:
+            logging.getLogger('sensei_eval.service').warning('--token: %s', warning)
+        logsafe.register_secret(raw_token)
+    for name in ('SENSEI_EVAL_API_KEY', 'OPENAI_API_KEY'):
+        logsafe.register_secret(os.environ.get(name))
     try:
         settings = ServiceSettings(
             db_url=db or os.environ.get('SENSEI_EVAL_DB') or DEFAULT_DB_URL,
             behind_proxy=behind_proxy,
-            token=token or os.environ.get('SENSEI_EVAL_TOKEN') or None,
+            token=raw_token,
             trusted_proxies=frozenset(trusted_proxy or ()),
             public_read=public_read,
             allowed_origins=frozenset(allowed_origin or ()),
@@ -121,6 +172,8 @@ def serve(
             scoring_timeout_s=timeout,
             shutdown_grace_s=grace,
             max_body_bytes=max_body,
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
             sampler=sampler,
             alert_webhook_url=alert_webhook or os.environ.get('SENSEI_EVAL_ALERT_WEBHOOK') or None,
         )
@@ -133,16 +186,7 @@ def serve(
     flags = ModelFlags(model, base_url, embedded_threads=embedded_threads)
     judge_model = setup_judge_model(flags, err=console, unreachable_ok=True)
     try:
-        uvicorn.run(
-            create_app(settings, judge_model),
-            host=host,
-            port=port,
-            log_level=log_level.lower(),
-            timeout_graceful_shutdown=int(grace) + 5,
-            # The app reads X-Forwarded-For itself, and only from --trusted-proxy addresses (guard.ProxyPeer);
-            # uvicorn's own default would believe it from any loopback client.
-            proxy_headers=False,
-        )
+        run_server(create_app(settings, judge_model), settings, host=host, port=port, log_level=log_level.lower())
     finally:
         judge_model.close()
 

@@ -9,7 +9,7 @@ import typer
 
 from sensei_eval.cli.common import make_app
 from sensei_eval.judging.run_folder import RunFolderError
-from sensei_eval.judging.view import DEFAULT_NAME, write_view
+from sensei_eval.judging.view import DEFAULT_NAME, DEFAULT_PAGE_SIZE, write_view
 
 __all__ = ('app', 'main', 'view')
 
@@ -20,12 +20,20 @@ app = make_app(help='Write a judge run (or two, compared) as one self-contained 
 def view(
     runs: Annotated[list[Path], typer.Argument(help='A run folder, and optionally a second one to compare with.')],
     out: Annotated[Path | None, typer.Option('--out', help=f'HTML file to write (default RUN/{DEFAULT_NAME}).')] = None,
+    page_size: Annotated[
+        int,
+        typer.Option(
+            '--page-size',
+            min=0,
+            help='Records shown in full per page; the rest go to page files beside it (0: everything on one page).',
+        ),
+    ] = DEFAULT_PAGE_SIZE,
 ) -> None:
     """Write RUN as one HTML file (no network needed to open it); with RUN2, what changed."""
     if len(runs) > 2:
         raise typer.BadParameter('give one run folder, or two to compare', param_hint='RUN')
     try:
-        path = write_view(runs, out)
+        path = write_view(runs, out, page_size=page_size)
     except (FileNotFoundError, RunFolderError) as e:
         typer.echo(f'error: {e}', err=True)
         raise typer.Exit(2) from None
@@ -34,4 +42,3 @@ def view(
 
 def main() -> None:
     app(prog_name='sensei-eval view')
-

@@ -27,12 +27,16 @@ from sensei_eval.core.errors import InputError
 __all__ = (
     'MAX_ID_LENGTH',
     'MAX_JSON_DEPTH',
+    'MAX_JSON_VALUES',
     'REPLACEMENT',
     'JsonLimitError',
     'JsonTooDeepError',
+    'JsonTooManyValuesError',
+    'JsonValueCounter',
     'clean_text',
     'clean_value',
     'json_depth',
+    'json_value_bound',
     'loads_limited',
 )
 
@@ -44,6 +48,11 @@ REPLACEMENT = '\ufffd'
 # nests a record's metadata a few levels deeper again and must stay far below pydantic's serializer
 # limit (about 253 levels: past it a report cannot be written and the run would crash).
 MAX_JSON_DEPTH = 64
+# Most JSON values (objects, arrays, keys, scalars; an upper bound counted before parsing) one text may
+# hold when a caller asks for the cap. Memory, not size, is what a body of `{}` costs: 1.7 million empty
+# objects in a 4.9 MiB body take over 600 MB through parsing, validation and storage. A real session is
+# a few thousand values; 250,000 leaves room for long runs and large metadata.
+MAX_JSON_VALUES = 250_000
 
 # Paired surrogates never reach a str (json.loads joins them into one code point), so any code point in
 # this range is a lone one.
@@ -93,6 +102,66 @@ class JsonLimitError(InputError):
 
 class JsonTooDeepError(JsonLimitError):
     """JSON nested deeper than the limit (refused before anything recurses over it)."""
+
+
+class JsonTooManyValuesError(JsonLimitError):
+    """JSON holding more values than the cap (refused before it is parsed)."""
+
+
+# A JSON string, escapes included (the unrolled form: linear, no backtracking).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+# The rest of a string the previous chunk left open (up to and including its closing quote).
+_STRING_TAIL = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"')
+_CHUNK = 1 << 20
+
+
+class JsonValueCounter:
+    """`json_value_bound` fed a chunk at a time (an inflating gzip body): `count` so far, kept exact across
+    chunk boundaries (an open string, an escape), in memory of one chunk."""
+
+    def __init__(self) -> None:
+        self.count = 1
+        self._in_string = False
+        self._carry = b''
+
+    def feed(self, data: bytes) -> int:
+        data = self._carry + data
+        # never split an escape: a chunk ending in backslashes waits for the next byte
+        cut = len(data)
+        while cut and data[cut - 1 : cut] == b'\\':
+            cut -= 1
+        self._carry = data[cut:]
+        data = data[:cut]
+        if self._in_string:
+            end = _STRING_TAIL.match(data)
+            if end is None:  # the whole chunk is inside the string
+                return self.count
+            data = data[end.end() :]
+            self._in_string = False
+        if b'"' in data:
+            data = _JSON_STRING.sub(b'0', data)
+            open_at = data.find(b'"')  # a string the chunk ends inside of
+            if open_at >= 0:
+                data = data[:open_at]
+                self._in_string = True
+        self.count += data.count(b',') + data.count(b':') + data.count(b'[') + data.count(b'{')
+        return self.count
+
+
+def json_value_bound(text: str | bytes, limit: int | None = None) -> int:
+    """An upper bound on the values a JSON text holds, without parsing it: every `{`, `[`, `,` and `:`
+    outside strings starts a value (C-speed byte counts over the text, a chunk at a time, its strings
+    blanked). With `limit`, stops counting once past it."""
+    data = text.encode('utf-8', 'surrogatepass') if isinstance(text, str) else text
+    counter = JsonValueCounter()
+    view = memoryview(data)
+    for start in range(0, len(data), _CHUNK):
+        counter.feed(bytes(view[start : start + _CHUNK]))
+        if limit is not None and counter.count > limit:
+            break
+    return counter.count
 
 
 def _no_constant(name: str) -> float:
@@ -157,10 +226,19 @@ def _column_too_deep(text: str, max_depth: int) -> int | None:
     return None
 
 
-def loads_limited(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: str = '', allow_nan: bool = False) -> Any:
+def loads_limited(
+    text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, where: str = '', allow_nan: bool = False, max_values: int | None = None
+) -> Any:
     """`json.loads`, refusing nesting deeper than `max_depth` (and, unless `allow_nan`, NaN/±Infinity)
-    with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`. Malformed
-    JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over Python's digit limit a `ValueError`."""
+    with a `JsonLimitError` located by `where` and the field path, never a `RecursionError`; with
+    `max_values`, a text holding more values than that (`json_value_bound`) is a `JsonTooManyValuesError`
+    before it is parsed. Malformed JSON is still `json.JSONDecodeError` (a `ValueError`), an integer over
+    Python's digit limit a `ValueError`."""
+    if max_values is not None and (bound := json_value_bound(text, max_values)) > max_values:
+        raise JsonTooManyValuesError(
+            f'JSON with more than {max_values:,} values (at least {bound:,} counted), over the limit; send smaller requests',
+            file=where or None,
+        )
     try:
         value = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except JsonLimitError as e:

@@ -12,8 +12,10 @@ The agent's instructions (its system prompt) are a step of their own, shown in f
 hold a run to rules it can see. In multi-agent runs each step names who spoke (`[5] assistant
 (Validation_Expert): ...`), from the speaker every loader keeps (`records.speaker_of`).
 
-Over the token budget, the oldest tool results are cut first (a short preview stays), then the oldest
-long assistant/user turns, then the system prompt, and last the middle of whatever is still longest;
+Over the token budget, the oldest tool results are cut first, then the oldest long assistant/user turns,
+then the system prompt, and last the middle of whatever is still longest; each cut removes only what is
+still over the budget (the step's head stays, at least a short preview), so one huge tool result keeps all
+of itself that fits;
 what was cut (steps, tokens) is returned in `Transcript.truncation` and goes into the report. Never
 silent.
 
@@ -365,12 +367,20 @@ def _cut_to(
         sizes[i] = size
         cut.add(step.number)
 
-    # 1. the oldest tool results first
+    def keep_of(i: int) -> int:
+        """How much of step `i`'s head stays: all but the excess, in the step's own characters per token
+        (so any tokenizer's count is met in one cut), plus a small margin; at least a preview."""
+        text = steps[i].text
+        per_token = max(1.0, len(text) / max(1, sizes[i]))
+        return max(_PREVIEW_CHARS, len(text) - int(excess * per_token) - 200)
+
+    # 1. the oldest tool results first, each cut by what is still over (a result much larger than the excess
+    # keeps all of it that fits)
     for i, step in enumerate(steps):
         if excess <= 0:
             return
         if step.kind == 'tool_result':
-            shorten(i, _PREVIEW_CHARS)
+            shorten(i, keep_of(i))
     # 2. then long turns other than the first user turn and the final answer, oldest first
     last_assistant = max((i for i, s in enumerate(steps) if s.kind == 'assistant'), default=-1)
     first_user = min((i for i, s in enumerate(steps) if s.kind == 'user'), default=-1)
@@ -378,7 +388,7 @@ def _cut_to(
         if excess <= 0:
             return
         if i not in (last_assistant, first_user) and step.kind not in ('tool_result', 'system'):
-            shorten(i, _PREVIEW_CHARS)
+            shorten(i, keep_of(i))
     # 3. then the agent's instructions, which judges need to hold the run to its rules: their head stays
     for i, step in enumerate(steps):
         if excess <= 0:

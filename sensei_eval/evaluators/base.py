@@ -50,7 +50,7 @@ from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, rend
 from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
-from sensei_eval.models.retry import RunStoppedError
+from sensei_eval.models.retry import CALL_DEADLINE, RunStoppedError
 from sensei_eval.models.tokens import (
     PromptFit,
     SizedModel,
@@ -131,6 +131,7 @@ async def call_model(agent: Agent[None, Any], prompt: str, settings: Any, model:
     watch = model.connection
     if watch.stopped is not None:
         return ModelCall(None, watch.stopped, messages)
+    deadline = CALL_DEADLINE.set(asyncio.get_running_loop().time() + model.timeout_s)
     try:
         async with asyncio.timeout(model.timeout_s):
             with capture_run_messages() as messages:
@@ -144,6 +145,8 @@ async def call_model(agent: Agent[None, Any], prompt: str, settings: Any, model:
         return ModelCall(None, f'invalid output after {output_retries + 1} attempts: {e.message}', messages)
     except Exception as e:
         return ModelCall(None, f'model call to {model.where} failed: {describe_error(e)}', messages)
+    finally:
+        CALL_DEADLINE.reset(deadline)
 
 
 def timed_out(model: JudgeModel) -> str:

@@ -49,10 +49,11 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from sensei_eval.core.config import default_cache_dir
+from sensei_eval.core.errors import InputError
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.sanitize import loads_limited
 
-__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'JudgeCache')
+__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'CacheUnreadableError', 'JudgeCache')
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,11 @@ class CacheStats:
     bytes_on_disk: int
     oldest: float | None
     newest: float | None
+
+
+class CacheUnreadableError(InputError):
+    """The cache database exists but cannot be opened (not SQLite, truncated, unreadable): `cache clear`
+    removes it; a run goes on without a cache and warns."""
 
 
 class JudgeCache:
@@ -152,11 +158,32 @@ class JudgeCache:
         self._store.close()
 
     def stats(self) -> CacheStats:
+        """Entries and size; `CacheUnreadableError` when the database exists but cannot be opened (it is
+        never reported as an empty cache)."""
+        self._raise_if_unreadable()
         return self._store.stats()
 
     def clear(self) -> int:
-        """Delete every entry (and the former journal and per-entry files); returns how many rows went."""
+        """Delete every entry (and the former journal and per-entry files); returns how many rows went.
+        An unreadable database is `CacheUnreadableError`: `remove_unreadable` deletes it."""
+        self._raise_if_unreadable()
         return self._store.delete_older_than(None)
+
+    def unreadable(self) -> str | None:
+        """Why the cache database cannot be used, when it exists and cannot be opened; None otherwise."""
+        return self._store.unreadable()
+
+    def remove_unreadable(self) -> list[Path]:
+        """Delete an unreadable cache database (with its WAL and shared-memory files); the files removed.
+        The next run starts a new cache there."""
+        return self._store.remove_database() if self._store.unreadable() else []
+
+    def _raise_if_unreadable(self) -> None:
+        reason = self._store.unreadable()
+        if reason is not None:
+            raise CacheUnreadableError(
+                f'judge cache {self._store.path} cannot be read ({reason}); `sensei-eval cache clear` removes it'
+            )
 
     def prune(self, older_than_s: float) -> int:
         """Delete entries written more than `older_than_s` seconds ago; returns how many went."""
@@ -215,6 +242,7 @@ class _Store:
         self._lock = threading.Lock()
         self._ready = False  # schema made and the former journal imported
         self._broken = False  # the database cannot be opened: no cache this process
+        self._broken_reason: str | None = None
         self._local = threading.local()
         self._queue: queue.SimpleQueue[tuple[str, str, str, str | None] | threading.Event | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -247,8 +275,11 @@ class _Store:
                 finally:
                     conn.close()
             except (sqlite3.Error, OSError) as e:
-                log.warning('judge cache %s cannot be used, running without it: %s', self.path, e)
+                log.warning(
+                    'judge cache %s cannot be used, running without it (`sensei-eval cache clear` removes it): %s', self.path, e
+                )
                 self._broken = True
+                self._broken_reason = str(e) or type(e).__name__
                 return False
             self._ready = True
             return True
@@ -414,6 +445,22 @@ class _Store:
         log.warning('judge cache: %d entries imported from %s into %s', imported, journal, self.path.name)
 
     # -- management ------------------------------------------------------------------------------------
+
+    def unreadable(self) -> str | None:
+        if not self.path.exists() or self._prepare():
+            return None
+        return self._broken_reason or 'cannot be opened'
+
+    def remove_database(self) -> list[Path]:
+        with self._lock:
+            removed = []
+            for p in [self.path, *self.path.parent.glob(f'{self.path.name}-*')]:
+                if p.is_file():
+                    p.unlink()
+                    removed.append(p)
+            self._broken, self._broken_reason, self._ready = False, None, False
+            self._local = threading.local()
+        return removed
 
     def stats(self) -> CacheStats:
         self.flush()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +69,9 @@ SUMMARY_FILE = 'summary.json'
 MAX_RUN_ID_LENGTH = 64
 # What a run id may not contain: path separators, and control characters (terminals, file systems).
 _RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
+# Names Windows keeps for devices (`CON`, `nul.txt`, `COM1`): a folder of that name cannot be made there,
+# and a report tree copied to Windows must still open. Also refused: a trailing dot (Windows drops it).
+_RUN_ID_RESERVED = re.compile(r'^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?$', re.IGNORECASE)
 
 
 class RunIdError(ConfigError):
@@ -85,6 +88,10 @@ def validate_run_id(run_id: str) -> str:
         raise RunIdError(f'--run-id: {run_id[:40]!r} contains {bad.group()!r}; use one folder name (letters, digits, . _ -)')
     if run_id in ('.', '..') or run_id != run_id.strip():
         raise RunIdError(f'--run-id: {run_id!r} is not a folder name of its own')
+    if _RUN_ID_RESERVED.match(run_id) or run_id.endswith('.'):
+        raise RunIdError(
+            f'--run-id: {run_id!r} is a device name on Windows (CON, NUL, COM1 ...) or ends in a dot; use another name'
+        )
     return run_id
 
 
@@ -225,16 +232,25 @@ class RunFolder:
 
     def load(self) -> LoadedRun:
         """Every report that loads, and a located `ReportProblem` for each file that does not."""
-        self.check()
         loaded = LoadedRun()
+        for _, item in self.iter_reports():
+            if isinstance(item, ReportProblem):
+                loaded.problems.append(item)
+            else:
+                loaded.reports.append(item)
+        return loaded
+
+    def iter_reports(self) -> Iterator[tuple[Path, RecordReport | ReportProblem]]:
+        """Each report file in name order with its report, or the located problem that kept it from loading;
+        one at a time, so a caller can keep only what it needs of a run of any size."""
+        self.check()
         for path in self.report_paths():
             try:
-                loaded.reports.append(RecordReport.model_validate_json(path.read_text(encoding='utf-8')))
+                yield path, RecordReport.model_validate_json(path.read_text(encoding='utf-8'))
             except (OSError, UnicodeDecodeError) as e:
-                loaded.problems.append(ReportProblem(path, f'cannot read: {e}'))
+                yield path, ReportProblem(path, f'cannot read: {e}')
             except ValidationError as e:
-                loaded.problems.append(ReportProblem(path, validation_message(e)))
-        return loaded
+                yield path, ReportProblem(path, validation_message(e))
 
     def load_reports(self, *, require: bool = False) -> list[RecordReport]:
         """Every report, in file-name order; a bad file is a `RunFolderError` listing every bad file

@@ -39,10 +39,13 @@ from sensei_eval.core.transcript import render_transcript
 from sensei_eval.core.verdicts import Coverage, judge_status
 from sensei_eval.judging.run_folder import ReportProblem, RunFolder, RunFolderError
 
-__all__ = ('DEFAULT_NAME', 'Change', 'compare_runs', 'render_view', 'write_view')
+__all__ = ('DEFAULT_NAME', 'DEFAULT_PAGE_SIZE', 'Change', 'compare_runs', 'render_view', 'write_view')
 
 # The file name `view` writes inside the (first) run folder when --out is not given.
 DEFAULT_NAME = 'view.html'
+# Records shown in full (verdicts and transcript) per page file: a run of 100,000 records makes one page
+# listing them all and 200 pages of details, instead of one file of over 100 MB.
+DEFAULT_PAGE_SIZE = 500
 
 _Key = tuple[str, int]  # (query_id, repeat): how a record of one run is matched in the other
 
@@ -51,13 +54,33 @@ _Key = tuple[str, int]  # (query_id, repeat): how a record of one run is matched
 class _Run:
     path: Path
     summary: RunSummary | None
-    reports: list[RecordReport]
+    reports: list[RecordReport]  # past the first page, without their transcripts (`_light`)
     problems: list[ReportProblem]
     index: int = 0  # 0: the only or the old run, 1: the new run
+    paths: list[Path] = field(default_factory=list)  # each report's file, to read a later page in full
+    page_size: int = 0  # records shown in full per page file (0: all on the one page)
+    stem: str = 'view'  # the main page's file name without .html; later pages are <stem>-<run>-<page>.html
 
     def anchor(self, report: RecordReport) -> str:
         """The page id of a record: made of its position, never of its (untrusted) text."""
         return f'r{self.index}-{self._positions.get((report.query_id, report.repeat), 0)}'
+
+    def page_of(self, report: RecordReport) -> int:
+        """The page (1 = the main file) showing this record in full."""
+        position = self._positions.get((report.query_id, report.repeat), 0)
+        return 1 + position // self.page_size if self.page_size else 1
+
+    def page_file(self, page: int) -> str:
+        return f'{self.stem}.html' if page == 1 else f'{self.stem}-{self.index}-{page}.html'
+
+    def href(self, report: RecordReport) -> str:
+        """The link to a record's full entry, on this page or the page file holding it."""
+        page = self.page_of(report)
+        return f'#{self.anchor(report)}' if page == 1 else f'{self.page_file(page)}#{self.anchor(report)}'
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self.reports) // self.page_size)) if self.page_size else 1
 
     @functools.cached_property
     def _positions(self) -> dict[_Key, int]:
@@ -107,15 +130,37 @@ class _Comparison:
     only_new: list[_Key] = field(default_factory=list)
 
 
-def _load(path: str | Path) -> _Run:
+def _load(path: str | Path, page_size: int = 0) -> _Run:
+    """A run folder's reports, streamed: the first `page_size` in full, the rest without their transcripts
+    (`page_size` 0: all in full), so a run of 100,000 records is never held whole."""
     folder = RunFolder(path)
-    loaded = folder.load()  # raises FileNotFoundError / RunFolderError for a missing folder or a file
+    reports: list[RecordReport] = []
+    problems: list[ReportProblem] = []
+    paths: list[Path] = []
+    # raises FileNotFoundError / RunFolderError for a missing folder
+    for file, item in folder.iter_reports():
+        if isinstance(item, ReportProblem):
+            problems.append(item)
+            continue
+        reports.append(item if not page_size or len(reports) < page_size else _light(item))
+        paths.append(file)
     try:
         summary = folder.load_summary()
     except RunFolderError as e:  # a bad summary is listed like a bad report; the records still show
         summary = None
-        loaded.problems.append(ReportProblem(folder.summary_path, str(e).removeprefix(f'{folder.summary_path}: ')))
-    return _Run(folder.path, summary, loaded.reports, loaded.problems)
+        problems.append(ReportProblem(folder.summary_path, str(e).removeprefix(f'{folder.summary_path}: ')))
+    return _Run(folder.path, summary, reports, problems, paths=paths, page_size=page_size)
+
+
+# What a report past the first page keeps of each verdict's texts: none (its page reads the file again).
+_TEXTS: dict[str, Any] = {'reasoning': None, 'issues': [], 'raw_output': None, 'details': {}, 'warnings': [], 'truncation': None}
+
+
+def _light(report: RecordReport) -> RecordReport:
+    """A report without its transcript and texts (the bulk of it), for the tallies, the comparison and the
+    list: every verdict's status, pass/fail and scores stay."""
+    judges = {name: result.model_copy(update=_TEXTS) for name, result in report.judges.items()}
+    return report.model_copy(update={'messages': [], 'query': '', 'issues': {}, 'judges': judges})
 
 
 def _verdict(result: JudgeResult | None) -> str:
@@ -346,12 +391,31 @@ def _records_html(run: _Run, title: str) -> str:
         names += ''.join(f'<span class="chip {v}">{_e(n)}: {v}</span>' for n, v in status.items() if v not in ('pass', 'fail'))
         score = _score_text(report.overall_score, report.coverage)
         rows += (
-            f'<tr><td><a href="#{run.anchor(report)}">{_e(_label(report))}</a></td><td>{score}</td>'
+            f'<tr><td><a href="{_e(run.href(report))}">{_e(_label(report))}</a></td><td>{score}</td>'
             f'<td>{names or "<span class=muted>all passed</span>"}</td></tr>'
         )
     table = f'<table class="list"><tr><th>record</th><th>overall</th><th>failed verdicts</th></tr>{rows}</table>'
-    details = ''.join(_record_html(report, run.anchor(report)) for report in run.reports)
-    return f'<section class="card"><h2>{_e(title)}: records</h2>{table}</section>{details}'
+    shown = run.reports[: run.page_size] if run.page_size else run.reports
+    details = ''.join(_record_html(report, run.anchor(report)) for report in shown)
+    more = ''
+    if run.pages > 1:
+        links = ' '.join(f'<a href="{_e(run.page_file(p))}">{p}</a>' for p in range(2, run.pages + 1))
+        more = (
+            f'<p class="muted">{len(run.reports):,} records: the first {run.page_size:,} in full below, '
+            f'the others {run.page_size:,} per page: {links}</p>'
+        )
+    return f'<section class="card"><h2>{_e(title)}: records</h2>{more}{table}</section>{details}'
+
+
+def _page_html(run: _Run, page: int, title: str) -> str:
+    """A later page of a run's records, in full (read again from their files, one page at a time)."""
+    start = (page - 1) * run.page_size
+    details = ''
+    for path in run.paths[start : start + run.page_size]:
+        report = RecordReport.model_validate_json(path.read_text(encoding='utf-8'))
+        details += _record_html(report, run.anchor(report))
+    back = f'<p><a href="{_e(run.page_file(1))}">← {_e(title)}: {_e(run.name)}</a> · page {page} of {run.pages}</p>'
+    return _document(f'{run.name} (page {page})', back + details)
 
 
 def _record_html(report: RecordReport, anchor: str) -> str:
@@ -450,21 +514,37 @@ def render_view(runs: Sequence[_Run]) -> str:
     # the records of the (new) run, in full; with two runs the old run's records follow
     for i in reversed(range(len(runs))):
         parts.append(_records_html(runs[i], titles[i]))
-    name = ' vs '.join(r.name for r in runs)
+    return _document(' vs '.join(r.name for r in runs), ''.join(parts))
+
+
+def _document(name: str, body: str) -> str:
     made = datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>sensei-eval: {_e(name)}</title>'
         f'<style>{_CSS}</style></head><body><main><h1>sensei-eval · {_e(name)}</h1>'
-        f'<p class="muted">Written {made} by sensei-eval view.</p>{"".join(parts)}</main></body></html>\n'
+        f'<p class="muted">Written {made} by sensei-eval view.</p>{body}</main></body></html>\n'
     )
 
 
-def write_view(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Path:
-    """Write the page of one run folder (or two: old, new) to `out` (default `<first run>/view.html`)."""
-    runs = [_load(p) for p in run_dirs]
+def write_view(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, page_size: int = DEFAULT_PAGE_SIZE) -> Path:
+    """Write the page of one run folder (or two: old, new) to `out` (default `<first run>/view.html`).
+
+    Each run's first `page_size` records are shown in full on that page; the others, `page_size` per file,
+    on pages written beside it (`view-0-2.html` ...), linked from the records table (0: all on one page).
+    Reports are read one at a time and later pages are written one at a time, so memory stays bounded by
+    a page, not by the run."""
+    if page_size < 0:
+        raise ValueError('page_size must be 0 (one page) or more')
+    runs = [_load(p, page_size) for p in run_dirs]
     path = Path(out) if out is not None else runs[0].path / DEFAULT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
+    titles = ['run'] if len(runs) == 1 else ['old run', 'new run']
+    for run in runs:
+        run.stem = path.stem
     path.write_text(render_view(runs), encoding='utf-8')
+    for run, title in zip(runs, titles, strict=True):
+        for page in range(2, run.pages + 1):
+            (path.parent / run.page_file(page)).write_text(_page_html(run, page, title), encoding='utf-8')
     return path

@@ -346,17 +346,34 @@ def _openai_compatible(
     from pydantic_ai.providers.openai import OpenAIProvider
 
     key = api_key or os.environ.get('SENSEI_EVAL_API_KEY') or os.environ.get('OPENAI_API_KEY') or 'sk-no-key'
-    provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
+    root, query = _split_query(base_url)
+    if query:
+        # `…/v1?api-version=2024` (Azure style): the SDK appends paths to the base URL as text, so the query
+        # goes on every request as the client's default query instead of into the middle of the path
+        plain = OpenAIProvider(base_url=root, api_key=key, http_client=http_client).client
+        provider = OpenAIProvider(openai_client=plain.with_options(default_query=query))
+    else:
+        provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=http_client)
     model = OpenAIChatModel(model_name, provider=provider)
     _no_sdk_retries(model)
     return JudgeModel(model, f'openai-compatible:{model_name}@{redact_url(base_url)}', budget)
+
+
+def _split_query(base_url: str) -> tuple[str, dict[str, str]]:
+    """A base URL without its query string, and that query's parameters (the last of a repeated name)."""
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+    parts = urlsplit(base_url)
+    if not parts.query:
+        return base_url, {}
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')), dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 async def preflight(judge_model: JudgeModel, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     """One cheap request to the judge model before a run; raises a `ModelSetupError` naming the URL.
 
     OpenAI and OpenAI-compatible servers: `GET /models/<model>` on api.openai.com (an unknown model is a
-    usage error), `GET /models` elsewhere (a server without that endpoint passes). Other providers: a
+    usage error), `GET /models` elsewhere (a 404 there is a usage error: --base-url is not the API root). Other providers: a
     one-token completion. Only a connection failure, a rejected key or an unknown model stop the run;
     any other answer means the server is there. Skipped for test models, and for the embedded model,
     which it would have to start: that happens at the first request, if the run makes one."""
@@ -398,6 +415,11 @@ async def _ask_openai(judge_model: JudgeModel, quick: Any, hosted: bool) -> None
     except openai.NotFoundError as e:
         if hosted:
             raise ModelUsageError(f'{judge_model.where}: no such model ({describe_error(e, limit=300)})') from None
+        # a server that answers 404 for its model list is not the API root --base-url should name
+        raise ModelUsageError(
+            f'{judge_model.where}: GET models answered 404 ({describe_error(e, limit=200)}); --base-url should be the '
+            'OpenAI-compatible API root, usually ending in /v1'
+        ) from None
     except openai.APIStatusError:
         pass  # the server answered: it is there
 

@@ -9,7 +9,9 @@ It is tenacity's `AsyncRetrying` (no loop of our own) configured once:
   `x-should-retry: false`, a usage error, the circuit breaker's refusal, a stopped run;
 * **how long it waits** — what the server asks for when it says (`Retry-After`, in seconds or as a
   date, or `retry-after-ms`), capped at `RETRY_AFTER_CAP_S` (60 s): a server asking for longer gets
-  60 s, and if it still refuses the call ends as an error rather than holding the run; otherwise
+  60 s, and if it still refuses the call ends as an error rather than holding the run; a wait longer
+  than what is left of the judge call's deadline (`CALL_DEADLINE`) is not started: the 429 ends the call,
+  with a note naming the wait asked for (it was an answer, not a timeout); otherwise
   exponential backoff with full jitter (a random wait between 0 and 1 s, 2 s, 4 s ... capped at
   `BACKOFF_CAP_S`), so many calls refused at once do not come back at once;
 * **how often** — `ATTEMPTS` (3) attempts in all. The deadline of a whole judge call (`--timeout`,
@@ -25,7 +27,9 @@ downloads). The provider SDKs' own retries are off (`models._no_sdk_retries`): t
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -46,6 +50,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity.stop import stop_base
 
 from sensei_eval.core.errors import ModelCallError
 
@@ -53,11 +58,14 @@ __all__ = (
     'ATTEMPTS',
     'BACKOFF_CAP_S',
     'BASE_BACKOFF_S',
+    'CALL_DEADLINE',
     'CONNECTION_FAILURES_TO_STOP',
+    'MAX_ECHO_CHARS',
     'RETRY_AFTER_CAP_S',
     'ConnectionWatch',
     'RetryingModel',
     'RunStoppedError',
+    'cap_echoed',
     'is_retryable',
     'retry_after',
     'retrying',
@@ -88,7 +96,6 @@ class ConnectionWatch:
 
     def succeeded(self) -> None:
         self.failures = 0
-
 
 
 # Attempts in all (the first and two retries): enough to ride out a blip, few enough that a dead
@@ -152,6 +159,34 @@ def retry_after(e: BaseException | None) -> float | None:
     return _parse_retry_after({k.lower(): v for k, v in headers.items()})
 
 
+# The loop time by which the current judge call must be done (`evaluators.base.call_model` sets it around a
+# call): a server asking to wait past it is not waited for — its 429 is the call's answer.
+CALL_DEADLINE: ContextVar[float | None] = ContextVar('sensei_eval_call_deadline', default=None)
+
+
+class _PastDeadline(stop_base):
+    """tenacity stop condition: the server asked to wait longer than the call has left (the asked wait, capped
+    as the policy caps it). The error is re-raised with a note saying so, never waited out into a timeout."""
+
+    def __init__(self, cap_s: float) -> None:
+        self.cap_s = cap_s
+
+    def __call__(self, state: RetryCallState) -> bool:
+        deadline = CALL_DEADLINE.get()
+        error = state.outcome.exception() if state.outcome else None
+        asked = retry_after(error)
+        if deadline is None or asked is None or error is None:
+            return False
+        left = deadline - asyncio.get_running_loop().time()
+        if min(asked, self.cap_s) < left:
+            return False
+        error.add_note(
+            f'the server asked to wait {asked:g} s before another attempt (Retry-After), '
+            f'longer than the {max(left, 0):.0f} s left of this call (--timeout): not retried'
+        )
+        return True
+
+
 def _wait(base_s: float, cap_s: float) -> Callable[[RetryCallState], float]:
     backoff = wait_random_exponential(multiplier=base_s, max=min(BACKOFF_CAP_S, base_s * 2**10))
 
@@ -174,11 +209,10 @@ def retrying(
 ) -> AsyncRetrying:
     """The policy as a tenacity controller; the last error is re-raised as it was. Unset numbers are the
     module's constants, read now (so a test can set them)."""
+    cap_s = RETRY_AFTER_CAP_S if retry_after_cap_s is None else retry_after_cap_s
     return AsyncRetrying(
-        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)),
-        wait=_wait(
-            BASE_BACKOFF_S if base_s is None else base_s, RETRY_AFTER_CAP_S if retry_after_cap_s is None else retry_after_cap_s
-        ),
+        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)) | _PastDeadline(cap_s),
+        wait=_wait(BASE_BACKOFF_S if base_s is None else base_s, cap_s),
         retry=retry_if_exception(retry),
         sleep=sleep,
         reraise=True,
@@ -194,6 +228,58 @@ async def with_retries(fn: Callable[[], Awaitable[T]], **policy: Any) -> T:
 
     result: T = await retrying(**policy)(attempt)
     return result
+
+
+# The most characters of an earlier answer (and of a retry prompt's echo of it) sent back to the model when
+# pydantic-ai asks again for valid output: the model needs to see what it got wrong, not all of it. A broken
+# or hostile server answering 60 MB would otherwise be sent 60 MB, then 120 MB, on the retries.
+MAX_ECHO_CHARS = 20_000
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_ECHO_CHARS:
+        return text
+    return f'{text[:MAX_ECHO_CHARS]}\n[... {len(text) - MAX_ECHO_CHARS:,} more characters of this answer not repeated ...]'
+
+
+def cap_echoed(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """`messages` with every earlier answer's text and tool-call arguments, and every retry's feedback (a
+    retry prompt, a retried tool return), cut to `MAX_ECHO_CHARS` (copies; the same list when nothing is
+    over). The prompt itself and real tool results are never cut."""
+    from dataclasses import replace
+
+    from pydantic_ai.messages import ModelRequest, TextPart, ToolCallPart
+
+    def as_text(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, default=str)
+
+    def cut_part(part: Any) -> Any:
+        if isinstance(part, TextPart) and len(part.content) > MAX_ECHO_CHARS:
+            return replace(part, content=_cut(part.content))
+        if isinstance(part, ToolCallPart) and part.args is not None:
+            args = as_text(part.args)
+            if len(args) > MAX_ECHO_CHARS:
+                return replace(part, args=_cut(args))
+        kind = type(part).__name__
+        retried = kind in ('RetryPromptPart', 'RetryFeedbackPart') or getattr(part, 'outcome', None) == 'retried'
+        if retried and hasattr(part, 'content'):
+            content = as_text(part.content)
+            if len(content) > MAX_ECHO_CHARS:
+                return replace(part, content=_cut(content))
+        return part
+
+    out: list[ModelMessage] = []
+    changed = False
+    for message in messages:
+        parts = [cut_part(p) for p in message.parts]
+        if any(a is not b for a, b in zip(parts, message.parts, strict=True)):
+            changed = True
+            if isinstance(message, ModelRequest):  # noqa: SIM114  (one branch per type: mypy types `replace` per class)
+                message = replace(message, parts=parts)
+            elif isinstance(message, ModelResponse):
+                message = replace(message, parts=parts)
+        out.append(message)
+    return out if changed else messages
 
 
 class RetryingModel(WrapperModel):
@@ -213,6 +299,7 @@ class RetryingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         watch = self.watch
+        messages = cap_echoed(messages)
 
         async def attempt() -> ModelResponse:
             if watch is not None and watch.stopped is not None:

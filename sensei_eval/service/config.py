@@ -9,18 +9,46 @@ from __future__ import annotations
 
 import os
 import socket
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sensei_eval.core.sanitize import MAX_JSON_VALUES
 from sensei_eval.core.traces import MAX_REQUEST_ATTRIBUTES, MAX_REQUEST_SPANS, TraceConfig
 from sensei_eval.evaluators.registry import DEFAULT_JUDGES, UnknownJudgeError, resolve_names
 from sensei_eval.production.alerts import AlertRule
 from sensei_eval.production.sampler import SamplerConfig
 
-__all__ = ('DEFAULT_DB_URL', 'ServiceSettings')
+__all__ = ('DEFAULT_DB_URL', 'ServiceSettings', 'normalise_token')
 
 # The embedded default store: a SQLite file in the working directory.
 DEFAULT_DB_URL = 'sqlite:///sensei-eval.db'
+
+
+def normalise_token(raw: str) -> tuple[str, list[str]]:
+    """The token as it is compared (surrounding whitespace stripped, Unicode NFC), with a warning for each
+    thing that may lock clients out; ValueError for a token no client can send (empty, a control character).
+
+    A header value carries bytes: `Authorization: Bearer <token>` is compared as UTF-8 bytes after the same
+    strip and NFC (`guard.identify`), so `tökén` typed on two systems matches. A trailing newline
+    (`SENSEI_EVAL_TOKEN=$'secret\\n'`, a file read whole) is stripped with a warning."""
+    warnings = []
+    token = unicodedata.normalize('NFC', raw.strip())
+    if not token:
+        raise ValueError('token must not be empty')
+    if token != raw:
+        if raw.strip() != raw:
+            warnings.append('the token had whitespace around it (a trailing newline?): it was stripped')
+        if unicodedata.normalize('NFC', raw.strip()) != raw.strip():
+            warnings.append('the token was not in Unicode NFC form: it is compared in NFC')
+    if any(unicodedata.category(c) in ('Cc', 'Cf', 'Zl', 'Zp') for c in token):
+        raise ValueError('the token contains a control or format character, which no HTTP client can send in a header')
+    if not token.isascii():
+        warnings.append(
+            'the token has non-ASCII characters: some HTTP clients cannot send them in a header '
+            '(it is compared as UTF-8 bytes); an ASCII token is safer'
+        )
+    return token, warnings
 
 
 @dataclass(frozen=True)
@@ -49,6 +77,14 @@ class ServiceSettings:
     allowed_hosts: frozenset[str] = frozenset({'127.0.0.1', 'localhost', '::1'})
     # Request bodies larger than this get 413 (a QueryRecord with long tool results fits easily).
     max_body_bytes: int = 5 * 1024 * 1024
+    # Slow clients (`server.DeadlineProtocol`): seconds a connection may take to send a request's head, and
+    # then its whole body, before it is closed.
+    # Most JSON values one request body may hold (`sanitize.json_value_bound`; 413 past it), counted before
+    # it is parsed: memory, not bytes, is what a body of a million `{}` costs. OTLP requests get
+    # `otlp_max_values`, derived from the span and attribute caps.
+    max_json_values: int = MAX_JSON_VALUES
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
     # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
     # 0 makes an API-only process: it queues work for its peers (PostgreSQL) and runs none itself.
     concurrency: int = 10
@@ -106,14 +142,22 @@ class ServiceSettings:
             )
         if self.trusted_proxies and not self.behind_proxy:
             raise ValueError('trusted_proxies only means something with behind_proxy')
-        if self.token is not None and not self.token.strip():
-            raise ValueError('token must not be empty')
+        if self.token is not None:
+            object.__setattr__(self, 'token', normalise_token(self.token)[0])
+        if self.max_body_bytes < 1:
+            raise ValueError('max_body_bytes must be at least 1')
         if not self.judges:
             raise ValueError('judges must name at least one judge or group')
         try:
             resolve_names(self.judges)
         except UnknownJudgeError as e:
             raise ValueError(str(e)) from None
+
+    @property
+    def otlp_max_values(self) -> int:
+        """The JSON value cap of one `POST /v1/traces` (after decompression): room for `otlp_max_spans` spans
+        of about 40 values and `otlp_max_attributes` attributes of about 8, as OTLP/JSON writes them."""
+        return max(self.max_json_values, 40 * self.otlp_max_spans + 8 * self.otlp_max_attributes)
 
     @property
     def auth_required(self) -> bool:

@@ -2,8 +2,9 @@
 
 `Guard` runs before any route (API, dashboard, `/docs`, static files, the WebSocket) and applies, in order:
 
-0. **Host** (DNS rebinding). The `Host` header's name must be one of `allowed_hosts` (`*.example.com`
-   matches subdomains, `*` turns the check off): 400 otherwise, and a WebSocket handshake is refused
+0. **Host** (DNS rebinding). The `Host` header must be a host and an optional port (`evil@localhost` and
+   `localhost/x` are not) whose name is one of `allowed_hosts` (`*.example.com` matches subdomains, `*`
+   turns the name check off): 400 otherwise, and a WebSocket handshake is refused
    with 403. A page on `evil.example` that rebinds its name to 127.0.0.1 sends `Host: evil.example`.
 1. **URL.** A NUL character in the path or the query string (`%00`) is refused with 400 on every
    backend (PostgreSQL cannot store or compare it; SQLite can: the answer must not depend on the store).
@@ -13,7 +14,8 @@
    handshake is refused with 403 on every path (nothing is accepted, subscribed or sent). No
    `Origin` header means a non-browser client: allowed.
 3. **Authentication** (when `settings.auth_required`: a token, or trusted proxy addresses). A request
-   proves itself with `Authorization: Bearer <token>`, or by coming from a `trusted_proxies` address
+   proves itself with `Authorization: Bearer <token>` (compared as UTF-8 bytes after the strip and NFC of
+   `config.normalise_token`: `token_matches`), or by coming from a `trusted_proxies` address
    with `X-Forwarded-User` / `X-Forwarded-Email` (only with `behind_proxy`). "Comes from" is the
    address that opened the connection (`ProxyPeer` keeps it), never `X-Forwarded-For`: uvicorn's
    `ProxyHeadersMiddleware` reads that header only for connections from `trusted_proxies`, and then
@@ -28,9 +30,12 @@
    answers 405 (with `Allow`) or 404.
 4. **Writes** (any method but GET/HEAD/OPTIONS) need `Content-Type: application/json` (415 otherwise),
    so no cross-origin page can send one as a CORS "simple" request; with no CORS headers served, a
-   browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: nesting
+   browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: more values
+   than `max_json_values` (`otlp_max_values` on the OTLP route), counted before parsing, are 413; nesting
    deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can carry)
-   are 422, and every lone surrogate or NUL in its text (keys too) is
+   are 422; a body that is not UTF-8 is 422 naming each field (`loc`) holding the bad bytes; a body with a
+   `Content-Encoding` is left to its route (only `POST /v1/traces` takes gzip, and counts it as it
+   inflates); and every lone surrogate or NUL in its text (keys too) is
    replaced by U+FFFD (`sanitize.clean_value`). The paths replaced go to `request.state.sanitized`;
    the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` (the
    OTLP/HTTP trace endpoint) also takes `Content-Type: application/x-protobuf`, as OpenTelemetry
@@ -45,6 +50,8 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import re
+import unicodedata
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,6 +62,7 @@ from sensei_eval.core.sanitize import (
     MAX_JSON_DEPTH,
     JsonLimitError,
     JsonTooDeepError,
+    JsonTooManyValuesError,
     clean_text,
     clean_value,
     json_depth,
@@ -77,6 +85,7 @@ __all__ = (
     'json_depth',
     'loads_bounded',
     'origin_allowed',
+    'token_matches',
 )
 
 audit = logging.getLogger('sensei_eval.service.audit')
@@ -113,8 +122,16 @@ def _strip_default_port(netloc: str) -> str:
     return netloc
 
 
+# What a `Host` header may be (RFC 9110 §7.2: uri-host [":" port]): a name or IPv4 address, or an IPv6
+# literal in brackets, and a port. Userinfo (`evil@localhost`), a path (`localhost/x`), a query or anything
+# else is malformed: urlsplit would read `localhost` out of both, so they are refused before it.
+_HOST_HEADER = re.compile(r'(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?')
+
+
 def _host_name(netloc: str) -> str | None:
     """The host name of a `Host` header or an origin's netloc (`[::1]:8000` -> `::1`); None if malformed."""
+    if not _HOST_HEADER.fullmatch(netloc.strip()):
+        return None
     try:
         parts = urlsplit(f'//{netloc.strip()}')
         _ = parts.port  # a malformed port raises
@@ -161,11 +178,23 @@ def identify(settings: ServiceSettings, headers: dict[str, str], client_host: st
             forwarded = clean_text(raw.strip())[0][:MAX_ID_LENGTH]
     if settings.token:
         scheme, _, given = headers.get('authorization', '').partition(' ')
-        if scheme.lower() == 'bearer' and hmac.compare_digest(given.strip().encode(), settings.token.encode()):
+        if scheme.lower() == 'bearer' and token_matches(given, settings.token):
             return forwarded or 'token'
     if forwarded and client_host is not None and client_host in settings.trusted_proxies:
         return forwarded
     return None
+
+
+def token_matches(given: str, token: str) -> bool:
+    """Whether a header's token (decoded as latin-1, as ASGI headers are) is `token`: compared as UTF-8
+    bytes in constant time, after the strip and NFC `config.normalise_token` applied to the token."""
+    raw = given.encode('latin-1', 'replace')
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError:
+        text = given
+    candidate = unicodedata.normalize('NFC', text.strip()).encode('utf-8', 'replace')
+    return hmac.compare_digest(candidate, unicodedata.normalize('NFC', token.strip()).encode('utf-8'))
 
 
 class Guard:
@@ -278,11 +307,19 @@ class Guard:
             await _reply(send, e.status_code, str(e.detail))
             return
         state['sanitized'] = []
-        if body.strip() and not protobuf:
+        encoded = headers.get('content-encoding', 'identity').strip().lower() not in ('', 'identity')
+        if body.strip() and not protobuf and not encoded:  # a gzip body is inflated, capped and parsed by its route
+            max_values = self.settings.otlp_max_values if path == OTLP_TRACES_PATH else self.settings.max_json_values
             try:
-                value = loads_bounded(body)
+                value = loads_limited(body, max_values=max_values)
+            except JsonTooManyValuesError as e:
+                await _reply(send, 413, f'request body refused: {e}')
+                return
             except JsonRefusedError as e:
                 await _reply(send, 422, f'request body refused: {e}')
+                return
+            except UnicodeDecodeError:
+                await _reply_json(send, 422, {'detail': _invalid_utf8(body)})
                 return
             except ValueError:
                 value = None  # not JSON: the route's own validation answers (422 naming the problem)
@@ -293,6 +330,8 @@ class Guard:
                     body = json.dumps(cleaned).encode()
                     scope['headers'] = [(k, v) for k, v in scope.get('headers', ()) if k.lower() != b'content-length']
                     scope['headers'].append((b'content-length', str(len(body)).encode()))
+                del cleaned
+            del value  # the route parses the body again: the guard's copy must not live as long as the request
 
         replayed = False
 
@@ -380,6 +419,37 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get('more_body', False):
             break
     return b''.join(chunks)
+
+
+def _invalid_utf8(body: bytes) -> list[dict[str, Any]]:
+    """A 422's `detail` for a body that is not UTF-8: each field (`loc`, as validation errors name them)
+    holding bytes that are not, or the whole body when it does not parse even with them set aside."""
+    msg = 'not valid UTF-8 (JSON text must be UTF-8)'
+    try:
+        value = json.loads(body.decode('utf-8', 'surrogateescape'))
+    except (ValueError, RecursionError):
+        return [{'loc': ['body'], 'msg': msg, 'type': 'unicode_decode'}]
+    _, paths = clean_value(value)
+    if not paths:
+        return [{'loc': ['body'], 'msg': msg, 'type': 'unicode_decode'}]
+    return [
+        {
+            'loc': ['body', *(int(p[1:-1]) if p.startswith('[') else p for p in _PATH_PART.findall(path))],
+            'msg': msg,
+            'type': 'unicode_decode',
+        }
+        for path in paths[:20]
+    ]
+
+
+_PATH_PART = re.compile(r'\[\d+\]|[^.\[\]]+')
+
+
+async def _reply_json(send: Send, status: int, content: dict[str, Any]) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())]
+    await send({'type': 'http.response.start', 'status': status, 'headers': headers})
+    await send({'type': 'http.response.body', 'body': body})
 
 
 async def _reply(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -150,9 +150,22 @@ def update_session_status(store: Store, session_id: str, status: SessionStatus) 
     return row, before
 
 
+# What a session list shows of each row: the columns, and of the stored record only its query (read by the
+# database from the JSON, so a page of 50 multi-megabyte records is never parsed in Python to list them).
+_LISTED = (
+    SessionRow.session_id,
+    SessionRow.query_id,
+    SessionRow.agent,
+    SessionRow.status,
+    SessionRow.created_at_us,
+    SessionRow.updated_at_us,
+    SessionRow.record['query'].as_string().label('query'),
+)
+
+
 def list_sessions(store: Store, *, limit: int, offset: int, agent: str | None = None, status: str | None = None) -> SessionPage:
     with store.read() as db:
-        query = select(SessionRow)
+        query = select(*_LISTED)
         count = select(func.count()).select_from(SessionRow)
         if agent is not None:
             query, count = query.where(SessionRow.agent == agent), count.where(SessionRow.agent == agent)
@@ -160,9 +173,9 @@ def list_sessions(store: Store, *, limit: int, offset: int, agent: str | None = 
             query, count = query.where(SessionRow.status == status), count.where(SessionRow.status == status)
         total = db.scalar(count) or 0
         ordered = query.order_by(SessionRow.created_at_us.desc(), SessionRow.session_id)
-        rows = list(db.scalars(ordered.limit(limit).offset(offset)))
+        rows = list(db.execute(ordered.limit(limit).offset(offset)))
         latest, completed = _latest_scores(db, [r.session_id for r in rows])
-        items = [_summary(r, latest.get(r.session_id), completed.get(r.session_id)) for r in rows]
+        items = [_summary(r, latest.get(r.session_id), completed.get(r.session_id), query=r.query or '') for r in rows]
     return SessionPage(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -440,14 +453,17 @@ def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, Score
     return latest, completed
 
 
-def _summary(row: SessionRow, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None) -> SessionSummary:
+def _summary(
+    row: Any, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None, *, query: str | None = None
+) -> SessionSummary:
+    """A session's summary from its row (a `SessionRow`, or a listed row of `_LISTED` with `query` given)."""
     score = None
     if completed is not None:
         score = _score_with_tools(db, completed) if db is not None else score_out(completed, with_raw=False)
     return SessionSummary(
         session_id=row.session_id,
         query_id=row.query_id,
-        query=session_query(row),
+        query=session_query(row) if query is None else query,
         agent=row.agent,
         status=SessionStatus(row.status),
         created_at_us=row.created_at_us,

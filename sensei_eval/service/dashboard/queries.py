@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import Select, and_, case, func, null, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
@@ -452,9 +452,14 @@ def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
 def _day_bounds(since: str | None, until: str | None) -> tuple[int | None, int | None]:
     """`since`/`until` (YYYY-MM-DD, UTC, both days included) as microsecond bounds."""
     low = int(datetime.strptime(since, '%Y-%m-%d').replace(tzinfo=UTC).timestamp() * 1e6) if since else None
-    high = (
-        int((datetime.strptime(until, '%Y-%m-%d').replace(tzinfo=UTC) + timedelta(days=1)).timestamp() * 1e6) if until else None
-    )
+    try:
+        high = (
+            int((datetime.strptime(until, '%Y-%m-%d').replace(tzinfo=UTC) + timedelta(days=1)).timestamp() * 1e6)
+            if until
+            else None
+        )
+    except OverflowError:  # until=9999-12-31: the day after is past the calendar, so no upper bound
+        high = None
     return low, high
 
 
@@ -469,6 +474,17 @@ class _Filters(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == '' else value
+
+    @field_validator('since', 'until', mode='after', check_fields=False)
+    @classmethod
+    def _calendar_day(cls, value: Any) -> Any:
+        """A day the calendar has (2024-13-01 and 2024-02-30 match the pattern but are not): a 422 naming it."""
+        if isinstance(value, str) and value:
+            try:
+                datetime.strptime(value, '%Y-%m-%d')
+            except ValueError:
+                raise ValueError(f'{value} is not a day of the calendar (YYYY-MM-DD)') from None
+        return value
 
 
 class SessionFilters(_Filters):
@@ -506,9 +522,23 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
     min_overall, max_overall, prompt_version, since, until = f.min_overall, f.max_overall, f.prompt_version, f.since, f.until
     with store.read() as db:
         latest = _latest_completed_scores()
-        base: Select[Any] = select(SessionRow, latest.c.total_score, latest.c.prompt_hash, latest.c.smoke).outerjoin(
-            latest, latest.c.session_id == SessionRow.session_id
-        )
+        # only what a line shows: of the stored record, the fields read by the database (never the whole record)
+        query_text = SessionRow.record['query'].as_string()
+        base: Select[Any] = select(
+            SessionRow.session_id,
+            SessionRow.query_id,
+            SessionRow.agent,
+            SessionRow.status,
+            SessionRow.created_at_us,
+            query_text.label('query'),
+            case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
+            SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
+            SessionRow.record['rating'].label('rating'),
+            SessionRow.record['prompt_version'].as_string().label('prompt_version'),
+            latest.c.total_score,
+            latest.c.prompt_hash,
+            latest.c.smoke,
+        ).outerjoin(latest, latest.c.session_id == SessionRow.session_id)
         conditions = []
         if agent:
             conditions.append(SessionRow.agent == agent)
@@ -522,9 +552,9 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
             conditions.append(latest.c.total_score.is_not(None))
         elif scored is False:
             conditions.append(latest.c.total_score.is_(None))
-        if q:
-            pattern = f'%{q.lower()}%'
-            conditions.append(func.lower(SessionRow.query_id).like(pattern))
+        if q:  # a part of the query id, taken literally: % and _ are not wildcards here
+            literal = q.lower().replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+            conditions.append(func.lower(SessionRow.query_id).like(f'%{literal}%', escape='\\'))
         if prompt_version:
             conditions.append(SessionRow.record['prompt_version'].as_string() == prompt_version)
         low, high = _day_bounds(since, until)
@@ -549,7 +579,7 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
         else:
             ordering = [SessionRow.created_at_us.asc() if order == 'asc' else SessionRow.created_at_us.desc()]
         rows = list(db.execute(base.order_by(*ordering, SessionRow.session_id).limit(limit).offset(offset)))
-        ids = [r[0].session_id for r in rows]
+        ids = [r.session_id for r in rows]
         states = _scoring_states(db, ids)
         evaluations = _latest_evaluations(db, ids)
         evaluation_states = _evaluation_states(db, ids)
@@ -558,25 +588,26 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
             DashboardRow(
                 session_id=s.session_id,
                 query_id=s.query_id,
-                query=_query_text(s.record),
+                query=_query_text({'query': s.query, 'alert_data': s.alert}),
                 agent=s.agent,
                 status=s.status,
                 created_at_us=s.created_at_us,
-                rating=_rating_mean(s.record),
+                rating=_rating_mean({'rating': s.rating}),
                 scoring_status=states.get(s.session_id, 'not_scored'),
                 total_score=total_score,
                 smoke=bool(smoke),
                 current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
                 failure_modes=list(e.modes) if e else [],
-                is_alert=_is_alert(s.record),
-                prompt_version=_prompt_version(s.record),
+                is_alert=bool(s.is_alert),
+                prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
                 evaluation_status=evaluation_states.get(s.session_id),
                 overall_score=e.overall if e else None,
                 coverage=e.summary.coverage if e else None,
                 evaluation_smoke=e.smoke if e else False,
                 failed_judges=e.failed_judges() if e else [],
             )
-            for s, total_score, prompt_hash, smoke in rows
+            for s in rows
+            for total_score, prompt_hash, smoke in [(s.total_score, s.prompt_hash, s.smoke)]
             for e in [evaluations.get(s.session_id)]
         ]
     return DashboardPage(

@@ -8,7 +8,8 @@ are the spans of a trace this request completed that gave no run (`rejected`, wi
 A body that is not an OTLP request at all is a 400 (exporters do not retry it); JSON nested past
 `sanitize.MAX_JSON_DEPTH` (also once a gzip body is inflated) a 422; a request over
 `otlp_max_spans` spans or `otlp_max_attributes` attributes a 413 naming the cap, before any span is
-built. Deep JSON inside an attribute (`pydantic_ai.all_messages`) refuses only its run, with a located
+built; JSON holding more values than `ServiceSettings.otlp_max_values` (counted after inflating, before
+parsing) a 413 too. Deep JSON inside an attribute (`pydantic_ai.all_messages`) refuses only its run, with a located
 error. A NaN or ±Infinity double attribute is kept as the text `NaN` / `Infinity` / `-Infinity` on
 both stores. The spans are written in batches (`trace_ingest.BATCH_SPANS`). The route needs the
 token like every write. How spans become sessions and which are judged: `trace_ingest`.
@@ -25,7 +26,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from sensei_eval.core.sanitize import JsonLimitError, loads_limited
+from sensei_eval.core.sanitize import JsonLimitError, JsonTooManyValuesError, JsonValueCounter, loads_limited
 from sensei_eval.core.traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
 from sensei_eval.service.guard import OTLP_TRACES_PATH
 from sensei_eval.service.schemas import Limit, Offset
@@ -79,12 +80,13 @@ class TracePage(BaseModel):
 async def export_traces(request: Request, user: Writer, state: State) -> Response:
     body = await request.body()
     encoding = request.headers.get('content-encoding', '').strip().lower()
-    if encoding == 'gzip':  # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
-        body = _gunzip(body, _INFLATE_FACTOR * state.settings.max_body_bytes)
-    elif encoding not in ('', 'identity'):
-        raise HTTPException(415, f'content encoding {encoding[:40]!r} is not supported (use gzip or none)')
     media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
     protobuf = media == _PROTOBUF
+    if encoding == 'gzip':  # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
+        max_values = None if protobuf else state.settings.otlp_max_values
+        body = _gunzip(body, _INFLATE_FACTOR * state.settings.max_body_bytes, max_values)
+    elif encoding not in ('', 'identity'):
+        raise HTTPException(415, f'content encoding {encoding[:40]!r} is not supported (use gzip or none)')
     caps = {'max_spans': state.settings.otlp_max_spans, 'max_attributes': state.settings.otlp_max_attributes}
     try:
         if protobuf:
@@ -94,7 +96,9 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
         else:
             try:
                 # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
-                data = loads_limited(body or b'null', where='POST /v1/traces')
+                data = loads_limited(body or b'null', where='POST /v1/traces', max_values=state.settings.otlp_max_values)
+            except JsonTooManyValuesError as e:
+                raise HTTPException(413, f'request body refused: {e.message}; send smaller batches') from None
             except JsonLimitError as e:
                 raise HTTPException(422, f'request body refused: {e.message}') from None
             except ValueError as e:
@@ -113,16 +117,36 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
     return _answer(protobuf, rejected, '; '.join(messages[:_MAX_MESSAGES]))
 
 
-def _gunzip(body: bytes, limit: int) -> bytes:
-    """A gzip body, inflated up to `limit` bytes (more is refused: a small body must not inflate without end)."""
+# Bytes inflated at a time, each counted (JSON) before the next is made.
+_INFLATE_CHUNK = 1 << 20
+
+
+def _gunzip(body: bytes, limit: int, max_values: int | None = None) -> bytes:
+    """A gzip body, inflated up to `limit` bytes (more is refused: a small body must not inflate without end);
+    with `max_values`, its JSON values are counted as it inflates (`sanitize.JsonValueCounter`), and a body
+    past the cap is refused at that chunk, before the rest is inflated."""
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    counter = JsonValueCounter() if max_values is not None else None
+    parts: list[bytes] = []
+    size = 0
+    pending = body
     try:
-        out = inflater.decompress(body, limit)
+        while True:
+            chunk = inflater.decompress(pending, _INFLATE_CHUNK)
+            pending = inflater.unconsumed_tail
+            size += len(chunk)
+            if size > limit:
+                raise HTTPException(413, f'the request inflates to more than {limit:,} bytes')
+            if counter is not None and max_values is not None and counter.feed(chunk) > max_values:
+                raise HTTPException(
+                    413, f'request body refused: JSON with more than {max_values:,} values, over the limit; send smaller batches'
+                )
+            parts.append(chunk)
+            if not pending and (not chunk or inflater.eof):
+                break
     except zlib.error as e:
         raise HTTPException(400, f'not valid gzip: {e}') from None
-    if inflater.unconsumed_tail:
-        raise HTTPException(413, f'the request inflates to more than {limit:,} bytes')
-    return out
+    return b''.join(parts)
 
 
 def _answer(protobuf: bool, rejected: int, message: str) -> Response:
