@@ -16,8 +16,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
+
+# typer vendors click: its commands are these classes, not the click package's
+from typer._click.core import Command as ClickCommand
+from typer._click.core import Context
+from typer.core import TyperGroup as Group
+from typer.core import TyperOption as Option
 
 from sensei_eval.cli.app import COMMANDS, load_command
 
@@ -132,16 +137,16 @@ def _documented_commands() -> list[Command]:
     return found
 
 
-def _option_names(command: click.Command) -> set[str]:
+def _option_names(command: ClickCommand) -> set[str]:
     names = {'--help'}
     for param in command.params:
-        if isinstance(param, click.Option):
+        if isinstance(param, Option):
             names.update(param.opts)
             names.update(param.secondary_opts)
     return names
 
 
-def _problem(command: Command, loaded: dict[str, click.Command]) -> str | None:
+def _problem(command: Command, loaded: dict[str, ClickCommand]) -> str | None:
     """Why the documented command would not parse, or None."""
     words = list(command.words)
     if not words:
@@ -156,13 +161,13 @@ def _problem(command: Command, loaded: dict[str, click.Command]) -> str | None:
         loaded[words[0]] = load_command(words[0])
     target = loaded[words[0]]
     rest = words[1:]
-    if isinstance(target, click.Group):
+    if isinstance(target, Group):
         sub = next((w for w in rest if not w.startswith('-')), None)
         if sub is None:
             return None
-        found = target.get_command(click.Context(target), sub)
+        found = target.get_command(Context(target), sub)
         if found is None:
-            return f'no command {words[0]} {sub!r} (commands: {", ".join(target.list_commands(click.Context(target)))})'
+            return f'no command {words[0]} {sub!r} (commands: {", ".join(target.list_commands(Context(target)))})'
         target, rest = found, rest[rest.index(sub) + 1 :]
     known = _option_names(target)
     for word in rest:
@@ -185,7 +190,7 @@ def test_documented_commands_name_real_commands_and_options() -> None:
     # the docs really do show commands: if this drops, the extraction broke, not the docs
     assert len(commands) >= 40, len(commands)
     assert {c.words[0] for c in commands if c.words} >= {'judge', 'view', 'validate', 'optimize', 'calibrate', 'serve'}
-    loaded: dict[str, click.Command] = {}
+    loaded: dict[str, ClickCommand] = {}
     problems = [f'{c.where}: {" ".join(c.words)}\n    {p}' for c in commands if (p := _problem(c, loaded))]
     assert not problems, 'documented commands that no longer parse:\n' + '\n'.join(problems)
 
@@ -205,7 +210,7 @@ def test_commands_are_read_as_a_shell_reads_them(line: str, words: tuple[str, ..
 
 
 def test_a_renamed_flag_or_command_is_caught() -> None:
-    loaded: dict[str, click.Command] = {}
+    loaded: dict[str, ClickCommand] = {}
     assert _problem(Command('x', ('judge', '--judges', 'mvp')), loaded) is None
     assert 'no option --jugdes' in (_problem(Command('x', ('judge', '--jugdes', 'mvp')), loaded) or '')
     assert 'no command' in (_problem(Command('x', ('jduge',)), loaded) or '')
