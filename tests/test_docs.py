@@ -216,3 +216,25 @@ def test_a_renamed_flag_or_command_is_caught() -> None:
     assert 'no command' in (_problem(Command('x', ('jduge',)), loaded) or '')
     assert _problem(Command('x', ('cache', 'prune', '--older-than', '30d')), loaded) is None
     assert 'no command cache' in (_problem(Command('x', ('cache', 'purge')), loaded) or '')
+
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r'^```python\n(.*?)^```', path.read_text(encoding='utf-8'), re.S | re.M)
+
+
+def test_the_offline_pydantic_evals_example_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The page's examples that need no model run as printed (the ones naming a model can't run offline)."""
+    monkeypatch.chdir(ROOT)
+    offline = [code for code in _python_blocks(ROOT / 'docs' / 'pydantic-evals.md') if 'model=' not in code]
+    assert offline, 'docs/pydantic-evals.md lost its offline example'
+    for code in offline:
+        namespace: dict[str, object] = {}
+        exec(compile(code, 'docs/pydantic-evals.md', 'exec'), namespace)
+        reports = [value for value in namespace.values() if type(value).__name__ == 'EvaluationReport']
+        dataset = namespace.get('dataset')
+        # the example judged every record with every check: no evaluator failed
+        report = reports[0] if reports else dataset.evaluate_sync(lambda r: r)  # type: ignore[union-attr]
+        assert len(report.cases) == 17
+        assert not report.failures
+        assert all(not case.evaluator_failures for case in report.cases)
+        assert any(not passed.value for case in report.cases for passed in case.assertions.values())
