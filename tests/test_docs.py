@@ -238,3 +238,12 @@ def test_the_offline_pydantic_evals_example_runs(monkeypatch: pytest.MonkeyPatch
         assert not report.failures
         assert all(not case.evaluator_failures for case in report.cases)
         assert any(not passed.value for case in report.cases for passed in case.assertions.values())
+
+
+def test_readme_stays_a_quick_start() -> None:
+    """The README is the way in (≤ 20 KB, as issue 33 set); reference material belongs on the docs site."""
+    readme = (ROOT / 'README.md').read_text(encoding='utf-8')
+    assert len(readme.encode()) <= 20_000
+    # every page it points to exists
+    for target in re.findall(r'\]\((docs/[^)#]+)', readme):
+        assert (ROOT / target).exists(), target
