@@ -1,4 +1,4 @@
-"""What a judge run does against a slow, rate-limited or dead model: figures for the README.
+"""What a judge run does against a slow, rate-limited or dead model: figures for docs/cli.md.
 
 Runs the real CLI (`sensei-eval judge --judges hallucination` on one sample record) against the local
 OpenAI-compatible keep-alive server of the tests (`tests/openai_server.py`) in each of its modes, and

@@ -1,4 +1,4 @@
-"""Screenshots of the dashboard for the README: `python scripts/screenshots.py [--out docs/screenshots]`.
+"""Screenshots of the dashboard for docs/dashboard.md: `python scripts/screenshots.py [--out docs/screenshots]`.
 
 Starts the service (with the dashboard mounted) on a throwaway SQLite file with a scripted judge, seeds
 a score of sessions — alert investigations (one scored by the real background worker through the API,

@@ -31,7 +31,7 @@ __all__ = ('EXTRAS', 'Extra', 'MissingExtraError', 'exit_on_missing_extra', 'req
 
 Extra = Literal['embedded', 'service', 'stats', 'optimize', 'otel', 'ray']
 
-# extra -> what it enables (the README's table says the same)
+# extra -> what it enables (docs/quickstart.md's table says the same)
 EXTRAS: dict[str, str] = {
     'embedded': 'the embedded judge model (no model configured: SmolLM2-135M on llama-cpp-python)',
     'service': 'the scoring service (sensei-eval serve)',
