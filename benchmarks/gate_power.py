@@ -156,7 +156,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
     parser.add_argument('--reps', type=int, default=2000, help='simulation repetitions per row')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--quick', action='store_true', help='100 repetitions: CI runs it so the script cannot rot')
     args = parser.parse_args()
+    if args.quick:
+        args.reps = 100
     print(f'alpha {ALPHA} (one-sided), exact binomial computations with scipy {scipy.__version__}')
     print()
     print('1. Smallest detectable regression: flips with no fix that reach alpha / k')
