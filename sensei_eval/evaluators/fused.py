@@ -100,7 +100,6 @@ Question: {{QUESTION}}
 {{RUBRIC}}"""
 
 
-
 class FuseSpecError(ConfigError):
     """A `--fuse` group that names nothing known, or none of the judges selected."""
 
