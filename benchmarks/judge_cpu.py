@@ -15,7 +15,7 @@ structured output (an output tool), so its model calls that tool with the gradin
 pydantic-ai validates; the sensei judge asks for plain text, which it parses itself.
 
     python benchmarks/judge_cpu.py [--records 200] [--judges 15] [--concurrency 16] [--latency 0.1]
-    python benchmarks/judge_cpu.py --profile sensei   # where sensei's time goes (cProfile, top 25)
+    python benchmarks/judge_cpu.py --profile sensei   # where sensei's CPU goes (cProfile, top 25 twice)
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ SIDES: dict[str, Callable[[list[QueryRecord], int, float], Call]] = {
 }
 
 
-async def _run(call: Call, n_records: int, n_judges: int, concurrency: int) -> tuple[float, float]:
+async def _run(call: Call, rows: range, n_judges: int, concurrency: int) -> tuple[float, float]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(i: int, j: int) -> None:
@@ -147,7 +147,7 @@ async def _run(call: Call, n_records: int, n_judges: int, concurrency: int) -> t
             await call(i, j)
 
     cpu, wall = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(one(i, j) for i in range(n_records) for j in range(n_judges)))
+    await asyncio.gather(*(one(i, j) for i in rows for j in range(n_judges)))
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
@@ -157,7 +157,10 @@ def main() -> None:
     parser.add_argument('--judges', type=int, default=15)
     parser.add_argument('--concurrency', type=int, default=16)
     parser.add_argument('--latency', type=float, default=0.1)
-    parser.add_argument('--profile', choices=list(SIDES), help='profile one side instead of comparing')
+    parser.add_argument(
+        '--rounds', type=int, default=5, help='the records in this many slices, the sides taking turns on each (load is shared)'
+    )
+    parser.add_argument('--profile', choices=list(SIDES), help='profile one side (CPU time) instead of comparing')
     parser.add_argument('--quick', action='store_true', help='seconds, small sizes: CI runs it so the script cannot rot')
     args = parser.parse_args()
     if args.quick:
@@ -166,18 +169,30 @@ def main() -> None:
     calls = args.records * args.judges
     if args.profile:
         call = SIDES[args.profile](records, args.judges, args.latency)
-        profiler = cProfile.Profile()
+        asyncio.run(_run(call, range(1), args.judges, 2))  # warm
+        profiler = cProfile.Profile(time.process_time)  # CPU time: the machine's load does not count
         profiler.enable()
-        asyncio.run(_run(call, args.records, args.judges, args.concurrency))
+        asyncio.run(_run(call, range(args.records), args.judges, args.concurrency))
         profiler.disable()
         pstats.Stats(profiler).sort_stats('cumulative').print_stats(25)
+        pstats.Stats(profiler).sort_stats('tottime').print_stats(25)
         return
     print(f'{args.records} records x {args.judges} judges = {calls} calls, model {args.latency} s, {args.concurrency} in flight')
     print(f'{"side":<12} {"CPU ms/call":>12} {"wall s":>8}')
-    for name, make in SIDES.items():
-        call = make(records, args.judges, args.latency)
-        asyncio.run(_run(call, 2, 1, 2))  # warm: first-use caches of pydantic-ai and the judge
-        cpu, wall = asyncio.run(_run(call, args.records, args.judges, args.concurrency))
+    sides = {name: make(records, args.judges, args.latency) for name, make in SIDES.items()}
+    for call in sides.values():  # warm: first-use caches of pydantic-ai and each judge (its agent, its prompt)
+        asyncio.run(_run(call, range(1), args.judges, 2))
+    # On a shared machine the load changes from second to second: the sides take turns on slices of the
+    # records (each round in a rotated order), so each is measured under the same mix of load.
+    rounds = max(1, min(args.rounds, args.records))
+    totals = dict.fromkeys(sides, (0.0, 0.0))
+    names = list(sides)
+    for r in range(rounds):
+        rows = range(r * args.records // rounds, (r + 1) * args.records // rounds)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            cpu, wall = asyncio.run(_run(sides[name], rows, args.judges, args.concurrency))
+            totals[name] = (totals[name][0] + cpu, totals[name][1] + wall)
+    for name, (cpu, wall) in totals.items():
         print(f'{name:<12} {cpu / calls * 1000:>12.2f} {wall:>8.1f}', flush=True)
 
 
