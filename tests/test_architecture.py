@@ -279,3 +279,29 @@ def test_the_scoring_routes_exist() -> None:
         routes |= {(m, re.sub(r'\{[^}]*\}', '{}', fast.path)) for m in fast.methods or ()}
     for method, path in re.findall(r'`(GET|POST|PUT|DELETE) (/[^`]+)`', DOC):
         assert (method, re.sub(r'\{[^}]*\}', '{}', path)) in routes, f'{method} {path}'
+
+
+def _imports(module: str) -> set[str]:
+    tree = ast.parse((ROOT / (module.replace('.', '/') + '.py')).read_text(encoding='utf-8'))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f'{node.module}.{a.name}' for a in node.names}
+    return found
+
+
+@pytest.mark.parametrize(
+    ('claim', 'module', 'imported'),
+    [
+        ('the judge cache is SQLite', 'sensei_eval.judging.cache', 'sqlite3'),
+        ('judges call behind RetryingModel', 'sensei_eval.models.judge_model', 'sensei_eval.models.retry.RetryingModel'),
+        ('the worker runs the investigation scorer', 'sensei_eval.service.scoring', 'sensei_eval.evaluators.investigation'),
+        ('through the circuit breaker', 'sensei_eval.service.scoring', 'sensei_eval.service.reliability.CircuitBreaker'),
+        ('a judge fits its prompt with models/tokens', 'sensei_eval.evaluators.base', 'sensei_eval.models.tokens'),
+        ('and tells inconclusive verdicts apart', 'sensei_eval.evaluators.base', 'sensei_eval.evaluators.inconclusive'),
+    ],
+)
+def test_the_paths_use_the_modules_the_document_names(claim: str, module: str, imported: str) -> None:
+    assert imported in _imports(module), f'{claim}: {module} does not import {imported}'
