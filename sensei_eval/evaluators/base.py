@@ -180,10 +180,12 @@ def judge_agent(
         # every call, which cost more CPU than the whole parse (~0.3 ms of a ~3 ms judge call)
         return parse(text)
 
+    output: TextOutput[_OutputT] = TextOutput(parse_on_the_loop)
+
     def build(request: Model | str) -> Agent[None, _OutputT]:
         return Agent(
             request,
-            output_type=TextOutput(parse_on_the_loop),
+            output_type=output,
             instructions=JUDGE_SYSTEM_PROMPT,
             retries={'output': output_retries},
             name=f'judge:{name}',
