@@ -23,6 +23,7 @@ schema), so a report can tell whether it was judged by today's criteria.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
@@ -67,12 +68,14 @@ __all__ = (
     'FailureModeJudge',
     'Judge',
     'JudgeError',
+    'criteria_hash_of',
     'default_judge_model',
     'extract_json',
     'fill_template',
     'join_prompt',
     'judge_agent',
     'record_from_context',
+    'sent_text',
     'short_errors',
     'timed_out',
     'use_judge_model',
@@ -176,10 +179,17 @@ def judge_agent(
     output goes back to the model as a retry), the shared system prompt, kept on `model` under `key` so it
     is built once per resolved model (`JudgeModel.agent`) and freed with it."""
 
+    async def parse_on_the_loop(text: str) -> _OutputT:
+        # async, so pydantic-ai calls it on the event loop: a plain function is sent to a worker thread on
+        # every call, which cost more CPU than the whole parse (~0.3 ms of a ~3 ms judge call)
+        return parse(text)
+
+    output: TextOutput[_OutputT] = TextOutput(parse_on_the_loop)
+
     def build(request: Model | str) -> Agent[None, _OutputT]:
         return Agent(
             request,
-            output_type=TextOutput(parse),
+            output_type=output,
             instructions=JUDGE_SYSTEM_PROMPT,
             retries={'output': output_retries},
             name=f'judge:{name}',
@@ -344,22 +354,14 @@ class FailureModeJudge(Judge):
     # -- prompt ----------------------------------------------------------------------------------------
 
     def task_prompt(self) -> str:
-        """The judge-specific part of the prompt: everything after the transcript."""
-        return fill_template(
-            _TASK_TEMPLATE,
-            {
-                'NAME': self.name,
-                'QUESTION': self.question,
-                'RUBRIC': self.rubric.strip(),
-                'SCHEMA': json.dumps(_prompt_schema(self.issue_model), separators=(',', ':')),
-            },
-        )
+        """The judge-specific part of the prompt: everything after the transcript (built once per text)."""
+        return _task_prompt(self.name, self.question, self.rubric, self.issue_model)
 
     def build_prompt(self, transcript: Transcript, *, task_first: bool = False) -> str:
         return join_prompt(self.task_prompt(), transcript, task_first=task_first)
 
     def criteria_hash(self) -> str:
-        return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{self.task_prompt()}'.encode()).hexdigest()
+        return criteria_hash_of(self.task_prompt())
 
     def grammar_schema(self) -> dict[str, Any]:
         return _grammar_schema(self.issue_model)
@@ -408,11 +410,7 @@ class FailureModeJudge(Judge):
         verdict: Verdict[Any] = run.output
         usage = run.usage
         inconclusive = why_inconclusive(
-            verdict.reasoning,
-            verdict.issues,
-            len(transcript.steps),
-            f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}',
-            transcript.text,
+            verdict.reasoning, verdict.issues, len(transcript.steps), sent_text(self.task_prompt()), transcript.text
         )
         issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
         return self._result(
@@ -510,6 +508,38 @@ def _check_steps(issues: list[Issue], n_steps: int) -> tuple[list[Issue], list[s
             issue.steps = [s for s in issue.steps if 1 <= s <= n_steps]
         issue.source = 'judge'
     return issues, warnings
+
+
+# Prompt texts are pure functions of a judge's texts, built on every call before: cached by content (so a
+# judge whose rubric changes gets the new text), and each cached string keeps its hash, so the caches
+# keyed on it downstream (`inconclusive`, `tokens`) look it up without reading it again.
+_PROMPTS_CACHED = 512
+
+
+@functools.lru_cache(maxsize=_PROMPTS_CACHED)
+def _task_prompt(name: str, question: str, rubric: str, issue_model: type[Issue]) -> str:
+    return fill_template(
+        _TASK_TEMPLATE,
+        {
+            'NAME': name,
+            'QUESTION': question,
+            'RUBRIC': rubric.strip(),
+            'SCHEMA': json.dumps(_prompt_schema(issue_model), separators=(',', ':')),
+        },
+    )
+
+
+@functools.lru_cache(maxsize=_PROMPTS_CACHED)
+def criteria_hash_of(task: str) -> str:
+    """The criteria hash of a judge whose task prompt is `task`: SHA256 of everything we send but the transcript."""
+    return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{task}'.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=_PROMPTS_CACHED)
+def sent_text(task: str) -> str:
+    """Our own text in a request with task prompt `task` (system prompt and task), as the inconclusive rules
+    read it: one string object per task, so its index there is found by identity."""
+    return f'{JUDGE_SYSTEM_PROMPT}\n{task}'
 
 
 @cache

@@ -30,7 +30,7 @@ Runner contract: a fused judge has `members` (non-empty) and
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import time
 from collections.abc import Collection, Iterable, Sequence
@@ -60,12 +60,14 @@ from sensei_eval.evaluators.base import (
     _limit,
     _strip,
     call_model,
+    criteria_hash_of,
     default_judge_model,
     extract_json,
     fill_template,
     join_prompt,
     judge_agent,
     record_from_context,
+    sent_text,
     short_errors,
 )
 from sensei_eval.evaluators.inconclusive import why_inconclusive
@@ -99,7 +101,6 @@ Question: {{QUESTION}}
 {{RUBRIC}}"""
 
 
-
 class FuseSpecError(ConfigError):
     """A `--fuse` group that names nothing known, or none of the judges selected."""
 
@@ -129,20 +130,9 @@ class FusedJudge(Judge):
     # -- prompt ----------------------------------------------------------------------------------------
 
     def task_prompt(self) -> str:
-        """Everything after the transcript: each member's question and rubric, then the combined schema."""
-        sections = [
-            fill_template(_SECTION_TEMPLATE, {'NAME': m.name, 'QUESTION': m.question, 'RUBRIC': m.rubric.strip()})
-            for m in self.members
-        ]
-        return fill_template(
-            _TASK_TEMPLATE,
-            {
-                'COUNT': str(len(self.members)),
-                'NAMES': ', '.join(f'`{m.name}`' for m in self.members),
-                'SECTIONS': '\n\n'.join(sections),
-                'SCHEMA': json.dumps(self.prompt_schema(), separators=(',', ':')),
-            },
-        )
+        """Everything after the transcript: each member's question and rubric, then the combined schema
+        (built once per set of member texts)."""
+        return _fused_task_prompt(tuple((m.name, m.question, m.rubric, type(m).issue_model) for m in self.members))
 
     def build_prompt(self, transcript: Transcript, *, task_first: bool = False) -> str:
         return join_prompt(self.task_prompt(), transcript, task_first=task_first)
@@ -156,7 +146,7 @@ class FusedJudge(Judge):
         return schema
 
     def criteria_hash(self) -> str:
-        return hashlib.sha256(f'{JUDGE_SYSTEM_PROMPT}\x00{self.task_prompt()}'.encode()).hexdigest()
+        return criteria_hash_of(self.task_prompt())
 
     def member_criteria_hash(self, member: FailureModeJudge) -> str:
         """A member's criteria hash in a fused verdict: its own, plus the fusion marker and the fused prompt."""
@@ -229,7 +219,7 @@ class FusedJudge(Judge):
             'requests': usage.requests,
             'latency_s': round(latency, 3),
         }
-        sent = f'{JUDGE_SYSTEM_PROMPT}\n{self.task_prompt()}'  # one object: its index is built once for all members
+        sent = sent_text(self.task_prompt())  # one object: its index is built once for all members
         hashes = self.member_criteria_hashes(self.members)
         results: list[JudgeResult] = []
         n = len(self.members)
@@ -358,6 +348,26 @@ class FusedJudge(Judge):
 def _share(total: int, k: int, n: int) -> int:
     """Member k's even share of a total over n members (the first ones take the remainder)."""
     return total // n + (1 if k < total % n else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _fused_task_prompt(members: tuple[tuple[str, str, str, type[Issue]], ...]) -> str:
+    """The fused task prompt of members given as (name, question, rubric, issue model): a pure function of
+    those texts, built once per set rather than on every call."""
+    sections = [
+        fill_template(_SECTION_TEMPLATE, {'NAME': name, 'QUESTION': question, 'RUBRIC': rubric.strip()})
+        for name, question, rubric, _ in members
+    ]
+    schema = _fused_schema(tuple((name, issue_model) for name, _, _, issue_model in members))
+    return fill_template(
+        _TASK_TEMPLATE,
+        {
+            'COUNT': str(len(members)),
+            'NAMES': ', '.join(f'`{name}`' for name, _, _, _ in members),
+            'SECTIONS': '\n\n'.join(sections),
+            'SCHEMA': json.dumps(schema, separators=(',', ':')),
+        },
+    )
 
 
 @cache

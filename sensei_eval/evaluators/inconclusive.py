@@ -57,6 +57,8 @@ _MIN_COPIED_CHARS = 24
 MIN_RECORDS_FOR_SAME_TEXT = 3
 # Prompts whose index is kept: one per judge of a run (and per fused judge) is plenty.
 _PROMPTS_INDEXED = 64
+# Transcripts whose words are kept: the judges of the few records in flight share one.
+_TRANSCRIPTS_INDEXED = 16
 _LETTER = re.compile(r'[^\W\d_]')
 # Share of a reasoning's content words found in one of our texts from which, naming nothing of the
 # run, it is a paraphrase of that text. Measured: schema paraphrases score 0.8-1.0, genuine verdicts
@@ -128,7 +130,7 @@ def why_inconclusive(
     prompt_grams = _prompt_index(prompt)[1]
     if copied_from(reasoning, prompt, prompt_grams) or copied_from(reasoning, _schema_text()):
         return 'reasoning copied from the prompt or schema text, not written about this run'
-    ours = [*_lines(prompt), *_schema_texts()]
+    ours = _our_texts(prompt)
     cites = _cites_the_run(reasoning, ours, transcript)
     if not cites and paraphrases(reasoning, ours):
         return 'reasoning paraphrases the prompt or schema text (its words are those of our own text), not this run'
@@ -149,7 +151,7 @@ def paraphrases(text: str, ours: Iterable[str]) -> bool:
     if len(words) < _MIN_CONTENT_WORDS:
         return False
     for own in ours:
-        vocabulary = set(_content_words(own))
+        vocabulary = _vocabulary(own)
         if vocabulary and sum(w in vocabulary for w in words) / len(words) >= _PARAPHRASE_SHARE:
             return True
     return False
@@ -161,8 +163,8 @@ def _cites_the_run(reasoning: str, ours: Sequence[str], transcript: str | None) 
         return True
     if transcript is None:
         return False
-    own = {w for text in ours for w in _content_words(text)}
-    run = set(normalise(transcript).split())
+    own = _words_of(tuple(ours))
+    run = _run_words(transcript)
     return any(w in run and w not in own for w in _content_words(reasoning, keep_numbers=True))
 
 
@@ -174,6 +176,28 @@ def _content_words(text: str, *, keep_numbers: bool = False) -> list[str]:
 def _lines(text: str) -> list[str]:
     """Our prompt as separate texts (paragraphs and list items), so one paraphrased line is found."""
     return [line for line in re.split(r'\n\s*\n|\n\s*[-*\d.]+\s', text) if line.strip()]
+
+
+# The texts of ours and their words are the same on every call of one judge (and a transcript on every
+# judge of one record): derived once, rather than on every verdict.
+@functools.lru_cache(maxsize=_PROMPTS_INDEXED)
+def _our_texts(prompt: str) -> tuple[str, ...]:
+    return (*_lines(prompt), *_schema_texts())
+
+
+@functools.lru_cache(maxsize=_PROMPTS_INDEXED)
+def _words_of(texts: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(w for text in texts for w in _content_words(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _vocabulary(text: str) -> frozenset[str]:
+    return frozenset(_content_words(text))
+
+
+@functools.lru_cache(maxsize=_TRANSCRIPTS_INDEXED)
+def _run_words(transcript: str) -> frozenset[str]:
+    return frozenset(normalise(transcript).split())
 
 
 @functools.cache

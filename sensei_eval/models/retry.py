@@ -320,9 +320,26 @@ class RetryingModel(WrapperModel):
                 watch.succeeded()
             return response
 
+        # The first attempt runs outside the controller: almost every request succeeds at once, and building
+        # and driving a tenacity controller cost ~45 us a request. When it fails, the controller starts with
+        # that failure replayed as its own first attempt, so the policy (what is retried, the waits, the
+        # number of attempts, the notes below) is exactly the controller's.
+        try:
+            return await attempt()
+        except Exception as e:
+            first: Exception = e
+        replayed = False
+
+        async def replay_then_attempt() -> ModelResponse:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                raise first
+            return await attempt()
+
         controller = retrying(**self.policy)
         try:
-            response: ModelResponse = await controller(attempt)
+            response: ModelResponse = await controller(replay_then_attempt)
         except Exception as e:
             tries = controller.statistics.get('attempt_number', 1)
             if tries > 1 and not isinstance(e, RunStoppedError):
