@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 from pydantic_ai import models
@@ -17,3 +19,16 @@ def _isolated_env(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv('SENSEI_EVAL_CACHE', str(tmp_path / 'cache'))
     monkeypatch.delenv('SENSEI_EVAL_MODEL', raising=False)
     monkeypatch.delenv('SENSEI_EVAL_BASE_URL', raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _log_records_as_they_were() -> Iterator[None]:
+    """`serve` makes every log record of its process safe (`core.logsafe.install`, a record factory); a
+    test that runs `serve` in this process must not leave that on for the tests after it."""
+    factory = logging.getLogRecordFactory()
+    yield
+    if logging.getLogRecordFactory() is not factory:
+        from sensei_eval.core import logsafe
+
+        logging.setLogRecordFactory(factory)
+        logsafe._installed = False
