@@ -145,7 +145,9 @@ def setup_judge_model(
         raise typer.Exit(fail_code or 1) from None
     judge_model.call_timeout_s = flags.timeout
     if judge_model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
+        err.print(f'[yellow]smoke:[/] {EMBEDDED_NOTICE}', highlight=False)
+        if note:
+            err.print(f'[yellow]note:[/] {note}', highlight=False)
     try:
         asyncio.run(check(judge_model))
     except ModelUnreachableError as e:

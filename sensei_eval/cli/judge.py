@@ -49,13 +49,14 @@ from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.data import SAMPLE_DATASET
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import FailureModeJudge, Judge
 from sensei_eval.evaluators.registry import (
     EXTRA_MODES,
     GROUPS,
     JUDGES,
     FuseSpecError,
     UnknownJudgeError,
+    fuse_judges,
     make_judges,
 )
 from sensei_eval.judging.cache import JudgeCache
@@ -201,6 +202,10 @@ def judge(
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(flags)
+        judge_model.start_server(lambda line: err.print(line, highlight=False))  # loads while the run sets up
+        if judge_model.embedded and fuse is None and sum(isinstance(j, FailureModeJudge) for j in judges) >= 2:
+            judges = fuse_judges(judges, ['all'])  # smoke: one call per record (see docs/embedded.md)
+            options = replace(options, judges=judges)
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
@@ -214,13 +219,13 @@ def judge(
         run = _run(source, options, folder, failures, remote)
     except KeyboardInterrupt:
         if remote is not None:
-            err.print(f'interrupted: resume with the same command and --run-id {run_id} (the cache keeps what was judged)')
+            err.print(f'interrupted: resume with the same command and --run-id {run_id}\n(the cache keeps what was judged)')
             raise typer.Exit(130) from None
         if not batch:
             _interrupted(folder, options, source, datasets, started)
         err.print(
-            f'interrupted: submitted batches keep running at the provider; resume them with the same command '
-            f'and --run-id {run_id}',
+            f'interrupted: submitted batches keep running at the provider;\n'
+            f'resume them with the same command and --run-id {run_id}',
             highlight=False,
         )
         raise typer.Exit(130) from None
@@ -295,10 +300,10 @@ def _interrupted(
         ),
     )
     folder.write_summary(summary)
-    again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
+    again = 'finished judge calls come from the cache' if cache is not None else 'every record is judged again'
     err.print(
-        f'\ninterrupted: {tally.reports} report(s) written, summary in {folder.summary_path}. '
-        f'To finish the run ({again}):\n  {_resume_command(folder.run_id)}',
+        f'\ninterrupted: {tally.reports} report(s) written, summary in\n  {folder.summary_path}\n'
+        f'to finish the run ({again}):\n  {_resume_command(folder.run_id)}',
         highlight=False,
         soft_wrap=True,
     )
@@ -472,7 +477,7 @@ def _ray_workers(flags: ModelFlags, address: str | None, workers: int | None, op
         err.print(f'[red]error:[/] {e}', highlight=False)
         raise typer.Exit(e.exit_code) from None
     if session.model is not None and session.model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}', highlight=False)
+        err.print(f'[yellow]smoke:[/] {EMBEDDED_NOTICE}', highlight=False)
     return session
 
 
