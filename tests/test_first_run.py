@@ -82,7 +82,7 @@ def test_rating_mean_and_lowest_keep_the_1_to_5_meaning() -> None:
         (True, 'rating', '{"thumbs_up": true}'),
         ({'correctness': True}, 'rating.correctness', 'thumbs go in "thumbs_up"'),
         ({'stars': 4}, 'rating.stars', 'Extra inputs are not permitted'),
-        ({'correctness': 'five'}, 'rating.correctness', 'valid'),
+        ({'correctness': 'five'}, 'rating.correctness', 'expected a number, got "five"'),
     ],
 )
 def test_a_rating_that_cannot_be_read_is_a_located_error(tmp_path: Path, rating: Any, field: str, words: str) -> None:

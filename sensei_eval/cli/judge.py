@@ -80,13 +80,14 @@ out = Console()
 
 @app.command()
 def judge(
-    dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
-    query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
+    dataset: Annotated[list[Path] | None, typer.Option('--dataset', metavar='FILE', help='JSONL dataset; repeat for several.')] = None,
+    query_id: Annotated[list[str] | None, typer.Option('--query-id', metavar='ID', help='Judge only this record; repeatable.')] = None,
     judge_names: Annotated[
         list[str] | None,
         typer.Option(
             '--judges',
             '--evaluators',
+            metavar='NAMES',
             help='Judge names or groups (mvp, checks, all); comma-separated or repeated. '
             'Default: mvp,checks. --evaluators is the old name.',
             show_default=False,
@@ -101,14 +102,15 @@ def judge(
     out_dir: OutOption = Path('reports'),
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: NoCacheOption = False,
-    run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    run_id: Annotated[str | None, typer.Option(metavar='NAME', help='Name of the run folder (default: a timestamp).')] = None,
     max_transcript_tokens: Annotated[
         int | None,
-        typer.Option(min=200, help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
+        typer.Option(min=200, metavar='TOKENS', help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
     ] = None,
     profile: Annotated[
         str,
         typer.Option(
+            metavar='NAME',
             help='Agent profile: which checks fit this agent (default, docs-agent, tarsy, or a YAML/TOML file). '
             "A record's metadata.profile overrides it."
         ),
@@ -125,8 +127,10 @@ def judge(
         list[str] | None,
         typer.Option(
             '--fuse',
+            metavar='GROUPS',
             help='Judge several failure modes in one model call per group: categories or judge names joined '
-            'with +, groups separated by commas, all, or none (e.g. output,methodology). Opt-in: see docs/fused.md.',
+            'with +, groups separated by commas, all, or none (e.g. output,methodology). See docs/fused.md. '
+            'Default: none; all with the embedded model (one call per record).',
             show_default=False,
         ),
     ] = None,
@@ -141,7 +145,7 @@ def judge(
     ray_address: Annotated[
         str | None,
         typer.Option(
-            '--ray-address', envvar='RAY_ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
+            '--ray-address', envvar='RAY_ADDRESS', metavar='ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
         ),
     ] = None,
     ray_workers: Annotated[

@@ -77,6 +77,14 @@ _RATING_HELP = (
 )
 
 
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 class Rating(BaseModel):
     """The calling agent's (or a human's) rating of a run, in whichever shape the user has it:
 
@@ -113,8 +121,11 @@ class Rating(BaseModel):
             raise RecordFieldError('rating', f'a bare number ({data}) has no scale: {_RATING_HELP}')
         if isinstance(data, dict):
             for name in (*RATING_DIMENSIONS, 'score', 'max', 'min'):
-                if isinstance(data.get(name), bool):
+                value = data.get(name)
+                if isinstance(value, bool):
                     raise RecordFieldError(f'rating.{name}', 'expected a number, got true/false (thumbs go in "thumbs_up")')
+                if value is not None and not isinstance(value, int | float) and not _is_number(value):
+                    raise RecordFieldError(f'rating.{name}', f'expected a number, got {json.dumps(value)[:40]}')
         return data
 
     @model_validator(mode='after')
