@@ -3,7 +3,9 @@ on the shipped sample), `--repeats` times in a row, each in a fresh process.
 
 Prints per run the wall time, the exit code, the records reported, model requests and tokens from
 `summary.json` (prompt and answer tokens per request: they do not depend on the machine's load, the
-seconds do), and for the LLM judges how their results came back (ok, smoke, inconclusive, errors). The
+seconds do), the CPU seconds of the command and
+everything it started (the model server included: on a busy machine closer to the quiet figure than the
+wall time), and for the LLM judges how their results came back (ok, smoke, inconclusive, errors). The
 load average is printed before and after each run: on a shared machine the wall time is only comparable
 at a similar load. Extra arguments go to the judge command (e.g. `-- --judges mvp`).
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
     parser.add_argument('--repeats', type=int, default=2)
     parser.add_argument('--quick', action='store_true', help=f'one run over the first {QUICK_RECORDS} sample records')
+    parser.add_argument('--server-log', help="copy each run's embedded server log to SERVER_LOG.<run>")
+    parser.add_argument('--stderr', action='store_true', help="print each run's console output (stderr)")
     parser.add_argument('judge_args', nargs='*', help='passed on to python -m sensei_eval.judge (after --)')
     args = parser.parse_args()
     extra = list(args.judge_args)
@@ -57,14 +62,20 @@ def main() -> None:
     print(f'python -m sensei_eval.judge --no-cache {" ".join(extra)}'.rstrip())
     print(f'{os.cpu_count()} cores · load average {_load()} (1, 5, 15 min)')
     print(f'{"run":>3}{"wall s":>8}{"exit":>5}{"records":>8}{"requests":>9}{"tok in":>8}{"out":>6}'
-          f'{"in/req":>7}{"out/req":>8}{"ok":>4}{"smoke":>6}{"inc.":>5}{"err":>4}  load after')  # fmt: skip
+          f'{"in/req":>7}{"out/req":>8}{"ok":>4}{"smoke":>6}{"inc.":>5}{"err":>4}{"cpu s":>7}  load after')  # fmt: skip
     walls = []
     with tempfile.TemporaryDirectory() as out:
+        # a cache directory of its own: the embedded server is not shared with other processes of the machine
+        # (as on a new user's machine), and its log is this run's alone
+        env = {**os.environ, 'SENSEI_EVAL_CACHE': str(Path(out) / 'cache')}
         for i in range(1, repeats + 1):
             command = [sys.executable, '-m', 'sensei_eval.judge', '--no-cache', '--out', out, '--run-id', f'm{i}', *extra]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            proc = subprocess.run(command, capture_output=True, text=True)
+            proc = subprocess.run(command, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
             summary_path = Path(out) / f'm{i}' / 'summary.json'
             if not summary_path.is_file():
                 print(f'run {i} wrote no summary (exit {proc.returncode}):\n{proc.stderr[-2000:]}')
@@ -81,9 +92,13 @@ def main() -> None:
             per_out = s['output_tokens'] / requests if requests else 0
             print(f'{i:>3}{wall:>8.1f}{proc.returncode:>5}{s["records_judged"]:>8}{requests:>9}{s["input_tokens"]:>8,}'
                   f'{s["output_tokens"]:>6,}{per_in:>7.0f}{per_out:>8.0f}{ok:>4}{smoke:>6}{inconclusive:>5}{errors:>4}'
-                  f'  {_load()}')  # fmt: skip
-            if proc.returncode != 0:
-                print(proc.stderr[-2000:])
+                  f'{cpu:>7.1f}  {_load()}')  # fmt: skip
+            if proc.returncode != 0 or args.stderr:
+                print(proc.stderr[-4000:])
+            if args.server_log:
+                log = Path(out) / 'cache' / 'embedded' / 'server.log'
+                if log.is_file():
+                    Path(f'{args.server_log}.{i}').write_text(log.read_text(errors='replace'))
     if walls:
         print(f'wall: {" / ".join(f"{w:.1f} s" for w in walls)} (target for the full run: at most 90 s each on a quiet machine)')
 

@@ -105,7 +105,7 @@ def judge(
     run_id: Annotated[str | None, typer.Option(metavar='NAME', help='Name of the run folder (default: a timestamp).')] = None,
     max_transcript_tokens: Annotated[
         int | None,
-        typer.Option(min=200, metavar='TOKENS', help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
+        typer.Option(min=200, metavar='TOKENS', help='Transcript budget, tokens (default 60,000; embedded model 1,000, capped to the context).'),
     ] = None,
     profile: Annotated[
         str,
