@@ -238,7 +238,7 @@ def test_smoke_answers_are_bounded_by_the_grammar() -> None:
     small = smoke_schema(schema)
     assert small['properties']['reasoning']['maxLength'] == 60
     assert 'maxLength' not in small['properties']['kind']
-    assert small['properties']['issues']['maxItems'] == 1
+    assert small['properties']['issues']['maxItems'] == 0
     assert small['properties']['issues']['items']['properties']['d']['maxLength'] == 60
     assert schema['properties']['reasoning']['maxLength'] == 200  # the judge's own schema is untouched
 
@@ -284,3 +284,18 @@ def test_view_refuses_an_empty_folder(tmp_path: Path) -> None:
 def test_view_takes_a_run_folder(tmp_path: Path) -> None:
     _fake_run(tmp_path / 'r')
     assert not_a_run(tmp_path / 'r') is None
+
+
+def test_the_sampler_reads_a_thumbs_down_or_a_low_score_as_a_complaint() -> None:
+    from sensei_eval.production.sampler import Sampler, SamplerConfig
+
+    sampler = Sampler(SamplerConfig(rate=0.0, negative_rating=2))
+
+    def decide(rating: dict[str, Any]) -> Any:
+        return sampler.decide(QueryRecord(query_id='s', messages=_messages(), rating=rating))
+
+    down = decide({'thumbs_up': False})
+    assert (down.sampled, down.reason) == (True, 'negative') and 'rated 1' in down.detail
+    assert decide({'score': 1, 'max': 10}).sampled  # 0.1 of the scale: 1.4 on the 1-5 scale
+    assert not decide({'thumbs_up': True}).sampled
+    assert not decide({'correctness': 4}).sampled

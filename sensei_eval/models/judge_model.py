@@ -99,7 +99,7 @@ DEFAULT_CALL_TIMEOUT_S = 120.0
 EMBEDDED_CALL_TIMEOUT_S = 1800.0
 # The embedded model's answers are smoke: short strings and lists (`smoke_schema`) and few tokens.
 SMOKE_MAX_STRING = 60
-SMOKE_MAX_ITEMS = 1
+SMOKE_MAX_ITEMS = 0
 SMOKE_MAX_TOKENS = 700
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
 PREFLIGHT_TIMEOUT_S = 10.0
