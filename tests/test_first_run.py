@@ -4,6 +4,7 @@ folder of runs)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.cli.app import COMMANDS, app as root
+from sensei_eval.cli.app import COMMANDS
+from sensei_eval.cli.app import app as root
 from sensei_eval.cli.view import not_a_run
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord, Rating
@@ -175,7 +177,7 @@ def test_a_base_url_without_scheme_or_host_is_a_usage_error(url: str, tmp_path: 
 
 
 def test_a_scheme_less_base_url_is_shown_with_its_fix() -> None:
-    with pytest.raises(ModelUsageError, match='http://127.0.0.1:9'):
+    with pytest.raises(ModelUsageError, match=re.escape('http://127.0.0.1:9')):
         check_base_url('127.0.0.1:9')
     check_base_url('http://127.0.0.1:9/v1')  # no error
     check_base_url('https://example.com/v1?api-version=1')
@@ -209,7 +211,7 @@ def test_every_help_page_fits_80_columns_with_readable_metavars_and_whole_words(
     assert not re.search(r'\[[a-z]+\[[A-Za-z]+\]\]', output), output  # no `[list[str]]`
     # no word split at a hyphen across lines: a line ending in `-` followed by a word is a split
     lines = output.splitlines()
-    split = [(a, b) for a, b in zip(lines, lines[1:], strict=False) if re.search(r'\w-$', a) and b.strip()[:1].isalpha()]
+    split = [(a, b) for a, b in itertools.pairwise(lines) if re.search(r'\w-$', a) and b.strip()[:1].isalpha()]
     assert not split, split
 
 

@@ -45,9 +45,6 @@ __all__ = (
 )
 
 
-
-
-
 # ---------------------------------------------------------------------------------------------------
 # Shared options: one name, one type, one help text each
 
@@ -63,7 +60,9 @@ ModelOption = Annotated[
 ]
 BaseUrlOption = Annotated[
     str | None,
-    typer.Option('--base-url', metavar='URL', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'),
+    typer.Option(
+        '--base-url', metavar='URL', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'
+    ),
 ]
 OutOption = Annotated[Path, typer.Option('--out', metavar='DIR', help='Where run folders go.')]
 EmbeddedThreadsOption = Annotated[
@@ -178,5 +177,3 @@ def setup_telemetry(err: Console) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # Third-party output
-
-

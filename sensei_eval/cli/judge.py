@@ -80,8 +80,12 @@ out = Console()
 
 @app.command()
 def judge(
-    dataset: Annotated[list[Path] | None, typer.Option('--dataset', metavar='FILE', help='JSONL dataset; repeat for several.')] = None,
-    query_id: Annotated[list[str] | None, typer.Option('--query-id', metavar='ID', help='Judge only this record; repeatable.')] = None,
+    dataset: Annotated[
+        list[Path] | None, typer.Option('--dataset', metavar='FILE', help='JSONL dataset; repeat for several.')
+    ] = None,
+    query_id: Annotated[
+        list[str] | None, typer.Option('--query-id', metavar='ID', help='Judge only this record; repeatable.')
+    ] = None,
     judge_names: Annotated[
         list[str] | None,
         typer.Option(
@@ -105,14 +109,18 @@ def judge(
     run_id: Annotated[str | None, typer.Option(metavar='NAME', help='Name of the run folder (default: a timestamp).')] = None,
     max_transcript_tokens: Annotated[
         int | None,
-        typer.Option(min=200, metavar='TOKENS', help='Transcript budget, tokens (default 60,000; embedded model 1,000, capped to the context).'),
+        typer.Option(
+            min=200,
+            metavar='TOKENS',
+            help='Transcript budget, tokens (default 60,000; embedded model 1,000, capped to the context).',
+        ),
     ] = None,
     profile: Annotated[
         str,
         typer.Option(
             metavar='NAME',
             help='Agent profile: which checks fit this agent (default, docs-agent, tarsy, or a YAML/TOML file). '
-            "A record's metadata.profile overrides it."
+            "A record's metadata.profile overrides it.",
         ),
     ] = 'default',
     batch: Annotated[
@@ -145,7 +153,10 @@ def judge(
     ray_address: Annotated[
         str | None,
         typer.Option(
-            '--ray-address', envvar='RAY_ADDRESS', metavar='ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
+            '--ray-address',
+            envvar='RAY_ADDRESS',
+            metavar='ADDRESS',
+            help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).',
         ),
     ] = None,
     ray_workers: Annotated[

@@ -60,4 +60,3 @@ def not_a_run(path: Path, *, shown: int = 5) -> str | None:
 
 def main() -> None:
     app(prog_name='sensei-eval view')
-

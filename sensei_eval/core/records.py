@@ -47,10 +47,10 @@ from sensei_eval.core.errors import LoadError, RecordFieldError, field_path
 
 __all__ = (
     'MAX_RECORD_BYTES',
+    'RATING_DIMENSIONS',
     'ExpectedToolCall',
     'LoadResult',
     'MessageFormat',
-    'RATING_DIMENSIONS',
     'QueryRecord',
     'Rating',
     'ToolCall',

@@ -378,9 +378,7 @@ def check_base_url(base_url: str) -> None:
     if parts.scheme not in ('http', 'https') or not parts.hostname:
         shown = redact_url(base_url)
         fix = f'http://{shown}' if '://' not in shown else 'http://127.0.0.1:8080/v1'
-        raise ModelUsageError(
-            f'--base-url {shown!r} is not an http(s) URL with a host: write it in full, e.g. {fix}'
-        )
+        raise ModelUsageError(f'--base-url {shown!r} is not an http(s) URL with a host: write it in full, e.g. {fix}')
 
 
 def _no_sdk_retries(model: Model) -> None:
