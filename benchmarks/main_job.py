@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=2)
     parser.add_argument('--quick', action='store_true', help=f'one run over the first {QUICK_RECORDS} sample records')
     parser.add_argument('--server-log', help="copy each run's embedded server log to SERVER_LOG.<run>")
-    parser.add_argument('--stderr', action='store_true', help="print each run's console output (stderr)")
+    parser.add_argument('--output', action='store_true', help="print each run's console output")
     parser.add_argument('judge_args', nargs='*', help='passed on to python -m sensei_eval.judge (after --)')
     args = parser.parse_args()
     extra = list(args.judge_args)
@@ -93,8 +93,8 @@ def main() -> None:
             print(f'{i:>3}{wall:>8.1f}{proc.returncode:>5}{s["records_judged"]:>8}{requests:>9}{s["input_tokens"]:>8,}'
                   f'{s["output_tokens"]:>6,}{per_in:>7.0f}{per_out:>8.0f}{ok:>4}{smoke:>6}{inconclusive:>5}{errors:>4}'
                   f'{cpu:>7.1f}  {_load()}')  # fmt: skip
-            if proc.returncode != 0 or args.stderr:
-                print(proc.stderr[-4000:])
+            if proc.returncode != 0 or args.output:
+                print(proc.stderr[-4000:] + proc.stdout[-4000:])
             if args.server_log:
                 log = Path(out) / 'cache' / 'embedded' / 'server.log'
                 if log.is_file():

@@ -574,6 +574,8 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     """What the run is about to do, before it does it: the model and its URL (credentials redacted),
     the dataset(s) and the judges."""
     model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
+    if judge_model is not None and judge_model.embedded:  # its server starts in the background (see above)
+        model = judge_model.name
     if judge_model is not None:
         model += f' · deadline {judge_model.timeout_s:g} s per judge call'
     err.print(f'judge model: {model}', highlight=False)
