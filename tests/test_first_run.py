@@ -301,3 +301,45 @@ def test_the_sampler_reads_a_thumbs_down_or_a_low_score_as_a_complaint() -> None
     assert decide({'score': 1, 'max': 10}).sampled  # 0.1 of the scale: 1.4 on the 1-5 scale
     assert not decide({'thumbs_up': True}).sampled
     assert not decide({'correctness': 4}).sampled
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. The embedded model's run: one call per record, one smoke line
+
+
+def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .helpers import ScriptedJudge, about
+
+    def fused(prompt: str, n: int) -> dict[str, Any]:
+        verdict = {'reasoning': f'Nothing wrong at [2] ({about(prompt)}).', 'issues': []}
+        return {name: verdict for name in ('tool_selection', 'hallucination', 'completeness')}
+
+    scripted = ScriptedJudge(fused)
+
+    def embedded_like(*args: Any, **kwargs: Any) -> Any:
+        model = scripted.model()
+        model.embedded = True  # what the CLI looks at; no server behind it (start_server does nothing)
+        model.task_first = True
+        return model
+
+    monkeypatch.setattr(judge_cli, 'resolve_model', embedded_like)
+    monkeypatch.setattr(judge_cli.out, 'width', 80)
+    monkeypatch.setattr(judge_cli.err, 'width', 80)
+    ids = ['docs-001', 'docs-002', 'docs-003']
+    args = ['judge', '--dataset', str(SAMPLE), '--out', str(tmp_path), '--run-id', 's', '--no-cache']
+    code, output = _run80([*args, *(a for q in ids for a in ('--query-id', q))])
+    assert code == 0, output
+    assert len(scripted.calls) == len(ids)  # the three MVP judges in one call per record
+    assert output.count('smoke: embedded model answers are not verdicts; use --model or SENSEI_EVAL_MODEL') == 1
+    long = [line for line in output.splitlines() if len(line) > 80]
+    assert not long, long
+    summary = json.loads((tmp_path / 's' / 'summary.json').read_text())
+    assert summary['records_judged'] == 3 and summary['model_requests'] == 3
+    assert {'tool_selection', 'hallucination', 'completeness'} <= set(summary['per_judge'])
+    # the task comes before the transcript: consecutive records share it as a prompt prefix
+    from .helpers import user_prompt
+
+    prompts = [user_prompt(c) for c in scripted.calls]
+    assert prompts[0].startswith('## Your task') and prompts[0][:2000] == prompts[1][:2000]
