@@ -343,3 +343,39 @@ def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
 
     prompts = [user_prompt(c) for c in scripted.calls]
     assert prompts[0].startswith('## Your task') and prompts[0][:2000] == prompts[1][:2000]
+
+
+def test_start_server_starts_the_embedded_server_in_the_background_and_says_so(tmp_path: Path) -> None:
+    from sensei_eval.models.embedded import SharedServer
+    from sensei_eval.models.judge_model import embedded_model
+
+    from .test_embedded_shared import ask, fake_command, requests_served
+
+    log = tmp_path / 'served.log'
+    server = SharedServer(tmp_path / 'shared', threads=1, command=fake_command(log))
+    model = embedded_model(server)
+    lines: list[str] = []
+    try:
+        thread = model.start_server(lines.append)
+        assert thread is not None
+        thread.join(60)
+        assert server.info is not None and server.starts == 1  # started before any request
+        assert lines[0] == 'starting the embedded model (1 thread(s)) ...'
+        assert re.fullmatch(r'embedded model ready \(\d+\.\d s\)', lines[1]), lines
+        assert model.start_server(lines.append) is None  # once held, nothing more to start
+        assert ask(model.model)  # the first request uses the server started, not another
+        assert server.starts == 1 and len(requests_served(log)) == 1
+        # a second client joining the running server says nothing
+        joining = embedded_model(SharedServer(tmp_path / 'shared', threads=1, command=fake_command(log)))
+        quiet: list[str] = []
+        other = joining.start_server(quiet.append)
+        assert other is not None
+        other.join(60)
+        assert quiet == [] and joining._server.info == server.info
+        joining.close()
+    finally:
+        model.close()
+    # a judge model without an embedded server has nothing to start
+    from .helpers import ScriptedJudge
+
+    assert ScriptedJudge(lambda p, n: {}).model().start_server(lines.append) is None
