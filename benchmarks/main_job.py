@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -43,6 +44,20 @@ def _sample_ids(n: int) -> list[str]:
             if line.strip() and len(ids) < n:
                 ids.append(json.loads(line)['query_id'])
     return ids
+
+
+def _server_figures(log: str) -> str:
+    """What the embedded server itself evaluated, from its log: the prompt tokens it had to evaluate (the
+    rest came from its prefix cache) and the tokens it wrote, with its own milliseconds per token."""
+    prompt = [(float(ms), int(n)) for ms, n in re.findall(r'prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens', log)]
+    out = [(float(ms), int(n)) for ms, n in re.findall(r'\n\S*\s+eval time =\s*([\d.]+) ms /\s*(\d+) runs', log)]
+    cached = sum(int(n) for n in re.findall(r'(\d+) prefix-match hit', log))
+    p_ms, p_n = sum(ms for ms, _ in prompt), sum(n for _, n in prompt)
+    o_ms, o_n = sum(ms for ms, _ in out), sum(n for _, n in out)
+    return (
+        f'server: {p_n:,} prompt tokens evaluated ({p_ms / max(1, p_n):.1f} ms each), {cached:,} from the prefix '
+        f'cache; {o_n:,} tokens written ({o_ms / max(1, o_n):.1f} ms each)'
+    )
 
 
 def main() -> None:
@@ -95,10 +110,13 @@ def main() -> None:
                   f'{cpu:>7.1f}  {_load()}')  # fmt: skip
             if proc.returncode != 0 or args.output:
                 print(proc.stderr[-4000:] + proc.stdout[-4000:])
+            log_text = ''
+            server_log = Path(out) / 'cache' / 'embedded' / 'server.log'
+            if server_log.is_file():
+                log_text = server_log.read_text(errors='replace')
+                print(f'    {_server_figures(log_text)}')
             if args.server_log:
-                log = Path(out) / 'cache' / 'embedded' / 'server.log'
-                if log.is_file():
-                    Path(f'{args.server_log}.{i}').write_text(log.read_text(errors='replace'))
+                Path(f'{args.server_log}.{i}').write_text(log_text)
     if walls:
         print(f'wall: {" / ".join(f"{w:.1f} s" for w in walls)} (target for the full run: at most 90 s each on a quiet machine)')
 
