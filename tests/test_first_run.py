@@ -379,3 +379,12 @@ def test_start_server_starts_the_embedded_server_in_the_background_and_says_so(t
     from .helpers import ScriptedJudge
 
     assert ScriptedJudge(lambda p, n: {}).model().start_server(lines.append) is None
+
+
+def test_a_raw_newline_inside_a_json_string_is_read_not_asked_again() -> None:
+    from sensei_eval.evaluators.base import extract_json
+
+    # what SmolLM2 wrote through llama.cpp's grammar for one sample record, three times in a row
+    text = '{ "tool_selection": { "reasoning" : "not a tool-selection problem, but a complete\n[","issues" : [] }}'
+    reasoning = 'not a tool-selection problem, but a complete\n['
+    assert extract_json(text) == {'tool_selection': {'reasoning': reasoning, 'issues': []}}
