@@ -217,7 +217,8 @@ def judge(
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(flags)
-        judge_model.start_server(lambda line: err.print(line, highlight=False))  # loads while the run sets up
+        # the embedded server loads while the run sets up, unless the cache may answer everything (a re-run)
+        judge_model.start_server(lambda line: err.print(line, highlight=False), now=no_cache or not JudgeCache().db_path.exists())
         if judge_model.embedded and fuse is None and sum(isinstance(j, FailureModeJudge) for j in judges) >= 2:
             judges = fuse_judges(judges, ['all'])  # smoke: one call per record (see docs/embedded.md)
             options = replace(options, judges=judges)

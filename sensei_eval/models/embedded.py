@@ -203,6 +203,8 @@ class SharedServer:
         self.start_timeout_s = start_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.starts = 0  # servers this client started (a restart counts)
+        # hears "starting the embedded model ..." and "embedded model ready (N s)" when this client starts one
+        self.on_start: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._info: ServerInfo | None = None
         self._lease: Path | None = None
@@ -312,6 +314,9 @@ class SharedServer:
 
     def _start(self) -> ServerInfo:
         """Start the server under its watchdog, wait until it answers, write the port file (under the lock)."""
+        begun = time.monotonic()
+        if self.on_start is not None:
+            self.on_start(f'starting the embedded model ({self.threads} thread(s)) ...')
         port = _free_port()
         argv = (self.command or llama_server_command)(port, self.threads)
         log_path = self.directory / 'server.log'
@@ -319,6 +324,8 @@ class SharedServer:
         self.starts += 1
         info = ServerInfo(process.pid, port, self.threads, _start_token(process.pid) or '', str(log_path))
         _wait_ready(process, info, self.start_timeout_s)
+        if self.on_start is not None:
+            self.on_start(f'embedded model ready ({time.monotonic() - begun:.1f} s)')
         tmp = self.port_path.with_suffix('.tmp')
         tmp.write_text(json.dumps(asdict(info)), encoding='utf-8')
         os.replace(tmp, self.port_path)

@@ -45,10 +45,10 @@ Failing fast on a wrong or unreachable model:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -208,27 +208,24 @@ class JudgeModel:
 
         return replace(self, model=model, _owns_server=False, _request_model=None, retries_inside=retries_inside)
 
-    def start_server(self, report: Callable[[str], None] | None = None) -> threading.Thread | None:
-        """The embedded model only: start (or join) its server now, in a background thread, so it loads
-        while the command reads the dataset and imports the judges; `report` hears "starting ..." and
-        "... ready (N s)". The first judge request waits for that start (`SharedServer`'s lock) rather than
-        starting another. A start that fails is remembered and the first request reports it. None (nothing
-        to do) for any other model, or once this model's server is held."""
+    def start_server(self, report: Callable[[str], None] | None = None, *, now: bool = True) -> threading.Thread | None:
+        """The embedded model only: `report` hears "starting the embedded model ..." and "... ready (N s)"
+        whenever this model starts its server (now or at the first request; not when it joins one another
+        process runs). With `now`, start (or join) the server at once in a background thread, so it loads
+        while the command reads the dataset and builds the judges; the first judge request waits for that
+        start (`SharedServer`'s lock) rather than starting another, and a start that fails is remembered and
+        reported by that request. Returns the thread, or None: any other model, `now` false, or a server
+        already held."""
         server = self._server
-        if server is None or server.info is not None:
+        if server is None:
+            return None
+        server.on_start = report
+        if not now or server.info is not None:
             return None
 
         def run() -> None:
-            begun = time.monotonic()
-            joining = server.running() is not None
-            if report is not None and not joining:
-                report(f'starting the embedded model ({server.threads} thread(s)) ...')
-            try:
+            with contextlib.suppress(Exception):  # remembered by the server, logged, raised at the first request
                 server.acquire()
-            except Exception:  # remembered by the server, logged, and raised again at the first request
-                return
-            if report is not None and not joining:
-                report(f'embedded model ready ({time.monotonic() - begun:.1f} s)')
 
         thread = threading.Thread(target=run, name='sensei-eval-embedded-start', daemon=True)
         thread.start()
