@@ -238,10 +238,10 @@ def test_smoke_answers_are_bounded_by_the_grammar() -> None:
         },
     }
     small = smoke_schema(schema)
-    assert small['properties']['reasoning']['maxLength'] == 60
+    assert small['properties']['reasoning']['maxLength'] == 30
     assert 'maxLength' not in small['properties']['kind']
     assert small['properties']['issues']['maxItems'] == 0
-    assert small['properties']['issues']['items']['properties']['d']['maxLength'] == 60
+    assert small['properties']['issues']['items']['properties']['d']['maxLength'] == 30
     assert schema['properties']['reasoning']['maxLength'] == 200  # the judge's own schema is untouched
 
 
