@@ -388,3 +388,24 @@ def test_a_raw_newline_inside_a_json_string_is_read_not_asked_again() -> None:
     text = '{ "tool_selection": { "reasoning" : "not a tool-selection problem, but a complete\n[","issues" : [] }}'
     reasoning = 'not a tool-selection problem, but a complete\n['
     assert extract_json(text) == {'tool_selection': {'reasoning': reasoning, 'issues': []}}
+
+
+def test_the_checks_judge_the_whole_run_when_the_model_sees_a_cut_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .helpers import ScriptedJudge, about
+
+    scripted = ScriptedJudge(lambda p, n: {'reasoning': f'Nothing wrong at [2] ({about(p)}).', 'issues': []})
+    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model(budget=200))
+
+    def per_check(run_id: str, *extra: str) -> dict[str, Any]:
+        args = ['judge', '--dataset', str(SAMPLE), '--out', str(tmp_path), '--run-id', run_id, '--no-cache', *extra]
+        code, output = _run80(args)
+        assert code == 0, output
+        summary = json.loads((tmp_path / run_id / 'summary.json').read_text())
+        return {k: v['pass_rate'] for k, v in summary['per_judge'].items() if k.endswith('_check')}
+
+    alone = per_check('checks', '--judges', 'checks')
+    with_model = per_check('cut', '--judges', 'checks,completeness', '--max-transcript-tokens', '200')
+    assert json.loads((tmp_path / 'cut' / 'summary.json').read_text())['truncated_records']  # the model saw cuts
+    assert with_model == alone

@@ -339,8 +339,19 @@ async def _judge_run(
             elif active:
                 calls.append((judge, active, JudgeCall(index, chosen.name, tuple(m.name for m in active))))
 
+        # the deterministic checks read the whole run: the cut to the model's budget is for the model only (a
+        # final answer cut to its head would fail citation_check on a run that cites its sources)
+        whole: list[Transcript] = []
+
+        def seen_by(judge: Judge) -> Transcript:
+            if judge.needs_model or transcript.truncation is None:
+                return transcript
+            if not whole:
+                whole.append(render_transcript(record, budget_tokens=None))
+            return whole[0]
+
         async def tracked(judge: Judge, members: list[Judge]) -> list[JudgeResult]:
-            results = await caller.call(judge, members, record, transcript, rep)
+            results = await caller.call(judge, members, record, seen_by(judge), rep)
             if on_judge is not None:
                 for result in results:
                     on_judge(JudgeEvent(record.query_id, rep, result))
