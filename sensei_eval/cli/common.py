@@ -71,7 +71,8 @@ EmbeddedThreadsOption = Annotated[
         '--embedded-threads',
         metavar='N',
         min=1,
-        help='Threads of the embedded model server, if this command starts it [env: SENSEI_EMBEDDED_THREADS; default: idle cores].',
+        help='Threads of the embedded model server, if this command starts it '
+        '[env: SENSEI_EMBEDDED_THREADS; default: idle cores].',
         show_default=False,
     ),
 ]
