@@ -1,12 +1,17 @@
 """The README's main job, timed as a user runs it: `python -m sensei_eval.judge --no-cache` (the embedded model
 on the shipped sample), `--repeats` times in a row, each in a fresh process.
 
-Prints per run the wall time, the exit code, model requests and tokens from `summary.json`, and for the LLM
-judges how many verdicts were ok, passed, inconclusive or errors: a faster run that lets the embedded
-model's non-judging answers through as verdicts is not an improvement. Extra arguments go to the judge
-command (e.g. `-- --fuse mvp`).
+Prints per run the wall time, the exit code, the records reported, model requests and tokens from
+`summary.json` (prompt and answer tokens per request: they do not depend on the machine's load, the
+seconds do), the CPU seconds of the command and
+everything it started (the model server included: on a busy machine closer to the quiet figure than the
+wall time), and for the LLM judges how their results came back (ok, smoke, inconclusive, errors). The
+load average is printed before and after each run: on a shared machine the wall time is only comparable
+at a similar load. Extra arguments go to the judge command (e.g. `-- --judges mvp`).
 
-    python benchmarks/main_job.py [--repeats 2] [-- JUDGE ARGS...]
+    python benchmarks/main_job.py [--repeats 2] [--quick] [-- JUDGE ARGS...]
+
+`--quick`: one run over the sample's first three records (seconds, not a minute), to try a change.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -21,36 +28,97 @@ import time
 from pathlib import Path
 
 LLM_JUDGES = ('tool_selection', 'hallucination', 'completeness')
+QUICK_RECORDS = 3
+
+
+def _load() -> str:
+    return ' '.join(f'{x:.2f}' for x in os.getloadavg())
+
+
+def _sample_ids(n: int) -> list[str]:
+    from sensei_eval.data import SAMPLE_DATASET
+
+    ids = []
+    with Path(SAMPLE_DATASET).open(encoding='utf-8') as f:
+        for line in f:
+            if line.strip() and len(ids) < n:
+                ids.append(json.loads(line)['query_id'])
+    return ids
+
+
+def _server_figures(log: str) -> str:
+    """What the embedded server itself evaluated, from its log: the prompt tokens it had to evaluate (the
+    rest came from its prefix cache) and the tokens it wrote, with its own milliseconds per token."""
+    prompt = [(float(ms), int(n)) for ms, n in re.findall(r'prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens', log)]
+    out = [(float(ms), int(n)) for ms, n in re.findall(r'\n\S*\s+eval time =\s*([\d.]+) ms /\s*(\d+) runs', log)]
+    cached = sum(int(n) for n in re.findall(r'(\d+) prefix-match hit', log))
+    p_ms, p_n = sum(ms for ms, _ in prompt), sum(n for _, n in prompt)
+    o_ms, o_n = sum(ms for ms, _ in out), sum(n for _, n in out)
+    return (
+        f'server: {p_n:,} prompt tokens evaluated ({p_ms / max(1, p_n):.1f} ms each), {cached:,} from the prefix '
+        f'cache; {o_n:,} tokens written ({o_ms / max(1, o_n):.1f} ms each)'
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
     parser.add_argument('--repeats', type=int, default=2)
+    parser.add_argument('--quick', action='store_true', help=f'one run over the first {QUICK_RECORDS} sample records')
+    parser.add_argument('--server-log', help="copy each run's embedded server log to SERVER_LOG.<run>")
+    parser.add_argument('--output', action='store_true', help="print each run's console output")
     parser.add_argument('judge_args', nargs='*', help='passed on to python -m sensei_eval.judge (after --)')
     args = parser.parse_args()
-    print(f'python -m sensei_eval.judge --no-cache {" ".join(args.judge_args)} · {os.cpu_count()} cores · '
-          f'load average {" ".join(f"{x:.2f}" for x in os.getloadavg())}')  # fmt: skip
-    print(f'{"run":>4}{"wall s":>9}{"exit":>6}{"requests":>10}{"tokens in":>11}{"out":>7}'
-          f'{"LLM ok":>8}{"passed":>8}{"inconcl.":>10}{"errors":>8}')  # fmt: skip
+    extra = list(args.judge_args)
+    repeats = args.repeats
+    if args.quick:
+        repeats = 1
+        for qid in _sample_ids(QUICK_RECORDS):
+            extra += ['--query-id', qid]
+    print(f'python -m sensei_eval.judge --no-cache {" ".join(extra)}'.rstrip())
+    print(f'{os.cpu_count()} cores · load average {_load()} (1, 5, 15 min)')
+    print(f'{"run":>3}{"wall s":>8}{"exit":>5}{"records":>8}{"requests":>9}{"tok in":>8}{"out":>6}'
+          f'{"in/req":>7}{"out/req":>8}{"ok":>4}{"smoke":>6}{"inc.":>5}{"err":>4}{"cpu s":>7}  load after')  # fmt: skip
+    walls = []
     with tempfile.TemporaryDirectory() as out:
-        for i in range(1, args.repeats + 1):
-            command = [sys.executable, '-m', 'sensei_eval.judge', '--no-cache', '--out', out, '--run-id', f'm{i}']
-            command += args.judge_args
+        # a cache directory of its own: the embedded server is not shared with other processes of the machine
+        # (as on a new user's machine), and its log is this run's alone
+        env = {**os.environ, 'SENSEI_EVAL_CACHE': str(Path(out) / 'cache')}
+        for i in range(1, repeats + 1):
+            command = [sys.executable, '-m', 'sensei_eval.judge', '--no-cache', '--out', out, '--run-id', f'm{i}', *extra]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            proc = subprocess.run(command, capture_output=True, text=True)
+            proc = subprocess.run(command, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
             summary_path = Path(out) / f'm{i}' / 'summary.json'
             if not summary_path.is_file():
                 print(f'run {i} wrote no summary (exit {proc.returncode}):\n{proc.stderr[-2000:]}')
                 continue
+            walls.append(wall)
             s = json.loads(summary_path.read_text())
             judges = [s['per_judge'][name] for name in LLM_JUDGES if name in s['per_judge']]
-            ok = sum(j['ok'] for j in judges)
-            passed = sum(round((j['pass_rate'] or 0) * j['ok']) for j in judges)
-            inconclusive = sum(j['inconclusive'] for j in judges)
-            errors = sum(j['errors'] for j in judges)
-            print(f'{i:>4}{wall:>9.1f}{proc.returncode:>6}{s["model_requests"]:>10}{s["input_tokens"]:>11,}'
-                  f'{s["output_tokens"]:>7,}{ok:>8}{passed:>8}{inconclusive:>10}{errors:>8}')  # fmt: skip
+            ok = sum(j.get('ok', 0) for j in judges)
+            smoke = sum(j.get('smoke', 0) for j in judges)
+            inconclusive = sum(j.get('inconclusive', 0) for j in judges)
+            errors = sum(j.get('errors', 0) for j in judges)
+            requests = s['model_requests']
+            per_in = s['input_tokens'] / requests if requests else 0
+            per_out = s['output_tokens'] / requests if requests else 0
+            print(f'{i:>3}{wall:>8.1f}{proc.returncode:>5}{s["records_judged"]:>8}{requests:>9}{s["input_tokens"]:>8,}'
+                  f'{s["output_tokens"]:>6,}{per_in:>7.0f}{per_out:>8.0f}{ok:>4}{smoke:>6}{inconclusive:>5}{errors:>4}'
+                  f'{cpu:>7.1f}  {_load()}')  # fmt: skip
+            if proc.returncode != 0 or args.output:
+                print(proc.stderr[-4000:] + proc.stdout[-4000:])
+            log_text = ''
+            server_log = Path(out) / 'cache' / 'embedded' / 'server.log'
+            if server_log.is_file():
+                log_text = server_log.read_text(errors='replace')
+                print(f'    {_server_figures(log_text)}')
+            if args.server_log:
+                Path(f'{args.server_log}.{i}').write_text(log_text)
+    if walls:
+        print(f'wall: {" / ".join(f"{w:.1f} s" for w in walls)} (target for the full run: at most 90 s each on a quiet machine)')
 
 
 if __name__ == '__main__':

@@ -351,7 +351,12 @@ def test_thread_count_from_the_flag_or_the_environment(
     with pytest.raises(ModelUsageError, match='SENSEI_EMBEDDED_THREADS'):
         resolve_model()
     monkeypatch.delenv('SENSEI_EMBEDDED_THREADS')
-    assert embedded.default_threads() == (os.cpu_count() or 1)
+    assert 1 <= embedded.default_threads() <= (os.cpu_count() or 1)
+    # one thread per idle core: all of them on an idle machine, at least one on a busy one
+    assert embedded.default_threads(cores=2, load=0.3) == 2
+    assert embedded.default_threads(cores=2, load=1.2) == 1
+    assert embedded.default_threads(cores=2, load=11.0) == 1
+    assert embedded.default_threads(cores=8, load=3.5) == 5
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,6 +18,39 @@ __all__ = ('CONTEXT_SETTINGS', 'make_app', 'quiet_third_party')
 CONTEXT_SETTINGS: dict[str, Any] = {'max_content_width': 100, 'help_option_names': ['--help', '-h']}
 
 
+# Value placeholders in --help, in words (`--dataset FILE`, `--timeout SECONDS`): typer 0.29 writes the Python
+# type (`<list[Path]>`, `<float range>`), which reads as code. An option's own `metavar` wins.
+_METAVARS = {'str': 'TEXT', 'int': 'N', 'float': 'NUMBER', 'path': 'PATH', 'Path': 'PATH', 'bool': 'BOOLEAN',
+             'int range': 'N', 'float range': 'NUMBER', 'datetime': 'DATETIME'}  # fmt: skip
+
+
+def _readable_metavars() -> None:
+    """Typer's parameters show `_METAVARS` words, and help text wraps at spaces only, never inside a
+    hyphenated word (`--ray-⏎address`): both once, at import, for every command."""
+    from typer._click._textwrap import TextWrapper
+    from typer.core import _TyperParameter
+
+    original = _TyperParameter.display_type
+    if getattr(original, '_sensei_readable', False):
+        return
+
+    def display_type(self: Any, ctx: Any) -> str:
+        label = str(original(self, ctx)).strip('<>')
+        while label.startswith('list[') and label.endswith(']'):
+            label = label[5:-1]
+        if '|' in label:  # choices: shown as they are
+            return label
+        return _METAVARS.get(label, label.upper())
+
+    display_type._sensei_readable = True  # type: ignore[attr-defined]
+    _TyperParameter.display_type = display_type  # type: ignore[method-assign]
+    # textwrap splits `--ray-address` after the hyphen; the simple word separator splits at spaces only
+    TextWrapper.wordsep_re = TextWrapper.wordsep_simple_re
+
+
+_readable_metavars()
+
+
 def make_app(help: str | None = None, **kwargs: Any) -> typer.Typer:
     """A typer app with the settings every sensei-eval command uses."""
     return typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS, help=help, **kwargs)

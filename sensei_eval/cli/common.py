@@ -46,32 +46,34 @@ __all__ = (
 )
 
 
-
-
-
 # ---------------------------------------------------------------------------------------------------
 # Shared options: one name, one type, one help text each
 
 JUDGES_HELP = 'Judge names or groups (mvp, checks, all); comma-separated or repeated. Default: mvp,checks.'
-JudgesOption = Annotated[list[str] | None, typer.Option('--judges', help=JUDGES_HELP, show_default=False)]
+JudgesOption = Annotated[list[str] | None, typer.Option('--judges', metavar='NAMES', help=JUDGES_HELP, show_default=False)]
 ModelOption = Annotated[
     str | None,
     typer.Option(
         '--model',
+        metavar='MODEL',
         help='Judge model, any pydantic-ai model string (openai:gpt-5.2). Default: $SENSEI_EVAL_MODEL, else the embedded model.',
     ),
 ]
 BaseUrlOption = Annotated[
     str | None,
-    typer.Option('--base-url', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'),
+    typer.Option(
+        '--base-url', metavar='URL', help='OpenAI-compatible server (Ollama, vLLM, llama.cpp); --model names the model there.'
+    ),
 ]
-OutOption = Annotated[Path, typer.Option('--out', help='Where run folders go.')]
+OutOption = Annotated[Path, typer.Option('--out', metavar='DIR', help='Where run folders go.')]
 EmbeddedThreadsOption = Annotated[
     int | None,
     typer.Option(
         '--embedded-threads',
+        metavar='N',
         min=1,
-        help='Threads of the embedded model server, if this command starts it [env: SENSEI_EMBEDDED_THREADS; default: cores].',
+        help='Threads of the embedded model server, if this command starts it '
+        '[env: SENSEI_EMBEDDED_THREADS; default: idle cores].',
         show_default=False,
     ),
 ]
@@ -79,6 +81,7 @@ TimeoutOption = Annotated[
     float | None,
     typer.Option(
         '--timeout',
+        metavar='SECONDS',
         envvar='SENSEI_EVAL_TIMEOUT',
         min=1.0,
         help='Deadline of one judge call in seconds, every retry included; a call past it is an error '
@@ -147,7 +150,9 @@ def setup_judge_model(
         raise typer.Exit(fail_code or 1) from None
     judge_model.call_timeout_s = flags.timeout
     if judge_model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}{" " + note if note else ""}', highlight=False)
+        err.print(f'[yellow]smoke:[/] {EMBEDDED_NOTICE}', highlight=False)
+        if note:
+            err.print(f'[yellow]note:[/] {note}', highlight=False)
     try:
         asyncio.run(check(judge_model))
     except ModelUnreachableError as e:
@@ -175,5 +180,3 @@ def setup_telemetry(err: Console) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # Third-party output
-
-

@@ -53,13 +53,14 @@ from sensei_eval.core.records import MAX_RECORD_BYTES, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
 from sensei_eval.core.verdicts import judge_status
 from sensei_eval.data import SAMPLE_DATASET
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import FailureModeJudge, Judge
 from sensei_eval.evaluators.registry import (
     EXTRA_MODES,
     GROUPS,
     JUDGES,
     FuseSpecError,
     UnknownJudgeError,
+    fuse_judges,
     make_judges,
 )
 from sensei_eval.judging.cache import JudgeCache
@@ -83,7 +84,9 @@ out = Console()
 
 @app.command()
 def judge(
-    dataset: Annotated[list[Path] | None, typer.Option('--dataset', help='JSONL dataset; repeat for several.')] = None,
+    dataset: Annotated[
+        list[Path] | None, typer.Option('--dataset', metavar='FILE', help='JSONL dataset; repeat for several.')
+    ] = None,
     dataset_format: Annotated[
         str,
         typer.Option(
@@ -92,12 +95,15 @@ def judge(
             'spans (SDK span dumps), tau-bench, who-and-when.',
         ),
     ] = 'auto',
-    query_id: Annotated[list[str] | None, typer.Option('--query-id', help='Judge only this record; repeatable.')] = None,
+    query_id: Annotated[
+        list[str] | None, typer.Option('--query-id', metavar='ID', help='Judge only this record; repeatable.')
+    ] = None,
     judge_names: Annotated[
         list[str] | None,
         typer.Option(
             '--judges',
             '--evaluators',
+            metavar='NAMES',
             help='Judge names or groups (mvp, checks, all); comma-separated or repeated. '
             'Default: mvp,checks. --evaluators is the old name.',
             show_default=False,
@@ -112,10 +118,11 @@ def judge(
     out_dir: OutOption = Path('reports'),
     repeat: Annotated[int, typer.Option(min=1, help='Judge every record N times (to measure judge noise).')] = 1,
     no_cache: NoCacheOption = False,
-    run_id: Annotated[str | None, typer.Option(help='Name of the run folder (default: a timestamp).')] = None,
+    run_id: Annotated[str | None, typer.Option(metavar='NAME', help='Name of the run folder (default: a timestamp).')] = None,
     max_record_bytes: Annotated[
         int,
         typer.Option(
+            metavar='BYTES',
             min=1024,
             max=1024**3,
             help='Largest dataset line (one record) read, in bytes; a longer line is a located error and the run goes on.',
@@ -123,13 +130,18 @@ def judge(
     ] = MAX_RECORD_BYTES,
     max_transcript_tokens: Annotated[
         int | None,
-        typer.Option(min=200, help='Transcript budget, tokens (default 60,000; embedded model 4,500, capped to the context).'),
+        typer.Option(
+            min=200,
+            metavar='TOKENS',
+            help='Transcript budget, tokens (default 60,000; embedded model 600, capped to the context).',
+        ),
     ] = None,
     profile: Annotated[
         str,
         typer.Option(
+            metavar='NAME',
             help='Agent profile: which checks fit this agent (default, docs-agent, tarsy, or a YAML/TOML file). '
-            "A record's metadata.profile overrides it."
+            "A record's metadata.profile overrides it.",
         ),
     ] = 'default',
     batch: Annotated[
@@ -144,8 +156,10 @@ def judge(
         list[str] | None,
         typer.Option(
             '--fuse',
+            metavar='GROUPS',
             help='Judge several failure modes in one model call per group: categories or judge names joined '
-            'with +, groups separated by commas, all, or none (e.g. output,methodology). Opt-in: see docs/fused.md.',
+            'with +, groups separated by commas, all, or none (e.g. output,methodology). See docs/fused.md. '
+            'Default: none; all with the embedded model (one call per record).',
             show_default=False,
         ),
     ] = None,
@@ -160,7 +174,10 @@ def judge(
     ray_address: Annotated[
         str | None,
         typer.Option(
-            '--ray-address', envvar='RAY_ADDRESS', help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).'
+            '--ray-address',
+            envvar='RAY_ADDRESS',
+            metavar='ADDRESS',
+            help='With --ray: the cluster (ray://head:10001, or head:6379 on a node).',
         ),
     ] = None,
     ray_workers: Annotated[
@@ -227,6 +244,11 @@ def judge(
         judge_model = remote.model
     elif any(j.needs_model for j in judges):
         judge_model = _judge_model(flags)
+        # the embedded server loads while the run sets up, unless the cache may answer everything (a re-run)
+        judge_model.start_server(lambda line: err.print(line, highlight=False), now=no_cache or not JudgeCache().db_path.exists())
+        if judge_model.embedded and fuse is None and sum(isinstance(j, FailureModeJudge) for j in judges) >= 2:
+            judges = fuse_judges(judges, ['all'])  # smoke: one call per record (see docs/embedded.md)
+            options = replace(options, judges=judges)
 
     _print_header(datasets, judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
@@ -240,13 +262,13 @@ def judge(
         run = _run(source, options, folder, failures, remote)
     except KeyboardInterrupt:
         if remote is not None:
-            err.print(f'interrupted: resume with the same command and --run-id {run_id} (the cache keeps what was judged)')
+            err.print(f'interrupted: resume with the same command and --run-id {run_id}\n(the cache keeps what was judged)')
             raise typer.Exit(130) from None
         if not batch:
             _interrupted(folder, options, source, datasets, started)
         err.print(
-            f'interrupted: submitted batches keep running at the provider; resume them with the same command '
-            f'and --run-id {run_id}',
+            f'interrupted: submitted batches keep running at the provider;\n'
+            f'resume them with the same command and --run-id {run_id}',
             highlight=False,
         )
         raise typer.Exit(130) from None
@@ -321,10 +343,10 @@ def _interrupted(
         ),
     )
     folder.write_summary(summary)
-    again = 'finished judge calls come from the cache' if cache is not None else 'with --no-cache every record is judged again'
+    again = 'finished judge calls come from the cache' if cache is not None else 'every record is judged again'
     err.print(
-        f'\ninterrupted: {tally.reports} report(s) written, summary in {folder.summary_path}. '
-        f'To finish the run ({again}):\n  {_resume_command(folder.run_id)}',
+        f'\ninterrupted: {tally.reports} report(s) written, summary in\n  {folder.summary_path}\n'
+        f'to finish the run ({again}):\n  {_resume_command(folder.run_id)}',
         highlight=False,
         soft_wrap=True,
     )
@@ -513,7 +535,7 @@ def _ray_workers(flags: ModelFlags, address: str | None, workers: int | None, op
         err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(e.exit_code) from None
     if session.model is not None and session.model.embedded:
-        err.print(f'[yellow]note:[/] {EMBEDDED_NOTICE}', highlight=False)
+        err.print(f'[yellow]smoke:[/] {EMBEDDED_NOTICE}', highlight=False)
     return session
 
 
@@ -595,6 +617,8 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     """What the run is about to do, before it does it: the model and its URL (credentials redacted),
     the dataset(s) and the judges."""
     model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
+    if judge_model is not None and judge_model.embedded:  # its server starts in the background (see above)
+        model = judge_model.name
     if judge_model is not None:
         model += f' · deadline {judge_model.timeout_s:g} s per judge call'
     err.print(f'judge model: {model}', highlight=False, markup=False)

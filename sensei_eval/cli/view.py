@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from sensei_eval.cli.common import make_app
-from sensei_eval.judging.run_folder import RunFolderError
+from sensei_eval.judging.run_folder import RunFolder, RunFolderError
 from sensei_eval.judging.view import DEFAULT_NAME, DEFAULT_PAGE_SIZE, write_view
 
-__all__ = ('app', 'main', 'view')
+__all__ = ('app', 'main', 'not_a_run', 'view')
 
 app = make_app(help='Write a judge run (or two, compared) as one self-contained HTML file.')
 
@@ -32,12 +32,38 @@ def view(
     """Write RUN as one HTML file (no network needed to open it); with RUN2, what changed."""
     if len(runs) > 2:
         raise typer.BadParameter('give one run folder, or two to compare', param_hint='RUN')
+    for run in runs:
+        problem = not_a_run(run)
+        if problem is not None:
+            typer.echo(f'error: {problem}', err=True)
+            raise typer.Exit(2)
     try:
         path = write_view(runs, out, page_size=page_size)
     except (FileNotFoundError, RunFolderError) as e:
         typer.echo(f'error: {e}', err=True)
         raise typer.Exit(2) from None
     typer.echo(str(path))
+
+
+def not_a_run(path: Path, *, shown: int = 5) -> str | None:
+    """Why `path`, an existing folder, holds no run (no summary, no reports), naming the runs found
+    inside it (`view reports` for `view reports/<run>`); None when it is a run, or not a folder (those
+    errors are `write_view`'s)."""
+    if not path.is_dir():
+        return None
+    folder = RunFolder(path)
+    if folder.summary_path.is_file() or folder.report_paths():
+        return None
+    inside = sorted(
+        (p for p in path.iterdir() if p.is_dir() and (RunFolder(p).summary_path.is_file() or RunFolder(p).report_paths())),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    if not inside:
+        return f'{path} holds no judge run (no summary.json, no reports)'
+    names = '\n'.join(f'  sensei-eval view {p}' for p in inside[:shown])
+    more = f'\n  … and {len(inside) - shown} more' if len(inside) > shown else ''
+    return f'{path} is not a run but holds {len(inside)} run(s); the newest first:\n{names}{more}'
 
 
 def main() -> None:

@@ -49,6 +49,7 @@ from sensei_eval.core.errors import LoadError, RecordFieldError, field_path
 __all__ = (
     'FINAL_ANSWER_TOOLS',
     'MAX_RECORD_BYTES',
+    'RATING_DIMENSIONS',
     'ExpectedToolCall',
     'LoadResult',
     'MessageFormat',
@@ -70,22 +71,111 @@ MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
+# The dimensions of the agent's `/rate` endpoint, each on the rating's scale.
+RATING_DIMENSIONS = ('correctness', 'relevance', 'usefulness')
+_RATING_HELP = (
+    'give correctness, relevance and/or usefulness (1-5 unless "max" says otherwise), '
+    'a "score" with its scale (e.g. {"score": 7, "max": 10}), or "thumbs_up": true/false'
+)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 class Rating(BaseModel):
-    """The calling agent's (or a human's) rating, in the shape of the agent's `/rate` endpoint."""
+    """The calling agent's (or a human's) rating of a run, in whichever shape the user has it:
+
+    * the agent's `/rate` endpoint: `correctness`, `relevance`, `usefulness`, each 1-5, any of them
+      (`{"correctness": 4}` alone is a rating);
+    * one overall `score` on a scale with a stated maximum: `{"score": 7, "max": 10}` (`max` also sets the
+      scale of the dimensions above: `{"correctness": 8, "max": 10}`); `min` is 1 on the default 1-5
+      scale and 0 once `max` is given, unless stated (`{"score": 3, "min": 1, "max": 7}`);
+    * thumbs: `{"thumbs_up": true}` (or false).
+
+    `value` puts every shape on one scale, 0 (worst) to 1 (best); `mean` and `lowest` on the 1-5 scale.
+    A value off its scale or a rating with no value is a located error (`rating.score`)."""
 
     model_config = ConfigDict(extra='forbid')
 
-    correctness: int = Field(ge=1, le=5)
-    relevance: int = Field(ge=1, le=5)
-    usefulness: int = Field(ge=1, le=5)
+    correctness: int | float | None = None
+    relevance: int | float | None = None
+    usefulness: int | float | None = None
+    score: int | float | None = None
+    max: int | float | None = None
+    min: int | float | None = None
+    thumbs_up: bool | None = None
     reasoning: str | None = None
     agent_model: str | None = None
     agent_system: str | None = None
     agent_version: str | None = None
 
+    @model_validator(mode='before')
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            raise RecordFieldError('rating', f'a bare {str(data).lower()}: write thumbs as {{"thumbs_up": {str(data).lower()}}}')
+        if isinstance(data, int | float):
+            raise RecordFieldError('rating', f'a bare number ({data}) has no scale: {_RATING_HELP}')
+        if isinstance(data, dict):
+            for name in (*RATING_DIMENSIONS, 'score', 'max', 'min'):
+                value = data.get(name)
+                if isinstance(value, bool):
+                    raise RecordFieldError(f'rating.{name}', 'expected a number, got true/false (thumbs go in "thumbs_up")')
+                if value is not None and not isinstance(value, int | float) and not _is_number(value):
+                    raise RecordFieldError(f'rating.{name}', f'expected a number, got {json.dumps(value)[:40]}')
+        return data
+
+    @model_validator(mode='after')
+    def _check_scale(self) -> Rating:
+        low, high = self.scale
+        if high <= low:
+            raise RecordFieldError('rating.max', f'the scale {low:g}-{high:g} is empty: "max" must be above "min"')
+        given = self._values()
+        if not given and self.thumbs_up is None:
+            raise RecordFieldError('rating', f'no rating value: {_RATING_HELP}')
+        for name, value in given:
+            if not low <= value <= high:
+                hint = ' (the default scale is 1-5: state yours, e.g. {"score": 7, "max": 10})' if self.max is None else ''
+                raise RecordFieldError(f'rating.{name}', f'{value:g} is outside the scale {low:g}-{high:g}{hint}')
+        return self
+
+    def _values(self) -> list[tuple[str, float]]:
+        return [(n, float(v)) for n in (*RATING_DIMENSIONS, 'score') if (v := getattr(self, n)) is not None]
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """The (lowest, highest) value of this rating's scale."""
+        high = 5.0 if self.max is None else float(self.max)
+        low = float(self.min) if self.min is not None else (1.0 if self.max is None else 0.0)
+        return low, high
+
+    def _normalised(self) -> list[float]:
+        low, high = self.scale
+        parts = [(v - low) / (high - low) for _, v in self._values()]
+        if self.thumbs_up is not None:
+            parts.append(1.0 if self.thumbs_up else 0.0)
+        return parts
+
+    @property
+    def value(self) -> float:
+        """The rating from 0 (worst) to 1 (best): the mean of every value given, each on its scale."""
+        parts = self._normalised()
+        return sum(parts) / len(parts)
+
     @property
     def mean(self) -> float:
-        return (self.correctness + self.relevance + self.usefulness) / 3
+        """`value` on the 1-5 scale (for 1-5 dimensions: their mean)."""
+        return 1 + 4 * self.value
+
+    @property
+    def lowest(self) -> float:
+        """The lowest value given, on the 1-5 scale (thumbs down is 1, thumbs up 5)."""
+        return 1 + 4 * min(self._normalised())
 
 
 class ExpectedToolCall(BaseModel):
@@ -465,8 +555,10 @@ def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] 
             request(UserPromptPart(content=content or ''), speaker)
         elif role == 'tool':
             call_id = msg.get('tool_call_id')
-            if not isinstance(call_id, str) or not call_id:
-                raise RecordFieldError(f'{where}.tool_call_id', 'a tool result needs the id of its call')
+            if call_id is None or call_id == '':
+                call_id = _by_order(waiting, msg.get('name'), where)
+            if not isinstance(call_id, str):
+                raise RecordFieldError(f'{where}.tool_call_id', f'a tool call id is text, got {type(call_id).__name__}')
             if call_id not in call_names:
                 raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
             # ids repeat in many logs (restarting each turn): the result answers the waiting call with
@@ -516,6 +608,20 @@ def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] 
             raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user, assistant or tool)')
     flush()
     return out
+
+
+def _by_order(waiting: list[tuple[int, str, str]], name: Any, where: str) -> str:
+    """The id of the call a tool result without `tool_call_id` answers: by order, the first call still
+    waiting (of the tool the result's `name` gives, when it gives one)."""
+    if isinstance(name, str) and name:
+        named = [w for w in waiting if w[2] == name]
+        if named:
+            return named[0][1]
+    if waiting:
+        return waiting[0][1]
+    raise RecordFieldError(
+        f'{where}.tool_call_id', 'a tool result without tool_call_id, and no earlier tool call is waiting for a result'
+    )
 
 
 # ReAct markers as TARSy writes them; anchored at line starts so prose that mentions "Action:" mid-line

@@ -476,7 +476,9 @@ def extract_json(text: str) -> Any:
     if start < 0 or end <= start:
         raise ModelRetry('Your reply contained no JSON object. Reply with only the JSON object described by the schema.')
     try:
-        return json.loads(stripped[start : end + 1])
+        # strict=False: a raw newline inside a string (small models write them, and llama.cpp's grammar lets
+        # them through) is still one unambiguous value, not a reason to ask again
+        return json.loads(stripped[start : end + 1], strict=False)
     except json.JSONDecodeError as e:
         raise ModelRetry(
             f'Your reply is not valid JSON ({e.msg} at character {e.pos}). Reply with only the JSON object.'

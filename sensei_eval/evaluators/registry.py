@@ -50,6 +50,7 @@ __all__ = (
     'fuse_judges',
     'make_judges',
     'resolve_names',
+    'unknown_name_message',
 )
 
 # The LLM judge of each of the library's failure modes (in any order: the table orders them).
@@ -106,6 +107,19 @@ class UnknownJudgeError(ConfigError):
     pass
 
 
+def unknown_name_message(token: str, known: Sequence[str]) -> str:
+    """`unknown judge or group 'halucination'; did you mean 'hallucination'?`, or the groups when nothing
+    is close: the full list of judges is `judge --list`, not a 36-name line."""
+    import difflib
+
+    close = difflib.get_close_matches(token, known, n=3, cutoff=0.6)
+    if close:
+        hint = 'did you mean ' + ' or '.join(repr(c) for c in close) + '?'
+    else:
+        hint = 'groups: ' + ', '.join(g for g in known if g in GROUPS or g == 'all')
+    return f'unknown judge or group {token!r}; {hint} (`sensei-eval judge --list` lists every judge)'
+
+
 def resolve_names(spec: Iterable[str]) -> list[str]:
     """Expand names and groups (comma-separated allowed) into judge names, in order, without repeats."""
     names: list[str] = []
@@ -116,8 +130,7 @@ def resolve_names(spec: Iterable[str]) -> list[str]:
             expanded = GROUPS.get(token, (token,))
             for name in expanded:
                 if name not in JUDGES:
-                    known = ', '.join([*GROUPS, *JUDGES])
-                    raise UnknownJudgeError(f'unknown judge or group {token!r}; known: {known}')
+                    raise UnknownJudgeError(unknown_name_message(token, [*GROUPS, *JUDGES]))
                 if name not in names:
                     names.append(name)
     return names
@@ -152,8 +165,7 @@ def fuse_judges(judges: Sequence[Judge], spec: Iterable[str] | None) -> list[Jud
             elif token in JUDGES:
                 wanted.add(token)
             else:
-                known = ', '.join(['all', *GROUPS, *JUDGES])
-                raise FuseSpecError(f'--fuse: unknown judge or group {token!r}; known: {known}')
+                raise FuseSpecError('--fuse: ' + unknown_name_message(token, ['all', *GROUPS, *JUDGES]))
         members = [j for j in llm if j.name in wanted and j.name not in taken]
         if not members:
             selected = ', '.join(j.name for j in llm) or 'none'

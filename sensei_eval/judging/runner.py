@@ -443,7 +443,8 @@ class _RecordJudging:
     ) -> list[JudgeResult]:
         """Every planned call's results, flat, in call order; each result told to `on_judge` as it lands."""
         if self.remote is None:
-            done = await asyncio.gather(*(self._tracked(j, m, record, transcript, rep) for j, m, _ in calls))
+            seen = _SeenBy(record, transcript)
+            done = await asyncio.gather(*(self._tracked(j, m, record, seen(j), rep) for j, m, _ in calls))
         else:
             done = await self.caller.call_remote(calls, record, transcript, rep, self.remote)
             self._tell(record, rep, [r for group in done for r in group])
@@ -460,6 +461,23 @@ class _RecordJudging:
         if self.on_judge is not None:
             for result in results:
                 self.on_judge(JudgeEvent(record.query_id, rep, result))
+
+
+class _SeenBy:
+    """The transcript each judge of a record reads: the model's judges the one cut to the model's budget,
+    the deterministic checks the whole run (a final answer cut to its head would fail citation_check on a
+    run that cites its sources); the whole run is rendered only when a cut happened and a check needs it."""
+
+    def __init__(self, record: QueryRecord, transcript: Transcript) -> None:
+        self.record, self.transcript = record, transcript
+        self._whole: Transcript | None = None
+
+    def __call__(self, judge: Judge) -> Transcript:
+        if judge.needs_model or self.transcript.truncation is None:
+            return self.transcript
+        if self._whole is None:
+            self._whole = render_transcript(self.record, budget_tokens=None)
+        return self._whole
 
 
 def _planned_call(judge: Judge, index: int, profile: str, members: list[Judge], active: list[Judge]) -> _PlannedCall | None:
@@ -650,8 +668,9 @@ class _Caller:
                 return [[_crashed(t, self.model, why) for t in calls[i][1] or [calls[i][0]]] for i in away]
             return got
 
+        seen = _SeenBy(record, transcript)  # the checks read the whole run, as in a local run
         local, sent = await asyncio.gather(
-            asyncio.gather(*(self.call(calls[i][0], calls[i][1], record, transcript, rep) for i in here)), send()
+            asyncio.gather(*(self.call(calls[i][0], calls[i][1], record, seen(calls[i][0]), rep) for i in here)), send()
         )
         for i, results in zip(here, local, strict=True):
             out[i] = results

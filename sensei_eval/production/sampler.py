@@ -217,9 +217,9 @@ class Sampler:
         """Why this run is a complaint (low rating, error, feedback), or None."""
         config = self.config
         if record.rating is not None:
-            lowest = min(record.rating.correctness, record.rating.relevance, record.rating.usefulness)
+            lowest = record.rating.lowest  # on the 1-5 scale, whatever scale the rating came in
             if lowest <= config.negative_rating:
-                return f'rated {lowest} (at most {config.negative_rating})'
+                return f'rated {lowest:g} (at most {config.negative_rating})'
         if config.sample_errors and record.metadata.get('status') == 'error':
             message = record.metadata.get('status_message')
             return 'the run ended in error' + (f': {str(message)[:120]}' if message else '')
