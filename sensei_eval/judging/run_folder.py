@@ -138,7 +138,6 @@ def report_path(run_dir: Path, query_id: str, repeat: int = 1) -> Path:
     return run_dir / RECORDS_DIR / report_filename(query_id, repeat)
 
 
-
 class RunIdError(ConfigError):
     """A `--run-id` that is not one plain path segment (see `validate_run_id`)."""
 
