@@ -272,8 +272,9 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
             path.unlink(missing_ok=True)
             primary = yaml_path if assembly is not None else None
             exact = primary.name if primary is not None else f'{stem}.txt'
-            warnings.warn(f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {exact}',
-                          stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {exact}', stacklevel=2
+            )
     elif original.source_format == 'text' and components.names == [PLAIN_TEXT_COMPONENT]:
         primary = out_dir / f'{stem}.txt'
         write_text_atomic(primary, components[PLAIN_TEXT_COMPONENT] + '\n')
