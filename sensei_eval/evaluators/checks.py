@@ -223,11 +223,12 @@ def _mentions_version(text: str, version: str) -> bool:
 # Tools that read documentation, by name. The sample agent's are Context7's; override for other agents.
 _DOCS_TOOLS = r'context7|docs?\b|_docs?_|docs_|documentation|read_docs|search_docs'
 # Libraries and frameworks a documentation agent is asked about; a query naming one is a library question.
-_LIBRARIES = tuple(
+_LIBRARY_NAMES = (
     'fastapi pydantic django flask react next.js nextjs vue svelte sqlalchemy pandas numpy httpx requests tokio '
     'axum serde pytest typer click celery redis kubernetes terraform langchain pydantic-ai dspy tailwind express '
-    'prisma spring rails asyncio polars pytorch tensorflow alembic'.split()
-)
+    'prisma spring rails asyncio polars pytorch tensorflow alembic'
+)  # whitespace-separated
+_LIBRARIES = tuple(_LIBRARY_NAMES.split())
 
 
 @dataclass(repr=False)
@@ -382,11 +383,12 @@ _TOLD_FAILURE = re.compile(
     re.IGNORECASE,
 )
 _BECAUSE = re.compile(r'\b(?:because|since|due to|as (?:the|your|there|it|this|that)|the reason|which means)\b', re.IGNORECASE)
-_STOPWORDS = frozenset(
+_STOPWORD_TEXT = (
     'error the and for with that this from your have has was were are not but you can cannot could would there '
     'their which what when where been being into than then them they will only also such does did failed failure '
-    'exception invalid status message code none null true false'.split()
-)
+    'exception invalid status message code none null true false'
+)  # whitespace-separated
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _content_words(text: str) -> set[str]:
