@@ -27,8 +27,9 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, write_json_atomic
+from sensei_eval.core.reports import JudgeResult
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -53,7 +54,7 @@ class PerEntryFileCache(JudgeCache):
 
     def put(self, key: str, result: JudgeResult) -> None:
         if result.status == 'ok':
-            write_json_atomic(self._legacy_path(key), result.model_dump_json())
+            write_text_atomic(self._legacy_path(key), result.model_dump_json())
 
 
 def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -45,8 +45,8 @@ from sensei_eval.core.transcript import Transcript, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge, _prompt_schema
 from sensei_eval.evaluators.fused import FusedJudge
 from sensei_eval.evaluators.registry import EXTRA_MODES, make_judges
+from sensei_eval.models.counting import TokenCounter, llama_counter
 from sensei_eval.models.embedded import gguf_path
-from sensei_eval.models.tokens import TokenCounter, llama_counter
 
 ROOT = Path(__file__).resolve().parents[1]
 # the shared tau2-airline runs sit beside the project checkout (../shared), as for benchmarks/verdicts.py

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli.app import app as main_app
 from sensei_eval.cli.cache import parse_duration
-from sensei_eval.core.reports import JudgeResult, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import JudgeResult
 from sensei_eval.judging import cache as cache_module
 from sensei_eval.judging.cache import JudgeCache
 
@@ -139,7 +140,7 @@ def test_the_former_journal_is_imported_once(tmp_path: Path, caplog: pytest.LogC
 
 
 def test_the_former_one_file_per_entry_layout_is_still_read(tmp_path: Path) -> None:
-    write_json_atomic(tmp_path / 'judge' / key(7)[:2] / f'{key(7)}.json', result(7).model_dump_json())
+    write_text_atomic(tmp_path / 'judge' / key(7)[:2] / f'{key(7)}.json', result(7).model_dump_json())
     cache = JudgeCache(tmp_path)
     hit = cache.get(key(7))
     assert hit is not None and hit.reasoning == 'reasoning 7' and hit.cached

@@ -11,8 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import calibrate as calibrate_cli
-from sensei_eval.core.reports import JudgeResult, build_report, report_filename, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import JudgeResult, build_report
 from sensei_eval.core.transcript import Transcript
+from sensei_eval.judging.run_folder import report_filename
 from sensei_eval.validate import calibrate as cal
 
 from .helpers import openai_record
@@ -39,17 +41,17 @@ def _write_run(tmp_path: Path) -> Path:
         report = build_report(
             openai_record(qid), [_result(passed)], run_id='run', transcript=Transcript(qid, [], '', sha256='sha-' + qid)
         )
-        write_json_atomic(run / report_filename(qid), report.model_dump_json())
+        write_text_atomic(run / report_filename(qid), report.model_dump_json())
     errored = build_report(
         openai_record('r7'), [_result(None, status='error')], run_id='run', transcript=Transcript('r7', [], '', sha256='sha-r7')
     )
-    write_json_atomic(run / report_filename('r7'), errored.model_dump_json())
+    write_text_atomic(run / report_filename('r7'), errored.model_dump_json())
     # repeats: r1 flips on its second judging, r2 does not
     for qid, passed in (('r1', False), ('r2', True)):
         report = build_report(
             openai_record(qid), [_result(passed)], run_id='run', repeat=2, transcript=Transcript(qid, [], '', sha256='sha-' + qid)
         )
-        write_json_atomic(run / report_filename(qid, 2), report.model_dump_json())
+        write_text_atomic(run / report_filename(qid, 2), report.model_dump_json())
     return run
 
 
@@ -129,7 +131,7 @@ def _run(tmp_path: Path, rows: dict[str, dict[str, Any]]) -> Path:
         report.overall_score = row.get('overall')
         report.decisive_step = row.get('step')
         report.decisive_agent = row.get('agent')
-        write_json_atomic(run / report_filename(qid), report.model_dump_json())
+        write_text_atomic(run / report_filename(qid), report.model_dump_json())
     return run
 
 

@@ -16,10 +16,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.core.reports import RecordReport, decode_query_id, encode_query_id, report_filename, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.options import JudgeRunOptions
-from sensei_eval.judging.run_folder import load_reports, report_paths
+from sensei_eval.judging.run_folder import decode_query_id, encode_query_id, load_reports, report_filename, report_paths
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import retry
 from sensei_eval.models.judge_model import CONNECTION_FAILURES_TO_STOP, JudgeModel, ModelUsageError, resolve_model
@@ -94,7 +95,7 @@ def test_awkward_ids_round_trip_through_the_run_folder(tmp_path: Path) -> None:
             run_dir=tmp_path,
         )
     )
-    write_json_atomic(tmp_path / 'summary.json', '{"run_id": "r"}')
+    write_text_atomic(tmp_path / 'summary.json', '{"run_id": "r"}')
     assert {p.name for p in tmp_path.iterdir()} == {'records', 'summary.json'}  # nothing escaped, nothing overwritten
     assert json.loads((tmp_path / 'summary.json').read_text()) == {'run_id': 'r'}
     loaded = load_reports(tmp_path)
@@ -119,9 +120,9 @@ def test_cli_record_named_summary_keeps_its_report(tmp_path: Path, scripted: Scr
 def test_old_layout_run_folders_still_load(tmp_path: Path) -> None:
     """Run folders written before `records/`: reports beside summary.json."""
     [report] = asyncio.run(judge_records([openai_record('old-1')], JudgeRunOptions([]), run_id='old'))
-    write_json_atomic(tmp_path / 'old-1.json', report.model_dump_json())
-    write_json_atomic(tmp_path / 'summary.json', '{}')
-    write_json_atomic(tmp_path / 'calibration.json', '{}')
+    write_text_atomic(tmp_path / 'old-1.json', report.model_dump_json())
+    write_text_atomic(tmp_path / 'summary.json', '{}')
+    write_text_atomic(tmp_path / 'calibration.json', '{}')
     assert [r.query_id for r in load_reports(tmp_path)] == ['old-1']
     assert isinstance(load_reports(tmp_path)[0], RecordReport)
 

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import JudgeResult, build_report, report_filename, write_json_atomic
+from sensei_eval.core.reports import JudgeResult, build_report
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.checks import ErrorRecoveryCheck
 from sensei_eval.evaluators.reference import ReferenceCheck, classify_tool
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
+from sensei_eval.judging.run_folder import report_filename
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.validate import calibrate as cal
 
@@ -312,7 +314,7 @@ def _write_run(tmp_path: Path, records: list[QueryRecord], scores: dict[str, flo
             model=None, status='ok', score=score, passed=score == 1.0,
         )  # fmt: skip
         report = build_report(record, [result], run_id='run', transcript=render_transcript(record))
-        write_json_atomic(run / report_filename(record.query_id), report.model_dump_json())
+        write_text_atomic(run / report_filename(record.query_id), report.model_dump_json())
     return run
 
 

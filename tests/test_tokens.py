@@ -17,7 +17,7 @@ from sensei_eval.core.transcript import estimate_tokens, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
 from sensei_eval.evaluators.fused import FusedJudge
 from sensei_eval.evaluators.registry import make_judges
-from sensei_eval.models import tokens
+from sensei_eval.models import counting, fitting
 from sensei_eval.models.judge_model import EMBEDDED_TRANSCRIPT_BUDGET, JudgeModel
 
 from .helpers import ScriptedJudge, about
@@ -67,7 +67,7 @@ def _chatml_tokens(system: str, user: str) -> int:
 
 
 def test_the_embedded_model_counts_with_smollm2s_own_tokenizer() -> None:
-    counter = tokens.counter_for(_embedded())
+    counter = counting.counter_for(_embedded())
     assert counter.exact and 'SmolLM2' in counter.name
     assert _embedded().token_counter is counter  # loaded once
     text = 'QUERY: change my flight [3] tool_call get_reservation_details {"reservation_id": "ZFA04Y"}'
@@ -77,8 +77,8 @@ def test_the_embedded_model_counts_with_smollm2s_own_tokenizer() -> None:
 
 def test_prompt_fits_the_embedded_context_on_the_longest_tau_run() -> None:
     model = _embedded()
-    limit = tokens.prompt_limit(model)
-    assert limit == 8192 - EMBEDDED_MAX_TOKENS - tokens.SAFETY_MARGIN
+    limit = counting.prompt_limit(model)
+    assert limit == 8192 - EMBEDDED_MAX_TOKENS - counting.SAFETY_MARGIN
     record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     transcript = render_transcript(record, budget_tokens=model.transcript_budget)  # as the runner renders it
     assert transcript.truncation is not None  # the run is far longer than the context
@@ -132,7 +132,7 @@ def test_a_fused_prompt_fits_too() -> None:
     record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
     [fused] = make_judges(['output'], fuse=['output'])
     assert isinstance(fused, FusedJudge)
-    from sensei_eval.models.tokens import fit_transcript
+    from sensei_eval.models.fitting import fit_transcript
 
     fit = fit_transcript(
         record,
@@ -150,7 +150,7 @@ def test_the_estimate_counts_high_on_every_published_run(path: Path) -> None:
     """bytes / 2.5 over-counts every transcript against SmolLM2's tokenizer (a small, token-hungry vocabulary)."""
     if not path.is_file():
         pytest.skip(f'{path} is not on this machine')
-    counter = tokens.counter_for(_embedded())
+    counter = counting.counter_for(_embedded())
     for record in _records(path):
         text = render_transcript(record).text
         assert estimate_tokens(text) >= counter.count(text), record.query_id
@@ -169,13 +169,13 @@ def test_tiktoken_is_used_only_from_its_cache(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr(tiktoken.load, 'read_file', no_network)
     monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path))
     monkeypatch.delenv('SENSEI_EVAL_TIKTOKEN_DOWNLOAD', raising=False)
-    assert tokens.tiktoken_counter('gpt-4o') is None
-    assert tokens.tiktoken_counter('llama3') is None  # not an OpenAI model name at all
+    assert counting.tiktoken_counter('gpt-4o') is None
+    assert counting.tiktoken_counter('llama3') is None  # not an OpenAI model name at all
     openai_model = JudgeModel('openai:gpt-4o', 'openai:gpt-4o')
-    assert not tokens.counter_for(openai_model).exact
+    assert not counting.counter_for(openai_model).exact
     # asked to download, a failing fetch still falls back instead of raising
     monkeypatch.setattr(tiktoken.load, 'read_file', lambda *a, **k: (_ for _ in ()).throw(OSError('offline')))
-    assert tokens.tiktoken_counter('gpt-4o', allow_download=True) is None
+    assert counting.tiktoken_counter('gpt-4o', allow_download=True) is None
 
 
 def test_our_tiktoken_cache_lookup_is_tiktokens_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -184,31 +184,31 @@ def test_our_tiktoken_cache_lookup_is_tiktokens_own(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(tiktoken.load, 'read_file', lambda *a, **k: (_ for _ in ()).throw(AssertionError('fetched')))
     monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path))
-    assert not tokens._tiktoken_cached('o200k_base')
+    assert not counting._tiktoken_cached('o200k_base')
     url = 'https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken'
     for path in tmp_path.iterdir():
         path.unlink()
     import hashlib
 
     (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(b'cached bytes')
-    assert tokens._tiktoken_cached('o200k_base')
+    assert counting._tiktoken_cached('o200k_base')
     assert tiktoken.load.read_file_cached(url) == b'cached bytes'  # tiktoken reads that very file, no fetch
 
 
 def test_a_hosted_model_without_a_known_context_keeps_its_budget() -> None:
     model = JudgeModel(TestModel(), 'test', transcript_budget=300)
-    assert tokens.prompt_limit(model) is None
-    assert tokens.transcript_budget(model, 10_000) == 300
+    assert counting.prompt_limit(model) is None
+    assert counting.transcript_budget(model, 10_000) == 300
     record = _long_record()
-    fit = tokens.fit_transcript(record, render_transcript(record), model, system='s', task='t')
+    fit = fitting.fit_transcript(record, render_transcript(record), model, system='s', task='t')
     assert fit.recut and fit.transcript.truncation is not None
     assert estimate_tokens(fit.transcript.text) <= 300
     assert fit.limit is None and 'prompt_token_limit' not in fit.details()
 
 
 def test_output_reserve_follows_max_tokens() -> None:
-    assert tokens.output_reserve(_embedded()) == EMBEDDED_MAX_TOKENS
-    assert tokens.output_reserve(JudgeModel('test', 'test')) == tokens.DEFAULT_OUTPUT_RESERVE
+    assert counting.output_reserve(_embedded()) == EMBEDDED_MAX_TOKENS
+    assert counting.output_reserve(JudgeModel('test', 'test')) == counting.DEFAULT_OUTPUT_RESERVE
 
 
 def _long_record() -> QueryRecord:

@@ -13,7 +13,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from sensei_eval.cli import validate as cli
-from sensei_eval.core.reports import report_filename, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.judging.run_folder import report_filename
 from tests.test_validate import MVP, side, truth_for
 
 
@@ -36,8 +37,8 @@ def _invoke(*args: str) -> Any:
 
 def _write_run(folder: Path, reports: list[Any]) -> Path:
     for r in reports:
-        write_json_atomic(folder / report_filename(r.query_id, r.repeat), r.model_dump_json())
-    write_json_atomic(folder / 'summary.json', '{}')  # a run's summary is not a report
+        write_text_atomic(folder / report_filename(r.query_id, r.repeat), r.model_dump_json())
+    write_text_atomic(folder / 'summary.json', '{}')  # a run's summary is not a report
     return folder
 
 

@@ -48,6 +48,7 @@ from typing import Any, Literal
 import yaml
 
 from sensei_eval.core.errors import InputError, describe_error
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.user_modules import import_spec, public_name
 
 __all__ = (
@@ -250,16 +251,14 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
     exactly (it cannot be imported from `out_dir`, or its `build_prompt()` reads something the patch can't
     reach), it is not kept and a warning says so; the YAML copy, when the assembly allows one, else the
     exact prompt as `<stem>.txt`, is returned instead."""
-    from sensei_eval.core.reports import write_json_atomic  # atomic text write; same helper as reports
-
     out_dir.mkdir(parents=True, exist_ok=True)
     expected = components.build()
-    write_json_atomic(out_dir / f'{stem}.diff', components.diff(original))
+    write_text_atomic(out_dir / f'{stem}.diff', components.diff(original))
     primary: Path | None = None
     if original.source_format == 'module' and original.module is not None and getattr(original.module, '__file__', None):
         path = out_dir / f'{stem}.py'
         try:
-            write_json_atomic(path, patched_module_source(components, original))
+            write_text_atomic(path, patched_module_source(components, original))
             if _load_fresh(path).build() == expected:
                 primary = path
             else:
@@ -268,24 +267,25 @@ def save_components(components: PromptComponents, original: PromptComponents, ou
             problem = describe_error(e)
         yaml_path = out_dir / f'{stem}.yaml'
         if (assembly := components.yaml_assembly()) is not None:
-            write_json_atomic(yaml_path, _yaml_of(components, assembly))
+            write_text_atomic(yaml_path, _yaml_of(components, assembly))
         if primary is None:
             path.unlink(missing_ok=True)
             primary = yaml_path if assembly is not None else None
             exact = primary.name if primary is not None else f'{stem}.txt'
-            warnings.warn(f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {exact}',
-                          stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f'{original.source}: could not write a patched copy ({problem}); the exact prompt is in {exact}', stacklevel=2
+            )
     elif original.source_format == 'text' and components.names == [PLAIN_TEXT_COMPONENT]:
         primary = out_dir / f'{stem}.txt'
-        write_json_atomic(primary, components[PLAIN_TEXT_COMPONENT] + '\n')
+        write_text_atomic(primary, components[PLAIN_TEXT_COMPONENT] + '\n')
     else:
         assembly = components.yaml_assembly()
         if assembly is not None:
             primary = out_dir / f'{stem}.yaml'
-            write_json_atomic(primary, _yaml_of(components, assembly))
+            write_text_atomic(primary, _yaml_of(components, assembly))
     if primary is None:
         primary = out_dir / f'{stem}.txt'
-        write_json_atomic(primary, expected + '\n')
+        write_text_atomic(primary, expected + '\n')
     return primary
 
 

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from sensei_eval.cli.common import ModelFlags, make_app, setup_judge_model, split_names
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.reports import write_json_atomic
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.data import BENCHMARKS
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.validate.calibrate import CalibrationResult, JudgeAgreement, OutcomeCalibration, calibrate
@@ -86,7 +86,7 @@ def main(
     result = calibrate(reports, labels, reward_threshold=reward_threshold, step_base=step_base)
     _print_result(result, console)
     target = out or reports / 'calibration.json'
-    write_json_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
+    write_text_atomic(target, json.dumps(result.model_dump(mode='json'), indent=2))
     console.print(f'written: {target}')
     raise typer.Exit(1 if result.problems else 0)
 
@@ -149,7 +149,7 @@ def _benchmark(
             f'false alarms {_fmt(f.false_alarm_rate)}, detected {_fmt(f.detection_rate)}'
         )
     both = {'judged': judged.model_dump(mode='json'), 'checks_only': baseline.model_dump(mode='json')}
-    write_json_atomic(root / 'calibration.json', json.dumps(both, indent=2))
+    write_text_atomic(root / 'calibration.json', json.dumps(both, indent=2))
     console.print(f'written: {root / "calibration.json"}')
 
 

@@ -48,7 +48,8 @@ from sensei_eval.cli.common import (
 )
 from sensei_eval.core.errors import InputError, describe_error
 from sensei_eval.core.extras import exit_on_missing_extra
-from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
@@ -238,8 +239,8 @@ def _write_side_by_side_view(sides: list[Path], out_dir: Path) -> None:
 def write_outputs(comparison: Comparison, out_dir: Path) -> None:
     """`comparison.json` (every number) and `comparison.md` (the pull-request comment) in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / 'comparison.json', comparison.model_dump_json(indent=2))
-    write_json_atomic(out_dir / 'comparison.md', to_markdown(comparison))
+    write_text_atomic(out_dir / 'comparison.json', comparison.model_dump_json(indent=2))
+    write_text_atomic(out_dir / 'comparison.md', to_markdown(comparison))
 
 
 def load_report_dir(path: Path, option: str) -> list[RecordReport]:

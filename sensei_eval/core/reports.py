@@ -1,12 +1,10 @@
 """Issue reports: what a run of the judges wrote, per record and per run.
 
 One `RecordReport` per record (the issues found, by failure mode, plus per judge: criteria hash, model, status,
-error, tokens, latency, truncation) is written atomically to `<out>/<run-id>/records/<id>.json` as soon
-as its judges finish, so a crash loses at most the records in flight (`<id>` is the query id, encoded
-so that no id can collide with another or with a run file: `encode_query_id`). `summary.json` at the
-top of the run folder describes the run. Folders written before `records/` existed (reports at the
-top) still load. `to_dataframe(run_dir)` reads a run back as pandas; `to_pydantic_evals_report`
-turns one into a pydantic-evals `EvaluationReport` for its console table and baseline comparison.
+error, tokens, latency, truncation) and one `RunSummary` per run: what they hold and how they are scored.
+Where they are written (the run folder's layout, file names of record ids) is `judging.run_folder`'s;
+`to_pydantic_evals_report` turns reports into a pydantic-evals `EvaluationReport` for its console table
+and baseline comparison.
 
 Scoring is the verdict model's (`core.verdicts`, the one place that turns judge results into pass /
 fail / inconclusive / error / smoke, an overall score and a coverage): `build_report` and `rebuild_report`
@@ -20,12 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator, model_validator
@@ -58,14 +53,9 @@ __all__ = (
     'RunSummary',
     'RunTally',
     'build_report',
-    'decode_query_id',
-    'encode_query_id',
     'mode_verdicts',
     'rebuild_report',
-    'report_filename',
-    'report_path',
     'to_pydantic_evals_report',
-    'write_json_atomic',
 )
 # `MODEL_CONFIDENCE`, `ModeVerdict` and `mode_verdicts` live in `core.verdicts` (the verdict model) and
 # are re-exported here for the code that imported them from reports.
@@ -73,8 +63,6 @@ __all__ = (
 # `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
 # prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
 JudgeStatus = Literal['ok', 'error', 'inconclusive']
-# Files in a run folder that are about the run, not a record's report.
-RUN_FILES = frozenset({'summary.json', 'calibration.json'})
 
 
 class _NamedJudge(Protocol):
@@ -584,95 +572,6 @@ def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[
         report.decisive_step = min(cited) if cited else None
         if report.decisive_step is not None and speakers:
             report.decisive_agent = speakers.get(report.decisive_step)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Files
-
-
-RECORDS_DIR = 'records'
-_SAFE_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-')
-# Names Windows reserves whatever the extension (`con.json`, `NUL.txt`, ...).
-_RESERVED_NAMES = frozenset(
-    {'con', 'prn', 'aux', 'nul', 'conin$', 'conout$'} | {f'{p}{n}' for p in ('com', 'lpt') for n in '123456789¹²³'}
-)
-# An encoded id longer than this is cut and given a hash suffix (file names are capped at 255 bytes).
-_MAX_NAME = 150
-_REPEAT_TAIL = re.compile(r'\.r[0-9]+$')
-
-
-def _percent(c: str) -> str:
-    return ''.join(f'%{b:02X}' for b in c.encode('utf-8'))
-
-
-def encode_query_id(query_id: str) -> str:
-    """A record id as a file-name stem that no other id, run file or repeat suffix can collide with.
-
-    Reversible (`decode_query_id`) unless over the length cap: every character outside
-    `[A-Za-z0-9._-]` is percent-encoded as UTF-8 (`/` -> `%2F`, `%` -> `%25`), and so are a leading `.`
-    (`..`, hidden files), a trailing `.` (Windows drops it), the dot of a trailing `.r<N>` (that is the
-    repeat suffix) and the first letter of a Windows-reserved name (`CON` -> `%43ON`). An encoded id over
-    150 characters is cut and gets `~` and 12 hex digits of the id's SHA256 (`~` is always encoded, so it
-    only ever marks a hash); the full id is in the report itself.
-    """
-    encoded = ''.join(c if c in _SAFE_CHARS else _percent(c) for c in query_id)
-    if encoded.startswith('.'):
-        encoded = '%2E' + encoded[1:]
-    if encoded.endswith('.'):
-        encoded = encoded[:-1] + '%2E'
-    if (tail := _REPEAT_TAIL.search(encoded)) is not None:
-        encoded = encoded[: tail.start()] + '%2E' + encoded[tail.start() + 1 :]
-    if encoded.split('.', 1)[0].lower() in _RESERVED_NAMES:
-        encoded = _percent(encoded[0]) + encoded[1:]
-    if not encoded:
-        encoded = '~empty'
-    if len(encoded) > _MAX_NAME:
-        import hashlib
-
-        cut = encoded[: _MAX_NAME - 13]
-        if '%' in cut[-2:]:  # never split a %XX escape
-            cut = cut[: cut.rindex('%')]
-        encoded = f'{cut}~{hashlib.sha256(query_id.encode()).hexdigest()[:12]}'
-    return encoded
-
-
-def decode_query_id(stem: str) -> str | None:
-    """The record id `encode_query_id` encoded into `stem`; None for a cut (hashed) name."""
-    from urllib.parse import unquote
-
-    if '~' in stem:
-        return None
-    return unquote(stem, errors='strict')
-
-
-def report_filename(query_id: str, repeat: int = 1) -> str:
-    """The file name of a record's report inside a run folder's `records/` (see `encode_query_id`)."""
-    suffix = '' if repeat == 1 else f'.r{repeat}'
-    return f'{encode_query_id(query_id)}{suffix}.json'
-
-
-def report_path(run_dir: Path, query_id: str, repeat: int = 1) -> Path:
-    """Where a record's report goes: `<run_dir>/records/<encoded id>[.r<N>].json`, apart from the run's files."""
-    return run_dir / RECORDS_DIR / report_filename(query_id, repeat)
-
-
-def write_json_atomic(path: Path, data: str, *, durable: bool = True) -> None:
-    """Write via a temp file and rename, so a reader never sees half a report.
-
-    `durable` also flushes the file to disk before the rename (it then survives a power cut, not just
-    a crash of the process); that costs milliseconds a file, which a run's per-record reports skip."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sensei-eval') -> PydanticEvalsReport[Any, Any, Any]:

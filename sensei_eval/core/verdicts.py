@@ -234,6 +234,10 @@ def judge_status(result: JudgeResultLike) -> VerdictStatus:
     return 'fail' if result.passed is False or any(is_failing(i) for i in result.issues) else 'pass'
 
 
+# Why an embedded model's answer is no verdict (the `error` of its smoke verdicts).
+_SMOKE_ANSWER = 'answered by the embedded model: smoke, not a verdict'
+
+
 def _confidence(result: JudgeResultLike) -> float:
     """A deterministic check (no model) is certain of what it read; a model's verdict less so."""
     return 1.0 if result.model is None else MODEL_CONFIDENCE
@@ -263,16 +267,20 @@ def result_verdicts(result: JudgeResultLike) -> list[ModeVerdict]:
         if score is None and single:
             score = result.score
         if smoke:
-            out.append(ModeVerdict(judge=name, failure_mode=mode, status='smoke', issues=issues,
-                                   error='answered by the embedded model: smoke, not a verdict'))  # fmt: skip
+            out.append(ModeVerdict(judge=name, failure_mode=mode, status='smoke', issues=issues, error=_SMOKE_ANSWER))
             continue
         failed = any(is_failing(i) for i in issues) or (unexplained and mode == blamed)
         out.append(
             ModeVerdict(
-                judge=name, failure_mode=mode, status='fail' if failed else 'pass', score=score, issues=issues,
-                confidence=_confidence(result), score_only=result.passed is None and not result.issues,
+                judge=name,
+                failure_mode=mode,
+                status='fail' if failed else 'pass',
+                score=score,
+                issues=issues,
+                confidence=_confidence(result),
+                score_only=result.passed is None and not result.issues,
             )
-        )  # fmt: skip
+        )
     return out
 
 

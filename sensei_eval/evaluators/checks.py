@@ -95,9 +95,7 @@ class DeterministicCheck(Judge):
         try:
             issues = self.find(record, transcript)
         except Exception as e:  # a check bug is an error in the report, not a pass
-            return self._result(
-                model=None, status='error', error=describe_error(e), latency_s=time.perf_counter() - start
-            )
+            return self._result(model=None, status='error', error=describe_error(e), latency_s=time.perf_counter() - start)
         for issue in issues:
             issue.source = 'check'
         return self._result(
@@ -225,12 +223,12 @@ def _mentions_version(text: str, version: str) -> bool:
 # Tools that read documentation, by name. The sample agent's are Context7's; override for other agents.
 _DOCS_TOOLS = r'context7|docs?\b|_docs?_|docs_|documentation|read_docs|search_docs'
 # Libraries and frameworks a documentation agent is asked about; a query naming one is a library question.
-_LIBRARIES = (
-    'fastapi', 'pydantic', 'django', 'flask', 'react', 'next.js', 'nextjs', 'vue', 'svelte', 'sqlalchemy',
-    'pandas', 'numpy', 'httpx', 'requests', 'tokio', 'axum', 'serde', 'pytest', 'typer', 'click',
-    'celery', 'redis', 'kubernetes', 'terraform', 'langchain', 'pydantic-ai', 'dspy', 'tailwind',
-    'express', 'prisma', 'spring', 'rails', 'asyncio', 'polars', 'pytorch', 'tensorflow', 'alembic',
-)  # fmt: skip
+_LIBRARY_NAMES = (
+    'fastapi pydantic django flask react next.js nextjs vue svelte sqlalchemy pandas numpy httpx requests tokio '
+    'axum serde pytest typer click celery redis kubernetes terraform langchain pydantic-ai dspy tailwind express '
+    'prisma spring rails asyncio polars pytorch tensorflow alembic'
+)  # whitespace-separated
+_LIBRARIES = tuple(_LIBRARY_NAMES.split())
 
 
 @dataclass(repr=False)
@@ -385,12 +383,12 @@ _TOLD_FAILURE = re.compile(
     re.IGNORECASE,
 )
 _BECAUSE = re.compile(r'\b(?:because|since|due to|as (?:the|your|there|it|this|that)|the reason|which means)\b', re.IGNORECASE)
-_STOPWORDS = frozenset((
-    'error', 'the', 'and', 'for', 'with', 'that', 'this', 'from', 'your', 'have', 'has', 'was', 'were', 'are',
-    'not', 'but', 'you', 'can', 'cannot', 'could', 'would', 'there', 'their', 'which', 'what', 'when', 'where',
-    'been', 'being', 'into', 'than', 'then', 'them', 'they', 'will', 'only', 'also', 'such', 'does', 'did',
-    'failed', 'failure', 'exception', 'invalid', 'status', 'message', 'code', 'none', 'null', 'true', 'false',
-))  # fmt: skip
+_STOPWORD_TEXT = (
+    'error the and for with that this from your have has was were are not but you can cannot could would there '
+    'their which what when where been being into than then them they will only also such does did failed failure '
+    'exception invalid status message code none null true false'
+)  # whitespace-separated
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _content_words(text: str) -> set[str]:

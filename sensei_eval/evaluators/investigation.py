@@ -52,6 +52,7 @@ from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
 from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
+from pydantic_ai.usage import RunUsage
 
 from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
@@ -369,9 +370,7 @@ class InvestigationResult(BaseModel):
 
 
 # A breakdown line of the freeform answer ("Logical Flow: 12/25", markdown decoration allowed).
-_BREAKDOWN_POINTS = re.compile(
-    rf'^\W*({_LABELS_PATTERN})\W*:?\s*(\d{{1,3}})\s*/\s*{CATEGORY_POINTS}', re.I | re.M
-)
+_BREAKDOWN_POINTS = re.compile(rf'^\W*({_LABELS_PATTERN})\W*:?\s*(\d{{1,3}})\s*/\s*{CATEGORY_POINTS}', re.I | re.M)
 # A numbered or bulleted list item naming a tool before a colon or dash: "1. read-file: why".
 _MISSING_TOOL_ITEM = re.compile(
     r'^\s*(?:\d+[.)]|[-*\u2022])\s*\**`?([A-Za-z0-9_.:/-]+?)`?\**\s*(?::|\u2014|\u2013| - )[ \t]*(.*)$', re.M
@@ -543,9 +542,7 @@ def _bounded(schema: Any) -> Any:
     return schema
 
 
-_BREAKDOWN_LINE = re.compile(
-    rf'^\s*({_LABELS_PATTERN})\s*:\s*\d+\s*/\s*{CATEGORY_POINTS}\s*$', re.MULTILINE
-)
+_BREAKDOWN_LINE = re.compile(rf'^\s*({_LABELS_PATTERN})\s*:\s*\d+\s*/\s*{CATEGORY_POINTS}\s*$', re.MULTILINE)
 
 
 def _smoke_warnings(model: JudgeModel, analysis: str) -> list[str]:
@@ -602,9 +599,14 @@ class _InvestigationJudge(Judge):
         if result.status != 'ok' or result.total_score is None:
             return self._result(status='error', error=result.error, raw_output=result.raw_output, **common)
         return self._result(
-            status='ok', reasoning=result.analysis[:2000], score=result.total_score / 100, passed=None,
-            details=self._details(result), warnings=list(result.warnings), **common,
-        )  # fmt: skip
+            status='ok',
+            reasoning=result.analysis[:2000],
+            score=result.total_score / 100,
+            passed=None,
+            details=self._details(result),
+            warnings=list(result.warnings),
+            **common,
+        )
 
 
 @dataclass(repr=False)
@@ -646,14 +648,16 @@ class InvestigationScorer(_InvestigationJudge):
         best: tuple[int, str] | None = None
         best_raw = ''
         attempts = 0
-        usage_in = usage_out = requests = 0
+        usage = RunUsage()
 
         def result(**kwargs: Any) -> InvestigationResult:
             return InvestigationResult(
-                variant='freeform', model=model.name, prompt_hash=PROMPT_HASH, smoke=model.embedded,
-                score_attempts=attempts, input_tokens=usage_in, output_tokens=usage_out, requests=requests,
-                latency_s=time.perf_counter() - start, truncation=transcript.truncation, **kwargs,
-            )  # fmt: skip
+                **_identity('freeform', model, PROMPT_HASH, transcript),
+                **_usage_fields(usage),
+                score_attempts=attempts,
+                latency_s=time.perf_counter() - start,
+                **kwargs,
+            )
 
         try:
             async with asyncio.timeout(model.timeout_s):
@@ -663,9 +667,7 @@ class InvestigationScorer(_InvestigationJudge):
                     attempts += 1
                     run = await agent.run(prompt, message_history=history or None, model_settings=settings)
                     history = run.all_messages()
-                    usage_in += run.usage.input_tokens
-                    usage_out += run.usage.output_tokens
-                    requests += run.usage.requests
+                    usage.incr(run.usage)
                     text, problem = render_constrained_score(run.output) if constrained else (run.output, None)
                     score, analysis = extract_score(text)
                     if len(run.output) > len(best_raw):
@@ -676,9 +678,10 @@ class InvestigationScorer(_InvestigationJudge):
                     prompt = f'{problem} {_CONSTRAINED_OUTPUT}' if problem else _reminder(score)
                 if best is None:
                     return result(
-                        status='error', error=f'no valid total score on the last line after {attempts} attempt(s)',
+                        status='error',
+                        error=f'no valid total score on the last line after {attempts} attempt(s)',
                         raw_output=best_raw[:8000],
-                    )  # fmt: skip
+                    )
                 if on_phase is not None:
                     on_phase('missing_tools')
                 if constrained:
@@ -691,19 +694,34 @@ class InvestigationScorer(_InvestigationJudge):
                 else:
                     followup = await agent.run(FOLLOWUP_MISSING_TOOLS_PROMPT, message_history=history, model_settings=settings)
                     missing_text, tools = followup.output, parse_missing_tools(followup.output)
-                usage_in += followup.usage.input_tokens
-                usage_out += followup.usage.output_tokens
-                requests += followup.usage.requests
+                usage.incr(followup.usage)
         except TimeoutError:
             return result(status='error', error=timed_out(model), raw_output=best_raw[:8000] or None)
         except Exception as e:
             return result(status='error', error=describe_error(e), raw_output=best_raw[:8000] or None)
         score_value, analysis = best
         return result(
-            status='ok', total_score=score_value, breakdown=parse_breakdown(analysis), missing_tools=tools,
-            analysis=analysis, missing_tools_analysis=missing_text.strip(), raw_output=best_raw[:8000] or None,
+            status='ok',
+            total_score=score_value,
+            breakdown=parse_breakdown(analysis),
+            missing_tools=tools,
+            analysis=analysis,
+            missing_tools_analysis=missing_text.strip(),
+            raw_output=best_raw[:8000] or None,
             warnings=_smoke_warnings(model, analysis),
-        )  # fmt: skip
+        )
+
+
+def _identity(variant: str, model: JudgeModel, prompt_hash: str, transcript: Transcript) -> dict[str, Any]:
+    """The fields of an `InvestigationResult` that say what scored what: variant, model, prompt, smoke, truncation."""
+    return dict(
+        variant=variant, model=model.name, prompt_hash=prompt_hash, smoke=model.embedded, truncation=transcript.truncation
+    )
+
+
+def _usage_fields(usage: RunUsage) -> dict[str, int]:
+    """What the model calls cost, as `InvestigationResult` fields."""
+    return {'input_tokens': usage.input_tokens, 'output_tokens': usage.output_tokens, 'requests': usage.requests}
 
 
 def _reminder(score: int | None) -> str:
@@ -761,10 +779,7 @@ class StructuredInvestigationScorer(_InvestigationJudge):
         settings = model.settings_for(_bounded(StructuredScoreOutput.model_json_schema()))
         start = time.perf_counter()
         messages: list[ModelMessage] = []
-        common: dict[str, Any] = {
-            'variant': 'structured', 'model': model.name, 'prompt_hash': STRUCTURED_PROMPT_HASH,
-            'smoke': model.embedded, 'truncation': transcript.truncation,
-        }  # fmt: skip
+        common = _identity('structured', model, STRUCTURED_PROMPT_HASH, transcript)
         if on_phase is not None:
             on_phase('scoring')
         try:
@@ -777,9 +792,13 @@ class StructuredInvestigationScorer(_InvestigationJudge):
             responses = [m for m in messages if isinstance(m, ModelResponse)]
             raw = '\n'.join(p.content for p in responses[-1].parts if isinstance(p, TextPart)) if responses else None
             return InvestigationResult(
-                status='error', error=describe_error(e), raw_output=raw, requests=len(responses),
-                latency_s=time.perf_counter() - start, **common,
-            )  # fmt: skip
+                status='error',
+                error=describe_error(e),
+                raw_output=raw,
+                requests=len(responses),
+                latency_s=time.perf_counter() - start,
+                **common,
+            )
         out = run.output
         if on_phase is not None:
             on_phase('missing_tools')  # read from the same answer
@@ -791,9 +810,16 @@ class StructuredInvestigationScorer(_InvestigationJudge):
             p.content for m in run.new_messages()[-1:] if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart)
         )
         return InvestigationResult(
-            status='ok', total_score=out.total_score, breakdown=breakdown, missing_tools=out.missing_tools,
-            analysis=out.score_reasoning, missing_tools_analysis=_numbered(out.missing_tools),
-            alternative_approaches=out.alternative_approaches, raw_output=raw_text[:8000] or None,
-            input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens, requests=run.usage.requests,
-            latency_s=time.perf_counter() - start, warnings=_smoke_warnings(model, out.score_reasoning), **common,
-        )  # fmt: skip
+            status='ok',
+            total_score=out.total_score,
+            breakdown=breakdown,
+            missing_tools=out.missing_tools,
+            analysis=out.score_reasoning,
+            missing_tools_analysis=_numbered(out.missing_tools),
+            alternative_approaches=out.alternative_approaches,
+            raw_output=raw_text[:8000] or None,
+            **_usage_fields(run.usage),
+            latency_s=time.perf_counter() - start,
+            warnings=_smoke_warnings(model, out.score_reasoning),
+            **common,
+        )

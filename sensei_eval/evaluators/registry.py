@@ -55,10 +55,23 @@ __all__ = (
 
 # The LLM judge of each of the library's failure modes (in any order: the table orders them).
 _MODE_JUDGES: tuple[type[Judge], ...] = (
-    ToolSelection, ToolParameters, SourceQuality, SynthesisQuality, Completeness, Hallucination, AgentFormat,
-    ConfidenceCommunication, QueryDecomposition, ResearchDepth, SolutionEvaluation, AmbiguityHandling,
-    ReportingQuality, CitationQuality, SourceSelection, InstructionFollowing,
-)  # fmt: skip
+    ToolSelection,
+    ToolParameters,
+    SourceQuality,
+    SynthesisQuality,
+    Completeness,
+    Hallucination,
+    AgentFormat,
+    ConfidenceCommunication,
+    QueryDecomposition,
+    ResearchDepth,
+    SolutionEvaluation,
+    AmbiguityHandling,
+    ReportingQuality,
+    CitationQuality,
+    SourceSelection,
+    InstructionFollowing,
+)
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
 _MVP = ('tool_selection', 'hallucination', 'completeness')
 # What every surface judges with when the user names no judges (`judge`, `serve`, the service API, the

@@ -48,7 +48,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
 from sensei_eval.core.errors import ModelCallError, describe_error, validation_message
-from sensei_eval.core.reports import write_json_atomic
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.models.retry import with_retries
 
@@ -141,7 +141,7 @@ class BatchState(BaseModel):
         return state
 
     def save(self, path: Path) -> None:
-        write_json_atomic(path, self.model_dump_json(indent=2))
+        write_text_atomic(path, self.model_dump_json(indent=2))
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,16 @@ MAX_TASK_RETRIES = 3
 # Records in flight per worker, per model call it may have in flight: a record's calls arrive
 # together, so twice the calls keeps the worker busy while the driver turns results into reports.
 RECORDS_PER_CALL = 2
+# What a worker tells the driver of its judge model (`_Worker.describe`): `JudgeModel` fields, by name.
+_DESCRIBED_FIELDS = (
+    'name',
+    'transcript_budget',
+    'settings',
+    'json_schema_constrained',
+    'embedded',
+    'default_concurrency',
+    'spec',
+)
 
 
 @dataclass(frozen=True)
@@ -150,12 +160,7 @@ class _Worker:
         if self.problem is not None or self.model is None:
             message, code = self.problem or ('no judge model', 1)
             return {'problem': message, 'exit_code': code}
-        m = self.model
-        return {
-            'name': m.name, 'transcript_budget': m.transcript_budget, 'settings': dict(m.settings),
-            'default_concurrency': m.default_concurrency, 'embedded': m.embedded,
-            'json_schema_constrained': m.json_schema_constrained, 'spec': m.spec,
-        }  # fmt: skip
+        return {f: getattr(self.model, f) for f in _DESCRIBED_FIELDS} | {'settings': dict(self.model.settings)}
 
     async def judge(
         self, record: QueryRecord, transcript: Transcript, calls: list[JudgeCall], repeat: int
@@ -248,10 +253,7 @@ class RayJudging:
             self.close()
             raise ModelUsageError(f'the Ray workers resolved different judge models: {", ".join(sorted(names))}')
         d = described[0]
-        self.model = JudgeModel(
-            d['name'], d['name'], d['transcript_budget'], d['settings'], d['json_schema_constrained'], d['embedded'],
-            d['default_concurrency'], d['spec'],
-        )  # fmt: skip
+        self.model = JudgeModel(model=d['name'], **d)  # `model` by its name: the workers hold the real one
         if self.records_per_worker is None:
             self.records_per_worker = RECORDS_PER_CALL * max(1, self.concurrency or self.model.default_concurrency)
         return self

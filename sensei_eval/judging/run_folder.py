@@ -38,27 +38,26 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from sensei_eval.core.errors import ConfigError, InputError, describe_error, validation_message
-from sensei_eval.core.reports import (
-    RECORDS_DIR,
-    RUN_FILES,
-    RecordReport,
-    RunSummary,
-    dump_summary,
-    report_path,
-    write_json_atomic,
-)
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import RecordReport, RunSummary, dump_summary
 from sensei_eval.core.verdicts import judge_status
 
 __all__ = (
     'MAX_RUN_ID_LENGTH',
+    'RECORDS_DIR',
+    'RUN_FILES',
     'SUMMARY_FILE',
     'LoadedRun',
     'ReportProblem',
     'RunFolder',
     'RunFolderError',
     'RunIdError',
+    'decode_query_id',
+    'encode_query_id',
     'load_reports',
     'new_run_id',
+    'report_filename',
+    'report_path',
     'report_paths',
     'to_dataframe',
     'validate_run_id',
@@ -72,6 +71,71 @@ _RUN_ID_BAD = re.compile(r'[/\\\x00-\x1f\x7f]')
 # Names Windows keeps for devices (`CON`, `nul.txt`, `COM1`): a folder of that name cannot be made there,
 # and a report tree copied to Windows must still open. Also refused: a trailing dot (Windows drops it).
 _RUN_ID_RESERVED = re.compile(r'^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?$', re.IGNORECASE)
+
+RECORDS_DIR = 'records'
+# Files in a run folder that are about the run, not a record's report.
+RUN_FILES = frozenset({SUMMARY_FILE, 'calibration.json'})
+_SAFE_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-')
+# Names Windows reserves whatever the extension (`con.json`, `NUL.txt`, ...).
+_RESERVED_NAMES = frozenset(
+    {'con', 'prn', 'aux', 'nul', 'conin$', 'conout$'} | {f'{p}{n}' for p in ('com', 'lpt') for n in '123456789¹²³'}
+)
+# An encoded id longer than this is cut and given a hash suffix (file names are capped at 255 bytes).
+_MAX_NAME = 150
+_REPEAT_TAIL = re.compile(r'\.r[0-9]+$')
+
+
+def _percent(c: str) -> str:
+    return ''.join(f'%{b:02X}' for b in c.encode('utf-8'))
+
+
+def encode_query_id(query_id: str) -> str:
+    """A record id as a file-name stem that no other id, run file or repeat suffix can collide with.
+
+    Reversible (`decode_query_id`) unless over the length cap: every character outside
+    `[A-Za-z0-9._-]` is percent-encoded as UTF-8 (`/` -> `%2F`, `%` -> `%25`), and so are a leading `.`
+    (`..`, hidden files), a trailing `.` (Windows drops it), the dot of a trailing `.r<N>` (that is the
+    repeat suffix) and the first letter of a Windows-reserved name (`CON` -> `%43ON`). An encoded id over
+    150 characters is cut and gets `~` and 12 hex digits of the id's SHA256 (`~` is always encoded, so it
+    only ever marks a hash); the full id is in the report itself.
+    """
+    encoded = ''.join(c if c in _SAFE_CHARS else _percent(c) for c in query_id)
+    if encoded.startswith('.'):
+        encoded = '%2E' + encoded[1:]
+    if encoded.endswith('.'):
+        encoded = encoded[:-1] + '%2E'
+    if (tail := _REPEAT_TAIL.search(encoded)) is not None:
+        encoded = encoded[: tail.start()] + '%2E' + encoded[tail.start() + 1 :]
+    if encoded.split('.', 1)[0].lower() in _RESERVED_NAMES:
+        encoded = _percent(encoded[0]) + encoded[1:]
+    if not encoded:
+        encoded = '~empty'
+    if len(encoded) > _MAX_NAME:
+        cut = encoded[: _MAX_NAME - 13]
+        if '%' in cut[-2:]:  # never split a %XX escape
+            cut = cut[: cut.rindex('%')]
+        encoded = f'{cut}~{hashlib.sha256(query_id.encode()).hexdigest()[:12]}'
+    return encoded
+
+
+def decode_query_id(stem: str) -> str | None:
+    """The record id `encode_query_id` encoded into `stem`; None for a cut (hashed) name."""
+    from urllib.parse import unquote
+
+    if '~' in stem:
+        return None
+    return unquote(stem, errors='strict')
+
+
+def report_filename(query_id: str, repeat: int = 1) -> str:
+    """The file name of a record's report inside a run folder's `records/` (see `encode_query_id`)."""
+    suffix = '' if repeat == 1 else f'.r{repeat}'
+    return f'{encode_query_id(query_id)}{suffix}.json'
+
+
+def report_path(run_dir: Path, query_id: str, repeat: int = 1) -> Path:
+    """Where a record's report goes: `<run_dir>/records/<encoded id>[.r<N>].json`, apart from the run's files."""
+    return run_dir / RECORDS_DIR / report_filename(query_id, repeat)
 
 
 class RunIdError(ConfigError):
@@ -161,7 +225,7 @@ class RunFolder:
         return self.path / SUMMARY_FILE
 
     def report_path(self, query_id: str, repeat: int = 1) -> Path:
-        """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `reports.encode_query_id`),
+        """Where a record's report goes: `records/<encoded id>[.r<N>].json` (see `encode_query_id`),
         or `records/<encoded id>~<hash>[.r<N>].json` when another id took that name in another case."""
         path = report_path(self.path, query_id, repeat)
         if self._folded is None:
@@ -201,12 +265,12 @@ class RunFolder:
             data = report.model_dump_json(indent=2)
         except (ValueError, RecursionError) as e:  # pydantic's serializer limits: the record, not the run, fails
             data = _unserialisable(report, e).model_dump_json(indent=2)
-        write_json_atomic(path, data, durable=False)
+        write_text_atomic(path, data, durable=False)
         return path
 
     def write_summary(self, summary: RunSummary) -> Path:
         """Write `summary.json` atomically; returns its path."""
-        write_json_atomic(self.summary_path, dump_summary(summary))
+        write_text_atomic(self.summary_path, dump_summary(summary))
         return self.summary_path
 
     # -- reading ---------------------------------------------------------------------------------------

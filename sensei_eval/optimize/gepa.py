@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from sensei_eval.agents.components import PromptComponents, save_components
 from sensei_eval.agents.runner import AgentRunner, Query
 from sensei_eval.core.errors import ModelCallError, describe_error
-from sensei_eval.core.reports import write_json_atomic
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import Profile
 from sensei_eval.optimize.evaluate import PromptEvaluation
@@ -164,7 +164,7 @@ def run_gepa(
         errors=list(metric.errors),
     )
     save_components(kept, components, run_dir)
-    write_json_atomic(run_dir / 'gepa_result.json', result.model_dump_json(indent=2))
+    write_text_atomic(run_dir / 'gepa_result.json', result.model_dump_json(indent=2))
     return result
 
 

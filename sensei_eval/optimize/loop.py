@@ -64,7 +64,8 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.components import PromptComponents, save_components, section_diff
 from sensei_eval.agents.runner import AgentRunner, Query
-from sensei_eval.core.reports import RecordReport, write_json_atomic
+from sensei_eval.core.files import write_text_atomic
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
@@ -393,7 +394,7 @@ class SequentialOptimizer:
             self._spend(state, validation, len(self._validation) * self.config.runs)
         state.baseline_score = state.current_score = train.score
         state.baseline_validation_score = state.current_validation_score = validation.score
-        write_json_atomic(
+        write_text_atomic(
             path, _dump({'prompt': prompt, 'evaluation': train.model_dump(), 'validation': validation.model_dump()})
         )
         self._save(state)
@@ -527,7 +528,7 @@ class SequentialOptimizer:
         self._spend(state, evaluation, len(self._train))
         path = self.run_dir / 'candidates' / _safe(name) / f'r{r}-{k}.json'
         record = {'component': name, 'round': r, 'index': k, 'text': text, 'prompt': prompt}
-        write_json_atomic(path, _dump({**record, 'evaluation': evaluation.model_dump()}))
+        write_text_atomic(path, _dump({**record, 'evaluation': evaluation.model_dump()}))
         return CandidateResult(
             component=name,
             round=r,
@@ -612,7 +613,7 @@ class SequentialOptimizer:
             modes=cs.target_modes or None,
         )
         data['validation_test'] = candidate.validation.model_dump()
-        write_json_atomic(path, _dump(data))
+        write_text_atomic(path, _dump(data))
         self._save(state)
         return candidate.validation
 
@@ -714,14 +715,14 @@ class SequentialOptimizer:
         return cfg.max_metric_calls is not None and state.metric_calls + metric_calls > cfg.max_metric_calls
 
     def _save(self, state: OptimizeState) -> None:
-        write_json_atomic(self.run_dir / 'state.json', state.model_dump_json(indent=2))
+        write_text_atomic(self.run_dir / 'state.json', state.model_dump_json(indent=2))
 
     def _finish(self, state: OptimizeState) -> None:
         self._save(state)
         optimized = self._current_components(state)
         save_components(optimized, self.components, self.run_dir)
         suggestions = build_suggestions(state, self.run_dir, [j.name for j in self.judges])
-        write_json_atomic(self.run_dir / 'suggestions.json', _dump([s.model_dump() for s in suggestions]))
+        write_text_atomic(self.run_dir / 'suggestions.json', _dump([s.model_dump() for s in suggestions]))
         self._event(
             f'done ({state.stopped}): train {_fmt(state.baseline_score)} -> {_fmt(state.current_score)}, validation '
             f'{_fmt(state.baseline_validation_score)} -> {_fmt(state.current_validation_score)}; '

@@ -391,8 +391,12 @@ class JudgeMetric:
                 if not component or component in routing.route(mode, f'{name} {mode or ""} {issue_summary(issue)}', texts)
             ]
             # the mode is named when it is not the judge's own (the reference check's tool_parameters findings)
-            lines.extend(f'- {name} ({mode}): {issue_summary(issue)}' if mode and mode != result.failure_mode
-                         else f'- {name}: {issue_summary(issue)}' for mode, issue in issues)  # fmt: skip
+            lines.extend(
+                f'- {name} ({mode}): {issue_summary(issue)}'
+                if mode and mode != result.failure_mode
+                else f'- {name}: {issue_summary(issue)}'
+                for mode, issue in issues
+            )
             mapped = not component or name in judges_for_component(component, self.judges, routing)
             if not result.issues and mapped:
                 lines.append(f'- {name}: no issue')

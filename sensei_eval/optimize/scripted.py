@@ -32,9 +32,12 @@ class _ScriptedEngine(DummyEngine):  # type: ignore[misc]
             model='scripted',
             message=Message.assistant([TextPart(text)]),
             finish_reason='stop',
-            usage=Usage(input_tokens=sum(len(str(m.get('content', ''))) // 4 for m in messages), output_tokens=len(text) // 4,
-                        total_tokens=0),
-        )  # fmt: skip
+            usage=Usage(
+                input_tokens=sum(len(str(m.get('content', ''))) // 4 for m in messages),
+                output_tokens=len(text) // 4,
+                total_tokens=0,
+            ),
+        )
 
 
 class ScriptedLM(DummyLM):  # type: ignore[misc]

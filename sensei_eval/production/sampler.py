@@ -187,9 +187,14 @@ class SampleDecision:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            'sampled': self.sampled, 'reason': self.reason, 'detail': self.detail, 'judge_calls': self.judge_calls,
-            'judges': list(self.judges), 'profile': self.profile, 'fraction': round(self.fraction, 6),
-        }  # fmt: skip
+            'sampled': self.sampled,
+            'reason': self.reason,
+            'detail': self.detail,
+            'judge_calls': self.judge_calls,
+            'judges': list(self.judges),
+            'profile': self.profile,
+            'fraction': round(self.fraction, 6),
+        }
 
 
 class Sampler:

@@ -125,10 +125,8 @@ def compare_reports(
                 + '); compare only the judges both have with --common-judges'
             )
         keep = old_judges & new_judges
-        warnings.append(
-            'compared only the judges both sides ran (--common-judges): ' + (', '.join(sorted(keep)) or 'none')
-            + '; left out: ' + ', '.join(sorted(old_judges ^ new_judges))
-        )  # fmt: skip
+        kept, left_out = ', '.join(sorted(keep)) or 'none', ', '.join(sorted(old_judges ^ new_judges))
+        warnings.append(f'compared only the judges both sides ran (--common-judges): {kept}; left out: {left_out}')
         old, new = _only_judges(old, keep), _only_judges(new, keep)
     known = _known_modes(old, new)
     old_obs = _extract(old, known)

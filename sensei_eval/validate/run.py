@@ -33,8 +33,8 @@ from sensei_eval.agents.runner import (
     run_record_id,
 )
 from sensei_eval.core.errors import ConfigError
+from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.reports import write_json_atomic
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import JudgeEvent
 from sensei_eval.validate.compare import Resampling, compare_reports
@@ -120,7 +120,7 @@ async def validate_prompts(
     if out_dir is not None:
         for label in SIDES:
             (out_dir / label).mkdir(parents=True, exist_ok=True)
-            write_json_atomic(out_dir / f'{label}.prompt.txt', texts[label])  # the exact prompt, for the record
+            write_text_atomic(out_dir / f'{label}.prompt.txt', texts[label])  # the exact prompt, for the record
     done = await run_and_judge_many(
         texts,
         queries,

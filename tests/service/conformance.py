@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sensei_eval.core.reports import RecordReport, decode_query_id
+from sensei_eval.core.reports import RecordReport
+from sensei_eval.judging.run_folder import decode_query_id
 from tests.helpers import ScriptedJudge
 
 __all__ = ('ISSUES', 'conformance_judge', 'judge_with_cli', 'record_key', 'verdict_facts')
