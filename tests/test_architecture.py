@@ -303,7 +303,7 @@ def _imports(module: str) -> set[str]:
         ('judges call behind RetryingModel', 'sensei_eval.models.judge_model', 'sensei_eval.models.retry.RetryingModel'),
         ('the worker runs the investigation scorer', 'sensei_eval.service.scoring', 'sensei_eval.evaluators.investigation'),
         ('through the circuit breaker', 'sensei_eval.service.scoring', 'sensei_eval.service.reliability.CircuitBreaker'),
-        ('a judge fits its prompt with models/tokens', 'sensei_eval.evaluators.base', 'sensei_eval.models.tokens'),
+        ('a judge fits its prompt with models/fitting', 'sensei_eval.evaluators.base', 'sensei_eval.models.fitting'),
         ('and tells inconclusive verdicts apart', 'sensei_eval.evaluators.base', 'sensei_eval.evaluators.inconclusive'),
     ],
 )

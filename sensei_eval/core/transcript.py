@@ -20,8 +20,8 @@ what was cut (steps, tokens) is returned in `Transcript.truncation` and goes int
 silent.
 
 Tokens are counted with `count_tokens`: by default a conservative estimate (`estimate_tokens`, UTF-8
-bytes / 2.5, high on every published run measured; see `sensei_eval.models.tokens`), or a judge model's own
-tokenizer (`sensei_eval.models.tokens.counter_for`), which judges use to check that their whole prompt fits.
+bytes / 2.5, high on every published run measured; see `sensei_eval.models.counting`), or a judge model's own
+tokenizer (`sensei_eval.models.counting.counter_for`), which judges use to check that their whole prompt fits.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ FENCE_END = '<<<END TRANSCRIPT>>>'
 
 # UTF-8 bytes per token for the estimate. English prose runs ~4 chars/token in most tokenizers, JSON and
 # code nearer 3; the densest agent runs measured (tau2-airline, SmolLM2's tokenizer) 2.56 bytes/token,
-# so 2.5 counts them all high. Measurements: `sensei_eval.models.tokens`.
+# so 2.5 counts them all high. Measurements: `sensei_eval.models.counting`.
 _BYTES_PER_TOKEN = 2.5
 # How many characters to cut per token over budget: the estimate's ratio, so a cut is rarely too short.
 _CHARS_PER_TOKEN = _BYTES_PER_TOKEN

@@ -50,16 +50,10 @@ from sensei_eval.core.spans import record_from_span_tree
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.inconclusive import why_inconclusive
+from sensei_eval.models.counting import SizedModel, TokenCounter, counter_for
+from sensei_eval.models.fitting import PromptFit, fit_transcript, largest_task_tokens
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.models.retry import CALL_DEADLINE, RunStoppedError
-from sensei_eval.models.tokens import (
-    PromptFit,
-    SizedModel,
-    TokenCounter,
-    counter_for,
-    fit_transcript,
-    largest_task_tokens,
-)
 
 __all__ = (
     'JUDGE_SYSTEM_PROMPT',

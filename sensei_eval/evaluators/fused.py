@@ -71,8 +71,8 @@ from sensei_eval.evaluators.base import (
     short_errors,
 )
 from sensei_eval.evaluators.inconclusive import why_inconclusive
+from sensei_eval.models.fitting import fit_transcript
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
-from sensei_eval.models.tokens import fit_transcript
 
 __all__ = ('FUSION_MARKER', 'FuseSpecError', 'FusedJudge', 'parse_fuse_spec')
 

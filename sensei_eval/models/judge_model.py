@@ -60,7 +60,7 @@ from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, Mode
 from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatch
 
 if TYPE_CHECKING:
-    from sensei_eval.models.tokens import TokenCounter
+    from sensei_eval.models.counting import TokenCounter
 
 _T = TypeVar('_T')
 
@@ -179,8 +179,8 @@ class JudgeModel:
 
     @property
     def token_counter(self) -> TokenCounter:
-        """How this model's prompts are counted: its own tokenizer when we have it (`sensei_eval.models.tokens`)."""
-        from sensei_eval.models.tokens import counter_for
+        """How this model's prompts are counted: its own tokenizer when we have it (`sensei_eval.models.counting`)."""
+        from sensei_eval.models.counting import counter_for
 
         return counter_for(self)
 
