@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from sensei_eval.core.errors import describe_error
+from sensei_eval.core.errors import ConfigError, describe_error
 from sensei_eval.core.issues import (
     AgentFormatIssue,
     CitationIssue,
@@ -419,7 +419,7 @@ class ErrorRecoveryCheck(DeterministicCheck):
 
     def __post_init__(self) -> None:
         if self.vocabulary not in ('any', 'docs-agent'):
-            raise ValueError(f"vocabulary: expected 'any' or 'docs-agent', got {self.vocabulary!r}")
+            raise ConfigError(f"vocabulary: expected 'any' or 'docs-agent', got {self.vocabulary!r}")
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         pairs = _tool_steps(record, transcript)

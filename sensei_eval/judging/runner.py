@@ -51,7 +51,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.trace import Tracer
 
-from sensei_eval.core.errors import describe_error
+from sensei_eval.core.errors import ConfigError, describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunTally, build_report, rebuild_report
 from sensei_eval.core.transcript import Transcript, render_transcript
@@ -278,7 +278,7 @@ async def _judge_run(
     (`_Emitter`, in record order), then the run-wide "same reasoning" rule applied."""
     judges, model = options.judges, options.model
     if model is None and any(j.needs_model for j in judges):
-        raise ValueError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
+        raise ConfigError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
     judging = _RecordJudging(options, run_id=run_id, store=store, on_judge=hooks.on_judge, remote=remote)
     emitter = _Emitter(StreamedRun(RunTally(report_judges(judges))), report_judges(judges), hooks.on_report)
     await _pump(records, options.repeat, judging.window, judging.judge_guarded, emitter.emit)
@@ -519,7 +519,7 @@ class RemoteJudgeCalls:
         if call.narrowed:
             narrowed = judge.restricted_to(set(call.members))  # type: ignore[attr-defined]
             if narrowed is None:
-                raise ValueError(f'{judge.name}: cannot be narrowed to {", ".join(call.members)}')
+                raise ConfigError(f'{judge.name}: cannot be narrowed to {", ".join(call.members)}')
             judge = narrowed
         wanted = set(call.members)
         return judge, [m for m in members_of(judge) if m.name in wanted] if call.members else []

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunSummary
 from sensei_eval.core.transcript import render_transcript
@@ -503,7 +504,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 def render_view(runs: Sequence[_Run]) -> str:
     """The HTML page of one run, or of two (old, new) with their differences."""
     if not 1 <= len(runs) <= 2:
-        raise ValueError('view shows one run, or two to compare')
+        raise ConfigError('view shows one run, or two to compare')
     for i, run in enumerate(runs):
         run.index = i
     titles = ['run'] if len(runs) == 1 else ['old run', 'new run']
@@ -536,7 +537,7 @@ def write_view(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
     Reports are read one at a time and later pages are written one at a time, so memory stays bounded by
     a page, not by the run."""
     if page_size < 0:
-        raise ValueError('page_size must be 0 (one page) or more')
+        raise ConfigError('page_size must be 0 (one page) or more')
     runs = [_load(p, page_size) for p in run_dirs]
     path = Path(out) if out is not None else runs[0].path / DEFAULT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)

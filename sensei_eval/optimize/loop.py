@@ -64,6 +64,7 @@ from pydantic import BaseModel, Field
 
 from sensei_eval.agents.components import PromptComponents, save_components, section_diff
 from sensei_eval.agents.runner import AgentRunner, Query
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
@@ -659,17 +660,17 @@ class SequentialOptimizer:
         if path.is_file():
             raw = json.loads(path.read_text())
             if raw.get('version', 1) < STATE_VERSION:
-                raise ValueError(
+                raise ConfigError(
                     f'{path}: written by an older optimizer (another search and acceptance rule); '
                     'it cannot be resumed, use a new --out'
                 )
             state = OptimizeState.model_validate(raw)
             if state.original != self.components.as_dict():
-                raise ValueError(f'{path}: this run folder optimizes other prompt components; use a new --out')
+                raise ConfigError(f'{path}: this run folder optimizes other prompt components; use a new --out')
             if state.config.query_ids != self.config.query_ids or state.config.judges != self.config.judges:
-                raise ValueError(f'{path}: this run folder used other queries or judges; use a new --out')
+                raise ConfigError(f'{path}: this run folder used other queries or judges; use a new --out')
             if not self._stratified and state.split is not None and state.split != self.split:
-                raise ValueError(f'{path}: this run folder split the queries differently; use a new --out')
+                raise ConfigError(f'{path}: this run folder split the queries differently; use a new --out')
             if state.split is not None:
                 self._use_split(state.split)
             # budgets and limits may be raised on resume; the rest of the config stays as it was
@@ -743,12 +744,12 @@ def split_queries(query_ids: Sequence[str], config: OptimizeConfig, strata: Mapp
     if config.validation_queries is not None:
         unknown = [i for i in config.validation_queries if i not in ids]
         if unknown:
-            raise ValueError(f'validation_queries: no such query id(s) in the dataset: {", ".join(unknown)}')
+            raise ConfigError(f'validation_queries: no such query id(s) in the dataset: {", ".join(unknown)}')
         held = set(config.validation_queries)
         split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
     else:
         if len(ids) < 2:
-            raise ValueError(f'{len(ids)} query: the optimizer needs queries to learn from and others to validate on')
+            raise ConfigError(f'{len(ids)} query: the optimizer needs queries to learn from and others to validate on')
         n_val = min(len(ids) - 1, max(1, math.ceil(len(ids) * config.validation_fraction)))
         if strata:
             held = _stratified(ids, strata, n_val, f'split:{config.seed}')
@@ -758,11 +759,11 @@ def split_queries(query_ids: Sequence[str], config: OptimizeConfig, strata: Mapp
             held = set(shuffled[:n_val])
         split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
     if not split.train:
-        raise ValueError('every query is held out for validation: none is left to learn from')
+        raise ConfigError('every query is held out for validation: none is left to learn from')
     floor = 0.5 ** len(split.validation)
     if floor >= config.alpha:
         need = math.floor(math.log(config.alpha) / math.log(0.5)) + 1
-        raise ValueError(
+        raise ConfigError(
             f'too few validation queries: {len(split.validation)} of {len(ids)} held out, and with that few the paired '
             f'test cannot reach alpha={config.alpha} (its smallest p is {floor:.3g}), so no change could ever be accepted; '
             f'use at least {need} validation queries (more queries, a larger validation_fraction) or a larger alpha'
@@ -1069,7 +1070,7 @@ def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:
     try:
         return resolve_profile(name, BUILTIN_PROFILES)
     except ProfileError as e:
-        raise ValueError(f'profile: {e}') from None
+        raise ConfigError(f'profile: {e}') from None
 
 
 def _p_better(old: Sequence[float], new: Sequence[float]) -> float:

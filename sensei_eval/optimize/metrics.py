@@ -48,7 +48,7 @@ import dspy
 
 from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import AgentRunner, Query, run_query
-from sensei_eval.core.errors import ModelCallError, describe_error
+from sensei_eval.core.errors import ConfigError, ModelCallError, describe_error
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
@@ -194,7 +194,7 @@ def with_reference(record: QueryRecord, example: Any) -> QueryRecord:
     expected = labels.get('expected_tool_calls')
     if expected is not None and record.expected_tool_calls is None:
         if not isinstance(expected, list):
-            raise ValueError(f'example field expected_tool_calls: a list of tool calls, not {type(expected).__name__}')
+            raise ConfigError(f'example field expected_tool_calls: a list of tool calls, not {type(expected).__name__}')
         update['expected_tool_calls'] = [
             e if isinstance(e, ExpectedToolCall) else ExpectedToolCall.model_validate(e) for e in expected
         ]
@@ -258,9 +258,9 @@ class JudgeMetric:
         max_error_rate: float = 0.0,
     ) -> None:
         if on_error not in ('raise', 'skip', 'zero'):
-            raise ValueError(f"on_error: 'raise', 'skip' or 'zero', not {on_error!r}")
+            raise ConfigError(f"on_error: 'raise', 'skip' or 'zero', not {on_error!r}")
         if not 0.0 <= max_error_rate <= 1.0:
-            raise ValueError(f'max_error_rate: a fraction between 0 and 1, not {max_error_rate!r}')
+            raise ConfigError(f'max_error_rate: a fraction between 0 and 1, not {max_error_rate!r}')
         self.judges = list(judges)
         self.record_adapter = record_adapter or prediction_record
         self.on_error: OnError = on_error

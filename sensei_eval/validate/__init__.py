@@ -21,6 +21,7 @@ from typing import Any
 
 from sensei_eval.agents.components import PromptComponents, load_components
 from sensei_eval.agents.runner import AgentRunner, AgentRuns, PydanticAIRunner, Query, load_queries, load_runner
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.options import JudgeRunOptions
@@ -95,13 +96,13 @@ def assert_no_regression(
             or not isinstance(old, str | Path | PromptComponents)
             or not isinstance(new, str | Path | PromptComponents)
         ):
-            raise TypeError('with agent=..., give the old and the new prompt (text, Path or PromptComponents) and queries=...')
+            raise ConfigError('with agent=..., give the old and the new prompt (text, Path or PromptComponents) and queries=...')
         runs = agent if isinstance(agent, AgentRuns) else AgentRuns(_runner(agent))
         options = judges if isinstance(judges, JudgeRunOptions) else JudgeRunOptions(_judges(judges), _model(model, judges))
         comparison = asyncio.run(validate_prompts(_prompt(old), _prompt(new), runs, _queries(queries), options, validate))
     else:
         if new is None:
-            raise TypeError('give the old and the new reports (run folders or lists of RecordReport)')
+            raise ConfigError('give the old and the new reports (run folders or lists of RecordReport)')
         comparison = compare_reports(_reports(old), _reports(new), thresholds=thresholds, resampling=validate.resampling)  # type: ignore[arg-type]
     if not comparison.gate.passed:
         raise AssertionError('prompt change regressed:\n\n' + to_markdown(comparison))
@@ -127,14 +128,14 @@ def _runner(agent: AgentRunner | Any | str) -> AgentRunner:
         return PydanticAIRunner(agent)
     if isinstance(agent, AgentRunner):
         return agent
-    raise TypeError(f'agent must be an AgentRunner, a pydantic-ai Agent or "module:factory", got {type(agent).__name__}')
+    raise ConfigError(f'agent must be an AgentRunner, a pydantic-ai Agent or "module:factory", got {type(agent).__name__}')
 
 
 def _queries(queries: Sequence[Query] | str | Path) -> list[Query]:
     if isinstance(queries, str | Path):
         loaded, errors = load_queries(queries)
         if errors:
-            raise ValueError('unusable queries:\n  ' + '\n  '.join(str(e) for e in errors))
+            raise ConfigError('unusable queries:\n  ' + '\n  '.join(str(e) for e in errors))
         return loaded
     return list(queries)
 
