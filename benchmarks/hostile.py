@@ -12,7 +12,7 @@ mark (`VmHWM` in /proc), which must stay under 500 MB; `view` of 100,000 records
 
 Full mode starts a throwaway PostgreSQL from the Debian binaries (`/usr/lib/postgresql/*/bin`) for the list
 and read items (2, 6, 13) when no `--pg-url` is given and the binaries exist; otherwise those run on SQLite only.
-The tests in `tests/service/test_hostile_round3.py` run the quick items one by one.
+`.ci/run` runs `--quick`; `tests/service/test_hostile_limits.py` runs the list and read items on PostgreSQL.
 """
 
 from __future__ import annotations

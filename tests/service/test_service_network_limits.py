@@ -1,4 +1,4 @@
-"""Hostile networks and hostile requests against the service, round two (issue 23), on SQLite and
+"""Hostile networks and hostile requests against the service, on SQLite and
 PostgreSQL where the store is involved. Each test reproduces the finding as it was reported first:
 
 3. DNS rebinding: `Host`/`Origin: evil.example:PORT` created sessions and read transcripts;

@@ -1,4 +1,4 @@
-"""Hostile input, round two (issue 23): nothing a dataset or a command line holds crashes a run.
+"""Nothing a dataset or a command line holds crashes a run.
 
 Each test reproduces one finding first (it failed before the fix): a record nested 253+ levels deep
 that loaded and then crashed the report writer; `--run-id` escaping `--out`; ids that differ only in

@@ -1,4 +1,4 @@
-"""The first ten minutes: a forgiving record format (ratings on any stated scale, thumbs, tool results paired
+"""A forgiving record format (ratings on any stated scale, thumbs, tool results paired
 by order), and console and help a newcomer reads (did-you-mean, usage errors, 80 columns, `view` of a
 folder of runs)."""
 
