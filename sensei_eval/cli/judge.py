@@ -65,7 +65,7 @@ from sensei_eval.evaluators.registry import (
 )
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
-from sensei_eval.judging.profiles import BUILTIN_PROFILES, ProfileError, resolve_profile
+from sensei_eval.judging.profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from sensei_eval.judging.run_folder import RunFolder, RunIdError, validate_run_id
 from sensei_eval.judging.runner import JudgeEvent, StreamedRun, judge_stream, report_judges
 from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, preflight, resolve_model
@@ -195,92 +195,29 @@ def judge(
     if list_judges:
         _print_judges()
         return
-    try:
-        judges = make_judges(split_names(judge_names), fuse=fuse)
-    except (UnknownJudgeError, FuseSpecError) as e:
-        err.print(f'[red]error:[/] {escape(str(e))}')
-        raise typer.Exit(2) from None
-    try:
-        run_profile = resolve_profile(profile)
-    except ProfileError as e:
-        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-        raise typer.Exit(2) from None
-    datasets = dataset or [DEFAULT_DATASET]
-    unreadable = [problem for p in datasets if (problem := _dataset_problem(p)) is not None]
-    if unreadable:
-        for problem in unreadable:
-            err.print(f'[red]error:[/] {escape(problem)}', highlight=False)
-        raise typer.Exit(2)
-    if run_id is not None:
-        try:
-            validate_run_id(run_id)
-        except RunIdError as e:
-            err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-            raise typer.Exit(2) from None
-
+    judges, run_profile, datasets = _check_usage(judge_names, fuse, profile, dataset, run_id)
     started = datetime.now(UTC)
-    if dataset_format not in DATASET_FORMATS:
-        err.print(f'[red]error:[/] --format {escape(dataset_format)} is not one of {", ".join(DATASET_FORMATS)}', highlight=False)
-        raise typer.Exit(2)
-    wanted = list(dict.fromkeys(query_id)) if query_id else None
-    source = _RecordSource(datasets, wanted, cast(DatasetFormat, dataset_format), max_record_bytes)
-    if source.peek() is None:  # the whole input read: no record to judge
-        load_errors = source.finish()
-        err.print(
-            f'[red]error:[/] nothing to judge: {escape(_why_nothing(datasets, source.loaded, load_errors))}', highlight=False
-        )
-        raise typer.Exit(1)
+    source = _open_source(datasets, dataset_format, query_id, max_record_bytes)
 
     setup_telemetry(err)
     flags = ModelFlags(model, base_url, max_transcript_tokens, embedded_threads, timeout)
     options = JudgeRunOptions(judges, concurrency=concurrency, repeat=repeat, profile=run_profile)
-    judge_model: JudgeModel | None = None
-    remote: RayJudging | None = None
-    if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
-        if batch:
-            err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
-            raise typer.Exit(2)
-        remote = _ray_workers(flags, ray_address, ray_workers, options)
-        judge_model = remote.model
-    elif any(j.needs_model for j in judges):
-        judge_model = _judge_model(flags)
-        # the embedded server loads while the run sets up, unless the cache may answer everything (a re-run)
-        judge_model.start_server(lambda line: err.print(line, highlight=False), now=no_cache or not JudgeCache().db_path.exists())
-        if judge_model.embedded and fuse is None and sum(isinstance(j, FailureModeJudge) for j in judges) >= 2:
-            judges = fuse_judges(judges, ['all'])  # smoke: one call per record (see docs/embedded.md)
-            options = replace(options, judges=judges)
+    options, judge_model, remote = _setup_model(
+        options, flags, fuse=fuse, batch=batch, no_cache=no_cache, ray=ray, ray_address=ray_address, ray_workers=ray_workers
+    )
 
-    _print_header(datasets, judges, judge_model)
+    _print_header(datasets, options.judges, judge_model)
     folder = RunFolder.create(out_dir, run_id)
-    run_id, run_dir = folder.run_id, folder.path
     cache = None if no_cache else JudgeCache()
     if batch and judge_model is not None:
-        judge_model = _batched(judge_model, run_dir)
+        judge_model = _batched(judge_model, folder.path)
     failures = _Failures()
     options = replace(options, model=judge_model, cache=cache)
-    try:
-        run = _run(source, options, folder, failures, remote)
-    except KeyboardInterrupt:
-        if remote is not None:
-            err.print(f'interrupted: resume with the same command and --run-id {run_id}\n(the cache keeps what was judged)')
-            raise typer.Exit(130) from None
-        if not batch:
-            _interrupted(folder, options, source, datasets, started)
-        err.print(
-            f'interrupted: submitted batches keep running at the provider;\n'
-            f'resume them with the same command and --run-id {run_id}',
-            highlight=False,
-        )
-        raise typer.Exit(130) from None
-    finally:
-        if remote is not None:
-            remote.close()
-        elif judge_model is not None:
-            judge_model.close()
+    run = _run_until_done(source, options, folder, failures, remote, batch=batch, datasets=datasets, started=started)
     failures.forget(run.same_text)  # those verdicts were set aside as inconclusive after the fact
 
     summary = run.tally.summary(
-        run_id,
+        folder.run_id,
         RunFacts(
             started_at=started,
             model=judge_model.name if judge_model else None,
@@ -294,6 +231,128 @@ def judge(
     )
     stopped = judge_model.connection.stopped if judge_model else None
     finish_run(folder, summary, run.reports, failures, verbose=verbose, stopped=stopped)
+
+
+def _usage_error(message: str) -> NoReturn:
+    """A usage error printed (markup escaped), exit code 2."""
+    err.print(f'[red]error:[/] {escape(message)}', highlight=False)
+    raise typer.Exit(2)
+
+
+def _check_usage(
+    judge_names: list[str] | None,
+    fuse: list[str] | None,
+    profile: str,
+    dataset: list[Path] | None,
+    run_id: str | None,
+) -> tuple[list[Judge], Profile, list[Path]]:
+    """The judges, the agent profile and the datasets asked for; a usage error (exit 2) ends the run here."""
+    try:
+        judges = make_judges(split_names(judge_names), fuse=fuse)
+    except (UnknownJudgeError, FuseSpecError) as e:
+        _usage_error(str(e))
+    try:
+        run_profile = resolve_profile(profile)
+    except ProfileError as e:
+        _usage_error(str(e))
+    datasets = dataset or [DEFAULT_DATASET]
+    unreadable = [problem for p in datasets if (problem := _dataset_problem(p)) is not None]
+    if unreadable:
+        for problem in unreadable:
+            err.print(f'[red]error:[/] {escape(problem)}', highlight=False)
+        raise typer.Exit(2)
+    if run_id is not None:
+        try:
+            validate_run_id(run_id)
+        except RunIdError as e:
+            _usage_error(str(e))
+    return judges, run_profile, datasets
+
+
+def _open_source(
+    datasets: Sequence[Path], dataset_format: str, query_id: list[str] | None, max_record_bytes: int
+) -> _RecordSource:
+    """The records to judge, read up to the first one; a bad --format is a usage error (exit 2), nothing to
+    judge ends the run with exit code 1."""
+    if dataset_format not in DATASET_FORMATS:
+        _usage_error(f'--format {dataset_format} is not one of {", ".join(DATASET_FORMATS)}')
+    wanted = list(dict.fromkeys(query_id)) if query_id else None
+    source = _RecordSource(datasets, wanted, cast(DatasetFormat, dataset_format), max_record_bytes)
+    if source.peek() is None:  # the whole input read: no record to judge
+        load_errors = source.finish()
+        why = _why_nothing(datasets, source.loaded, load_errors)
+        err.print(f'[red]error:[/] nothing to judge: {escape(why)}', highlight=False)
+        raise typer.Exit(1)
+    return source
+
+
+def _setup_model(
+    options: JudgeRunOptions,
+    flags: ModelFlags,
+    *,
+    fuse: list[str] | None,
+    batch: bool,
+    no_cache: bool,
+    ray: bool,
+    ray_address: str | None,
+    ray_workers: int | None,
+) -> tuple[JudgeRunOptions, JudgeModel | None, RayJudging | None]:
+    """The judge model (none when every judge is a deterministic check), or the Ray workers that hold it;
+    with the embedded model, several failure-mode judges fused into one call per record."""
+    if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
+        if batch:
+            err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
+            raise typer.Exit(2)
+        remote = _ray_workers(flags, ray_address, ray_workers, options)
+        return options, remote.model, remote
+    judges = options.judges
+    if not any(j.needs_model for j in judges):
+        return options, None, None
+    judge_model = _judge_model(flags)
+    # the embedded server loads while the run sets up, unless the cache may answer everything (a re-run)
+    now = no_cache or not JudgeCache().db_path.exists()
+    judge_model.start_server(lambda line: err.print(line, highlight=False), now=now)
+    if judge_model.embedded and fuse is None and sum(isinstance(j, FailureModeJudge) for j in judges) >= 2:
+        judges = fuse_judges(judges, ['all'])  # smoke: one call per record (see docs/embedded.md)
+        options = replace(options, judges=judges)
+    return options, judge_model, None
+
+
+def _run_until_done(
+    source: _RecordSource,
+    options: JudgeRunOptions,
+    folder: RunFolder,
+    failures: _Failures,
+    remote: RayJudging | None,
+    *,
+    batch: bool,
+    datasets: Sequence[Path],
+    started: datetime,
+) -> StreamedRun:
+    """The run; Ctrl-C ends it with exit code 130 and says how to resume. The model (or the Ray workers)
+    closed either way."""
+    judge_model = options.model
+    try:
+        return _run(source, options, folder, failures, remote)
+    except KeyboardInterrupt:
+        if remote is not None:
+            err.print(
+                f'interrupted: resume with the same command and --run-id {folder.run_id}\n(the cache keeps what was judged)'
+            )
+            raise typer.Exit(130) from None
+        if not batch:
+            _interrupted(folder, options, source, datasets, started)
+        err.print(
+            f'interrupted: submitted batches keep running at the provider;\n'
+            f'resume them with the same command and --run-id {folder.run_id}',
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if remote is not None:
+            remote.close()
+        elif judge_model is not None:
+            judge_model.close()
 
 
 def _dataset_problem(path: Path) -> str | None:
@@ -631,14 +690,19 @@ def _run(
 ) -> StreamedRun:
     """The run with a progress bar (plain progress lines without a terminal); `remote`: Ray workers."""
     repeat = options.repeat
-    if remote is not None and remote.model is not None:
-        options = replace(options, window=remote.window)
+    workers = remote if remote is not None and remote.model is not None else None
+    if workers is not None:
+        options = replace(options, window=workers.window)
     total = source.expected(repeat)
     plain = None if err.is_terminal else _PlainProgress(total, err)
-    with Progress(
-        TextColumn('[bold]judging'), BarColumn(), MofNCompleteColumn(), TextColumn('{task.description}'), TimeElapsedColumn(),
-        console=err, transient=False, disable=total == 0 or plain is not None,
-    ) as progress:  # fmt: skip
+    columns = (
+        TextColumn('[bold]judging'),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn('{task.description}'),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=False, disable=total == 0 or plain is not None) as progress:
         task = progress.add_task('', total=total)
         done = [0]
 
@@ -656,12 +720,8 @@ def _run(
                 plain.reported(done[0])
 
         try:
-            run = asyncio.run(
-                judge_stream(
-                    source, options, run_dir=folder, on_judge=on_judge, on_report=on_report,
-                    remote=remote if remote is not None and remote.model is not None else None,
-                )
-            )  # fmt: skip
+            stream = judge_stream(source, options, run_dir=folder, on_judge=on_judge, on_report=on_report, remote=workers)
+            run = asyncio.run(stream)
         except BaseException:
             if plain is not None:
                 plain.finish()

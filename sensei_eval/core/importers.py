@@ -92,16 +92,21 @@ def _tau2(data: dict[str, Any], stem: str) -> Iterator[tuple[str, dict[str, Any]
         messages = ([{'role': 'system', 'content': policy}] if policy else []) + list(_tau2_messages(sim['messages'], where))
         reward = _obj(sim.get('reward_info')).get('reward')
         trial = sim.get('trial', 0)
-        yield where, {
+        record = {
             'query_id': f'{stem}-task{sim.get("task_id", i)}-trial{trial}',
             'message_format': 'openai',
             'messages': messages,
             'expected_tool_calls': expected,
             'metadata': {
-                'source': 'tau2-bench', 'task_id': sim.get('task_id'), 'trial': trial, 'reward': reward,
-                'termination_reason': sim.get('termination_reason'), 'simulation_id': sim.get('id'),
+                'source': 'tau2-bench',
+                'task_id': sim.get('task_id'),
+                'trial': trial,
+                'reward': reward,
+                'termination_reason': sim.get('termination_reason'),
+                'simulation_id': sim.get('id'),
             },
-        }  # fmt: skip
+        }
+        yield where, record
 
 
 def _tau2_messages(messages: list[Any], where: str) -> Iterator[dict[str, Any]]:

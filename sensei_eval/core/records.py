@@ -456,13 +456,12 @@ _NOTE = r'(?:\s*\([^()\n]{0,80}\))?'
 _BRACKET_PREFIX = r'^\s*\[(?P<name>[A-Za-z][^\[\]()\n]{0,59}?)' + _NOTE + r'\s*\](?!\()\s*:?\s*'
 _COLON_PREFIX = r'^\s*(?P<name>[A-Za-z][\w.\-]*(?: [A-Za-z][\w.\-]*){0,3})' + _NOTE + r'\s*:\s+'
 # Words a message may open with before a colon that are not speakers (labels of the text itself).
-_NOT_SPEAKERS = frozenset((
-    'note', 'notes', 'answer', 'final', 'summary', 'step', 'thought', 'action', 'input', 'observation', 'question',
-    'error', 'output', 'result', 'results', 'example', 'warning', 'important', 'update', 'sure', 'yes', 'no', 'hi',
-    'hello', 'dear', 'subject', 're', 'code', 'reason', 'reasoning', 'plan', 'task', 'solution', 'response',
-    'reply', 'explanation', 'conclusion', 'status', 'tldr', 'ps', 'fyi', 'edit',
-    'final answer', 'action input', 'next step', 'next steps',
-))  # fmt: skip
+_NOT_SPEAKER_WORDS = (
+    'note notes answer final summary step thought action input observation question error output result results example '
+    'warning important update sure yes no hi hello dear subject re code reason reasoning plan task solution response reply '
+    'explanation conclusion status tldr ps fyi edit'
+)
+_NOT_SPEAKERS = frozenset([*_NOT_SPEAKER_WORDS.split(), 'final answer', 'action input', 'next step', 'next steps'])
 # Fewest prefixed messages from which a log's prefixes count as speakers when detected.
 _MIN_PREFIXED = 2
 
@@ -522,92 +521,114 @@ def _prefixed(messages: Sequence[Any], pattern: re.Pattern[str], *, detect: bool
 
 def _parse_openai(messages: Sequence[Any], prefixed: dict[int, tuple[str, int]] | None = None) -> list[ModelMessage]:
     prefixed = prefixed or {}
-    out: list[ModelMessage] = []
-    call_names: dict[str, str] = {}
-    waiting: list[tuple[int, str, str]] = []  # (turn, id, tool name) of calls with no result yet
-    pending: list[ModelRequestPart] = []
-    pending_speaker: list[str | None] = [None]
-
-    def flush() -> None:
-        if pending:
-            out.append(ModelRequest(parts=list(pending), metadata=_speaker_metadata(pending_speaker[0])))
-            pending.clear()
-
-    def request(part: ModelRequestPart, speaker: str | None) -> None:
-        if pending and speaker != pending_speaker[0]:
-            flush()  # one speaker per request, so the transcript can say who said what
-        pending.append(part)
-        pending_speaker[0] = speaker
-
+    reader = _OpenAIReader()
     for i, msg in enumerate(messages):
+        reader.add(i, msg, prefixed.get(i))
+    return reader.finish()
+
+
+class _OpenAIReader:
+    """OpenAI chat messages read in order into pydantic-ai messages: consecutive system, user and tool
+    messages of one speaker make one request, each assistant message one response; a tool result is
+    paired with its call (by id, else by order)."""
+
+    def __init__(self) -> None:
+        self.out: list[ModelMessage] = []
+        self.call_names: dict[str, str] = {}
+        self.waiting: list[tuple[int, str, str]] = []  # (turn, id, tool name) of calls with no result yet
+        self.pending: list[ModelRequestPart] = []
+        self.pending_speaker: str | None = None
+
+    def add(self, i: int, msg: Any, prefix: tuple[str, int] | None) -> None:
+        """Message `i`; `prefix`: the speaker its content names and the length of that prefix."""
         where = f'messages[{i}]'
         if not isinstance(msg, dict):
             raise RecordFieldError(where, f'expected an object, got {type(msg).__name__}')
         role = msg.get('role')
         content = _openai_content(msg.get('content'), f'{where}.content')
         speaker = _speaker_field(msg, ('name',), where) if role != 'tool' else None
-        if i in prefixed and speaker is None and content is not None:
-            speaker, cut = prefixed[i]
+        if prefix is not None and speaker is None and content is not None:
+            speaker, cut = prefix
             content = content[cut:]  # the transcript names the speaker; its text keeps the rest
         if role in ('system', 'developer'):
-            request(SystemPromptPart(content=content or ''), speaker)
+            self._request(SystemPromptPart(content=content or ''), speaker)
         elif role == 'user':
-            request(UserPromptPart(content=content or ''), speaker)
+            self._request(UserPromptPart(content=content or ''), speaker)
         elif role == 'tool':
-            call_id = msg.get('tool_call_id')
-            if call_id is None or call_id == '':
-                call_id = _by_order(waiting, msg.get('name'), where)
-            if not isinstance(call_id, str):
-                raise RecordFieldError(f'{where}.tool_call_id', f'a tool call id is text, got {type(call_id).__name__}')
-            if call_id not in call_names:
-                raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
-            # ids repeat in many logs (restarting each turn): the result answers the waiting call with
-            # its id from the latest turn, as `pair_tool_calls` pairs them
-            same = [k for k, w in enumerate(waiting) if w[1] == call_id]
-            name = call_names[call_id]
-            if same:
-                latest = max(waiting[k][0] for k in same)
-                name = waiting.pop(next(k for k in same if waiting[k][0] == latest))[2]
-            result = ToolReturnPart(tool_name=name, content=content or '', tool_call_id=call_id)
-            request(result, pending_speaker[0] if pending else None)
+            result = self._tool_result(msg, content, where)
+            self._request(result, self.pending_speaker if self.pending else None)
         elif role == 'assistant':
-            flush()
-            parts: list[ModelResponsePart] = []
-            if content:
-                parts.append(TextPart(content=content))
-            raw_calls = msg.get('tool_calls') or []
-            if not isinstance(raw_calls, list):
-                raise RecordFieldError(f'{where}.tool_calls', 'expected a list')
-            for j, call in enumerate(raw_calls):
-                cwhere = f'{where}.tool_calls[{j}]'
-                fn = call.get('function') if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get('name'), str) or not fn['name']:
-                    raise RecordFieldError(f'{cwhere}.function.name', 'missing tool name')
-                args = fn.get('arguments', '{}')
-                if isinstance(args, str):
-                    try:
-                        json.loads(args or '{}')
-                    except json.JSONDecodeError as e:
-                        raise RecordFieldError(f'{cwhere}.function.arguments', f'not valid JSON ({e.msg})') from None
-                elif not isinstance(args, dict):
-                    raise RecordFieldError(f'{cwhere}.function.arguments', 'expected a JSON string or an object')
-                call_id = call.get('id') or f'call_{i}_{j}'
-                if not isinstance(call_id, str):
-                    raise RecordFieldError(f'{cwhere}.id', f'a tool call id is text, got {type(call_id).__name__}')
-                call_names[call_id] = fn['name']
-                waiting.append((i, call_id, fn['name']))
-                parts.append(ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id))
-            if not parts and content == '' and speaker:
-                # an agent of a multi-agent log that said nothing is still a turn: kept, so the steps
-                # stay aligned with the log's messages (blame labels count them)
-                parts.append(TextPart(content=''))
-            if not parts:
-                raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
-            out.append(ModelResponse(parts=parts, metadata=_speaker_metadata(speaker)))
+            self._flush()
+            self.out.append(self._response(i, msg, content, speaker, where))
         else:
             raise RecordFieldError(f'{where}.role', f'unknown role {role!r} (expected system, user, assistant or tool)')
-    flush()
-    return out
+
+    def finish(self) -> list[ModelMessage]:
+        self._flush()
+        return self.out
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.out.append(ModelRequest(parts=list(self.pending), metadata=_speaker_metadata(self.pending_speaker)))
+            self.pending.clear()
+
+    def _request(self, part: ModelRequestPart, speaker: str | None) -> None:
+        if self.pending and speaker != self.pending_speaker:
+            self._flush()  # one speaker per request, so the transcript can say who said what
+        self.pending.append(part)
+        self.pending_speaker = speaker
+
+    def _tool_result(self, msg: dict[str, Any], content: str | None, where: str) -> ToolReturnPart:
+        call_id = msg.get('tool_call_id')
+        if call_id is None or call_id == '':
+            call_id = _by_order(self.waiting, msg.get('name'), where)
+        if not isinstance(call_id, str):
+            raise RecordFieldError(f'{where}.tool_call_id', f'a tool call id is text, got {type(call_id).__name__}')
+        if call_id not in self.call_names:
+            raise RecordFieldError(f'{where}.tool_call_id', f'tool result without call: no earlier call has id {call_id!r}')
+        # ids repeat in many logs (restarting each turn): the result answers the waiting call with
+        # its id from the latest turn, as `pair_tool_calls` pairs them
+        same = [k for k, w in enumerate(self.waiting) if w[1] == call_id]
+        name = self.call_names[call_id]
+        if same:
+            latest = max(self.waiting[k][0] for k in same)
+            name = self.waiting.pop(next(k for k in same if self.waiting[k][0] == latest))[2]
+        return ToolReturnPart(tool_name=name, content=content or '', tool_call_id=call_id)
+
+    def _response(self, i: int, msg: dict[str, Any], content: str | None, speaker: str | None, where: str) -> ModelResponse:
+        parts: list[ModelResponsePart] = []
+        if content:
+            parts.append(TextPart(content=content))
+        raw_calls = msg.get('tool_calls') or []
+        if not isinstance(raw_calls, list):
+            raise RecordFieldError(f'{where}.tool_calls', 'expected a list')
+        parts.extend(self._tool_call(i, j, call, f'{where}.tool_calls[{j}]') for j, call in enumerate(raw_calls))
+        if not parts and content == '' and speaker:
+            # an agent of a multi-agent log that said nothing is still a turn: kept, so the steps
+            # stay aligned with the log's messages (blame labels count them)
+            parts.append(TextPart(content=''))
+        if not parts:
+            raise RecordFieldError(where, 'assistant message with neither content nor tool_calls')
+        return ModelResponse(parts=parts, metadata=_speaker_metadata(speaker))
+
+    def _tool_call(self, i: int, j: int, call: Any, where: str) -> ToolCallPart:
+        fn = call.get('function') if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get('name'), str) or not fn['name']:
+            raise RecordFieldError(f'{where}.function.name', 'missing tool name')
+        args = fn.get('arguments', '{}')
+        if isinstance(args, str):
+            try:
+                json.loads(args or '{}')
+            except json.JSONDecodeError as e:
+                raise RecordFieldError(f'{where}.function.arguments', f'not valid JSON ({e.msg})') from None
+        elif not isinstance(args, dict):
+            raise RecordFieldError(f'{where}.function.arguments', 'expected a JSON string or an object')
+        call_id = call.get('id') or f'call_{i}_{j}'
+        if not isinstance(call_id, str):
+            raise RecordFieldError(f'{where}.id', f'a tool call id is text, got {type(call_id).__name__}')
+        self.call_names[call_id] = fn['name']
+        self.waiting.append((i, call_id, fn['name']))
+        return ToolCallPart(tool_name=fn['name'], args=args or '{}', tool_call_id=call_id)
 
 
 def _by_order(waiting: list[tuple[int, str, str]], name: Any, where: str) -> str:

@@ -26,9 +26,7 @@ SPAN_KINDS: tuple[SpanKind, ...] = ('agent', 'llm', 'tool', 'retriever', 'chain'
 
 # OpenInference span kinds the readers map (the rest, EMBEDDING, RERANKER, GUARDRAIL, EVALUATOR, PROMPT, are
 # `other`).
-_OPENINFERENCE_KINDS: dict[str, SpanKind] = {
-    'AGENT': 'agent', 'LLM': 'llm', 'TOOL': 'tool', 'RETRIEVER': 'retriever', 'CHAIN': 'chain',
-}  # fmt: skip
+_OPENINFERENCE_KINDS: dict[str, SpanKind] = {kind.upper(): kind for kind in SPAN_KINDS if kind != 'other'}
 # OpenLLMetry (Traceloop) span kinds: its model calls carry the GenAI `gen_ai.prompt.*` attributes.
 _TRACELOOP_KINDS: dict[str, SpanKind] = {'tool': 'tool', 'agent': 'agent', 'workflow': 'chain', 'task': 'chain'}
 # GenAI operations that are one model call (`call_llm` is what several agent frameworks write for `chat`).
@@ -73,23 +71,41 @@ class Span:
     def to_json(self) -> dict[str, Any]:
         """A plain JSON form (what the service buffers in its store)."""
         return {
-            'trace_id': self.trace_id, 'span_id': self.span_id, 'parent_span_id': self.parent_span_id,
-            'name': self.name, 'start_ns': self.start_ns, 'end_ns': self.end_ns, 'attributes': self.attributes,
-            'status': self.status, 'status_message': self.status_message,
+            'trace_id': self.trace_id,
+            'span_id': self.span_id,
+            'parent_span_id': self.parent_span_id,
+            'name': self.name,
+            'start_ns': self.start_ns,
+            'end_ns': self.end_ns,
+            'attributes': self.attributes,
+            'status': self.status,
+            'status_message': self.status_message,
             'events': [{'name': e.name, 'time_ns': e.time_ns, 'attributes': e.attributes} for e in self.events],
-            'resource': self.resource, 'file': self.file, 'line': self.line, 'path': self.path,
-        }  # fmt: skip
+            'resource': self.resource,
+            'file': self.file,
+            'line': self.line,
+            'path': self.path,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Span:
         events = tuple(SpanEvent(e['name'], int(e['time_ns']), dict(e['attributes'])) for e in data.get('events', ()))
         return cls(
-            trace_id=data['trace_id'], span_id=data['span_id'], parent_span_id=data.get('parent_span_id'),
-            name=data['name'], start_ns=int(data['start_ns']), end_ns=int(data['end_ns']),
-            attributes=dict(data['attributes']), status=data.get('status', 'unset'),
-            status_message=data.get('status_message', ''), events=events, resource=dict(data.get('resource', {})),
-            file=data.get('file', ''), line=int(data.get('line', 0)), path=data.get('path', ''),
-        )  # fmt: skip
+            trace_id=data['trace_id'],
+            span_id=data['span_id'],
+            parent_span_id=data.get('parent_span_id'),
+            name=data['name'],
+            start_ns=int(data['start_ns']),
+            end_ns=int(data['end_ns']),
+            attributes=dict(data['attributes']),
+            status=data.get('status', 'unset'),
+            status_message=data.get('status_message', ''),
+            events=events,
+            resource=dict(data.get('resource', {})),
+            file=data.get('file', ''),
+            line=int(data.get('line', 0)),
+            path=data.get('path', ''),
+        )
 
     @property
     def operation(self) -> str:

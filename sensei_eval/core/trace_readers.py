@@ -52,11 +52,14 @@ from sensei_eval.core.span_model import Span, SpanError, SpanEvent
 
 __all__ = ('RunContent', 'read_run', 'speaker_of_span')
 
-_ROLES = {
-    'system': 'system', 'developer': 'system', 'user': 'user', 'human': 'user', 'assistant': 'assistant',
-    'model': 'assistant', 'ai': 'assistant', 'bot': 'assistant', 'agent': 'assistant', 'tool': 'tool',
-    'function': 'tool', 'ipython': 'tool',
-}  # fmt: skip
+# Each chat role and the names frameworks give it.
+_ROLE_NAMES = {
+    'system': ('system', 'developer'),
+    'user': ('user', 'human'),
+    'assistant': ('assistant', 'model', 'ai', 'bot', 'agent'),
+    'tool': ('tool', 'function', 'ipython'),
+}
+_ROLES = {name: role for role, names in _ROLE_NAMES.items() for name in names}
 # Part types that carry no judged content: the model's hidden reasoning.
 _HIDDEN_PARTS = frozenset({'reasoning', 'thinking', 'redacted_thinking'})
 # Part types that are media: named in the transcript (`[image part]`), not judged.
@@ -67,10 +70,7 @@ _AGENT_NAME_ATTRIBUTES = ('gen_ai.agent.name', 'agent.name', 'graph.node.name')
 _ENTITY_NAME = 'traceloop.entity.name'
 # Span attributes whose presence on a span the readers do not map means content was left out.
 _CONTENT_ATTRIBUTES = ('input.value', 'output.value', 'gen_ai.input.messages', 'gen_ai.output.messages')
-_OLD_MESSAGE_EVENTS = {
-    'gen_ai.system.message': 'system', 'gen_ai.user.message': 'user', 'gen_ai.assistant.message': 'assistant',
-    'gen_ai.tool.message': 'tool',
-}  # fmt: skip
+_OLD_MESSAGE_EVENTS = {f'gen_ai.{role}.message': role for role in _ROLE_NAMES}
 
 
 @dataclass

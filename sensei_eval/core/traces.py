@@ -84,10 +84,12 @@ MAX_REQUEST_ATTRIBUTES = 200_000
 OTLP_SUFFIXES = ('.otlp.jsonl', '.otlp.json')
 
 _HEX = re.compile(r'^[0-9a-fA-F]+$')
+# OTLP status codes, by number (protobuf, OTLP JSON) and by name (some JSON exporters).
+_STATUS_NAMES: tuple[SpanStatus, ...] = ('unset', 'ok', 'error')
 _STATUS_CODES: dict[Any, SpanStatus] = {
-    0: 'unset', 1: 'ok', 2: 'error',
-    'STATUS_CODE_UNSET': 'unset', 'STATUS_CODE_OK': 'ok', 'STATUS_CODE_ERROR': 'error',
-}  # fmt: skip
+    **dict(enumerate(_STATUS_NAMES)),
+    **{f'STATUS_CODE_{s.upper()}': s for s in _STATUS_NAMES},
+}
 
 
 class TraceConfig(BaseModel):
@@ -235,9 +237,21 @@ def _span_json(raw: Any, where: str, resource: dict[str, Any], file: str, line: 
         t = _nanos(_key(ev, 'timeUnixNano', 'time_unix_nano') or 0, f'{ewhere}.timeUnixNano')
         events.append(SpanEvent(ev['name'], t, _attributes_json(ev.get('attributes'), f'{ewhere}.attributes')))
     return Span(
-        trace_id, span_id, parent_id, name, start, end, attributes, _STATUS_CODES[code], str(status.get('message') or ''),
-        tuple(events), resource, file, line, where,
-    )  # fmt: skip
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        name=name,
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        status=_STATUS_CODES[code],
+        status_message=str(status.get('message') or ''),
+        events=tuple(events),
+        resource=resource,
+        file=file,
+        line=line,
+        path=where,
+    )
 
 
 def _b64_id(value: Any, length: int) -> Any:
@@ -488,13 +502,21 @@ def _sdk_span(raw: dict[str, Any], where: str, file: str, line: int) -> Span:
     resource = raw.get('resource') or {}
     resource_attrs = resource.get('attributes', {}) if isinstance(resource, dict) else {}
     return Span(
-        trace_id, span_id, parent, str(raw['name']),
-        _sdk_time(raw.get('start_time', raw.get('start_ns')), f'{where}.start_time'),
-        _sdk_time(raw.get('end_time', raw.get('end_ns')), f'{where}.end_time'),
-        {str(k): _sdk_attribute(v) for k, v in attributes.items()}, _SDK_STATUS.get(code, 'unset'),
-        str((status.get('description') if isinstance(status, dict) else None) or ''), tuple(events),
-        dict(resource_attrs) if isinstance(resource_attrs, dict) else {}, file, line, where,
-    )  # fmt: skip
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=str(raw['name']),
+        start_ns=_sdk_time(raw.get('start_time', raw.get('start_ns')), f'{where}.start_time'),
+        end_ns=_sdk_time(raw.get('end_time', raw.get('end_ns')), f'{where}.end_time'),
+        attributes={str(k): _sdk_attribute(v) for k, v in attributes.items()},
+        status=_SDK_STATUS.get(code, 'unset'),
+        status_message=str((status.get('description') if isinstance(status, dict) else None) or ''),
+        events=tuple(events),
+        resource=dict(resource_attrs) if isinstance(resource_attrs, dict) else {},
+        file=file,
+        line=line,
+        path=where,
+    )
 
 
 def _flat_attributes(attributes: dict[str, Any], prefix: str = '') -> dict[str, Any]:

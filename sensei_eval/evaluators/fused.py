@@ -259,9 +259,14 @@ class FusedJudge(Judge):
         return results
 
     async def _alone(
-        self, member: FailureModeJudge, record: QueryRecord, transcript: Transcript, model: JudgeModel, why: str,
+        self,
+        member: FailureModeJudge,
+        record: QueryRecord,
+        transcript: Transcript,
+        model: JudgeModel,
+        why: str,
         call: dict[str, Any] | None,
-    ) -> JudgeResult:  # fmt: skip
+    ) -> JudgeResult:
         """The member judged by its own single judge (its plain criteria hash), saying why."""
         result = await member.judge(record, transcript, model)
         result.details['fused_fallback'] = f'{member.name} judged alone: {why}'

@@ -149,16 +149,16 @@ def default_threads(cores: int | None = None, load: float | None = None) -> int:
 def llama_server_command(port: int, threads: int) -> list[str]:
     """llama-cpp-python's OpenAI-compatible server for the wheel's GGUF on `127.0.0.1:port`."""
     require_embedded_extra()
-    return [
-        sys.executable, '-m', 'llama_cpp.server',
-        '--model', str(gguf_path()),
-        '--model_alias', MODEL_NAME,
-        '--host', '127.0.0.1',
-        '--port', str(port),
-        '--n_ctx', str(N_CTX),
-        '--n_threads', str(threads),
-        '--n_threads_batch', str(threads),
-    ]  # fmt: skip
+    options = {
+        '--model': str(gguf_path()),
+        '--model_alias': MODEL_NAME,
+        '--host': '127.0.0.1',
+        '--port': str(port),
+        '--n_ctx': str(N_CTX),
+        '--n_threads': str(threads),
+        '--n_threads_batch': str(threads),
+    }
+    return [sys.executable, '-m', 'llama_cpp.server', *(word for option in options.items() for word in option)]
 
 
 @dataclass(frozen=True)
@@ -512,92 +512,95 @@ def _log_tail(info: ServerInfo) -> str:
 
 
 def _watchdog_source() -> str:
-    """`_watch` as a `python -c` program: it needs only the standard library, so it costs ~20 MB and
-    0.1 s instead of importing sensei_eval (pydantic-ai) for a loop that reads a directory."""
+    """`_watch` and its steps as a `python -c` program: they need only the standard library, so it costs
+    ~20 MB and 0.1 s instead of importing sensei_eval (pydantic-ai) for a loop that reads a directory."""
     try:
-        return f'{inspect.getsource(_watch)}\nimport sys\n_watch(sys.argv[1:])\n'
+        steps = '\n\n'.join(inspect.getsource(step) for step in _WATCHDOG_STEPS)
     except (OSError, TypeError):  # no source installed (bytecode only): import it, at the import's cost
         return 'import sys\nfrom sensei_eval.models.embedded import _watch\n_watch(sys.argv[1:])\n'
+    return f'from __future__ import annotations\n\n{steps}\nimport sys\n_watch(sys.argv[1:])\n'
 
 
-def _watch(args: list[str]) -> None:  # pragma: no cover - runs in the watchdog process
-    """The shared server's watchdog: `DIRECTORY IDLE_S -- COMMAND...`. Runs COMMAND (killed if the
-    watchdog dies), exits with it, stops it on SIGTERM, and stops it when no live process has held a
-    lease for IDLE_S seconds (then removes the port file, under the lock, if it still names us)."""
+# The watchdog's steps below run in its own process from their source (`_watchdog_source`): each imports
+# the standard library modules it uses, and calls only the others.
+
+
+def _watch_die_with_parent() -> None:  # pragma: no cover - runs in the watchdog's child
+    """The server is killed when the watchdog dies (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    import contextlib
+    import signal
+
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _watch_alive(pid: int, token: str) -> bool:  # pragma: no cover - runs in the watchdog process
+    """Whether `pid` lives and is still the process that wrote `token` (its start time in /proc)."""
+    import os
+
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+    except FileNotFoundError:
+        if os.path.exists('/proc/self/stat'):
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    except OSError:
+        return False
+    return fields[0] not in ('Z', 'X') and (not token or token in ('alive', fields[19]))
+
+
+def _watch_any_lease(directory: str) -> bool:  # pragma: no cover - runs in the watchdog process
+    """Whether a live process holds a lease in `directory`/leases."""
+    import os
+
+    leases = os.path.join(directory, 'leases')
+    try:
+        names = os.listdir(leases)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            with open(os.path.join(leases, name)) as f:
+                if _watch_alive(int(name.split('-', 1)[0]), f.read().strip()):
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _watch_idle_out(directory: str, idle_s: float) -> bool:  # pragma: no cover - runs in the watchdog process
+    """Under the lock: False if a client came meanwhile; else the port file removed (if it still names
+    this watchdog), the reason logged, and True: time to stop the server."""
     import contextlib
     import fcntl
     import json
     import os
-    import signal
+
+    with open(os.path.join(directory, 'server.lock'), 'a+b') as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if _watch_any_lease(directory):  # a client came while we waited for the lock
+            return False
+        port_file = os.path.join(directory, 'server.json')
+        with contextlib.suppress(OSError, ValueError), open(port_file) as f:
+            if json.load(f).get('pid') == os.getpid():
+                os.unlink(port_file)
+        print(f'sensei-eval watchdog: no client for {idle_s:.0f}s, stopping the server', flush=True)
+        return True
+
+
+def _watch_stop(child: subprocess.Popen[bytes]) -> None:  # pragma: no cover - runs in the watchdog process
+    """The server stopped: terminated, killed if it does not exit within 3 s."""
     import subprocess
-    import sys
-    import time
 
-    directory, idle_s, command = args[0], float(args[1]), args[3:]
-
-    def die_with_parent() -> None:
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    def alive(pid: int, token: str) -> bool:
-        try:
-            with open(f'/proc/{pid}/stat') as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except FileNotFoundError:
-            if os.path.exists('/proc/self/stat'):
-                return False
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                pass
-            return True
-        except OSError:
-            return False
-        return fields[0] not in ('Z', 'X') and (not token or token in ('alive', fields[19]))
-
-    def any_lease() -> bool:
-        leases = os.path.join(directory, 'leases')
-        try:
-            names = os.listdir(leases)
-        except OSError:
-            return False
-        for name in names:
-            try:
-                with open(os.path.join(leases, name)) as f:
-                    if alive(int(name.split('-', 1)[0]), f.read().strip()):
-                        return True
-            except (OSError, ValueError):
-                continue
-        return False
-
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    idle_since: float | None = None
-    while not stopping and child.poll() is None:
-        time.sleep(0.25)
-        if any_lease():
-            idle_since = None
-            continue
-        idle_since = idle_since or time.monotonic()
-        if time.monotonic() - idle_since < idle_s:
-            continue
-        with open(os.path.join(directory, 'server.lock'), 'a+b') as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            if any_lease():  # a client came while we waited for the lock
-                idle_since = None
-                continue
-            port_file = os.path.join(directory, 'server.json')
-            with contextlib.suppress(OSError, ValueError), open(port_file) as f:
-                if json.load(f).get('pid') == os.getpid():
-                    os.unlink(port_file)
-            print(f'sensei-eval watchdog: no client for {idle_s:.0f}s, stopping the server', flush=True)
-            break
     if child.poll() is None:
         child.terminate()
         try:
@@ -605,4 +608,36 @@ def _watch(args: list[str]) -> None:  # pragma: no cover - runs in the watchdog 
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def _watch(args: list[str]) -> None:  # pragma: no cover - runs in the watchdog process
+    """The shared server's watchdog: `DIRECTORY IDLE_S -- COMMAND...`. Runs COMMAND (killed if the
+    watchdog dies), exits with it, stops it on SIGTERM, and stops it when no live process has held a
+    lease for IDLE_S seconds (then removes the port file, under the lock, if it still names us)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    directory, idle_s, command = args[0], float(args[1]), args[3:]
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_watch_die_with_parent)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    idle_since: float | None = None
+    while not stopping and child.poll() is None:
+        time.sleep(0.25)
+        if _watch_any_lease(directory):
+            idle_since = None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if time.monotonic() - idle_since < idle_s:
+            continue
+        if _watch_idle_out(directory, idle_s):
+            break
+        idle_since = None
+    _watch_stop(child)
     sys.exit(0 if stopping or child.returncode is None or child.returncode < 0 else child.returncode)
+
+
+_WATCHDOG_STEPS = (_watch_die_with_parent, _watch_alive, _watch_any_lease, _watch_idle_out, _watch_stop, _watch)

@@ -106,8 +106,16 @@ SMOKE_MAX_TOKENS = 700
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
 PREFLIGHT_TIMEOUT_S = 10.0
 # Provider prefixes to suggest for a model string given without one.
-_PREFIX_HINTS = (('gpt-', 'openai'), ('o1', 'openai'), ('o3', 'openai'), ('o4', 'openai'), ('claude', 'anthropic'),
-                 ('gemini', 'google-gla'), ('mistral', 'mistral'), ('llama', 'groq'))  # fmt: skip
+_PREFIX_HINTS = (
+    ('gpt-', 'openai'),
+    ('o1', 'openai'),
+    ('o3', 'openai'),
+    ('o4', 'openai'),
+    ('claude', 'anthropic'),
+    ('gemini', 'google-gla'),
+    ('mistral', 'mistral'),
+    ('llama', 'groq'),
+)
 
 
 @dataclass
@@ -223,9 +231,7 @@ class JudgeModel:
         closing it leaves the server to this one."""
         from dataclasses import replace
 
-        return replace(
-            self, model=model, _owns_server=False, _request_model=None, _agents={}, retries_inside=retries_inside
-        )
+        return replace(self, model=model, _owns_server=False, _request_model=None, _agents={}, retries_inside=retries_inside)
 
     def start_server(self, report: Callable[[str], None] | None = None, *, now: bool = True) -> threading.Thread | None:
         """The embedded model only: `report` hears "starting the embedded model ..." and "... ready (N s)"

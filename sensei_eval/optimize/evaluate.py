@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -144,54 +145,82 @@ def summarise(
     runs: int = 1,
 ) -> PromptEvaluation:
     """The prompt's score and failure examples from its judged runs (a query's runs averaged in `per_query`)."""
-    scores: list[float] = []
-    per_judge: dict[str, list[float]] = {}
-    per_query: dict[str, list[float]] = {}
-    failures: dict[str, int] = {}
-    by_mode: dict[str, int] = {}
-    judge_errors: list[str] = []
-    examples: list[FailureExample] = []
-    mode_scores: dict[str, dict[str, list[float]]] = {}
-    successes: dict[str, SuccessExample] = {}
-    failing: dict[str, list[str]] = {}
-    not_judged: list[str] = []
+    tally = _Tally(runs)
     for report in reports:
-        query_id = base_query_id(report.query_id) if runs > 1 else report.query_id
-        all_passed = bool(report.judges)
+        tally.add(report)
+    return tally.evaluation(system_prompt, records, reports, agent_errors)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+@dataclass
+class _Tally:
+    """What `summarise` gathers from the judged runs, one report at a time (a query's runs under its base
+    id when `runs` > 1)."""
+
+    runs: int
+    scores: list[float] = field(default_factory=list)
+    per_judge: dict[str, list[float]] = field(default_factory=dict)
+    per_query: dict[str, list[float]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    by_mode: dict[str, int] = field(default_factory=dict)
+    judge_errors: list[str] = field(default_factory=list)
+    examples: list[FailureExample] = field(default_factory=list)
+    mode_scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    successes: dict[str, SuccessExample] = field(default_factory=dict)
+    failing: dict[str, list[str]] = field(default_factory=dict)
+    not_judged: list[str] = field(default_factory=list)
+
+    def add(self, report: RecordReport) -> None:
+        """One judged run: its overall score, each judge's verdict, each failure mode's findings."""
+        query_id = base_query_id(report.query_id) if self.runs > 1 else report.query_id
         overall = run_overall(report)
         if overall is None:
-            not_judged.append(report.query_id)
+            self.not_judged.append(report.query_id)
         else:
-            scores.append(overall)
-            per_query.setdefault(query_id, []).append(overall)
+            self.scores.append(overall)
+            self.per_query.setdefault(query_id, []).append(overall)
+        all_passed = self._add_judges(report)
+        self.failing.setdefault(query_id, [])
+        self._add_modes(report, query_id)
+        if all_passed and query_id not in self.successes:
+            self.successes[query_id] = SuccessExample(query_id=query_id, query=report.query, judges=sorted(report.judges))
+
+    def _add_judges(self, report: RecordReport) -> bool:
+        """Each judge's score and issue count; True when every judge judged the run and passed it."""
+        all_passed = bool(report.judges)
         for name, result in report.judges.items():
             status = judge_status(result)  # the verdict model's: smoke and inconclusive are no verdict
             if not is_judged(status):
-                judge_errors.append(f'{report.query_id}: {name}: {status}: {result.error}')
+                self.judge_errors.append(f'{report.query_id}: {name}: {status}: {result.error}')
                 all_passed = False
                 continue
             if status == 'fail':
                 all_passed = False
             if result.score is None:
                 continue
-            per_judge.setdefault(name, []).append(result.score)
+            self.per_judge.setdefault(name, []).append(result.score)
             if result.issues:
-                failures[name] = failures.get(name, 0) + len(result.issues)
-        failing.setdefault(query_id, [])
-        # each finding under its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant
+                self.failures[name] = self.failures.get(name, 0) + len(result.issues)
+        return all_passed
+
+    def _add_modes(self, report: RecordReport, query_id: str) -> None:
+        """Each finding under its own mode (`core.verdicts.mode_verdicts`), not the judge's class constant."""
         for (name, mode), verdict in mode_verdicts(report).items():
             if not verdict.judged:
                 continue
             if mode and verdict.score is not None:
-                mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
+                self.mode_scores.setdefault(query_id, {}).setdefault(mode, []).append(verdict.score)
             if not verdict.issues:
                 continue
             if mode:
-                by_mode[mode] = by_mode.get(mode, 0) + len(verdict.issues)
-                if verdict.status == 'fail' and mode not in failing[query_id]:
-                    failing[query_id].append(mode)
+                self.by_mode[mode] = self.by_mode.get(mode, 0) + len(verdict.issues)
+                if verdict.status == 'fail' and mode not in self.failing[query_id]:
+                    self.failing[query_id].append(mode)
             for issue in verdict.issues:
-                examples.append(
+                self.examples.append(
                     FailureExample(
                         query_id=query_id,
                         query=report.query,
@@ -201,29 +230,34 @@ def summarise(
                         label=issue_label(name, mode, issue),
                     )
                 )
-        if all_passed and query_id not in successes:
-            successes[query_id] = SuccessExample(query_id=query_id, query=report.query, judges=sorted(report.judges))
-    agent_calls = sum(int(r.metadata.get('agent_requests', 0) or 0) for r in records)
-    judge_calls = sum(x.requests for r in reports for x in r.judges.values() if not x.cached)
-    query_means = {k: sum(v) / len(v) for k, v in per_query.items()}
-    return PromptEvaluation(
-        prompt_version=prompt_version(system_prompt),
-        score=sum(query_means.values()) / len(query_means) if query_means else None,
-        n_scores=len(scores),
-        per_judge={k: sum(v) / len(v) for k, v in per_judge.items()},
-        per_query=query_means,
-        not_judged=not_judged,
-        per_query_mode={q: {m: sum(v) / len(v) for m, v in modes.items()} for q, modes in mode_scores.items()},
-        failures_by_judge=failures,
-        failures_by_mode=by_mode,
-        judge_errors=judge_errors,
-        agent_errors=list(agent_errors),
-        failure_examples=examples,
-        success_examples=[s for q, s in successes.items() if not failing.get(q)],
-        failing_modes=failing,
-        agent_calls=agent_calls,
-        judge_calls=judge_calls,
-    )
+
+    def evaluation(
+        self,
+        system_prompt: str,
+        records: Sequence[QueryRecord],
+        reports: Sequence[RecordReport],
+        agent_errors: Sequence[str],
+    ) -> PromptEvaluation:
+        """The tally as the prompt's evaluation, with what it cost in model calls."""
+        query_means = {k: _mean(v) for k, v in self.per_query.items()}
+        return PromptEvaluation(
+            prompt_version=prompt_version(system_prompt),
+            score=_mean(list(query_means.values())) if query_means else None,
+            n_scores=len(self.scores),
+            per_judge={k: _mean(v) for k, v in self.per_judge.items()},
+            per_query=query_means,
+            not_judged=self.not_judged,
+            per_query_mode={q: {m: _mean(v) for m, v in modes.items()} for q, modes in self.mode_scores.items()},
+            failures_by_judge=self.failures,
+            failures_by_mode=self.by_mode,
+            judge_errors=self.judge_errors,
+            agent_errors=list(agent_errors),
+            failure_examples=self.examples,
+            success_examples=[s for q, s in self.successes.items() if not self.failing.get(q)],
+            failing_modes=self.failing,
+            agent_calls=sum(int(r.metadata.get('agent_requests', 0) or 0) for r in records),
+            judge_calls=sum(x.requests for r in reports for x in r.judges.values() if not x.cached),
+        )
 
 
 def run_overall(report: RecordReport) -> float | None:
