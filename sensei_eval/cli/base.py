@@ -20,8 +20,14 @@ CONTEXT_SETTINGS: dict[str, Any] = {'max_content_width': 100, 'help_option_names
 
 # Value placeholders in --help, in words (`--dataset FILE`, `--timeout SECONDS`): typer 0.29 writes the Python
 # type (`<list[Path]>`, `<float range>`), which reads as code. An option's own `metavar` wins.
-_METAVARS = {'str': 'TEXT', 'int': 'N', 'float': 'NUMBER', 'path': 'PATH', 'Path': 'PATH', 'bool': 'BOOLEAN',
-             'int range': 'N', 'float range': 'NUMBER', 'datetime': 'DATETIME'}  # fmt: skip
+_METAVARS = {
+    **dict.fromkeys(('str',), 'TEXT'),
+    **dict.fromkeys(('int', 'int range'), 'N'),
+    **dict.fromkeys(('float', 'float range'), 'NUMBER'),
+    **dict.fromkeys(('path', 'Path'), 'PATH'),
+    'bool': 'BOOLEAN',
+    'datetime': 'DATETIME',
+}
 
 
 def _readable_metavars() -> None:
