@@ -536,110 +536,130 @@ class SessionFilters(_Filters):
 
 def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
     """One page of sessions, filtered and sorted (`SessionFilters`); unscored sessions sort last by score."""
-    f = filters
-    limit, offset, agent, min_score, max_score, scored = f.limit, f.offset, f.agent, f.min_score, f.max_score, f.scored
-    status = f.status.value if f.status else None
-    failure_mode, q, sort, order, judge, failed = f.failure_mode, f.q, f.sort, f.order, f.judge, f.failed
-    min_overall, max_overall, prompt_version, since, until = f.min_overall, f.max_overall, f.prompt_version, f.since, f.until
     with store.read() as db:
         latest = _latest_completed_scores()
-        # only what a line shows: of the stored record, the fields read by the database (never the whole record)
-        query_text = SessionRow.record['query'].as_string()
-        base: Select[Any] = select(
-            SessionRow.session_id,
-            SessionRow.query_id,
-            SessionRow.agent,
-            SessionRow.status,
-            SessionRow.created_at_us,
-            query_text.label('query'),
-            case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
-            SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
-            SessionRow.record['rating'].label('rating'),
-            SessionRow.record['prompt_version'].as_string().label('prompt_version'),
-            latest.c.total_score,
-            latest.c.prompt_hash,
-            latest.c.smoke,
-        ).outerjoin(latest, latest.c.session_id == SessionRow.session_id)
-        conditions = []
-        if agent:
-            conditions.append(SessionRow.agent == agent)
-        if status:
-            conditions.append(SessionRow.status == status)
-        if min_score is not None:
-            conditions.append(latest.c.total_score >= min_score)
-        if max_score is not None:
-            conditions.append(latest.c.total_score <= max_score)
-        if scored is True:
-            conditions.append(latest.c.total_score.is_not(None))
-        elif scored is False:
-            conditions.append(latest.c.total_score.is_(None))
-        if q:  # a part of the query id, taken literally: % and _ are not wildcards here
-            literal = q.lower().replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-            conditions.append(func.lower(SessionRow.query_id).like(f'%{literal}%', escape='\\'))
-        if prompt_version:
-            conditions.append(SessionRow.record['prompt_version'].as_string() == prompt_version)
-        low, high = _day_bounds(since, until)
-        if low is not None:
-            conditions.append(SessionRow.created_at_us >= low)
-        if high is not None:
-            conditions.append(SessionRow.created_at_us < high)
-        judged = failure_mode or judge or failed is not None or min_overall is not None or max_overall is not None
-        if judged:
-            ids = [
-                sid
-                for sid, e in _latest_evaluations(db).items()
-                if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
-            ]
-            conditions.append(SessionRow.session_id.in_(ids))
-        if conditions:
-            base = base.where(and_(*conditions))
+        conditions = _list_conditions(filters, latest)
+        if _judgement_filtered(filters):
+            conditions.append(SessionRow.session_id.in_(_judged_matching(db, filters, latest, conditions)))
+        base = _list_query(latest).where(and_(*conditions)) if conditions else _list_query(latest)
         total = db.scalar(select(func.count()).select_from(base.subquery())) or 0
-        if sort == 'score':
-            key = latest.c.total_score.asc() if order == 'asc' else latest.c.total_score.desc()
-            ordering = [latest.c.total_score.is_(None), key, SessionRow.created_at_us.desc()]
-        else:
-            ordering = [SessionRow.created_at_us.asc() if order == 'asc' else SessionRow.created_at_us.desc()]
-        rows = list(db.execute(base.order_by(*ordering, SessionRow.session_id).limit(limit).offset(offset)))
-        ids = [r.session_id for r in rows]
-        states = _scoring_states(db, ids)
-        evaluations = _latest_evaluations(db, ids)
-        evaluation_states = _evaluation_states(db, ids)
+        page = base.order_by(*_list_ordering(filters, latest), SessionRow.session_id).limit(filters.limit).offset(filters.offset)
+        items = _dashboard_rows(db, list(db.execute(page)))
         agents = sorted(a for a in db.scalars(select(SessionRow.agent).distinct()) if a)
-        items = [
-            DashboardRow(
-                session_id=s.session_id,
-                query_id=s.query_id,
-                query=_query_text({'query': s.query, 'alert_data': s.alert}),
-                agent=s.agent,
-                status=s.status,
-                created_at_us=s.created_at_us,
-                rating=_rating_mean({'rating': s.rating}),
-                scoring_status=states.get(s.session_id, 'not_scored'),
-                total_score=total_score,
-                smoke=bool(smoke),
-                current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=list(e.modes) if e else [],
-                is_alert=bool(s.is_alert),
-                prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
-                evaluation_status=evaluation_states.get(s.session_id),
-                overall_score=e.overall if e else None,
-                coverage=e.summary.coverage if e else None,
-                evaluation_smoke=e.smoke if e else False,
-                failed_judges=e.failed_judges() if e else [],
-            )
-            for s in rows
-            for total_score, prompt_hash, smoke in [(s.total_score, s.prompt_hash, s.smoke)]
-            for e in [evaluations.get(s.session_id)]
-        ]
     return DashboardPage(
         items=items,
         total=total,
-        limit=limit,
-        offset=offset,
+        limit=filters.limit,
+        offset=filters.offset,
         agents=agents,
         failure_modes=list(MODES),
         judges=sorted(JUDGES),
     )
+
+
+def _list_query(latest: Any) -> Select[Any]:
+    """Each session with its latest completed score: only what a line shows (of the stored record, the fields
+    read by the database, never the whole record)."""
+    query_text = SessionRow.record['query'].as_string()
+    return select(
+        SessionRow.session_id,
+        SessionRow.query_id,
+        SessionRow.agent,
+        SessionRow.status,
+        SessionRow.created_at_us,
+        query_text.label('query'),
+        case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
+        SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
+        SessionRow.record['rating'].label('rating'),
+        _stored_prompt_version().label('prompt_version'),
+        latest.c.total_score,
+        latest.c.prompt_hash,
+        latest.c.smoke,
+    ).outerjoin(latest, latest.c.session_id == SessionRow.session_id)
+
+
+def _list_conditions(f: SessionFilters, latest: Any) -> list[Any]:
+    """The list's filters that the stored columns answer: agent, status, score range, scored, query id, prompt
+    version, days (the judgement filters are `_judged_matching`)."""
+    conditions: list[Any] = []
+    if f.agent:
+        conditions.append(SessionRow.agent == f.agent)
+    if f.status:
+        conditions.append(SessionRow.status == f.status.value)
+    if f.min_score is not None:
+        conditions.append(latest.c.total_score >= f.min_score)
+    if f.max_score is not None:
+        conditions.append(latest.c.total_score <= f.max_score)
+    if f.scored is True:
+        conditions.append(latest.c.total_score.is_not(None))
+    elif f.scored is False:
+        conditions.append(latest.c.total_score.is_(None))
+    if f.q:  # a part of the query id, taken literally: % and _ are not wildcards here
+        literal = f.q.lower().replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+        conditions.append(func.lower(SessionRow.query_id).like(f'%{literal}%', escape='\\'))
+    if f.prompt_version:
+        conditions.append(_stored_prompt_version() == f.prompt_version)
+    low, high = _day_bounds(f.since, f.until)
+    if low is not None:
+        conditions.append(SessionRow.created_at_us >= low)
+    if high is not None:
+        conditions.append(SessionRow.created_at_us < high)
+    return conditions
+
+
+def _judgement_filtered(f: SessionFilters) -> bool:
+    """Some filter reads the sessions' latest evaluations."""
+    return bool(f.failure_mode or f.judge or f.failed is not None or f.min_overall is not None or f.max_overall is not None)
+
+
+def _judged_matching(db: Session, f: SessionFilters, latest: Any, conditions: list[Any]) -> list[str]:
+    """The sessions the other filters select whose latest completed evaluation's verdict matches the
+    judgement filters (failure mode, failed judge, failed or not, overall score range)."""
+    runs = select(SessionRow.session_id).outerjoin(latest, latest.c.session_id == SessionRow.session_id).where(*conditions)
+    evaluations = _latest_evaluations(db, sessions=runs)
+    return [sid for sid, e in evaluations.items() if _matches(e, f.failure_mode, f.judge, f.failed, f.min_overall, f.max_overall)]
+
+
+def _list_ordering(f: SessionFilters, latest: Any) -> list[Any]:
+    """By date, or by score with unscored sessions last (newest first among equals)."""
+    if f.sort == 'score':
+        key = latest.c.total_score.asc() if f.order == 'asc' else latest.c.total_score.desc()
+        return [latest.c.total_score.is_(None), key, SessionRow.created_at_us.desc()]
+    return [SessionRow.created_at_us.asc() if f.order == 'asc' else SessionRow.created_at_us.desc()]
+
+
+def _dashboard_rows(db: Session, rows: list[Any]) -> list[DashboardRow]:
+    """The page's lines: each session with its scoring state, its latest evaluation and that one's state."""
+    ids = [r.session_id for r in rows]
+    states = _scoring_states(db, ids)
+    evaluations = _latest_evaluations(db, ids)
+    evaluation_states = _evaluation_states(db, ids)
+    items = []
+    for s in rows:
+        e = evaluations.get(s.session_id)
+        item = DashboardRow(
+            session_id=s.session_id,
+            query_id=s.query_id,
+            query=_query_text({'query': s.query, 'alert_data': s.alert}),
+            agent=s.agent,
+            status=s.status,
+            created_at_us=s.created_at_us,
+            rating=_rating_mean({'rating': s.rating}),
+            scoring_status=states.get(s.session_id, 'not_scored'),
+            total_score=s.total_score,
+            smoke=bool(s.smoke),
+            current_prompt_used=is_current_prompt(s.prompt_hash) if s.prompt_hash else None,
+            failure_modes=list(e.modes) if e else [],
+            is_alert=bool(s.is_alert),
+            prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
+            evaluation_status=evaluation_states.get(s.session_id),
+            overall_score=e.overall if e else None,
+            coverage=e.summary.coverage if e else None,
+            evaluation_smoke=e.smoke if e else False,
+            failed_judges=e.failed_judges() if e else [],
+        )
+        items.append(item)
+    return items
 
 
 def _matches(
