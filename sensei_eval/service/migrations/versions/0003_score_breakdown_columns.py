@@ -65,12 +65,9 @@ def upgrade() -> None:
     for column in _COLUMNS.values():
         op.add_column('session_scores', sa.Column(column, sa.Integer(), nullable=True))
     bind = op.get_bind()
-    rows = bind.execute(
-        sa.select(
-            _scores.c.score_id, _scores.c.variant, _scores.c.score_analysis, _scores.c.missing_tools_analysis,
-            _scores.c.score_breakdown,
-        ).where(_scores.c.status == 'completed')
-    ).all()  # fmt: skip
+    c = _scores.c
+    columns = (c.score_id, c.variant, c.score_analysis, c.missing_tools_analysis, c.score_breakdown)
+    rows = bind.execute(sa.select(*columns).where(c.status == 'completed')).all()
     for score_id, variant, analysis, missing, breakdown in rows:
         points: dict[str, int | None] = {}
         if isinstance(breakdown, dict):
