@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Select, and_, case, func, null, select
+from sqlalchemy import Select, and_, case, false, func, null, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
@@ -54,6 +55,7 @@ from sensei_eval.service.verdicts import (
     VerdictSummary,
     cached_verdict,
     known_verdicts,
+    rules_fingerprint,
     stored_results,
     stored_summary,
     summarise,
@@ -363,7 +365,7 @@ class _Eval:
 
 
 def _latest_evaluation_query(
-    columns: list[Any], session_ids: list[str] | None, sessions: Select[Any] | None, smoke: bool | None
+    columns: list[Any], session_ids: list[str] | None, sessions: Select[Any] | None, smoke: bool | None, where: Sequence[Any] = ()
 ) -> Select[Any]:
     """Per session (of `session_ids`, and of the `sessions` query, when given): its latest completed
     evaluation's `columns`, kept when its smoke mark is `smoke` (any, when None)."""
@@ -380,7 +382,7 @@ def _latest_evaluation_query(
     latest = (
         select(*columns)
         .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
-        .where(EvaluationRow.status == JobStatus.COMPLETED.value)
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, *where)
     )
     return latest if smoke is None else latest.where(EvaluationRow.smoke == smoke)
 
@@ -392,7 +394,12 @@ def _count_latest_evaluations(db: Session, sessions: Select[Any], *, smoke: bool
 
 
 def _latest_evaluations(
-    db: Session, session_ids: list[str] | None = None, *, sessions: Select[Any] | None = None, smoke: bool | None = None
+    db: Session,
+    session_ids: list[str] | None = None,
+    *,
+    sessions: Select[Any] | None = None,
+    smoke: bool | None = None,
+    where: Sequence[Any] = (),
 ) -> dict[str, _Eval]:
     """Per session (of `session_ids`, and of the `sessions` query, when given): its latest completed
     evaluation (criteria hashes, smoke, the summary of its verdict), when its smoke mark is `smoke` (any, when
@@ -405,7 +412,7 @@ def _latest_evaluations(
         EvaluationRow.smoke,
         EvaluationRow.verdict,
     ]
-    latest = _latest_evaluation_query(columns, session_ids, sessions, smoke)
+    latest = _latest_evaluation_query(columns, session_ids, sessions, smoke, where)
     out: dict[str, _Eval] = {}
     unsummarised: list[str] = []
     rows = list(db.execute(latest))
@@ -614,10 +621,40 @@ def _judgement_filtered(f: SessionFilters) -> bool:
 
 def _judged_matching(db: Session, f: SessionFilters, latest: Any, conditions: list[Any]) -> list[str]:
     """The sessions the other filters select whose latest completed evaluation's verdict matches the
-    judgement filters (failure mode, failed judge, failed or not, overall score range)."""
+    judgement filters (failure mode, failed judge, failed or not, overall score range).
+
+    A verdict summary stored under today's verdict rules is filtered in SQL; the other evaluations (no summary,
+    or one made under other rules) are read and their verdict recomputed (`_latest_evaluations`)."""
     runs = select(SessionRow.session_id).outerjoin(latest, latest.c.session_id == SessionRow.session_id).where(*conditions)
-    evaluations = _latest_evaluations(db, sessions=runs)
-    return [sid for sid, e in evaluations.items() if _matches(e, f.failure_mode, f.judge, f.failed, f.min_overall, f.max_overall)]
+    rules = func.coalesce(EvaluationRow.verdict['rules'].as_string(), '')
+    current = _latest_evaluation_query([EvaluationRow.session_id], None, runs, None).where(rules == rules_fingerprint())
+    matching = list(db.scalars(current.where(*_verdict_conditions(f))))
+    others = _latest_evaluations(db, sessions=runs, where=[rules != rules_fingerprint()])
+    return matching + [
+        sid for sid, e in others.items() if _matches(e, f.failure_mode, f.judge, f.failed, f.min_overall, f.max_overall)
+    ]
+
+
+def _verdict_conditions(f: SessionFilters) -> list[Any]:
+    """The judgement filters as conditions on a stored verdict summary (`VerdictSummary`, `verdict` column)."""
+    verdict = EvaluationRow.verdict
+    conditions: list[Any] = []
+    if f.failure_mode:  # the summary's failure modes are the table's names (no quote, escaped or not)
+        if f.failure_mode not in MODES:
+            return [false()]
+        name = f.failure_mode.replace('_', '\\_')
+        conditions.append(verdict['failure_modes'].as_string().like(f'%"{name}"%', escape='\\'))
+    if f.judge:  # the name goes into a JSON path: a name with other characters ran on no run
+        if not set(f.judge) <= _JUDGE_NAME_CHARS:
+            return [false()]
+        conditions.append(verdict['judges'][f.judge].as_string() == 'fail')
+    if f.failed is not None:
+        conditions.append(verdict['failed'].as_boolean() == f.failed)
+    if f.min_overall is not None:
+        conditions.append(verdict['overall_score'].as_float() >= f.min_overall)
+    if f.max_overall is not None:
+        conditions.append(verdict['overall_score'].as_float() <= f.max_overall)
+    return conditions
 
 
 def _list_ordering(f: SessionFilters, latest: Any) -> list[Any]:
