@@ -17,8 +17,11 @@ dashboard can grow without touching the service's write path. Semantics a reader
   the scorer's typed result — the `breakdown_*` columns and the `score_missing_tools` rows, for both
   scorer variants; no text is parsed here.
 
-Score range, agent, status and sort run in SQL (the list pages through thousands of sessions); the
-failure-mode filter reads one small JSON field per evaluated session and filters by id.
+Filters run in SQL (the list pages through thousands of sessions): score range, agent, status, query id,
+prompt version, days and sort over the stored columns; the judgement filters (failure mode, failed judge,
+failed, overall score) over the stored verdict summary (`session_evaluations.verdict`) when it was made under
+today's verdict rules, the other evaluations' verdicts recomputed. Patterns selects its runs (agent, prompt
+version, days, smoke) in SQL too, and reads only the selected runs' latest score and evaluation.
 """
 
 from __future__ import annotations
