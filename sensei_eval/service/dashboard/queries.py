@@ -390,7 +390,7 @@ def _latest_evaluation_query(
     return latest if smoke is None else latest.where(EvaluationRow.smoke == smoke)
 
 
-def _count_latest_evaluations(db: Session, sessions: Select[Any], *, smoke: bool) -> int:
+def _count_latest_evaluations(db: Session, sessions: Select[Any] | None, *, smoke: bool) -> int:
     """How many of these sessions' latest completed evaluations have this smoke mark."""
     latest = _latest_evaluation_query([EvaluationRow.session_id], None, sessions, smoke).subquery()
     return db.scalar(select(func.count(func.distinct(latest.c.session_id)))) or 0
@@ -883,8 +883,9 @@ def _stored_prompt_version() -> Any:
     return SessionRow.record['prompt_version'].as_string()
 
 
-def _selected_runs(filters: PatternFilters) -> Select[Any]:
-    """The ids of the runs the patterns' filters select (agent, prompt version, ingest days), as a query."""
+def _selected_runs(filters: PatternFilters) -> Select[Any] | None:
+    """The ids of the runs the patterns' filters select (agent, prompt version, ingest days), as a query; None
+    when they select every run."""
     low, high = _day_bounds(filters.since, filters.until)
     conditions = []
     if filters.agent:
@@ -895,16 +896,16 @@ def _selected_runs(filters: PatternFilters) -> Select[Any]:
         conditions.append(SessionRow.created_at_us >= low)
     if high is not None:
         conditions.append(SessionRow.created_at_us < high)
-    return select(SessionRow.session_id).where(*conditions)
+    return select(SessionRow.session_id).where(*conditions) if conditions else None
 
 
-def _pattern_scores(db: Session, prompt_hash: str, runs: Select[Any], include_smoke: bool) -> tuple[list[Any], int]:
+def _pattern_scores(db: Session, prompt_hash: str, runs: Select[Any] | None, include_smoke: bool) -> tuple[list[Any], int]:
     """The selected runs' latest completed scores under today's criteria (`prompt_hash`), and how many smoke
     scores were left out (none when `include_smoke`)."""
     latest = _latest_completed_scores()
-    query = select(latest.c.score_id, latest.c.total_score, latest.c.completed_at_us).where(
-        latest.c.prompt_hash == prompt_hash, latest.c.session_id.in_(runs)
-    )
+    query = select(latest.c.score_id, latest.c.total_score, latest.c.completed_at_us).where(latest.c.prompt_hash == prompt_hash)
+    if runs is not None:
+        query = query.where(latest.c.session_id.in_(runs))
     if include_smoke:
         return list(db.execute(query)), 0
     smoke = db.scalar(select(func.count()).select_from(query.where(latest.c.smoke.is_(True)).subquery()))
@@ -934,7 +935,7 @@ def _score_figures(scores: list[Any], stored_tools: dict[str, list[str]]) -> tup
 
 
 def _pattern_judgements(
-    db: Session, runs: Select[Any], filters: PatternFilters
+    db: Session, runs: Select[Any] | None, filters: PatternFilters
 ) -> tuple[list[tuple[VerdictSummary, str, int]], int]:
     """Per selected run with a latest completed evaluation that counts: the summary of its verdict over the
     judges that count here, its group (`filters.group`) and its ingest time; and how many smoke evaluations
@@ -952,26 +953,26 @@ def _pattern_judgements(
     else:
         outdated = [e.evaluation_id for e in evaluations.values() if _outdated(e, known)]
         full = {eid: results for eid, (results, _) in _with_results(db, outdated).items()}
-    query = select(SessionRow.session_id, SessionRow.agent, _stored_prompt_version(), SessionRow.created_at_us)
-    sessions = {
-        sid: (agent, version, created)
-        for sid, agent, version, created in db.execute(query.where(SessionRow.session_id.in_(runs)))
-    }
+    groups = _run_groups(db, list(evaluations), filters.group)
     out: list[tuple[VerdictSummary, str, int]] = []
     for sid, e in evaluations.items():
         summary = _counted_summary(e, full, judge, known)
-        if summary is None or sid not in sessions:
-            continue
-        agent, version, created = sessions[sid]
-        key = (
-            agent
-            if filters.group == 'agent'
-            else (str(version) if version else None)
-            if filters.group == 'prompt_version'
-            else 'all'
-        )
-        out.append((summary, key or '(none)', created))
+        if summary is not None and sid in groups:
+            out.append((summary, *groups[sid]))
     return out, smoke_left_out
+
+
+def _run_groups(db: Session, session_ids: list[str], group: Group) -> dict[str, tuple[str, int]]:
+    """Per run: its group in the failure trend (its agent or prompt version, `(none)` without one; `all`
+    when not grouped) and its ingest time."""
+    column = SessionRow.agent if group == 'agent' else _stored_prompt_version()
+    out: dict[str, tuple[str, int]] = {}
+    for start in range(0, len(session_ids), _IN_CHUNK):
+        chunk = session_ids[start : start + _IN_CHUNK]
+        query = select(SessionRow.session_id, column, SessionRow.created_at_us).where(SessionRow.session_id.in_(chunk))
+        for sid, value, created in db.execute(query):
+            out[sid] = ('all' if group == 'all' else str(value) if value else '(none)', created)
+    return out
 
 
 def _outdated(e: _Eval, known: dict[str, tuple[str, str | None]]) -> bool:
