@@ -52,6 +52,7 @@ import json
 import logging
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -254,85 +255,106 @@ class Guard:
     # -- HTTP ------------------------------------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = str(scope.get('method', 'GET')).upper()
-        path = str(scope.get('path', ''))
-        headers = _headers(scope)
-        client, peer = _client(scope), _peer(scope)
-        write = method not in _READS
+        request = _Request.of(scope)
         state = scope.setdefault('state', {})
-
-        host = headers.get('host')
-        if not host_allowed(host, self.settings.allowed_hosts):
-            audit.warning('%s %s refused from %s: host %.100s is not allowed', method, path, client or '?', host)
-            await _reply(send, 400, f'host {(host or "(none)")[:100]!r} is not allowed (serve --allowed-hosts)')
+        if await self._refused(request, scope, send):
             return
-        if '\x00' in path or b'%00' in bytes(scope.get('query_string', b'')).lower():
-            await _reply(send, 400, 'a NUL character is not allowed in the URL')
-            return
-        origin = headers.get('origin')
-        if (
-            write
-            and origin is not None
-            and not origin_allowed(origin, host, self.settings.allowed_origins, self.settings.allowed_hosts)
-        ):
-            audit.warning('%s %s refused from %s: origin %.100s is not allowed', method, path, client or '?', origin)
-            await _reply(send, 403, f'cross-origin request refused: origin {origin[:100]} is not allowed')
-            return
-        user = identify(self.settings, headers, peer)
-        open_route = path == HEALTH_PATH or (not write and self.settings.public_read)
+        user = identify(self.settings, request.headers, _peer(scope))
+        open_route = request.path == HEALTH_PATH or (not request.write and self.settings.public_read)
         if self.settings.auth_required and user is None and not open_route:
-            if write:
-                audit.warning('%s %s refused from %s: not authenticated', method, path, client or '?')
+            if request.write:
+                audit.warning('%s %s refused from %s: not authenticated', request.method, request.path, request.client or '?')
             await _reply(send, 401, 'authentication required: Authorization: Bearer <token>', [(b'www-authenticate', b'Bearer')])
             return
         user = user or ANONYMOUS
         state['user'] = user
-        if method == 'HEAD':  # answered as GET without the body (FastAPI's GET routes know no HEAD)
+        if request.method == 'HEAD':  # answered as GET without the body (FastAPI's GET routes know no HEAD)
             await self.app({**scope, 'method': 'GET'}, receive, _without_body(send))
             return
-        if not write or not _route_takes(scope):
+        if not request.write or not _route_takes(scope):
             # a read, or a write no route takes: the router answers (405 naming the allowed methods, or 404)
             await self.app(scope, receive, send)
             return
+        body = await self._write_body(request, user, scope, receive, send)
+        if body is not None:
+            await self._forward(request, user, body, scope, receive, send)
 
-        media = headers.get('content-type', '').split(';', 1)[0].strip().lower()
-        protobuf = media == _PROTOBUF and method == 'POST' and path == OTLP_TRACES_PATH
+    async def _refused(self, request: _Request, scope: Scope, send: Send) -> bool:
+        """Refuse (and answer) a request for a host not served, with a NUL in its URL, or a write from a
+        foreign origin."""
+        method, path, client = request.method, request.path, request.client or '?'
+        host = request.headers.get('host')
+        if not host_allowed(host, self.settings.allowed_hosts):
+            audit.warning('%s %s refused from %s: host %.100s is not allowed', method, path, client, host)
+            await _reply(send, 400, f'host {(host or "(none)")[:100]!r} is not allowed (serve --allowed-hosts)')
+            return True
+        if '\x00' in path or b'%00' in bytes(scope.get('query_string', b'')).lower():
+            await _reply(send, 400, 'a NUL character is not allowed in the URL')
+            return True
+        origin = request.headers.get('origin')
+        settings = self.settings
+        if (
+            request.write
+            and origin is not None
+            and not origin_allowed(origin, host, settings.allowed_origins, settings.allowed_hosts)
+        ):
+            audit.warning('%s %s refused from %s: origin %.100s is not allowed', method, path, client, origin)
+            await _reply(send, 403, f'cross-origin request refused: origin {origin[:100]} is not allowed')
+            return True
+        return False
+
+    async def _write_body(self, request: _Request, user: str, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """A write's body, read within the limit and sanitised; None when refused (and answered): a content
+        type other than JSON (or OTLP protobuf on its path), a body over the limit or not readable."""
+        media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
+        protobuf = media == _PROTOBUF and request.method == 'POST' and request.path == OTLP_TRACES_PATH
         if media != 'application/json' and not protobuf:
-            audit.warning('%s %s refused from %s (%s): content type %r', method, path, client or '?', user, media)
+            audit.warning(
+                '%s %s refused from %s (%s): content type %r', request.method, request.path, request.client or '?', user, media
+            )
             await _reply(send, 415, 'write requests need Content-Type: application/json (the body may be empty)')
-            return
+            return None
         try:
             body = await _read_body(receive)
         except HTTPException as e:  # the body limit, raised while the body streamed in
             await _reply(send, e.status_code, str(e.detail))
-            return
-        state['sanitized'] = []
-        encoded = headers.get('content-encoding', 'identity').strip().lower() not in ('', 'identity')
-        if body.strip() and not protobuf and not encoded:  # a gzip body is inflated, capped and parsed by its route
-            max_values = self.settings.otlp_max_values if path == OTLP_TRACES_PATH else self.settings.max_json_values
-            try:
-                value = loads_limited(body, max_values=max_values)
-            except JsonTooManyValuesError as e:
-                await _reply(send, 413, f'request body refused: {e}')
-                return
-            except JsonRefusedError as e:
-                await _reply(send, 422, f'request body refused: {e}')
-                return
-            except UnicodeDecodeError:
-                await _reply_json(send, 422, {'detail': _invalid_utf8(body)})
-                return
-            except ValueError:
-                value = None  # not JSON: the route's own validation answers (422 naming the problem)
-            else:
-                cleaned, changed = clean_value(value)
-                if changed:
-                    state['sanitized'] = changed
-                    body = json.dumps(cleaned).encode()
-                    scope['headers'] = [(k, v) for k, v in scope.get('headers', ()) if k.lower() != b'content-length']
-                    scope['headers'].append((b'content-length', str(len(body)).encode()))
-                del cleaned
-            del value  # the route parses the body again: the guard's copy must not live as long as the request
+            return None
+        scope.setdefault('state', {})['sanitized'] = []
+        encoded = request.headers.get('content-encoding', 'identity').strip().lower() not in ('', 'identity')
+        if not body.strip() or protobuf or encoded:  # a gzip body is inflated, capped and parsed by its route
+            return body
+        return await self._sanitised(request, body, scope, send)
 
+    async def _sanitised(self, request: _Request, body: bytes, scope: Scope, send: Send) -> bytes | None:
+        """A JSON body within the value limit, cleaned (`clean_value`; what changed goes in the request's
+        state); None when refused (and answered). A body that is not JSON goes on as is: the route's own
+        validation answers (422 naming the problem)."""
+        limit = self.settings.otlp_max_values if request.path == OTLP_TRACES_PATH else self.settings.max_json_values
+        try:
+            value = loads_limited(body, max_values=limit)
+        except JsonTooManyValuesError as e:
+            await _reply(send, 413, f'request body refused: {e}')
+            return None
+        except JsonRefusedError as e:
+            await _reply(send, 422, f'request body refused: {e}')
+            return None
+        except UnicodeDecodeError:
+            await _reply_json(send, 422, {'detail': _invalid_utf8(body)})
+            return None
+        except ValueError:
+            return body
+        cleaned, changed = clean_value(value)
+        if changed:
+            scope.setdefault('state', {})['sanitized'] = changed
+            body = json.dumps(cleaned).encode()
+            scope['headers'] = [(k, v) for k, v in scope.get('headers', ()) if k.lower() != b'content-length']
+            scope['headers'].append((b'content-length', str(len(body)).encode()))
+        # the route parses the body again: the guard's copies must not live as long as the request
+        del cleaned, value
+        return body
+
+    async def _forward(self, request: _Request, user: str, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hand a write to the app with its (read, maybe cleaned) body replayed; the answer's status is audited."""
         replayed = False
 
         async def replay() -> Message:
@@ -353,7 +375,23 @@ class Guard:
         try:
             await self.app(scope, replay, watch)
         finally:
-            audit.info('%s %s by %s from %s: %d', method, path, user, client or '?', status)
+            audit.info('%s %s by %s from %s: %d', request.method, request.path, user, request.client or '?', status)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the guard reads of an HTTP request's scope."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    client: str | None
+    write: bool
+
+    @classmethod
+    def of(cls, scope: Scope) -> _Request:
+        method = str(scope.get('method', 'GET')).upper()
+        return cls(method, str(scope.get('path', '')), _headers(scope), _client(scope), method not in _READS)
 
 
 def _route_takes(scope: Scope) -> bool:

@@ -29,8 +29,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.errors import LoadError
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.traces import Span, build_trace
-from sensei_eval.production.sampler import JudgeSets, Sampler
+from sensei_eval.production.sampler import JudgeSets, SampleDecision, Sampler
 from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.store import (
     EvaluationRow,
@@ -260,31 +261,13 @@ def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had
             record.metadata.setdefault('profile', decision.profile)
             status = SessionStatus.FAILED if record.metadata.get('status') == 'error' else SessionStatus.COMPLETED
             session_id = new_id()
-            sessions.append(
-                {
-                    'session_id': session_id, 'query_id': record.query_id[:255], 'agent': agent, 'status': status.value,
-                    'record': record.model_dump(mode='json'), 'created_by': user,
-                    'warnings': list(record.input_warnings) or None, 'created_at_us': now, 'updated_at_us': now,
-                }
-            )  # fmt: skip
+            sessions.append(_session_values(session_id, record, agent, status, user, now))
             evaluation_id = None
             if decision.sampled:
                 evaluation_id = new_id()
-                evaluations.append(
-                    {
-                        'evaluation_id': evaluation_id, 'session_id': session_id, 'evaluators': list(decision.judges),
-                        'status': JobStatus.PENDING.value, 'triggered_by': SAMPLER_USER, 'started_at_us': now,
-                        'owner': settings.worker_id, 'smoke': False,
-                    }
-                )  # fmt: skip
+                evaluations.append(_evaluation_values(evaluation_id, session_id, decision, settings.worker_id, now))
                 outcome.evaluations.append(evaluation_id)
-            decisions.append(
-                {
-                    'session_id': session_id, 'trace_id': row.trace_id, 'agent': agent, 'sampled': decision.sampled,
-                    'reason': decision.reason, 'detail': decision.detail, 'judge_calls': decision.judge_calls,
-                    'judges': list(decision.judges), 'evaluation_id': evaluation_id, 'decided_at_us': now,
-                }
-            )  # fmt: skip
+            decisions.append(_decision_values(session_id, row.trace_id, agent, decision, evaluation_id, now))
             outcome.sessions.append(session_id)
     outcome.status = 'ingested' if outcome.sessions else 'rejected'
     row.status = outcome.status
@@ -293,6 +276,55 @@ def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had
     if had_buffer:
         db.execute(delete(TraceSpanRow).where(TraceSpanRow.trace_id == row.trace_id))
     return outcome
+
+
+def _session_values(
+    session_id: str, record: QueryRecord, agent: str | None, status: SessionStatus, user: str, now: int
+) -> dict[str, Any]:
+    """The `sessions` row of one of a trace's records."""
+    return {
+        'session_id': session_id,
+        'query_id': record.query_id[:255],
+        'agent': agent,
+        'status': status.value,
+        'record': record.model_dump(mode='json'),
+        'created_by': user,
+        'warnings': list(record.input_warnings) or None,
+        'created_at_us': now,
+        'updated_at_us': now,
+    }
+
+
+def _evaluation_values(evaluation_id: str, session_id: str, decision: SampleDecision, owner: str, now: int) -> dict[str, Any]:
+    """The pending `session_evaluations` row of a record the sampler picked: its judges, queued by the sampler."""
+    return {
+        'evaluation_id': evaluation_id,
+        'session_id': session_id,
+        'evaluators': list(decision.judges),
+        'status': JobStatus.PENDING.value,
+        'triggered_by': SAMPLER_USER,
+        'started_at_us': now,
+        'owner': owner,
+        'smoke': False,
+    }
+
+
+def _decision_values(
+    session_id: str, trace_id: str, agent: str | None, decision: SampleDecision, evaluation_id: str | None, now: int
+) -> dict[str, Any]:
+    """The sampling decision's row: sampled or not, why, and the evaluation it queued."""
+    return {
+        'session_id': session_id,
+        'trace_id': trace_id,
+        'agent': agent,
+        'sampled': decision.sampled,
+        'reason': decision.reason,
+        'detail': decision.detail,
+        'judge_calls': decision.judge_calls,
+        'judges': list(decision.judges),
+        'evaluation_id': evaluation_id,
+        'decided_at_us': now,
+    }
 
 
 def _log_errors(outcome: TraceOutcome) -> None:

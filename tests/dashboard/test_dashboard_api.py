@@ -13,7 +13,8 @@ import pytest
 from sensei_eval.core.reports import MODEL_CONFIDENCE
 from sensei_eval.evaluators.investigation import CATEGORIES
 from sensei_eval.service.dashboard import CSP, queries
-from sensei_eval.service.store import ScoreRow
+from sensei_eval.service.store import EvaluationRow, ScoreRow
+from sensei_eval.service.verdicts import stored_results, summarise
 
 from .seed import (
     DashboardServer,
@@ -224,6 +225,41 @@ def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) 
     today = datetime.now(UTC).strftime('%Y-%m-%d')
     assert listed(since=today) == {ids['d']}
     assert server.client.get('/api/v1/dashboard/sessions', params={'since': 'yesterday'}).status_code == 422
+
+
+def test_judgement_filters_read_stored_and_recomputed_verdicts_alike(server: DashboardServer) -> None:
+    """The list's judgement filters run in SQL over a verdict summary stored under today's rules, and over the
+    recomputed verdict of an evaluation without one (or with one made under other rules): same runs, same answer.
+    Patterns, narrowed to an agent in SQL, counts both kinds."""
+    missed = {'missed_aspects': ['the retry policy'], 'reasoning': 'left out', 'steps': [4]}
+    ids = {}
+    for name, fails, stored in [('fs', True, 'today'), ('fr', True, None), ('fo', True, 'other'), ('ps', False, 'today')]:
+        ids[name] = sid = ingest(server, plain_record(f'v-{name}'), agent='verdicts')
+        eid = insert_evaluation(server.store, sid, {'completeness': [missed] if fails else []}, passed=('hallucination',))
+        if stored is not None:
+            with server.store.write() as db:
+                row = db.get(EvaluationRow, eid)
+                assert row is not None and row.report is not None
+                summary = summarise(stored_results(row.report['judges'])).model_dump(mode='json')
+                row.verdict = summary if stored == 'today' else {**summary, 'rules': 'older-rules', 'failed': False}
+    ingest(server, plain_record('v-other'), agent='elsewhere')
+
+    def listed(**params: Any) -> set[str]:
+        return {i['session_id'] for i in _page(server, agent='verdicts', **params)['items']}
+
+    failing = {ids['fs'], ids['fr'], ids['fo']}
+    assert listed(failure_mode='completeness') == failing
+    assert listed(judge='completeness') == failing
+    assert listed(failed='true') == failing  # the summary under other rules (failed: false) is not read
+    assert listed(failed='false') == {ids['ps']}
+    assert listed(min_overall=0.9) == {ids['ps']}
+    assert listed(max_overall=0.6) == failing
+    assert listed(failure_mode='hallucination') == set() and listed(judge='hallucination') == set()
+    assert listed(judge='x"y') == set()
+
+    p = server.client.get('/api/v1/dashboard/patterns', params={'agent': 'verdicts'}).json()
+    assert p['evaluated_sessions'] == 4
+    assert {r['label']: (r['count'], r['total']) for r in p['judge_pass_rates']}['completeness'] == (1, 4)
 
 
 def test_session_view_carries_the_judgement_with_each_verdict(server: DashboardServer) -> None:

@@ -17,20 +17,24 @@ dashboard can grow without touching the service's write path. Semantics a reader
   the scorer's typed result — the `breakdown_*` columns and the `score_missing_tools` rows, for both
   scorer variants; no text is parsed here.
 
-Score range, agent, status and sort run in SQL (the list pages through thousands of sessions); the
-failure-mode filter reads one small JSON field per evaluated session and filters by id.
+Filters run in SQL (the list pages through thousands of sessions): score range, agent, status, query id,
+prompt version, days and sort over the stored columns; the judgement filters (failure mode, failed judge,
+failed, overall score) over the stored verdict summary (`session_evaluations.verdict`) when it was made under
+today's verdict rules, the other evaluations' verdicts recomputed. Patterns selects its runs (agent, prompt
+version, days, smoke) in SQL too, and reads only the selected runs' latest score and evaluation.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Select, and_, case, func, null, select
+from sqlalchemy import Select, and_, case, false, func, null, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
@@ -54,6 +58,7 @@ from sensei_eval.service.verdicts import (
     VerdictSummary,
     cached_verdict,
     known_verdicts,
+    rules_fingerprint,
     stored_results,
     stored_summary,
     summarise,
@@ -362,10 +367,11 @@ class _Eval:
         return self.summary.failed_judges
 
 
-def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> dict[str, _Eval]:
-    """Per session: its latest completed evaluation (criteria hashes, smoke, the summary of its verdict). The
-    stored summary is read when the verdict rules it was made under are today's; otherwise the verdict is
-    recomputed from the report's judge results (`_with_results`)."""
+def _latest_evaluation_query(
+    columns: list[Any], session_ids: list[str] | None, sessions: Select[Any] | None, smoke: bool | None, where: Sequence[Any] = ()
+) -> Select[Any]:
+    """Per session (of `session_ids`, and of the `sessions` query, when given): its latest completed
+    evaluation's `columns`, kept when its smoke mark is `smoke` (any, when None)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
         .where(EvaluationRow.status == JobStatus.COMPLETED.value)
@@ -373,18 +379,43 @@ def _latest_evaluations(db: Session, session_ids: list[str] | None = None) -> di
     )
     if session_ids is not None:
         newest = newest.where(EvaluationRow.session_id.in_(session_ids))
+    if sessions is not None:
+        newest = newest.where(EvaluationRow.session_id.in_(sessions))
     sub = newest.subquery()
     latest = (
-        select(
-            EvaluationRow.session_id,
-            EvaluationRow.evaluation_id,
-            EvaluationRow.report['criteria_hashes'],
-            EvaluationRow.smoke,
-            EvaluationRow.verdict,
-        )
+        select(*columns)
         .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
-        .where(EvaluationRow.status == JobStatus.COMPLETED.value)
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, *where)
     )
+    return latest if smoke is None else latest.where(EvaluationRow.smoke == smoke)
+
+
+def _count_latest_evaluations(db: Session, sessions: Select[Any] | None, *, smoke: bool) -> int:
+    """How many of these sessions' latest completed evaluations have this smoke mark."""
+    latest = _latest_evaluation_query([EvaluationRow.session_id], None, sessions, smoke).subquery()
+    return db.scalar(select(func.count(func.distinct(latest.c.session_id)))) or 0
+
+
+def _latest_evaluations(
+    db: Session,
+    session_ids: list[str] | None = None,
+    *,
+    sessions: Select[Any] | None = None,
+    smoke: bool | None = None,
+    where: Sequence[Any] = (),
+) -> dict[str, _Eval]:
+    """Per session (of `session_ids`, and of the `sessions` query, when given): its latest completed
+    evaluation (criteria hashes, smoke, the summary of its verdict), when its smoke mark is `smoke` (any, when
+    None). The stored summary is read when the verdict rules it was made under are today's; otherwise the
+    verdict is recomputed from the report's judge results (`_with_results`)."""
+    columns = [
+        EvaluationRow.session_id,
+        EvaluationRow.evaluation_id,
+        EvaluationRow.report['criteria_hashes'],
+        EvaluationRow.smoke,
+        EvaluationRow.verdict,
+    ]
+    latest = _latest_evaluation_query(columns, session_ids, sessions, smoke, where)
     out: dict[str, _Eval] = {}
     unsummarised: list[str] = []
     rows = list(db.execute(latest))
@@ -515,110 +546,160 @@ class SessionFilters(_Filters):
 
 def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
     """One page of sessions, filtered and sorted (`SessionFilters`); unscored sessions sort last by score."""
-    f = filters
-    limit, offset, agent, min_score, max_score, scored = f.limit, f.offset, f.agent, f.min_score, f.max_score, f.scored
-    status = f.status.value if f.status else None
-    failure_mode, q, sort, order, judge, failed = f.failure_mode, f.q, f.sort, f.order, f.judge, f.failed
-    min_overall, max_overall, prompt_version, since, until = f.min_overall, f.max_overall, f.prompt_version, f.since, f.until
     with store.read() as db:
         latest = _latest_completed_scores()
-        # only what a line shows: of the stored record, the fields read by the database (never the whole record)
-        query_text = SessionRow.record['query'].as_string()
-        base: Select[Any] = select(
-            SessionRow.session_id,
-            SessionRow.query_id,
-            SessionRow.agent,
-            SessionRow.status,
-            SessionRow.created_at_us,
-            query_text.label('query'),
-            case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
-            SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
-            SessionRow.record['rating'].label('rating'),
-            SessionRow.record['prompt_version'].as_string().label('prompt_version'),
-            latest.c.total_score,
-            latest.c.prompt_hash,
-            latest.c.smoke,
-        ).outerjoin(latest, latest.c.session_id == SessionRow.session_id)
-        conditions = []
-        if agent:
-            conditions.append(SessionRow.agent == agent)
-        if status:
-            conditions.append(SessionRow.status == status)
-        if min_score is not None:
-            conditions.append(latest.c.total_score >= min_score)
-        if max_score is not None:
-            conditions.append(latest.c.total_score <= max_score)
-        if scored is True:
-            conditions.append(latest.c.total_score.is_not(None))
-        elif scored is False:
-            conditions.append(latest.c.total_score.is_(None))
-        if q:  # a part of the query id, taken literally: % and _ are not wildcards here
-            literal = q.lower().replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-            conditions.append(func.lower(SessionRow.query_id).like(f'%{literal}%', escape='\\'))
-        if prompt_version:
-            conditions.append(SessionRow.record['prompt_version'].as_string() == prompt_version)
-        low, high = _day_bounds(since, until)
-        if low is not None:
-            conditions.append(SessionRow.created_at_us >= low)
-        if high is not None:
-            conditions.append(SessionRow.created_at_us < high)
-        judged = failure_mode or judge or failed is not None or min_overall is not None or max_overall is not None
-        if judged:
-            ids = [
-                sid
-                for sid, e in _latest_evaluations(db).items()
-                if _matches(e, failure_mode, judge, failed, min_overall, max_overall)
-            ]
-            conditions.append(SessionRow.session_id.in_(ids))
-        if conditions:
-            base = base.where(and_(*conditions))
+        conditions = _list_conditions(filters, latest)
+        if _judgement_filtered(filters):
+            conditions.append(SessionRow.session_id.in_(_judged_matching(db, filters, latest, conditions)))
+        base = _list_query(latest).where(and_(*conditions)) if conditions else _list_query(latest)
         total = db.scalar(select(func.count()).select_from(base.subquery())) or 0
-        if sort == 'score':
-            key = latest.c.total_score.asc() if order == 'asc' else latest.c.total_score.desc()
-            ordering = [latest.c.total_score.is_(None), key, SessionRow.created_at_us.desc()]
-        else:
-            ordering = [SessionRow.created_at_us.asc() if order == 'asc' else SessionRow.created_at_us.desc()]
-        rows = list(db.execute(base.order_by(*ordering, SessionRow.session_id).limit(limit).offset(offset)))
-        ids = [r.session_id for r in rows]
-        states = _scoring_states(db, ids)
-        evaluations = _latest_evaluations(db, ids)
-        evaluation_states = _evaluation_states(db, ids)
+        page = base.order_by(*_list_ordering(filters, latest), SessionRow.session_id).limit(filters.limit).offset(filters.offset)
+        items = _dashboard_rows(db, list(db.execute(page)))
         agents = sorted(a for a in db.scalars(select(SessionRow.agent).distinct()) if a)
-        items = [
-            DashboardRow(
-                session_id=s.session_id,
-                query_id=s.query_id,
-                query=_query_text({'query': s.query, 'alert_data': s.alert}),
-                agent=s.agent,
-                status=s.status,
-                created_at_us=s.created_at_us,
-                rating=_rating_mean({'rating': s.rating}),
-                scoring_status=states.get(s.session_id, 'not_scored'),
-                total_score=total_score,
-                smoke=bool(smoke),
-                current_prompt_used=is_current_prompt(prompt_hash) if prompt_hash else None,
-                failure_modes=list(e.modes) if e else [],
-                is_alert=bool(s.is_alert),
-                prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
-                evaluation_status=evaluation_states.get(s.session_id),
-                overall_score=e.overall if e else None,
-                coverage=e.summary.coverage if e else None,
-                evaluation_smoke=e.smoke if e else False,
-                failed_judges=e.failed_judges() if e else [],
-            )
-            for s in rows
-            for total_score, prompt_hash, smoke in [(s.total_score, s.prompt_hash, s.smoke)]
-            for e in [evaluations.get(s.session_id)]
-        ]
     return DashboardPage(
         items=items,
         total=total,
-        limit=limit,
-        offset=offset,
+        limit=filters.limit,
+        offset=filters.offset,
         agents=agents,
         failure_modes=list(MODES),
         judges=sorted(JUDGES),
     )
+
+
+def _list_query(latest: Any) -> Select[Any]:
+    """Each session with its latest completed score: only what a line shows (of the stored record, the fields
+    read by the database, never the whole record)."""
+    query_text = SessionRow.record['query'].as_string()
+    return select(
+        SessionRow.session_id,
+        SessionRow.query_id,
+        SessionRow.agent,
+        SessionRow.status,
+        SessionRow.created_at_us,
+        query_text.label('query'),
+        case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
+        SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
+        SessionRow.record['rating'].label('rating'),
+        _stored_prompt_version().label('prompt_version'),
+        latest.c.total_score,
+        latest.c.prompt_hash,
+        latest.c.smoke,
+    ).outerjoin(latest, latest.c.session_id == SessionRow.session_id)
+
+
+def _list_conditions(f: SessionFilters, latest: Any) -> list[Any]:
+    """The list's filters that the stored columns answer: agent, status, score range, scored, query id, prompt
+    version, days (the judgement filters are `_judged_matching`)."""
+    conditions: list[Any] = []
+    if f.agent:
+        conditions.append(SessionRow.agent == f.agent)
+    if f.status:
+        conditions.append(SessionRow.status == f.status.value)
+    if f.min_score is not None:
+        conditions.append(latest.c.total_score >= f.min_score)
+    if f.max_score is not None:
+        conditions.append(latest.c.total_score <= f.max_score)
+    if f.scored is True:
+        conditions.append(latest.c.total_score.is_not(None))
+    elif f.scored is False:
+        conditions.append(latest.c.total_score.is_(None))
+    if f.q:  # a part of the query id, taken literally: % and _ are not wildcards here
+        literal = f.q.lower().replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+        conditions.append(func.lower(SessionRow.query_id).like(f'%{literal}%', escape='\\'))
+    if f.prompt_version:
+        conditions.append(_stored_prompt_version() == f.prompt_version)
+    low, high = _day_bounds(f.since, f.until)
+    if low is not None:
+        conditions.append(SessionRow.created_at_us >= low)
+    if high is not None:
+        conditions.append(SessionRow.created_at_us < high)
+    return conditions
+
+
+def _judgement_filtered(f: SessionFilters) -> bool:
+    """Some filter reads the sessions' latest evaluations."""
+    return bool(f.failure_mode or f.judge or f.failed is not None or f.min_overall is not None or f.max_overall is not None)
+
+
+def _judged_matching(db: Session, f: SessionFilters, latest: Any, conditions: list[Any]) -> list[str]:
+    """The sessions the other filters select whose latest completed evaluation's verdict matches the
+    judgement filters (failure mode, failed judge, failed or not, overall score range).
+
+    A verdict summary stored under today's verdict rules is filtered in SQL; the other evaluations (no summary,
+    or one made under other rules) are read and their verdict recomputed (`_latest_evaluations`)."""
+    runs = select(SessionRow.session_id).outerjoin(latest, latest.c.session_id == SessionRow.session_id).where(*conditions)
+    rules = func.coalesce(EvaluationRow.verdict['rules'].as_string(), '')
+    current = _latest_evaluation_query([EvaluationRow.session_id], None, runs, None).where(rules == rules_fingerprint())
+    matching = list(db.scalars(current.where(*_verdict_conditions(f))))
+    others = _latest_evaluations(db, sessions=runs, where=[rules != rules_fingerprint()])
+    return matching + [
+        sid for sid, e in others.items() if _matches(e, f.failure_mode, f.judge, f.failed, f.min_overall, f.max_overall)
+    ]
+
+
+def _verdict_conditions(f: SessionFilters) -> list[Any]:
+    """The judgement filters as conditions on a stored verdict summary (`VerdictSummary`, `verdict` column)."""
+    verdict = EvaluationRow.verdict
+    conditions: list[Any] = []
+    if f.failure_mode:  # the summary's failure modes are the table's names (no quote, escaped or not)
+        if f.failure_mode not in MODES:
+            return [false()]
+        name = f.failure_mode.replace('_', '\\_')
+        conditions.append(verdict['failure_modes'].as_string().like(f'%"{name}"%', escape='\\'))
+    if f.judge:  # the name goes into a JSON path: a name with other characters ran on no run
+        if not set(f.judge) <= _JUDGE_NAME_CHARS:
+            return [false()]
+        conditions.append(verdict['judges'][f.judge].as_string() == 'fail')
+    if f.failed is not None:
+        conditions.append(verdict['failed'].as_boolean() == f.failed)
+    if f.min_overall is not None:
+        conditions.append(verdict['overall_score'].as_float() >= f.min_overall)
+    if f.max_overall is not None:
+        conditions.append(verdict['overall_score'].as_float() <= f.max_overall)
+    return conditions
+
+
+def _list_ordering(f: SessionFilters, latest: Any) -> list[Any]:
+    """By date, or by score with unscored sessions last (newest first among equals)."""
+    if f.sort == 'score':
+        key = latest.c.total_score.asc() if f.order == 'asc' else latest.c.total_score.desc()
+        return [latest.c.total_score.is_(None), key, SessionRow.created_at_us.desc()]
+    return [SessionRow.created_at_us.asc() if f.order == 'asc' else SessionRow.created_at_us.desc()]
+
+
+def _dashboard_rows(db: Session, rows: list[Any]) -> list[DashboardRow]:
+    """The page's lines: each session with its scoring state, its latest evaluation and that one's state."""
+    ids = [r.session_id for r in rows]
+    states = _scoring_states(db, ids)
+    evaluations = _latest_evaluations(db, ids)
+    evaluation_states = _evaluation_states(db, ids)
+    items = []
+    for s in rows:
+        e = evaluations.get(s.session_id)
+        item = DashboardRow(
+            session_id=s.session_id,
+            query_id=s.query_id,
+            query=_query_text({'query': s.query, 'alert_data': s.alert}),
+            agent=s.agent,
+            status=s.status,
+            created_at_us=s.created_at_us,
+            rating=_rating_mean({'rating': s.rating}),
+            scoring_status=states.get(s.session_id, 'not_scored'),
+            total_score=s.total_score,
+            smoke=bool(s.smoke),
+            current_prompt_used=is_current_prompt(s.prompt_hash) if s.prompt_hash else None,
+            failure_modes=list(e.modes) if e else [],
+            is_alert=bool(s.is_alert),
+            prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
+            evaluation_status=evaluation_states.get(s.session_id),
+            overall_score=e.overall if e else None,
+            coverage=e.summary.coverage if e else None,
+            evaluation_smoke=e.smoke if e else False,
+            failed_judges=e.failed_judges() if e else [],
+        )
+        items.append(item)
+    return items
 
 
 def _matches(
@@ -761,110 +842,181 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
     judged runs that failed per day or ISO week (grouped by agent or prompt version), the overall-score
     distribution; and, for alert runs, the investigation scores (histogram, daily mean, missing tools).
     A run's date is when it was ingested. `judge` narrows every judgement figure to that judge.
-    Smoke scores and evaluations (the embedded model's) are left out unless `include_smoke`."""
-    f = filters
-    include_smoke, agent, prompt_version, since, until = f.include_smoke, f.agent, f.prompt_version, f.since, f.until
-    judge, bucket, group = f.judge, f.bucket, f.group
+    Smoke scores and evaluations (the embedded model's) are left out unless `include_smoke`.
+
+    The runs are selected in SQL (agent, prompt version, days, smoke); only the selected runs' latest
+    score and evaluation are read."""
     prompt_hash = current_hash(variant)
-    low, high = _day_bounds(since, until)
+    runs = _selected_runs(filters)
     with store.read() as db:
-        session_rows = db.execute(
-            select(SessionRow.session_id, SessionRow.agent, SessionRow.record['prompt_version'], SessionRow.created_at_us)
-        )
-        sessions: dict[str, tuple[str | None, str | None, int]] = {
-            sid: (a, str(v) if v else None, created) for sid, a, v, created in session_rows
-        }
-        latest = _latest_completed_scores()
-        rows = list(
-            db.execute(
-                select(
-                    latest.c.session_id,
-                    latest.c.score_id,
-                    latest.c.total_score,
-                    latest.c.completed_at_us,
-                    latest.c.smoke,
-                ).where(latest.c.prompt_hash == prompt_hash)
-            )
-        )
-        evaluations = _latest_evaluations(db)
-        known = _judge_hashes()
+        scores, smoke_scores = _pattern_scores(db, prompt_hash, runs, filters.include_smoke)
+        stored_tools = _missing_tool_names(db, [r.score_id for r in scores])
+        judged, smoke_evaluations = _pattern_judgements(db, runs, filters)
+        agents = sorted(a for a in db.scalars(select(SessionRow.agent).distinct()) if a)
+        versions = sorted({str(v) for v in db.scalars(select(_stored_prompt_version()).distinct()) if v})
+    tally = _JudgementTally()
+    for summary, key, created in judged:
+        tally.add(summary, key, _period(created, filters.bucket), whole_run=not filters.judge)
+    histogram, trend, tools = _score_figures(scores, stored_tools)
+    return Patterns(
+        prompt_hash=prompt_hash,
+        scored_sessions=len(scores),
+        evaluated_sessions=tally.evaluated,
+        include_smoke=filters.include_smoke,
+        smoke_left_out=smoke_scores + smoke_evaluations,
+        failure_modes=[Bar(label=m, count=n) for m, n in tally.modes.most_common()],
+        missing_tools=[Bar(label=t, count=n) for t, n in tools.most_common(top)],
+        histogram=histogram,
+        trend=trend,
+        judge_pass_rates=tally.judge_rates(),
+        mode_failure_rates=tally.mode_rates(),
+        failure_trend=tally.failure_trend(filters.bucket),
+        overall_histogram=[Bar(label=f'{i / 10:.1f}-{(i + 1) / 10:.1f}', count=n) for i, n in enumerate(tally.overall)],
+        agents=agents,
+        prompt_versions=versions,
+        judges=sorted(JUDGES),
+    )
 
-        def outdated(e: _Eval) -> bool:
-            hashes = e.hashes if isinstance(e.hashes, dict) else {}
-            return any(name in known and hashes.get(name) != known[name][0] for name in e.summary.judges)
 
-        # a run whose judges all judged under today's criteria reads its stored summary; narrowed to one judge,
-        # or with a judge under older criteria, its verdict is recomputed over the judges that count
-        full: dict[str, list[JudgeResult]]
-        if judge:  # only that judge's result of each run is read
-            full = {eid: [result] for eid, result in _judge_results(db, list(evaluations.values()), judge).items()}
-        else:
-            recomputed = _with_results(db, [e.evaluation_id for e in evaluations.values() if outdated(e)])
-            full = {eid: results for eid, (results, _) in recomputed.items()}
-    agents = sorted({a for a, _, _ in sessions.values() if a})
-    versions = sorted({v for _, v, _ in sessions.values() if v})
+def _stored_prompt_version() -> Any:
+    """A run's prompt version, as the database reads it from the stored record."""
+    return SessionRow.record['prompt_version'].as_string()
 
-    def selected(sid: str) -> bool:
-        if sid not in sessions:
-            return False
-        a, v, created = sessions[sid]
-        return (
-            (not agent or a == agent)
-            and (not prompt_version or v == prompt_version)
-            and (low is None or created >= low)
-            and (high is None or created < high)
-        )
 
-    rows = [r for r in rows if selected(r.session_id)]
-    smoke_left_out = 0
-    if not include_smoke:
-        smoke_left_out = sum(1 for r in rows if r.smoke)
-        rows = [r for r in rows if not r.smoke]
-    with store.read() as db:
-        stored_tools = _missing_tool_names(db, [r.score_id for r in rows])
+def _selected_runs(filters: PatternFilters) -> Select[Any] | None:
+    """The ids of the runs the patterns' filters select (agent, prompt version, ingest days), as a query; None
+    when they select every run."""
+    low, high = _day_bounds(filters.since, filters.until)
+    conditions = []
+    if filters.agent:
+        conditions.append(SessionRow.agent == filters.agent)
+    if filters.prompt_version:
+        conditions.append(_stored_prompt_version() == filters.prompt_version)
+    if low is not None:
+        conditions.append(SessionRow.created_at_us >= low)
+    if high is not None:
+        conditions.append(SessionRow.created_at_us < high)
+    return select(SessionRow.session_id).where(*conditions) if conditions else None
+
+
+def _pattern_scores(db: Session, prompt_hash: str, runs: Select[Any] | None, include_smoke: bool) -> tuple[list[Any], int]:
+    """The selected runs' latest completed scores under today's criteria (`prompt_hash`), and how many smoke
+    scores were left out (none when `include_smoke`)."""
+    latest = _latest_completed_scores()
+    query = select(latest.c.score_id, latest.c.total_score, latest.c.completed_at_us).where(latest.c.prompt_hash == prompt_hash)
+    if runs is not None:
+        query = query.where(latest.c.session_id.in_(runs))
+    if include_smoke:
+        return list(db.execute(query)), 0
+    smoke = db.scalar(select(func.count()).select_from(query.where(latest.c.smoke.is_(True)).subquery()))
+    return list(db.execute(query.where(latest.c.smoke.is_(False)))), smoke or 0
+
+
+def _score_figures(scores: list[Any], stored_tools: dict[str, list[str]]) -> tuple[list[Bar], list[TrendPoint], Counter[str]]:
+    """The investigation scores' histogram, daily mean, and missing tools (one count per run per tool)."""
     tools: Counter[str] = Counter()
     buckets = [0] * (100 // _BUCKET)
     by_day: dict[str, list[int]] = defaultdict(list)
-    for r in rows:
+    for r in scores:
         names = stored_tools.get(r.score_id, [])
-        tools.update({n.strip().lower() for n in names if n.strip()})  # one count per session per tool
+        tools.update({n.strip().lower() for n in names if n.strip()})
         if r.total_score is not None:
             score = max(0, min(100, int(r.total_score)))
             buckets[min(score // _BUCKET, len(buckets) - 1)] += 1
             if r.completed_at_us:
                 day = datetime.fromtimestamp(r.completed_at_us / 1e6, UTC).strftime('%Y-%m-%d')
                 by_day[day].append(score)
-    modes: Counter[str] = Counter()
-    mode_failed: Counter[str] = Counter()
-    mode_judged: Counter[str] = Counter()
-    judge_tally: dict[str, Counter[str]] = defaultdict(Counter)
-    overall = [0] * 10
-    periods: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (group, period) -> [failed, judged]
-    evaluated = 0
+    histogram = [
+        Bar(label=f'{i * _BUCKET}-{i * _BUCKET + _BUCKET - 1 if i < len(buckets) - 1 else 100}', count=n)
+        for i, n in enumerate(buckets)
+    ]
+    trend = [TrendPoint(day=d, mean_score=round(sum(v) / len(v), 1), count=len(v)) for d, v in sorted(by_day.items())]
+    return histogram, trend, tools
+
+
+def _pattern_judgements(
+    db: Session, runs: Select[Any] | None, filters: PatternFilters
+) -> tuple[list[tuple[VerdictSummary, str, int]], int]:
+    """Per selected run with a latest completed evaluation that counts: the summary of its verdict over the
+    judges that count here, its group (`filters.group`) and its ingest time; and how many smoke evaluations
+    were left out.
+
+    A run whose judges all judged under today's criteria reads its stored summary; narrowed to one judge, or
+    with a judge under older criteria, its verdict is recomputed over the judges that count."""
+    smoke = None if filters.include_smoke else False
+    evaluations = _latest_evaluations(db, sessions=runs, smoke=smoke)
+    smoke_left_out = 0 if smoke is None else _count_latest_evaluations(db, runs, smoke=True)
+    known = _judge_hashes()
+    judge = filters.judge
+    if judge:  # only that judge's result of each run is read
+        full = {eid: [result] for eid, result in _judge_results(db, list(evaluations.values()), judge).items()}
+    else:
+        outdated = [e.evaluation_id for e in evaluations.values() if _outdated(e, known)]
+        full = {eid: results for eid, (results, _) in _with_results(db, outdated).items()}
+    groups = _run_groups(db, list(evaluations), filters.group)
+    out: list[tuple[VerdictSummary, str, int]] = []
     for sid, e in evaluations.items():
-        if not selected(sid):
-            continue
-        if e.smoke and not include_smoke:
-            smoke_left_out += 1
-            continue
-        if judge and e.evaluation_id not in full:
-            continue  # that judge did not run on this run
-        if e.evaluation_id in full:  # the verdict over the judges that count here, recomputed
-            hashes = e.hashes if isinstance(e.hashes, dict) else {}
-            current = [
-                r
-                for r in full[e.evaluation_id]
-                if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
-            ]
-            if judge and not current:
-                continue  # that judge did not run (under today's criteria) on this run
-            summary = summarise(current)
-        else:
-            summary = e.summary
-        evaluated += 1
-        modes.update(summary.failure_modes)
+        summary = _counted_summary(e, full, judge, known)
+        if summary is not None and sid in groups:
+            out.append((summary, *groups[sid]))
+    return out, smoke_left_out
+
+
+def _run_groups(db: Session, session_ids: list[str], group: Group) -> dict[str, tuple[str, int]]:
+    """Per run: its group in the failure trend (its agent or prompt version, `(none)` without one; `all`
+    when not grouped) and its ingest time."""
+    column = SessionRow.agent if group == 'agent' else _stored_prompt_version()
+    out: dict[str, tuple[str, int]] = {}
+    for start in range(0, len(session_ids), _IN_CHUNK):
+        chunk = session_ids[start : start + _IN_CHUNK]
+        query = select(SessionRow.session_id, column, SessionRow.created_at_us).where(SessionRow.session_id.in_(chunk))
+        for sid, value, created in db.execute(query):
+            out[sid] = ('all' if group == 'all' else str(value) if value else '(none)', created)
+    return out
+
+
+def _outdated(e: _Eval, known: dict[str, tuple[str, str | None]]) -> bool:
+    """Some judge of this evaluation judged under criteria other than today's."""
+    hashes = e.hashes if isinstance(e.hashes, dict) else {}
+    return any(name in known and hashes.get(name) != known[name][0] for name in e.summary.judges)
+
+
+def _counted_summary(
+    e: _Eval, full: dict[str, list[JudgeResult]], judge: str | None, known: dict[str, tuple[str, str | None]]
+) -> VerdictSummary | None:
+    """The summary of an evaluation's verdict over the judges that count (today's criteria; `judge` alone when
+    named), or None when that judge did not run on the run under today's criteria."""
+    if e.evaluation_id not in full:
+        return None if judge else e.summary
+    hashes = e.hashes if isinstance(e.hashes, dict) else {}
+    current = [
+        r
+        for r in full[e.evaluation_id]
+        if (not judge or r.judge == judge) and (r.judge not in known or hashes.get(r.judge) == known[r.judge][0])
+    ]
+    if judge and not current:
+        return None
+    return summarise(current)
+
+
+class _JudgementTally:
+    """The judgement figures of Patterns, counted one judged run at a time (`add`)."""
+
+    def __init__(self) -> None:
+        self.evaluated = 0
+        self.modes: Counter[str] = Counter()
+        self.mode_failed: Counter[str] = Counter()
+        self.mode_judged: Counter[str] = Counter()
+        self.judges: dict[str, Counter[str]] = defaultdict(Counter)
+        self.overall = [0] * 10
+        self.periods: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (group, period) -> [failed, judged]
+
+    def add(self, summary: VerdictSummary, group: str, period: str, *, whole_run: bool) -> None:
+        """Count one run's verdict; its overall score only when `whole_run` (not narrowed to one judge)."""
+        self.evaluated += 1
+        self.modes.update(summary.failure_modes)
         for name, status in summary.judges.items():
-            tally = judge_tally[name]
+            tally = self.judges[name]
             if status in ('pass', 'fail'):
                 tally['ok'] += 1
                 tally['passed'] += status == 'pass'
@@ -874,67 +1026,48 @@ def patterns(store: Store, variant: str, filters: PatternFilters, *, top: int = 
                 tally['errors'] += 1
         for m in summary.judged_modes:
             if m in MODES:
-                mode_judged[m] += 1
-                mode_failed[m] += m in summary.failure_modes
-        if summary.overall_score is not None and not judge:
-            overall[min(int(max(0.0, min(1.0, summary.overall_score)) * 10), 9)] += 1
-        if not summary.coverage.judged:
-            continue  # nothing judged this run: it is in no failure rate
-        fails = summary.failed
-        a, v, created = sessions[sid]
-        key = a if group == 'agent' else v if group == 'prompt_version' else 'all'
-        counts = periods[(key or '(none)', _period(created, bucket))]
-        counts[0] += fails
-        counts[1] += 1
-    histogram = [
-        Bar(label=f'{i * _BUCKET}-{i * _BUCKET + _BUCKET - 1 if i < len(buckets) - 1 else 100}', count=n)
-        for i, n in enumerate(buckets)
-    ]
-    series: dict[str, list[RatePoint]] = defaultdict(list)
-    for (name, period), (n_failed, n_judged) in sorted(periods.items()):
-        end = datetime.strptime(period, '%Y-%m-%d') + timedelta(days=6 if bucket == 'week' else 0)
-        series[name].append(
-            RatePoint(
+                self.mode_judged[m] += 1
+                self.mode_failed[m] += m in summary.failure_modes
+        if summary.overall_score is not None and whole_run:
+            self.overall[min(int(max(0.0, min(1.0, summary.overall_score)) * 10), 9)] += 1
+        if summary.coverage.judged:  # a run nothing judged is in no failure rate
+            counts = self.periods[(group, period)]
+            counts[0] += summary.failed
+            counts[1] += 1
+
+    def judge_rates(self) -> list[Rate]:
+        return [
+            Rate(
+                label=name,
+                count=t['passed'],
+                total=t['ok'],
+                rate=round(t['passed'] / t['ok'], 4) if t['ok'] else None,
+                errors=t['errors'],
+                inconclusive=t['inconclusive'],
+            )
+            for name, t in sorted(self.judges.items())
+        ]
+
+    def mode_rates(self) -> list[Rate]:
+        rates = (
+            Rate(label=m, count=self.mode_failed[m], total=n, rate=round(self.mode_failed[m] / n, 4))
+            for m, n in self.mode_judged.items()
+        )
+        return sorted(rates, key=lambda r: (-(r.rate or 0), r.label))
+
+    def failure_trend(self, bucket: Bucket) -> list[RateSeries]:
+        series: dict[str, list[RatePoint]] = defaultdict(list)
+        for (name, period), (n_failed, n_judged) in sorted(self.periods.items()):
+            end = datetime.strptime(period, '%Y-%m-%d') + timedelta(days=6 if bucket == 'week' else 0)
+            point = RatePoint(
                 period=period,
                 until=end.strftime('%Y-%m-%d'),
                 failed=n_failed,
                 evaluated=n_judged,
                 rate=round(n_failed / n_judged, 4),
             )
-        )
-    judge_rates = [
-        Rate(
-            label=name,
-            count=t['passed'],
-            total=t['ok'],
-            rate=round(t['passed'] / t['ok'], 4) if t['ok'] else None,
-            errors=t['errors'],
-            inconclusive=t['inconclusive'],
-        )
-        for name, t in sorted(judge_tally.items())
-    ]
-    mode_rates = sorted(
-        (Rate(label=m, count=mode_failed[m], total=n, rate=round(mode_failed[m] / n, 4)) for m, n in mode_judged.items()),
-        key=lambda r: (-(r.rate or 0), r.label),
-    )
-    return Patterns(
-        prompt_hash=prompt_hash,
-        scored_sessions=len(rows),
-        evaluated_sessions=evaluated,
-        include_smoke=include_smoke,
-        smoke_left_out=smoke_left_out,
-        failure_modes=[Bar(label=m, count=n) for m, n in modes.most_common()],
-        missing_tools=[Bar(label=t, count=n) for t, n in tools.most_common(top)],
-        histogram=histogram,
-        trend=[TrendPoint(day=d, mean_score=round(sum(v) / len(v), 1), count=len(v)) for d, v in sorted(by_day.items())],
-        judge_pass_rates=judge_rates,
-        mode_failure_rates=mode_rates,
-        failure_trend=[RateSeries(group=g, points=p) for g, p in sorted(series.items())],
-        overall_histogram=[Bar(label=f'{i / 10:.1f}-{(i + 1) / 10:.1f}', count=n) for i, n in enumerate(overall)],
-        agents=agents,
-        prompt_versions=versions,
-        judges=sorted(JUDGES),
-    )
+            series[name].append(point)
+        return [RateSeries(group=g, points=p) for g, p in sorted(series.items())]
 
 
 def _period(created_us: int, bucket: Bucket) -> str:

@@ -75,12 +75,14 @@ async def _get_score_fast(request: Request) -> Response:
     The id's length is checked here as `SessionId` would (the same 422)."""
     session_id: str = request.path_params['session_id']
     if len(session_id) > MAX_ID_LENGTH:
-        raise RequestValidationError([
-            {
-                'type': 'string_too_long', 'loc': ('path', 'session_id'), 'input': session_id,
-                'msg': f'String should have at most {MAX_ID_LENGTH} characters', 'ctx': {'max_length': MAX_ID_LENGTH},
-            }
-        ])  # fmt: skip
+        error = {
+            'type': 'string_too_long',
+            'loc': ('path', 'session_id'),
+            'input': session_id,
+            'msg': f'String should have at most {MAX_ID_LENGTH} characters',
+            'ctx': {'max_length': MAX_ID_LENGTH},
+        }
+        raise RequestValidationError([error])
     return await _answer_score(request, session_id)
 
 
