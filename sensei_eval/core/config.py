@@ -36,6 +36,7 @@ def load_config_file(path: Path, *, what: str = 'config file', error: type[Confi
     read or parsed is an `error` (the caller's `ConfigError`) naming the file, and the line when known;
     the data is returned as it parsed (None for an empty YAML file): what it must hold is the caller's."""
     import yaml  # here, not at import: `sensei-eval --help` reads no config file
+
     try:
         text = path.read_text(encoding='utf-8-sig')
     except (OSError, UnicodeDecodeError) as e:

@@ -37,7 +37,7 @@ EXTRAS: dict[str, str] = {
     'service': 'the scoring service (sensei-eval serve)',
     'stats': 'calibration (sensei_eval.validate.calibrate) and the before/after gate (sensei_eval.validate)',
     'optimize': 'the prompt optimizer (sensei_eval.optimize, DSPy)',
-    'otel': "exporting the judge spans (the OpenTelemetry SDK; the API comes with pydantic-ai)",
+    'otel': 'exporting the judge spans (the OpenTelemetry SDK; the API comes with pydantic-ai)',
     'ray': 'judging on a Ray cluster (judge --ray: sensei_eval.judging.ray_engine)',
 }
 

@@ -448,7 +448,10 @@ def _record_html(report: RecordReport, anchor: str) -> str:
 def _transcript_html(report: RecordReport, anchor: str, cited: set[int]) -> str:
     try:
         record = QueryRecord(
-            query_id=report.query_id, query=report.query, messages=report.messages, message_format=report.message_format,
+            query_id=report.query_id,
+            query=report.query,
+            messages=report.messages,
+            message_format=report.message_format,
             metadata=report.metadata,
         )
         steps = render_transcript(record, include_system=False).steps

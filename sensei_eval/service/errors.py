@@ -20,7 +20,6 @@ __all__ = ('BodyLimit', 'install_error_handlers')
 log = logging.getLogger(__name__)
 
 
-
 # One message for a value the database refused, whichever backend and whichever error it raised.
 _REFUSED_VALUE = 'the database refused a value in the request (too long, out of range or not storable)'
 
