@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/conformance_service.py` finds its sibling
+
 from benchmarks.conformance import JUDGES, Seen, Surface, agreement, conformance_model, load_records, seen_in_report, via_cli
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
