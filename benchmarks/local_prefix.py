@@ -35,14 +35,14 @@ async def _measure(model: JudgeModel, record: QueryRecord, other: QueryRecord) -
     start = time.perf_counter()
     one = await judges[0].judge(record, transcript, model)
     single = time.perf_counter() - start
-    assert one.status == 'ok', one.error
+    assert one.status != 'error', one.error  # the embedded model's answers are smoke: timed, not judged
     await _evict(model, other, judges[0])
     each = []
     for judge in judges:
         start = time.perf_counter()
         result = await judge.judge(record, transcript, model)
         each.append(time.perf_counter() - start)
-        assert result.status == 'ok', result.error
+        assert result.status != 'error', result.error
     return single, each
 
 
