@@ -24,7 +24,7 @@ from sensei_eval.evaluators.investigation import (
     extract_score,
     is_current_prompt,
 )
-from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.models.judge_model import JudgeModel, smoke_schema
 
 
 def tarsy_record() -> QueryRecord:
@@ -275,7 +275,8 @@ async def test_embedded_model_scores_under_a_schema_and_is_marked_smoke() -> Non
     assert d['missing_tools_analysis'] == '1. kubectl-logs: OOM'
     assert d['smoke'] is True and any('smoke' in w for w in result.warnings)
     # turn 1 constrained to the score schema, turn 2 to the missing-tools schema
-    assert script.schemas[0] == constrained_score_schema()
+    # the embedded model's answers are bounded short (`smoke_schema`): the score schema, smoke-sized
+    assert script.schemas[0] == smoke_schema(constrained_score_schema())
     assert script.schemas[0]['properties']['logical_flow']['enum'] == list(range(26))
     assert 'missing_tools' in script.schemas[1]['properties']
     assert '"logical_flow"' in script.prompts[0] and 'ONLY the total score' not in script.prompts[0]

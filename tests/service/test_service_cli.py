@@ -93,4 +93,4 @@ def test_serve_judges_like_judge_by_default_and_takes_judges(monkeypatch: pytest
     assert settings.judges == ('checks',) and settings.sampler.judges == ('mvp',)  # the file's own judges win
     code, settings, out = _serve_settings(monkeypatch, tmp_path, '--judges', 'mvp,nonsense')
     assert code == 2 and settings is None
-    assert 'nonsense' in out and 'hallucination' in out  # names the unknown one and lists the known ones
+    assert 'nonsense' in out and 'judge --list' in out  # names the unknown one and where the known ones are listed
