@@ -20,7 +20,7 @@ from sensei_eval.cli.view import not_a_run
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord, Rating
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
-from sensei_eval.models.judge_model import ModelUsageError, check_base_url, resolve_model, smoke_schema
+from sensei_eval.models.judge_model import SMOKE_MAX_STRING, ModelUsageError, check_base_url, resolve_model, smoke_schema
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
 
@@ -238,10 +238,10 @@ def test_smoke_answers_are_bounded_by_the_grammar() -> None:
         },
     }
     small = smoke_schema(schema)
-    assert small['properties']['reasoning']['maxLength'] == 30
+    assert small['properties']['reasoning']['maxLength'] == SMOKE_MAX_STRING
     assert 'maxLength' not in small['properties']['kind']
     assert small['properties']['issues']['maxItems'] == 0
-    assert small['properties']['issues']['items']['properties']['d']['maxLength'] == 30
+    assert small['properties']['issues']['items']['properties']['d']['maxLength'] == SMOKE_MAX_STRING
     assert schema['properties']['reasoning']['maxLength'] == 200  # the judge's own schema is untouched
 
 

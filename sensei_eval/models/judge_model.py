@@ -86,11 +86,11 @@ __all__ = (
 EMBEDDED_NOTICE = 'embedded model answers are not verdicts; use --model or SENSEI_EVAL_MODEL'
 
 # Transcript budgets, in tokens. The embedded model's answers are smoke (they show the pipeline runs), so its
-# transcript is cut to 600 tokens: on two cores a prompt token costs ~4-7 ms to evaluate, and the
-# shipped sample's records (mostly 250-630 tokens) fit nearly whole; its long one (3,400) would cost more than the rest.
+# transcript is cut to 250 tokens: on two idle cores a prompt token costs ~9 ms to evaluate and 600 tokens put
+# the README's main job at 133 s (8,975 prompt tokens evaluated, 79 s of it); the cut is reported as usual.
 # `--max-transcript-tokens` raises it up to the 8k context (`tokens.fit_transcript` re-cuts what would not
 # fit). Hosted models have far more room; 60k keeps cost per judge sane on huge traces.
-EMBEDDED_TRANSCRIPT_BUDGET = 600
+EMBEDDED_TRANSCRIPT_BUDGET = 250
 DEFAULT_TRANSCRIPT_BUDGET = 60_000
 # One judge call's deadline, every attempt and wait included: a slow remote model answers in well
 # under two minutes; a server that holds the connection longer is treated as dead for that call.
@@ -100,7 +100,7 @@ DEFAULT_CALL_TIMEOUT_S = 120.0
 # so it gets half an hour.
 EMBEDDED_CALL_TIMEOUT_S = 1800.0
 # The embedded model's answers are smoke: short strings and lists (`smoke_schema`) and few tokens.
-SMOKE_MAX_STRING = 30
+SMOKE_MAX_STRING = 16
 SMOKE_MAX_ITEMS = 0
 SMOKE_MAX_TOKENS = 700
 # The preflight request's own time limit: an unreachable host fails in this long, not per record.
