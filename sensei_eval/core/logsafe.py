@@ -24,9 +24,9 @@ import threading
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ('escape_controls', 'install', 'redact_text', 'register_secret')
+__all__ = ('escape_controls', 'install', 'redact_text', 'redact_url', 'register_secret')
 
-# Query parameter names whose values are secrets (the same rule as `judge_model.redact_url`).
+# Query parameter names whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
 _SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|pwd|sig|signature|auth|credential)', re.IGNORECASE)
 _URL = re.compile(r'\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s\'"<>`]+')
 _BEARER = re.compile(r'\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=:-]{4,}', re.IGNORECASE)
@@ -49,23 +49,30 @@ def register_secret(secret: str | None) -> None:
             _secrets.add(secret.strip())
 
 
-def _redact_url(match: re.Match[str]) -> str:
-    url = match.group(0)
+def redact_url(url: str) -> str:
+    """`url` safe to show, store or log: the password in `user:password@` becomes `***` (a user alone is kept;
+    a token given as the user, `https://TOKEN@host`, becomes `***` too), and so do the values of query
+    parameters named like a secret (`?api_key=...`). Anything unparsable is returned as `***`."""
     try:
         parts = urlsplit(url)
-        netloc = parts.netloc
-        if '@' in netloc:
-            userinfo, _, hostport = netloc.rpartition('@')
-            user, colon, _ = userinfo.partition(':')
-            netloc = f'{user}:{_MASK}@{hostport}' if colon else f'{_MASK}@{hostport}'
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            if any(_SECRET_PARAM.search(k) for k, _ in pairs):
-                query = urlencode([(k, _MASK if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        _ = parts.port
     except ValueError:
-        return f'{url.split("://", 1)[0]}://{_MASK}'
+        return _MASK
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, _, hostport = netloc.rpartition('@')
+        user, colon, _password = userinfo.partition(':')
+        netloc = f'{user}:{_MASK}@{hostport}' if colon else f'{_MASK}@{hostport}'
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
+            query = urlencode([(k, _MASK if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_url(match: re.Match[str]) -> str:
+    return redact_url(match.group(0))
 
 
 def redact_text(text: str) -> str:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from sensei_eval.core import logsafe
 from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, ModelUsageError, describe_error
 from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatch
 
@@ -410,32 +411,9 @@ def _no_sdk_retries(model: Model) -> None:
         client.max_retries = 0
 
 
-# Query parameters whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
-_SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|sig|signature|auth)', re.IGNORECASE)
-
-
 def redact_url(url: str) -> str:
-    """`url` safe to show or store: the password in `user:password@` becomes `***` (a user alone is
-    kept; a token given as the user, `https://TOKEN@host`, too becomes `***`), and so do the values of
-    query parameters named like a secret (`?api_key=...`). Anything unparsable is returned as `***`."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        _ = parts.port
-    except ValueError:
-        return '***'
-    netloc = parts.netloc
-    if '@' in netloc:
-        userinfo, _, hostport = netloc.rpartition('@')
-        user, colon, _password = userinfo.partition(':')
-        netloc = f'{user}:***@{hostport}' if colon else f'***@{hostport}'
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
-            query = urlencode([(k, '***' if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe='*')
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """`url` safe to show or store (`core.logsafe.redact_url`: the same rule every log line gets)."""
+    return logsafe.redact_url(url)
 
 
 def _openai_compatible(
