@@ -27,6 +27,12 @@ variants is the real fix, phrased differently), so what decides is the acceptanc
 
 `make_queries_of({'refund': 6, 'balance': 8}, seed)` makes a set with exactly those kinds: the fixture of
 `benchmarks/optimizer_decision.py`, where the ticket rule helps 6 of 14 test queries and hurts none.
+
+Run as a script, it prints what the fixture is: for the shipped prompt, each rule added, both, and the
+harmful phrasing, the mean overall score and the share of runs the reference check passes, over the same
+queries (the other benchmarks build on these differences):
+
+    python benchmarks/billing_agent.py [--queries 60] [--seeds 3]   # --quick: 20 queries, 1 seed
 """
 
 from __future__ import annotations
@@ -273,3 +279,53 @@ def _gepa_current(text: str) -> str:
 def _gepa_feedback(text: str) -> str:
     marker = '[[ ## examples_with_feedback ## ]]'
     return text.split(marker, 1)[1] if marker in text else ''
+
+
+# ---------------------------------------------------------------------------------------------------
+# As a script: what each prompt scores
+
+
+def _score(prompt: str, queries: list[Query], seed: int) -> tuple[float, float]:
+    """Mean overall score and the share of runs whose reference check passed, under `prompt`."""
+    import asyncio
+
+    from sensei_eval.core.verdicts import judge_status
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.optimize.evaluate import evaluate_prompt
+
+    _, reports = asyncio.run(evaluate_prompt(prompt, queries, BillingRunner(seed=seed), make_judges(['reference_check']), None))
+    scores = [r.overall_score for r in reports if r.overall_score is not None]
+    passed = [judge_status(r.judges['reference_check']) == 'pass' for r in reports if 'reference_check' in r.judges]
+    return sum(scores) / max(1, len(scores)), sum(passed) / max(1, len(passed))
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0] if __doc__ else None)
+    parser.add_argument('--queries', type=int, default=60)
+    parser.add_argument('--seeds', type=int, default=3)
+    parser.add_argument('--quick', action='store_true', help='20 queries, 1 seed: CI runs it so the script cannot rot')
+    args = parser.parse_args()
+    if args.quick:
+        args.queries, args.seeds = 20, 1
+    base = COMPONENTS.build()
+    prompts = {
+        'shipped prompt': base,
+        '+ ticket rule': base + '\nOpen a ticket with open_ticket for every refund.',
+        '+ currency rule': base + '\nAlways pass the currency to create_invoice.',
+        '+ both rules': base + '\nOpen a ticket with open_ticket for every refund.\nAlways pass the currency to create_invoice.',
+        'harmful phrasing': base + '\nSkip the account lookup to save time.',
+    }
+    print(f'{args.queries} queries x {args.seeds} seed(s), noise {BillingRunner.noise}, judged by reference_check')
+    print(f'{"prompt":<18} {"rules it triggers":<28} {"overall":>8} {"passed":>7}')
+    for name, prompt in prompts.items():
+        triggered = ', '.join(k for k, v in follows(prompt).items() if v) or '-'
+        figures = [_score(prompt, make_queries(args.queries, seed), seed) for seed in range(args.seeds)]
+        overall = sum(f[0] for f in figures) / len(figures)
+        passed = sum(f[1] for f in figures) / len(figures)
+        print(f'{name:<18} {triggered:<28} {overall:>8.3f} {passed:>7.0%}')
+
+
+if __name__ == '__main__':
+    main()
