@@ -31,7 +31,7 @@ from sensei_eval.core.verdicts import is_judged, judge_status, record_verdict
 from sensei_eval.evaluators.base import Judge, record_from_context
 from sensei_eval.evaluators.fused import FusedJudge
 
-__all__ = ('Verdicts',)
+__all__ = ('Verdicts', 'verdict_outputs')
 
 
 @dataclass(repr=False)
@@ -55,18 +55,26 @@ class Verdicts(Evaluator[Any, Any, Any]):
                 results.extend(await judge.judge_members(record, transcript, model))
             else:
                 results.append(await judge.judge(record, transcript, model))
-        verdict = record_verdict(results)
-        out: dict[str, bool | int | float | str | EvaluationReason] = {}
-        for result in results:
-            status = judge_status(result)
-            out[f'{result.judge}_status'] = EvaluationReason(value=status, reason=result.error)
-            if is_judged(status):
-                reason = (result.reasoning or '').strip() or None
-                if result.score is not None:
-                    out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-                if result.passed is not None or result.issues:  # a score-only judge asserts nothing
-                    out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
-        if verdict.overall_score is not None:
-            out['overall'] = EvaluationReason(value=verdict.overall_score, reason=verdict.coverage.label)
-        out['coverage'] = verdict.coverage.label
-        return out
+        return verdict_outputs(results)
+
+
+def verdict_outputs(results: Sequence[JudgeResult]) -> dict[str, bool | int | float | str | EvaluationReason]:
+    """A record's judge results as pydantic-evals outputs, read from the verdict model: per judge its
+    `<judge>_status`, and when it judged its score and `<judge>_passed` (a score-only judge asserts
+    nothing); the record's `overall` score with its coverage (absent when not judged) and `coverage`.
+    `Verdicts` and the online judging of a live agent (`production.online`) both answer with it."""
+    verdict = record_verdict(results)
+    out: dict[str, bool | int | float | str | EvaluationReason] = {}
+    for result in results:
+        status = judge_status(result)
+        out[f'{result.judge}_status'] = EvaluationReason(value=status, reason=result.error)
+        if is_judged(status):
+            reason = (result.reasoning or '').strip() or None
+            if result.score is not None:
+                out[result.judge] = EvaluationReason(value=result.score, reason=reason)
+            if result.passed is not None or result.issues:  # a score-only judge asserts nothing
+                out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
+    if verdict.overall_score is not None:
+        out['overall'] = EvaluationReason(value=verdict.overall_score, reason=verdict.coverage.label)
+    out['coverage'] = verdict.coverage.label
+    return out

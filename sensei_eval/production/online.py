@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, EvaluatorOutput
+from pydantic_evals.evaluators import Evaluator, EvaluatorContext, EvaluatorOutput
 from pydantic_evals.online import OnlineEvalConfig, OnlineEvaluator
 from pydantic_evals.online_capability import OnlineEvaluation
 
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import record_from_context
+from sensei_eval.evaluators.verdicts import verdict_outputs
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import judge_records
@@ -51,8 +52,8 @@ ReportCallback = Callable[[RecordReport], Awaitable[None] | None]
 @dataclass(repr=False)
 class SenseiJudging(Evaluator[Any, Any, Any]):
     """Every judge of `options` on one live run, through the CLI's runner; the report goes to `run_dir`
-    and `on_report`. Its outputs are the record's overall score (absent when no judge judged: a run nothing
-    judged has no score) and each judge's pass/fail, each with the judge's reasoning."""
+    and `on_report`. Its outputs are `Verdicts`' (`verdict_outputs`): each judge's status, score and pass/fail,
+    the record's `overall` score (absent when nothing judged it) and its coverage."""
 
     options: JudgeRunOptions
     run_id: str = 'online'
@@ -72,13 +73,7 @@ class SenseiJudging(Evaluator[Any, Any, Any]):
             done = self.on_report(report)
             if inspect.isawaitable(done):
                 await done
-        out: dict[str, bool | int | float | str | EvaluationReason] = {}
-        if report.overall_score is not None:
-            out['overall_score'] = EvaluationReason(value=report.overall_score, reason=', '.join(report.failure_modes))
-        for name, result in report.judges.items():
-            if result.status == 'ok' and result.passed is not None:
-                out[f'{name}_passed'] = EvaluationReason(value=result.passed, reason=(result.reasoning or '').strip())
-        return out
+        return verdict_outputs(list(report.judges.values()))
 
 
 def online_evaluation(
