@@ -442,12 +442,19 @@ def main() -> None:
     print(f'{len(reference.seen)} records ({len(sample)} sample + tau2-airline), judges {JUDGES}, scripted model')
     print('judge verdicts in the CLI run: ' + ', '.join(f'{k} {v}' for k, v in sorted(statuses.items())))
     print(f'records not judged (no overall score): {not_judged}')
+    sys.exit(1 if print_agreement(reference, others, subsets=('judge --ray',)) else 0)
+
+
+def print_agreement(reference: Surface, surfaces: Sequence[Surface], *, subsets: Sequence[str] = ()) -> bool:
+    """Print each surface's agreement with `reference` (a table, and its first differences); True when any
+    differs. A surface named in `subsets` was run on part of the records (Ray on the sample only) and is
+    compared on those."""
     print(f'{"surface":<24} {"records":>8} {"agree":>8} {"agreement":>10} {"seconds":>8}')
     print(f'{reference.name:<24} {len(reference.seen):>8} {"(ref)":>8} {"":>10} {reference.seconds:>8.1f}')
     failed = False
-    for surface in others:
+    for surface in surfaces:
         ref = reference
-        if surface.name == 'judge --ray' and len(surface.seen) != len(reference.seen):
+        if surface.name in subsets and len(surface.seen) != len(reference.seen):
             ref = Surface(reference.name, {k: v for k, v in reference.seen.items() if k in surface.seen})
         agree, total, problems = agreement(ref, surface)
         share = agree / total if total else 0.0
@@ -455,7 +462,7 @@ def main() -> None:
         for problem in problems[:5]:
             print(f'    {problem[:160]}')
         failed = failed or bool(problems) or agree != total
-    sys.exit(1 if failed else 0)
+    return failed
 
 
 if __name__ == '__main__':

@@ -29,7 +29,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/conformance_service.py` finds its sibling
 
-from benchmarks.conformance import JUDGES, Seen, Surface, agreement, conformance_model, load_records, seen_in_report, via_cli
+from benchmarks.conformance import (
+    JUDGES,
+    Seen,
+    Surface,
+    conformance_model,
+    load_records,
+    print_agreement,
+    seen_in_report,
+    via_cli,
+)
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 
@@ -101,17 +110,8 @@ def main() -> None:
     print(f'{len(records)} records (sample + tau2-airline), judges: the service default vs judge --judges {JUDGES}')
     print('service coverage labels: ' + ', '.join(f'{k!r} {v}' for k, v in sorted(labels.items())))
     print(f'coverage labels differing from the CLI: {differ}')
-    print(f'{"surface":<24} {"records":>8} {"agree":>8} {"agreement":>10} {"seconds":>8}')
-    print(f'{reference.name:<24} {len(reference.seen):>8} {"(ref)":>8} {"":>10} {reference.seconds:>8.1f}')
-    failed = bool(differ)
-    for surface in (api, dash):
-        agree, total, problems = agreement(reference, surface)
-        share = agree / total if total else 0.0
-        print(f'{surface.name:<24} {total:>8} {agree:>8} {share:>10.1%} {surface.seconds:>8.1f}')
-        for problem in problems[:5]:
-            print(f'    {problem[:160]}')
-        failed = failed or bool(problems) or agree != total
-    sys.exit(1 if failed else 0)
+    failed = print_agreement(reference, (api, dash))
+    sys.exit(1 if failed or differ else 0)
 
 
 if __name__ == '__main__':
