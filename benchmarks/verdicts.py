@@ -63,7 +63,9 @@ _DATASETS = next(
     (p / 'shared' / 'datasets' for p in Path(__file__).resolve().parents[1:4] if (p / 'shared' / 'datasets').is_dir()),
     Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets',
 )
-_DEFAULT_DATA = _DATASETS / 'tau2-airline'
+# without ../shared (a checkout on its own), the copy of the 50 tau2-airline runs the package ships
+_PACKAGED = Path(__file__).resolve().parents[1] / 'sensei_eval' / 'data' / 'tau2_airline'
+_DEFAULT_DATA = _DATASETS / 'tau2-airline' if (_DATASETS / 'tau2-airline').is_dir() else _PACKAGED
 _DEFAULT_WHO = _DATASETS / 'who-and-when-algo'
 
 
