@@ -56,6 +56,7 @@ __all__ = (
     'QueryRecord',
     'Rating',
     'ToolCall',
+    'ToolSpec',
     'detect_format',
     'looks_like_error',
     'pair_tool_calls',
@@ -191,6 +192,32 @@ class ExpectedToolCall(BaseModel):
     required: bool | None = None
 
 
+class ToolSpec(BaseModel):
+    """A tool the agent had: what a judge needs to tell "a tool that should have been called" from guesswork.
+
+    Written as an OpenAI function definition, either shape: `{"type": "function", "function": {"name": ...,
+    "description": ..., "parameters": {...}}}` or the inner object alone (`{"name": ..., "description": ...,
+    "parameters": {...}}`, the shape of MCP's `tools/list` without `inputSchema`'s name, and of the OTel GenAI
+    `gen_ai.tool.definitions`). `inputSchema` (MCP) is read as `parameters`."""
+
+    model_config = ConfigDict(extra='ignore')
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+    @model_validator(mode='before')
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            inner = data.get('function')
+            if data.get('type') == 'function' and isinstance(inner, dict):
+                data = inner
+            if 'parameters' not in data and isinstance(data.get('inputSchema'), dict):
+                data = {**data, 'parameters': data['inputSchema']}
+        return data
+
+
 # A tool result that reports a failure: error words where tools put their status (the start), an error
 # field, or a short "not found". Docs that merely discuss errors further in don't count.
 _ERROR_START = re.compile(
@@ -289,6 +316,11 @@ class QueryRecord(BaseModel):
     rating: Rating | None = None
     prompt_version: str | None = None
     expected_tool_calls: list[ExpectedToolCall] | None = None
+    # What the agent must tell the user, as tau-bench's required outputs: strings its replies must contain
+    # (numbers compared as numbers, case and whitespace folded). None: no reference for outputs.
+    expected_outputs: list[str] | None = None
+    # The tools the agent had (None: the inventory is unknown; []: it had none). Judges are shown them.
+    tools: list[ToolSpec] | None = None
     alert_data: dict[str, Any] | str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
