@@ -93,6 +93,7 @@ def test_numbered_steps() -> None:
     assert lines == [
         'QUERY ID: fastapi-deps',
         'QUERY: How do FastAPI dependencies work?',
+        'TOOLS THE AGENT HAD: not recorded (go by the tools the transcript shows)',
         f'[1] system: {SYSTEM}',
         '[2] user: How do FastAPI dependencies work?',
         '[3] tool_call context7_get_docs {"library_id": "/fastapi"}',
@@ -148,12 +149,13 @@ def test_step_numbers_identical_across_renders_and_budgets() -> None:
 def test_header_has_query_and_alert_for_tarsy() -> None:
     transcript = render_transcript(tarsy_record())
     lines = transcript.text.split('\n')
-    assert lines[:3] == [
+    assert lines[:4] == [
         'QUERY ID: tarsy-1',
         'QUERY: Investigate the crash-looping pod.',
         'ALERT: {"alert_type": "PodCrashLooping", "namespace": "x"}',
+        'TOOLS THE AGENT HAD: not recorded (go by the tools the transcript shows)',
     ]
-    assert lines[3:] == [
+    assert lines[4:] == [
         '[1] system: You are an SRE agent.',
         '[2] user: Investigate the crash-looping pod.',
         '[3] assistant: Thought: list pods.',
@@ -529,7 +531,7 @@ def test_speaker_names_are_kept_and_rendered() -> None:
         }
     )  # fmt: skip
     transcript = render_transcript(record)
-    lines = transcript.text.splitlines()[2:]
+    lines = transcript.text.splitlines()[3:]
     assert lines == [
         '[1] user (Human): What is 2+2?',
         '[2] assistant (Planner): Let me compute.',

@@ -346,13 +346,16 @@ class QueryRecord(BaseModel):
         return self
 
     @classmethod
-    def from_pydantic_ai(cls, run: Any, *, query_id: str | None = None, **fields: Any) -> QueryRecord:
+    def from_pydantic_ai(cls, run: Any, *, query_id: str | None = None, agent: Any = None, **fields: Any) -> QueryRecord:
         """The record of a pydantic-ai run: `run` is an `AgentRunResult` (or anything with `all_messages()`)
         or a list of `ModelMessage`s. `query_id` defaults to a hash of the messages; other record fields
-        (`rating`, `expected_tool_calls`, `metadata`, ...) go in `fields`. A task's output needs no glue:
+        (`rating`, `expected_tool_calls`, `metadata`, `tools`, ...) go in `fields`. With `agent`, the record's
+        `tools` are the agent's function tools (a run's messages do not carry the tools it had; toolsets
+        that list their tools only at run time, such as MCP servers, need `tools=`). A task's output needs
+        no glue:
 
             async def task(query: str) -> QueryRecord:
-                return QueryRecord.from_pydantic_ai(await agent.run(query))
+                return QueryRecord.from_pydantic_ai(await agent.run(query), agent=agent)
         """
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -361,6 +364,8 @@ class QueryRecord(BaseModel):
             got = type(run).__name__
             raise RecordFieldError('messages', f'expected a pydantic-ai run result or a list of messages, got {got}')
         messages = ModelMessagesTypeAdapter.dump_python(list(history), mode='json')
+        if agent is not None and 'tools' not in fields:
+            fields['tools'] = _agent_tools(agent)
         return cls._from_messages(messages, 'pydantic-ai', query_id, fields)
 
     @classmethod
@@ -410,6 +415,23 @@ class QueryRecord(BaseModel):
                     if isinstance(part, ToolCallPart) and part.tool_name in FINAL_ANSWER_TOOLS:
                         return _tool_answer(part)
         return None
+
+
+def _agent_tools(agent: Any) -> list[ToolSpec]:
+    """The function tools of a pydantic-ai `Agent`, as the record's `tools` (those its toolsets list up front)."""
+    specs: list[ToolSpec] = []
+    for toolset in getattr(agent, 'toolsets', ()):
+        for tool in getattr(toolset, 'tools', {}).values():
+            definition = getattr(tool, 'tool_def', None)
+            if definition is not None:
+                specs.append(
+                    ToolSpec(
+                        name=definition.name,
+                        description=definition.description,
+                        parameters=definition.parameters_json_schema,
+                    )
+                )
+    return specs
 
 
 # ---------------------------------------------------------------------------------------------------

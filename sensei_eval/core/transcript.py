@@ -9,8 +9,11 @@ time, whatever the judge. Each tool call and each tool result is its own step:
     [4] assistant: Use `@field_validator` ...
 
 The agent's instructions (its system prompt) are a step of their own, shown in full: a judge can only
-hold a run to rules it can see. In multi-agent runs each step names who spoke (`[5] assistant
-(Validation_Expert): ...`), from the speaker every loader keeps (`records.speaker_of`).
+hold a run to rules it can see. The tools the agent had (`QueryRecord.tools`) open the transcript, each
+with its parameters and what it does, so "a tool that should have been called" is judged against what was
+there, not guessed; a record without them says the inventory was not recorded. In multi-agent runs each
+step names who spoke (`[5] assistant (Validation_Expert): ...`), from the speaker every loader keeps
+(`records.speaker_of`).
 
 Over the token budget, the oldest tool results are cut first, then the oldest long assistant/user turns,
 then the system prompt, and last the middle of whatever is still longest; each cut removes only what is
@@ -48,7 +51,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from sensei_eval.core.records import QueryRecord, speaker_of
+from sensei_eval.core.records import QueryRecord, ToolSpec, speaker_of
 from sensei_eval.core.sanitize import clean_text
 
 __all__ = (
@@ -75,8 +78,13 @@ FENCE_END = '<<<END TRANSCRIPT>>>'
 _BYTES_PER_TOKEN = 2.5
 # How many characters to cut per token over budget: the estimate's ratio, so a cut is rarely too short.
 _CHARS_PER_TOKEN = _BYTES_PER_TOKEN
-# The query and alert lines are cut to this only when cutting every step was not enough.
+# The query and alert lines, and the tool list, are cut to this only when cutting every step was not enough.
 _HEADER_MAX_CHARS = 600
+# One tool's description in the tool list: enough for what it does and its caveats, not a manual.
+_TOOL_DESCRIPTION_CHARS = 400
+# The line that opens the tool list, and what it says when the record does not list the tools.
+_TOOLS_LABEL = 'TOOLS THE AGENT HAD'
+_TOOLS_UNKNOWN = 'not recorded (go by the tools the transcript shows)'
 # How much of a cut tool result stays visible, so a judge still knows what kind of output it was.
 _PREVIEW_CHARS = 160
 
@@ -194,7 +202,32 @@ def _header(record: QueryRecord, max_chars: int | None = None) -> str:
     if record.alert_data is not None:
         alert = record.alert_data if isinstance(record.alert_data, str) else _alert_json(record.alert_data)
         lines.append(f'ALERT: {cap(_defuse(alert))}')
+    if record.tools is None:
+        lines.append(f'{_TOOLS_LABEL}: {_TOOLS_UNKNOWN}')
+    elif not record.tools:
+        lines.append(f'{_TOOLS_LABEL}: none')
+    else:
+        listing = '\n'.join(_tool_line(t) for t in record.tools)
+        lines.append(f'{_TOOLS_LABEL} ({len(record.tools)}):\n{cap(listing)}')
     return '\n'.join(lines)
+
+
+def _tool_line(tool: ToolSpec) -> str:
+    """`- name(param*: type, other: type): what it does`, `*` marking a required parameter."""
+    params = tool.parameters or {}
+    props_value, required_value = params.get('properties'), params.get('required')
+    props: dict[str, Any] = props_value if isinstance(props_value, dict) else {}
+    required: list[Any] = required_value if isinstance(required_value, list) else []
+    args = []
+    for name, schema in props.items():
+        kind = schema.get('type') if isinstance(schema, dict) else None
+        kind_text = kind if isinstance(kind, str) else '/'.join(map(str, kind)) if isinstance(kind, list) else 'any'
+        args.append(f'{name}{"*" if name in required else ""}: {kind_text}')
+    description = ' '.join((tool.description or '').split())
+    if len(description) > _TOOL_DESCRIPTION_CHARS:
+        description = description[:_TOOL_DESCRIPTION_CHARS] + ' ...'
+    line = f'- {tool.name}({", ".join(args)})' + (f': {description}' if description else '')
+    return _defuse(line)
 
 
 def _alert_json(alert: dict[str, Any]) -> str:
@@ -316,7 +349,7 @@ _LINE_BREAKS = '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
 _SPACE = f'[^\\S{_LINE_BREAKS}]|[{_INVISIBLE}]'  # whitespace other than a line break, or invisible
 _FAKE_LINE_START = re.compile(
     f'(?<=[{_LINE_BREAKS}])(?=(?:{_SPACE})*'
-    f'(?:[{_OPEN}](?:{_SPACE})*\\d+(?:{_SPACE})*[{_CLOSE}]|(?:QUERY(?: ID)?|ALERT)(?:{_SPACE})*:))',
+    f'(?:[{_OPEN}](?:{_SPACE})*\\d+(?:{_SPACE})*[{_CLOSE}]|(?:QUERY(?: ID)?|ALERT|TOOLS THE AGENT HAD)(?:{_SPACE})*[:(]))',
     re.IGNORECASE,
 )
 
