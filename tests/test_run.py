@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.core.reports import RecordReport, RunFacts, RunSummary, build_report, to_pydantic_evals_report
-from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES, make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
@@ -91,8 +91,9 @@ def test_scores_summary_and_errored_judge(tmp_path: Path) -> None:
     assert report.issues_of('hallucination')[0].severity == 'critical'
     # output = hallucination only (completeness errored, so it is left out, not counted as 0)
     assert report.category_scores == {'tool_usage': 1.0, 'output': 0.0}
-    # a critical hallucination scores its mode 0, and findings compound in overall_score (a product)
-    assert report.overall_score == pytest.approx(0.0)
+    # a critical hallucination scores its mode 0: a run an LLM judge failed, low in the model-failed band
+    # [0.25, 0.5) (`core.verdicts`): 0.25 + 0.25 * (1 - 0.8 * (1 - 0))
+    assert report.overall_score == pytest.approx(0.3)
     on_disk = RecordReport.model_validate_json((tmp_path / 'records' / 'r1.json').read_text())
     assert on_disk == report
 
@@ -176,17 +177,17 @@ def test_cli_clean_run_exits_0_and_writes_a_report_per_record(tmp_path: Path, sc
     assert sorted(p.name for p in (run / 'records').glob('*.json')) == ['good-1.json', 'good-2.json']
     summary = json.loads((run / 'summary.json').read_text())
     assert summary['records_judged'] == 2 and summary['exit_code'] == 0
-    # the default is the MVP judges plus the model-free checks
-    assert {'tool_selection', 'hallucination', 'completeness', 'citation_check'} <= summary['judges'].keys()
-    assert summary['model_requests'] == 6
+    # the default is the core LLM judges plus the model-free checks
+    assert {'tool_selection', 'tool_parameters', 'hallucination', 'completeness', 'citation_check'} <= summary['judges'].keys()
+    assert summary['model_requests'] == 10  # 5 core judges x 2 records (the records have instructions)
     report = json.loads((run / 'records' / 'good-2.json').read_text())
     assert 'hallucination' in report['failure_modes']
     # a re-run is served from the cache
     again = _invoke('--dataset', str(_dataset(tmp_path)), '--out', str(tmp_path / 'out'), '--run-id', 'run2')
     assert again.exit_code == 0
     rerun = json.loads((tmp_path / 'out' / 'run2' / 'summary.json').read_text())
-    assert rerun['model_requests'] == 0 and rerun['cache_hits'] >= 6
-    assert len(scripted_cli.calls) == 6
+    assert rerun['model_requests'] == 0 and rerun['cache_hits'] >= 10
+    assert len(scripted_cli.calls) == 10
 
 
 def test_cli_summary_is_the_library_summary(tmp_path: Path, scripted_cli: ScriptedJudge) -> None:
@@ -200,7 +201,7 @@ def test_cli_summary_is_the_library_summary(tmp_path: Path, scripted_cli: Script
     built = RunSummary.build(
         'r',
         folder.load_reports(),
-        make_judges(['mvp', 'checks']),
+        make_judges(DEFAULT_JUDGES),
         RunFacts(
             started_at=written.started_at,
             finished_at=written.finished_at,

@@ -73,7 +73,8 @@ def test_a_partly_judged_run_scores_what_was_judged_and_says_checks_only() -> No
     assert scored.coverage.label == 'checks only, 1 of 2 judges'
     full = run('q3', result('tool_selection', True, model=None), result('hallucination', False))
     assert full.coverage is not None and full.coverage.label == 'all 2 judges' and full.coverage.complete
-    assert full.overall_score == 0.5**0.8
+    # failed by the LLM judge only: the model-failed band, [0.25, 0.5) (`core.verdicts`, overall score)
+    assert full.overall_score is not None and abs(full.overall_score - (0.25 + 0.25 * (1 - 0.8 * 0.5))) < 1e-9
 
 
 def test_embedded_model_answers_are_smoke_never_a_verdict_or_a_score() -> None:
@@ -84,7 +85,7 @@ def test_embedded_model_answers_are_smoke_never_a_verdict_or_a_score() -> None:
     assert verdicts['hallucination', 'hallucination'].status == 'smoke'
     assert verdicts['hallucination', 'hallucination'].score is None
     assert report.failure_modes == ['tool_selection'] and 'hallucination' not in report.issues
-    assert report.overall_score == 0.5  # the check's finding only
+    assert report.overall_score == 0.25 * 0.5  # the check's finding only: the check-failed band
     assert report.coverage is not None and report.coverage.smoke == 1
     assert report.coverage.label == 'checks only, 1 of 2 judges'
     only_smoke = run('q2', smoke)

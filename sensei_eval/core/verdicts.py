@@ -25,16 +25,29 @@ Per record: its verdicts, its overall score and its coverage, under one severity
   its own mode). A judge that gives a score and no pass/fail at all (`passed` None, no finding: a
   rubric scorer) is judged, its verdict `pass` with `score_only` set and `passed` None.
 
-* **severity rule** — a finding whose `severity` is `minor` (the reference check's advisory call, a
-  minor hallucination, a broken rule of form or wording) is reported and lowers the mode's score, but
-  does not fail the mode. Every other finding (`major`, `critical`, or no severity) fails it. The rule
-  is the same for LLM judges, checks and multi-mode judges (`is_failing`).
+* **severity rule** — every finding has a severity (`core.issues.SEVERITIES`): `critical` (a wrong,
+  unrequested or forbidden state change; a false statement the user acts on), `major` (a wrong,
+  incomplete or misleading result, a request left undone, a rule broken, nothing irreversible done) or
+  `minor` (time or polish only: a redundant read, wording). Only major and critical findings fail a
+  mode; a minor one is reported and lowers the mode's score by its cost (`SEVERITY_COST`). A finding
+  without a severity (a report written before every finding had one) counts as major. The rule is the
+  same for LLM judges, checks and multi-mode judges (`is_failing`).
 
-* **overall score** — Π over the failure modes with a pass/fail verdict of `score_m ** confidence_m`
-  (a mode judged twice keeps its worse score; `confidence_m` is 1 for a deterministic check and
-  `MODEL_CONFIDENCE` = 0.8 for an LLM judge; a verdict without a score counts 1 for a pass, 0 for a
-  fail; a mode outside the failure-mode table counts under its judge). `None` exactly when no judge
-  gave a pass/fail verdict ("not judged"): a run nothing judged never looks like a pass.
+* **overall score** — says first what kind of run it is, then what its findings cost:
+
+  - `[0.50, 1.00]`: no mode failed. 1.00 means no finding at all; each minor finding (and a score-only
+    judge's score below 1) takes a share of the upper half, so minor findings can never fail a run;
+  - `[0.25, 0.50)`: a mode failed, and only LLM judges failed it (a model's verdict);
+  - `[0.00, 0.25)`: a deterministic check failed a mode (certain of what it read).
+
+  Within its band the position is `P = Π_m (1 - c_m · (1 - s_m))` over the judged modes, where `s_m` is
+  the mode's score (a mode judged twice keeps its worse score; a verdict without a score counts 1 for a
+  pass, 0 for a fail) and `c_m` its confidence, 1 for a deterministic check and `MODEL_CONFIDENCE` = 0.8
+  for an LLM judge: pass `0.5 + 0.5 P`, model-failed `0.25 + 0.25 P`, check-failed `0.25 P`. A critical
+  finding costs its mode's whole score, so it always fails the run and sits low in its band. A mode
+  outside the failure-mode table counts under its judge. `None` exactly when no judge gave a pass/fail
+  verdict ("not judged"): a run nothing judged never looks like a pass. `why_below_one` lists what took
+  a score below 1.00, for every surface that shows one.
 
 * **coverage** — how much of the record was actually judged (`Coverage`): the judges that gave a
   pass/fail verdict out of the judges that applied (skipped judges do not apply), and whether the
@@ -58,6 +71,7 @@ from sensei_eval.core import modes
 
 __all__ = (
     'MODEL_CONFIDENCE',
+    'SEVERITY_COST',
     'SMOKE_MODEL_PREFIX',
     'Coverage',
     'ModeVerdict',
@@ -72,14 +86,22 @@ __all__ = (
     'passes',
     'record_verdict',
     'result_verdicts',
+    'severity_cost',
     'verdicts_of',
 )
 
 VerdictStatus = Literal['pass', 'fail', 'inconclusive', 'error', 'smoke']
 
-# How far an LLM judge's verdict is trusted next to a deterministic check's (1): the exponent its mode
-# score gets in the overall score, so a model's finding lowers the score less than a check's equal one.
+# How far an LLM judge's verdict is trusted next to a deterministic check's (1): the share of its mode's
+# lost score that counts in the overall score, so a model's finding lowers it less than a check's equal one.
 MODEL_CONFIDENCE = 0.8
+# What one finding takes off its mode's score, by severity: a critical one all of it, a major one half (so a
+# failing mode is at most 0.5), a minor one a tenth (ten minor findings in one mode cost as much as one
+# critical, but never fail it).
+SEVERITY_COST: dict[str, float] = {'minor': 0.1, 'major': 0.5, 'critical': 1.0}
+# Where the overall score's bands start (module docstring): a passed run, a run failed by LLM judges only.
+_PASS_FLOOR = 0.5
+_MODEL_FAIL_FLOOR = 0.25
 # The judge model name the embedded SmolLM2 model reports (`models.judge_model.embedded_model`): its
 # answers are smoke, never verdicts.
 SMOKE_MODEL_PREFIX = 'embedded:'
@@ -205,6 +227,11 @@ def is_smoke(result: JudgeResultLike) -> bool:
     return bool(result.model) and str(result.model).startswith(SMOKE_MODEL_PREFIX)
 
 
+def severity_cost(severity: str | None) -> float:
+    """What one finding of this severity takes off its mode's score (None, from an old report: major)."""
+    return SEVERITY_COST.get(severity or 'major', SEVERITY_COST['major'])
+
+
 def is_failing(issue: Mapping[str, Any]) -> bool:
     """A finding fails its mode unless its severity is `minor` (the severity rule, module docstring)."""
     return issue.get('severity') != 'minor'
@@ -320,7 +347,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
     verdicts = verdicts_of(results)
     scores: dict[str, tuple[float, float]] = {}  # mode -> (worse score, confidence of the verdict that gave it)
     issue_counts: dict[str, int] = {}
-    failed: set[str] = set()
+    failed: dict[str, float] = {}  # failed mode -> the highest confidence among the verdicts that failed it
     for v in verdicts:
         if not v.judged:
             continue
@@ -328,7 +355,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
         key = v.failure_mode if v.failure_mode in modes.MODES else f'judge:{v.judge}:{v.failure_mode}'
         issue_counts[key] = issue_counts.get(key, 0) + len(v.issues)
         if v.status == 'fail':
-            failed.add(key)
+            failed[key] = max(failed.get(key, 0.0), v.confidence)
         score = v.score if v.score is not None else float(v.status == 'pass')  # a verdict without a score
         if key not in scores or score < scores[key][0]:
             scores[key] = (score, v.confidence)
@@ -339,7 +366,7 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
     order = list(modes.MODES)
     failure_modes = [m for m in order if m in failed]
     primary = min(failure_modes, key=lambda m: (scores[m][0], -issue_counts.get(m, 0), order.index(m))) if failure_modes else None
-    overall = math.prod(max(0.0, s) ** c for s, c in scores.values()) if scores else None
+    overall = _overall(scores, failed) if scores else None
     return RecordVerdict(
         verdicts=verdicts,
         overall_score=overall,
@@ -349,3 +376,14 @@ def record_verdict(report_or_results: _HasJudges | Sequence[JudgeResultLike]) ->
         failure_modes=failure_modes,
         primary_failure_mode=primary,
     )
+
+
+def _overall(scores: Mapping[str, tuple[float, float]], failed: Mapping[str, float]) -> float:
+    """The overall score's band and position in it (module docstring), from each judged mode's (score,
+    confidence) and the failed modes with the confidence of what failed them."""
+    position = math.prod(1.0 - c * (1.0 - min(1.0, max(0.0, s))) for s, c in scores.values())
+    if not failed:
+        return _PASS_FLOOR + (1.0 - _PASS_FLOOR) * position
+    if max(failed.values()) >= 1.0:  # a deterministic check failed it
+        return _MODEL_FAIL_FLOOR * position
+    return _MODEL_FAIL_FLOOR + (_PASS_FLOOR - _MODEL_FAIL_FLOOR) * position
