@@ -29,6 +29,7 @@ from sensei_eval.core.issues import (
 )
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, render_transcript
+from sensei_eval.core.verdicts import SEVERITY_COST
 from sensei_eval.evaluators import format as format_judges
 from sensei_eval.evaluators import methodology, output, sources, tool_usage
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, FailureModeJudge
@@ -49,6 +50,7 @@ from sensei_eval.evaluators.output import (
 )
 from sensei_eval.evaluators.sources import SourceQuality, SourceSelection
 from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
+from sensei_eval.judging.profiles import BUILTIN_PROFILES
 
 from .helpers import ScriptedJudge, no_issues, openai_record, user_prompt
 
@@ -120,12 +122,14 @@ ANSWER = 'Hello! Great question. FastAPI dependencies are injected with `Depends
 
 EXAMPLES: dict[type[FailureModeJudge], Issue] = {
     ToolSelection: ToolSelectionIssue(
+        severity='major',
         steps=[3, 5],
         missed_tools=['scout_grep'],
         unnecessary_tools=[],
         reasoning='The query asks how dependencies work in code, but no code search was made.',
     ),
     ToolParameters: ToolParameterIssue(
+        severity='major',
         steps=[3],
         tool_name='context7_get_docs',
         parameter='topic',
@@ -134,43 +138,49 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='Without a topic the docs call returned one generic line instead of the dependency guide.',
     ),
     SourceQuality: SourceQualityIssue(
+        severity='major',
         steps=[3, 4],
         source_used='context7_get_docs /fastapi/fastapi (no topic)',
         better_source='the FastAPI tutorial page "Dependencies" (fastapi.tiangolo.com/tutorial/dependencies/)',
         why_better='It documents sub-dependencies and caching; the result used is a one-line summary.',
     ),
     SynthesisQuality: SynthesisIssue(
+        severity='major',
         steps=[4, 5],
         claim_in_answer='the FastAPI docs say it caches them',
         tool_output_reality='[4] says only "Depends() declares a dependency."',
         discrepancy='The answer attributes caching behaviour to a result that does not describe it.',
     ),
     Completeness: CompletenessIssue(
+        severity='major',
         steps=[2, 5],
         missed_aspects=['how sub-dependencies are resolved'],
         reasoning='The query asks how dependencies work; the answer names the function only.',
     ),
     Hallucination: HallucinationIssue(
+        severity='minor',
         steps=[4, 5],
         hallucinated_claim='it caches them',
         what_tools_actually_said='nothing about caching',
-        severity='minor',
     ),
     AgentFormat: AgentFormatIssue(
+        severity='major',
         steps=[5],
         problem_type='greeting',
         example_text='Hello! Great question.',
         suggested_fix='Drop the greeting; open with the answer.',
     ),
     ConfidenceCommunication: ConfidenceIssue(
+        severity='major',
         steps=[4, 5],
         claim='the FastAPI docs say it caches them',
-        source_type='training_data',
+        source_type='model_knowledge',
         stated_confidence='high',
         expected_confidence='low',
         reasoning='Presented as documented, but no tool result says it; it comes from memory.',
     ),
     QueryDecomposition: DecompositionIssue(
+        severity='major',
         steps=[2, 3],
         query_complexity='compound',
         identified_parts=['Depends() basics'],
@@ -181,6 +191,7 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='One docs call covered one part; the other parts were never searched.',
     ),
     ResearchDepth: ResearchDepthIssue(
+        severity='major',
         steps=[3, 4, 5],
         query_phrasings_tried=1,
         sources_consulted=1,
@@ -190,6 +201,7 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='One generic lookup returned one line [4] and the agent answered at once [5].',
     ),
     SolutionEvaluation: SolutionEvaluationIssue(
+        severity='major',
         steps=[5],
         approaches_considered=1,
         signals_evaluated=[],
@@ -198,6 +210,7 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='Only one approach named, with no comparison to class-based dependencies.',
     ),
     AmbiguityHandling: AmbiguityIssue(
+        severity='major',
         steps=[2, 5],
         query_ambiguity='slightly_ambiguous',
         assumptions_made=['path-operation dependencies, not router-level ones'],
@@ -206,6 +219,7 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='The answer assumes one kind of dependency without saying so.',
     ),
     ReportingQuality: ReportingIssue(
+        severity='major',
         steps=[5],
         result_type='found',
         search_explained=True,
@@ -215,6 +229,7 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='A bare recipe: no explanation of how injection resolves, nothing to check if it fails.',
     ),
     CitationQuality: CitationIssue(
+        severity='major',
         steps=[5],
         uncited_claims=['Depends() caches dependencies'],
         citations_without_snippets=0,
@@ -224,10 +239,11 @@ EXAMPLES: dict[type[FailureModeJudge], Issue] = {
         reasoning='No <source> tag at all; the one reference is vague.',
     ),
     SourceSelection: SourceSelectionIssue(
+        severity='major',
         steps=[3, 5],
-        goal_type='conceptual',
+        goal_type='explanation',
         sources_used=['context7 /fastapi/fastapi', 'training data'],
-        trust_levels_used=['official_docs', 'training_data'],
+        trust_levels_used=['primary', 'model_knowledge'],
         better_sources_available=['the official "Dependencies" guide via a topic-specific docs lookup'],
         trust_hierarchy_violated=True,
         reasoning='The caching claim comes from memory though the official guide was one call away.',
@@ -330,7 +346,8 @@ def test_criteria_hashes_are_distinct() -> None:
 @pytest.mark.parametrize('cls', JUDGES, ids=_ids)
 def test_rubric_explains_every_field(cls: type[FailureModeJudge]) -> None:
     # the fields the judge is asked for: those of the schema it answers in (a check-only field is not)
-    for field in set(cls.issue_model.model_json_schema()['properties']) - {'steps', 'source'}:
+    # severity is explained once for every judge, in the system prompt (`SEVERITY_GUIDE`)
+    for field in set(cls.issue_model.model_json_schema()['properties']) - {'steps', 'source', 'severity'}:
         assert f'`{field}`' in cls.rubric, f'{cls.name}: rubric does not mention `{field}`'
 
 
@@ -338,9 +355,9 @@ def test_rubric_explains_every_field(cls: type[FailureModeJudge]) -> None:
 def test_rubric_explains_every_literal_value(cls: type[FailureModeJudge]) -> None:
     asked = cls.issue_model.model_json_schema()['properties']
     for field, info in cls.issue_model.model_fields.items():
-        if field == 'source' or field not in asked:
+        if field in ('source', 'severity') or field not in asked:
             continue
-        for value in _literal_values(info.annotation):
+        for value in [*_literal_values(info.annotation), *cls.VOCABULARY.get(field, ())]:
             assert f'`{value}`' in cls.rubric, f'{cls.name}: rubric does not explain {field}={value!r}'
 
 
@@ -350,9 +367,10 @@ def test_rubric_says_what_is_not_a_problem(cls: type[FailureModeJudge]) -> None:
 
 
 @pytest.mark.parametrize('cls', [c for c in JUDGES if c in PROMPT_DERIVED], ids=_ids)
-def test_prompt_derived_rubrics_restate_the_method(cls: type[FailureModeJudge]) -> None:
-    assert cls.rubric.lstrip().startswith('The agent was told')
-    assert 'SRE investigation' in _flat(cls.rubric)
+def test_prompt_derived_rubrics_hold_for_any_agent_and_the_docs_profile_restates_the_method(cls: type[FailureModeJudge]) -> None:
+    # the rubric speaks of any agent; the documentation agent's prompt section comes with its profile
+    assert 'The agent was told' not in cls.rubric
+    assert BUILTIN_PROFILES['docs-agent'].conventions.get(cls.name), f'{cls.name}: no docs-agent conventions'
 
 
 @pytest.mark.parametrize('cls', [c for c in JUDGES if c in ASSESSMENTS], ids=_ids)
@@ -362,64 +380,13 @@ def test_assessment_rubrics_ask_for_at_most_one_issue(cls: type[FailureModeJudge
     assert 'empty "issues" list' in rubric
 
 
-# Weights: what one issue takes off its mode's score.
-WEIGHT_CASES: list[tuple[type[FailureModeJudge], dict[str, Any], float]] = [
-    (AgentFormat, {'problem_type': 'filler'}, 0.25),
-    (AgentFormat, {'problem_type': 'unstructured'}, 0.5),
-    (AgentFormat, {'problem_type': 'missing_formatting'}, 0.5),
-    (ConfidenceCommunication, {'stated_confidence': 'high', 'expected_confidence': 'low'}, 1.0),
-    (ConfidenceCommunication, {'stated_confidence': 'high', 'expected_confidence': 'medium'}, 0.5),
-    (ConfidenceCommunication, {'stated_confidence': 'low', 'expected_confidence': 'high'}, 0.5),
-    (ConfidenceCommunication, {'stated_confidence': 'medium', 'expected_confidence': 'high'}, 0.25),
-    (ConfidenceCommunication, {'stated_confidence': 'none', 'expected_confidence': 'high'}, 0.5),
-    (ConfidenceCommunication, {'stated_confidence': 'low', 'expected_confidence': 'low'}, 0.25),
-    (QueryDecomposition, {'missed_parts': []}, 0.5),
-    (ResearchDepth, {'depth_of_investigation': 'shallow', 'premature_conclusion': False}, 1.0),
-    (ResearchDepth, {'depth_of_investigation': 'moderate', 'premature_conclusion': True}, 0.75),
-    (ResearchDepth, {'depth_of_investigation': 'deep', 'premature_conclusion': False}, 0.25),
-    (SolutionEvaluation, {'red_flags_acknowledged': True}, 0.5),
-    (SolutionEvaluation, {'red_flags_present': [], 'red_flags_acknowledged': False}, 0.5),
-    (AmbiguityHandling, {'should_have_clarified': True}, 1.0),
-    (ReportingQuality, {'result_type': 'not_found', 'search_explained': False}, 1.0),
-    (ReportingQuality, {'result_type': 'not_found', 'search_explained': True}, 0.25),
-    (
-        ReportingQuality,
-        {'result_type': 'found', 'debugging_context': False, 'underlying_concepts': False, 'edge_cases_noted': False},
-        1.0,
-    ),
-    (ReportingQuality, {'result_type': 'partial', 'search_explained': True, 'edge_cases_noted': True}, 0.75),
-    (CitationQuality, {'citations_with_snippets': 3, 'citation_balance': 'over'}, 0.25),
-    (CitationQuality, {'citations_with_snippets': 2, 'citation_balance': 'under'}, 0.5),
-    (SourceSelection, {'trust_hierarchy_violated': False}, 0.5),
-]
-
-
-@pytest.mark.parametrize(('cls', 'changes', 'weight'), WEIGHT_CASES, ids=_case_id)
-def test_issue_weights(cls: type[FailureModeJudge], changes: dict[str, Any], weight: float) -> None:
-    issue = EXAMPLES[cls].model_copy(update=changes)
-    assert cls().issue_weight(issue) == pytest.approx(weight)
-
-
-@pytest.mark.parametrize(
-    ('cls', 'weight'),
-    [
-        (ToolParameters, 0.5),
-        (SourceQuality, 0.5),
-        (SynthesisQuality, 0.5),
-        (AgentFormat, 0.25),
-        (ConfidenceCommunication, 1.0),
-        (QueryDecomposition, 1.0),
-        (ResearchDepth, 1.0),
-        (SolutionEvaluation, 1.0),
-        (AmbiguityHandling, 0.5),
-        (ReportingQuality, 0.75),
-        (CitationQuality, 1.0),
-        (SourceSelection, 1.0),
-    ],
-    ids=_case_id,
-)
-def test_example_issue_weights(cls: type[FailureModeJudge], weight: float) -> None:
-    assert cls().issue_weight(EXAMPLES[cls]) == pytest.approx(weight)
+# Weights: what one issue takes off its mode's score is its severity's cost, for every judge (material findings
+# decide; a mode's own fields grade the finding, not its weight).
+@pytest.mark.parametrize('cls', JUDGES, ids=_ids)
+@pytest.mark.parametrize('severity', ['minor', 'major', 'critical'])
+def test_issue_weight_is_the_severity_cost(cls: type[FailureModeJudge], severity: str) -> None:
+    issue = EXAMPLES[cls].model_copy(update={'severity': severity})
+    assert cls().issue_weight(issue) == pytest.approx(SEVERITY_COST[severity])
 
 
 async def test_two_issues_add_up_and_floor_at_zero(record: Any) -> None:

@@ -1,11 +1,17 @@
 """Issue models: what each failure mode's judge reports, one model per mode (`sensei_eval.core.modes` pairs them).
 
-Every model carries the fields of the standard failure-mode definitions, plus two shared ones:
+Every model carries the fields of the standard failure-mode definitions, plus three shared ones:
 
 * `steps` — the transcript step numbers the issue rests on, so a reader (and the dashboard) can jump
   to the evidence;
 * `source` — `judge` for an LLM judge's finding, `check` for a deterministic check's;
-* `severity` — `minor` / `major` / `critical` where a judge or check grades it (not asked of every judge).
+* `severity` — `minor` / `major` / `critical`, what the finding did to the user or the world
+  (`SEVERITIES`; the rule is `core.verdicts`: only major and critical findings fail a mode). Every LLM
+  judge must give it; a finding loaded without one (an old report) counts as major.
+
+Fields whose values name one agent's world (where a documentation agent's claims come from, its kinds of
+question) are plain strings here: each judge lists the values it accepts in the schema it sends, and an
+agent profile may swap them for its own (`evaluators.base.FailureModeJudge.vocabulary`).
 
 A judge answers with a `Verdict`: a short `reasoning` first (the model thinks before it lists), then
 the issues. No issues means the run passed that failure mode.
@@ -16,9 +22,9 @@ from __future__ import annotations
 from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import SkipJsonSchema
 
 __all__ = (
+    'SEVERITIES',
     'AgentFormatIssue',
     'AmbiguityIssue',
     'CitationIssue',
@@ -31,6 +37,7 @@ __all__ = (
     'IssueSource',
     'ReportingIssue',
     'ResearchDepthIssue',
+    'Severity',
     'SolutionEvaluationIssue',
     'SourceQualityIssue',
     'SourceSelectionIssue',
@@ -41,6 +48,10 @@ __all__ = (
 )
 
 IssueSource = Literal['judge', 'check']
+Severity = Literal['minor', 'major', 'critical']
+# In order of weight; what each means is stated once, for every judge, in `SEVERITY_GUIDE`
+# (`evaluators.base`), and its cost in `core.verdicts.SEVERITY_COST`.
+SEVERITIES: tuple[Severity, ...] = ('minor', 'major', 'critical')
 
 
 class Issue(BaseModel):
@@ -50,9 +61,11 @@ class Issue(BaseModel):
 
     steps: list[int] = Field(default_factory=list, description='Transcript step numbers this issue rests on.')
     source: IssueSource = Field(default='judge', description='Leave as "judge".')
-    # How much a finding weighs, set by checks (a reference check's advisory finding is `minor`); kept
-    # out of the schema judges answer in, where the modes that grade severity declare their own field
-    severity: SkipJsonSchema[Literal['minor', 'major', 'critical'] | None] = None
+    # required in the schema a judge answers in (`evaluators.base`); None only in reports written before
+    # every finding had one, read as major
+    severity: Severity | None = Field(
+        default=None, description='minor, major or critical: what this problem did to the user or the world.'
+    )
 
 
 class ToolSelectionIssue(Issue):
@@ -89,7 +102,6 @@ class CompletenessIssue(Issue):
 class HallucinationIssue(Issue):
     hallucinated_claim: str
     what_tools_actually_said: str
-    severity: Literal['minor', 'major', 'critical']
 
 
 class AgentFormatIssue(Issue):
@@ -100,7 +112,8 @@ class AgentFormatIssue(Issue):
 
 class ConfidenceIssue(Issue):
     claim: str
-    source_type: Literal['official_docs', 'source_code', 'github', 'community', 'training_data']
+    # what the claim rests on, in the judge's vocabulary (`evaluators.methodology.ConfidenceCommunication`)
+    source_type: str
     stated_confidence: Literal['high', 'medium', 'low', 'uncertain', 'none']
     expected_confidence: Literal['high', 'medium', 'low', 'uncertain']
     reasoning: str
@@ -160,9 +173,10 @@ class CitationIssue(Issue):
 
 
 class SourceSelectionIssue(Issue):
-    goal_type: Literal['api_reference', 'conceptual', 'usage_patterns', 'troubleshooting', 'migration']
+    # the request's goal and the trust levels, in the judge's vocabulary (`evaluators.sources.SourceSelection`)
+    goal_type: str
     sources_used: list[str]
-    trust_levels_used: list[Literal['official_docs', 'source_code', 'official_examples', 'community', 'training_data']]
+    trust_levels_used: list[str]
     better_sources_available: list[str]
     trust_hierarchy_violated: bool
     reasoning: str
@@ -173,7 +187,6 @@ class InstructionIssue(Issue):
 
     rule: str = Field(description="The rule as the agent's instructions state it, quoted or closely paraphrased.")
     violation: str = Field(description='What the agent did (or failed to do) that breaks it.')
-    severity: Literal['minor', 'major', 'critical']
     reasoning: str
 
 

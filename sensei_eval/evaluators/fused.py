@@ -53,6 +53,7 @@ from sensei_eval.core.verdicts import is_judged, judge_status, passes
 from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
+    FieldValues,
     Judge,
     JudgeError,
     _check_steps,
@@ -69,6 +70,8 @@ from sensei_eval.evaluators.base import (
     record_from_context,
     sent_text,
     short_errors,
+    verdict_problems,
+    with_values,
 )
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.fitting import fit_transcript
@@ -92,7 +95,7 @@ failure above:
 {{SCHEMA}}
 
 In each field put the reasoning first (two to five sentences citing [step] numbers), then the issues. \
-Each issue lists in "steps" the step numbers it rests on."""
+Each issue lists in "steps" the step numbers it rests on and gives its "severity"."""
 
 _SECTION_TEMPLATE = """\
 ### `{{NAME}}`
@@ -132,13 +135,15 @@ class FusedJudge(Judge):
     def task_prompt(self) -> str:
         """Everything after the transcript: each member's question and rubric, then the combined schema
         (built once per set of member texts)."""
-        return _fused_task_prompt(tuple((m.name, m.question, m.rubric, type(m).issue_model) for m in self.members))
+        return _fused_task_prompt(
+            tuple((m.name, m.question, m.full_rubric(), type(m).issue_model, m.field_values()) for m in self.members)
+        )
 
     def build_prompt(self, transcript: Transcript, *, task_first: bool = False) -> str:
         return join_prompt(self.task_prompt(), transcript, task_first=task_first)
 
     def prompt_schema(self) -> dict[str, Any]:
-        return _fused_schema(tuple((m.name, type(m).issue_model) for m in self.members))
+        return _fused_schema(tuple((m.name, type(m).issue_model, m.field_values()) for m in self.members))
 
     def grammar_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = json.loads(json.dumps(self.prompt_schema()))
@@ -229,9 +234,15 @@ class FusedJudge(Judge):
             part = answer.get(member.name)
             try:
                 verdict = verdict_model.model_validate(part)
+                problems = verdict_problems(verdict, member.field_values())
             except ValidationError as e:
-                why = 'missing from the fused answer' if part is None else f'did not match its schema: {short_errors(e)}'
-                results.append(await self._alone(member, record, given, model, f'its part of the fused answer was {why}', call))
+                problems = 'missing from the fused answer' if part is None else f'did not match its schema: {short_errors(e)}'
+            else:
+                problems = f'did not match its schema: {problems}' if problems else None
+            if problems is not None:
+                results.append(
+                    await self._alone(member, record, given, model, f'its part of the fused answer was {problems}', call)
+                )
                 continue
             inconclusive = why_inconclusive(verdict.reasoning, verdict.issues, len(transcript.steps), sent, transcript.text)
             issues, warnings = _check_steps(list(verdict.issues), len(transcript.steps))
@@ -356,19 +367,19 @@ def _share(total: int, k: int, n: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _fused_task_prompt(members: tuple[tuple[str, str, str, type[Issue]], ...]) -> str:
-    """The fused task prompt of members given as (name, question, rubric, issue model): a pure function of
-    those texts, built once per set rather than on every call."""
+def _fused_task_prompt(members: tuple[tuple[str, str, str, type[Issue], FieldValues], ...]) -> str:
+    """The fused task prompt of members given as (name, question, rubric with conventions, issue model, field
+    values): a pure function of those texts, built once per set rather than on every call."""
     sections = [
         fill_template(_SECTION_TEMPLATE, {'NAME': name, 'QUESTION': question, 'RUBRIC': rubric.strip()})
-        for name, question, rubric, _ in members
+        for name, question, rubric, _, _ in members
     ]
-    schema = _fused_schema(tuple((name, issue_model) for name, _, _, issue_model in members))
+    schema = _fused_schema(tuple((name, issue_model, values) for name, _, _, issue_model, values in members))
     return fill_template(
         _TASK_TEMPLATE,
         {
             'COUNT': str(len(members)),
-            'NAMES': ', '.join(f'`{name}`' for name, _, _, _ in members),
+            'NAMES': ', '.join(f'`{name}`' for name, _, _, _, _ in members),
             'SECTIONS': '\n\n'.join(sections),
             'SCHEMA': json.dumps(schema, separators=(',', ':')),
         },
@@ -376,11 +387,14 @@ def _fused_task_prompt(members: tuple[tuple[str, str, str, type[Issue]], ...]) -
 
 
 @cache
-def _fused_schema(members: tuple[tuple[str, type[Issue]], ...]) -> dict[str, Any]:
-    fields: dict[str, Any] = {name: (Verdict[issue_model], ...) for name, issue_model in members}  # type: ignore[valid-type]
+def _fused_schema(members: tuple[tuple[str, type[Issue], FieldValues], ...]) -> dict[str, Any]:
+    fields: dict[str, Any] = {name: (Verdict[issue_model], ...) for name, issue_model, _ in members}  # type: ignore[valid-type]
     combined = create_model('FusedVerdict', **fields)
     schema: dict[str, Any] = _strip(combined.model_json_schema())
     schema['additionalProperties'] = False
+    for _, issue_model, values in members:  # each member's open fields, in its own issue model's definition
+        if values:
+            with_values({'$defs': {issue_model.__name__: schema.get('$defs', {}).get(issue_model.__name__, {})}}, values)
     return schema
 
 

@@ -1,14 +1,16 @@
-"""Output judges: is the answer true to the tool results, complete, well reported and well cited?
+"""Output judges: is what the agent told the user true, complete, faithful to its tools, well reported and traceable?
 
-The standard `hallucination`, `completeness` and `synthesis_quality` (judged from the transcript alone),
-and `reporting_quality` and `citation_quality` (judged against the agent's REPORTING_RESULTS and
-CITATIONS instructions, which each rubric restates since the judge never sees the agent's system prompt).
+The standard `hallucination`, `completeness` and `synthesis_quality`, and `reporting_quality` and
+`citation_quality`, in words that hold for any agent talking to a user across a conversation: every
+message the agent sent the user is a statement to check, not only the last one, and the request is what
+the user asked over the whole conversation.
 
-Hallucination and synthesis quality differ in what the tools said: a claim on a point no tool result
-covers is a hallucination; a claim that contradicts, misreads or drops what a tool did return is a
-synthesis problem. A hallucination weighs by severity: a minor one costs a quarter of the mode's score,
-a critical one all of it. Reporting and citation quality are assessments: at most one issue per run,
-whose fields grade the shortfall and set its weight (see each `issue_weight`).
+Hallucination and synthesis quality differ in what the run said on the point: a statement nothing in the
+run supports (no tool result, not the agent's instructions, not the user) is a hallucination; a statement
+that contradicts, misreads or drops what a tool did return is a synthesis problem. Every finding costs its
+severity's share of the mode's score (`core.verdicts.SEVERITY_COST`); reporting and citation quality are
+assessments of the run, at most one issue each. An agent's own conventions (a documentation agent's
+`<source>` citations, an SRE report's evidence chain) are added by its profile (`judging.profiles`).
 """
 
 from __future__ import annotations
@@ -16,204 +18,187 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.core.issues import CitationIssue, HallucinationIssue, Issue, ReportingIssue
 from sensei_eval.evaluators.base import FailureModeJudge
 
 __all__ = ('CitationQuality', 'Completeness', 'Hallucination', 'ReportingQuality', 'SynthesisQuality')
 
-# Score taken off per hallucination, by its severity.
-_SEVERITY_WEIGHT = {'minor': 0.25, 'major': 0.5, 'critical': 1.0}
-
 
 @dataclass(repr=False)
 class Hallucination(FailureModeJudge):
-    """Claims in the answer that no tool result supports."""
+    """Statements to the user that nothing in the run supports."""
 
     name: ClassVar[str] = 'hallucination'
     failure_mode: ClassVar[str | None] = 'hallucination'
-    question: ClassVar[str] = 'Did the agent claim things that its tool results do not support?'
+    question: ClassVar[str] = 'Did the agent tell the user things that nothing in the run supports?'
     rubric: ClassVar[str] = """
-Check each concrete claim in the final answer against the tool results in the transcript:
-- Functions, methods, classes, parameters, flags or configuration options named in the answer that no
-  tool result mentions (invented APIs).
-- Features attributed to a version, or version numbers, that the tool results do not state.
-- Behaviour, defaults or limits described differently from what the tool results say.
-- For an investigation: causes, classifications or confidence asserted with no supporting observation.
+Check each concrete statement in the agent's messages to the user (amounts, dates, names, ids, counts,
+statuses, eligibility, rules, what the agent did or will do, what a tool or feature does) against what
+backs it in the run: the tool results, the agent's instructions (the rules and facts they state), and what
+the user said. What counts as a hallucination:
+- A fact, figure or status that no tool result, instruction or user message gives.
+- A rule, entitlement or limit attributed to the agent's instructions (or its organisation) that they do
+  not state, or state differently.
+- A claim that something was done, changed, sent or checked when no tool call in the run did it, or a
+  promise the agent has no tool or permission to keep.
+- An identity, history or circumstance attributed to the user (a status, a past purchase, a reason) that
+  neither the user nor a tool result stated.
+- A cause, diagnosis or conclusion asserted with certainty where the run shows no evidence for it.
 
-General knowledge that needs no source (what HTTP is, Python syntax) is not a hallucination. A claim the
-agent clearly marks as unverified or as its own assumption is not a hallucination either.
+Severity: a false statement the user is likely to act on (money, dates, eligibility, what was done) is
+critical; one that misleads about the outcome but is unlikely to be acted on, major; a side detail
+nobody would act on, minor.
 
-For each unsupported claim give `hallucinated_claim` (quote it), `what_tools_actually_said` (what the
-results say on that point, or that they say nothing) and `severity`: `minor` (a side detail a reader
-would not act on), `major` (a reader acting on it would hit an error or wrong behaviour), `critical`
-(the core of the answer is invented)."""
+Not a hallucination: general knowledge that needs no source; a statement the agent clearly marks as
+unverified or as its own assumption; a faithful paraphrase of a tool result or an instruction; a
+statement contradicting a tool result (synthesis_quality: the run did say something on the point).
 
-    def issue_weight(self, issue: Issue) -> float:
-        assert isinstance(issue, HallucinationIssue)
-        return _SEVERITY_WEIGHT[issue.severity]
+For each unsupported statement give `hallucinated_claim` (quote it, with its step),
+`what_tools_actually_said` (what the tool results, the instructions or the user say on that point, or
+that nothing in the run does) and `severity`."""
 
 
 @dataclass(repr=False)
 class Completeness(FailureModeJudge):
-    """Every part of the query answered."""
+    """Everything the user asked, across the conversation, done or answered, or honestly declined."""
 
     name: ClassVar[str] = 'completeness'
     failure_mode: ClassVar[str | None] = 'completeness'
-    question: ClassVar[str] = 'Did the final answer address every part of the query?'
+    question: ClassVar[str] = 'Did the agent address everything the user asked over the conversation?'
     rubric: ClassVar[str] = """
-Split the query into the things it asks (questions, sub-questions, constraints such as a version,
-language or environment) and check that the final answer addresses each one:
-- A multi-part question where one part gets no answer, or only a vague mention.
-- A constraint in the query (a version, a platform, "without X") that the answer ignores.
-- Context from earlier turns that the answer should have taken into account but did not.
-- Edge cases or caveats the query explicitly asked about that are left out.
+List what the user asked for over the whole conversation: each question, each action wanted, each
+constraint (a date, a limit, a preference), including requests added or changed in later turns, and the
+final state of the request where the user changed their mind. Then check how the agent dealt with each.
+What counts as a completeness problem:
+- A question or action the user asked for that was neither done, answered, nor explicitly declined with
+  a reason: it was forgotten, or dropped when the conversation moved on.
+- Part of a multi-part request handled and the rest left silently.
+- A constraint the user stated that the outcome ignores.
+- The agent stopped (ended the conversation, handed off, went silent) with a request still open and
+  without telling the user what remains and why.
 
-An honest "I could not find this, here is what I searched" counts as addressing a part. Extra material
-beyond the query is not a completeness problem.
+Severity: the user's main request left undone without telling them is major (critical if the agent
+told them it was done); a secondary question left unanswered, major; a small detail or courtesy left out,
+minor.
 
-For each gap give `missed_aspects` (the parts of the query left unanswered) and `reasoning`."""
+Not a completeness problem: a request the agent declined and explained (whether the refusal was right
+is instruction_following's question); a request the user withdrew; material beyond what was asked; a
+part that could not be done, when the agent said so and why.
+
+For each gap give `missed_aspects` (what was asked and left open, in the user's terms, with the step it
+was asked in) and `reasoning`."""
 
 
 @dataclass(repr=False)
 class SynthesisQuality(FailureModeJudge):
-    """The answer says what the tool results said: no contradiction, misreading or dropped key fact."""
+    """What the agent told the user says what its tools returned: no contradiction, misreading or dropped key fact."""
 
     name: ClassVar[str] = 'synthesis_quality'
     failure_mode: ClassVar[str | None] = 'synthesis_quality'
-    question: ClassVar[str] = 'Does the final answer accurately reflect what the tools returned?'
+    question: ClassVar[str] = "Do the agent's messages accurately reflect what its tools returned?"
     rubric: ClassVar[str] = """
-Set the final answer beside the tool results it draws on. What counts as a synthesis problem:
-- The answer contradicts a tool result: another default, signature, argument order, limit or version
-  than the result gives, or a recommendation of something the source warns against.
-- A key fact from the results is left out, so the answer misleads: a caveat, a deprecation notice, a
-  required extra step or setting, a condition under which the solution does not work.
-- A code example or command from the results misread or rewritten wrongly: names or imports changed,
-  sync code where the example is async, an argument dropped, the pattern applied where the source says
-  it does not apply.
-- Results from different sources or versions merged as if they agreed when they do not.
-- For an infrastructure investigation: a log line, event, exit code, restart count, timestamp or metric
-  read wrongly (e.g. exit code 137, a kill for memory, reported as an application crash), evidence
-  pinned on the wrong pod, node or service, or a decisive error in the output left out of the analysis.
+Set the agent's messages to the user beside the tool results they draw on. What counts as a synthesis
+problem:
+- A message contradicts a tool result: another value, status, date, count or condition than the result
+  gives.
+- A tool result misread: the wrong record or field taken, an error read as success (or the reverse),
+  a total or comparison computed wrongly from the results.
+- A key fact from the results left out so that the message misleads: a condition, a fee, a limit, a
+  warning, a required next step.
+- Results from different calls or entities merged as if they were one, or as if they agreed when they
+  do not.
 
-This mode is about misrepresenting what the tools did return. A claim on a point the results say nothing
-about is a hallucination (another judge), and a part of the query left unanswered is a completeness
-problem; neither belongs here. Not a problem either: a paraphrase or summary that keeps the meaning;
-tool output irrelevant to the query left out; several results combined correctly.
+Severity: a misreading the user is likely to act on (an amount, a date, an eligibility, whether
+something was done) is critical; one that misleads about the result, major; a small slip in a detail
+nobody would act on, minor.
 
-For each discrepancy give `claim_in_answer` (quote the answer; for an omission, the statement that needed
-the missing fact), `tool_output_reality` (what the tool result says on that point, quoted briefly, with
-its step) and `discrepancy` (how the two differ and what a reader acting on the answer would get wrong).
-Use one issue per discrepancy."""
+Not this judge's problem: a statement on a point no tool result covers (hallucination), a part of the
+request left unanswered (completeness). Not a problem at all: a paraphrase or summary that keeps the
+meaning; results irrelevant to the request left out.
 
-
-# Reporting: a "not found" that does not say what was searched leaves the caller nothing to act on, so
-# it costs the whole score; otherwise each missing piece of troubleshooting context costs a quarter,
-# on top of a quarter for being flagged at all (so one gap costs half, three gaps all of it).
-def _reporting_weight(issue: ReportingIssue) -> float:
-    if issue.result_type != 'found' and not issue.search_explained:
-        return 1.0
-    flags = (issue.debugging_context, issue.underlying_concepts, issue.edge_cases_noted)
-    gaps = 0 if issue.result_type == 'not_found' else sum(not f for f in flags)
-    return min(1.0, 0.25 + 0.25 * gaps)
+For each discrepancy give `claim_in_answer` (quote the agent's message, with its step; for an omission,
+the statement that needed the missing fact), `tool_output_reality` (what the tool result says, quoted
+briefly, with its step) and `discrepancy` (how they differ and what a user acting on the message would
+get wrong). One issue per discrepancy."""
 
 
 @dataclass(repr=False)
 class ReportingQuality(FailureModeJudge):
-    """Results reported with context: what was searched when nothing was found, the why and the caveats when it was."""
+    """Outcomes reported with what the user needs: what was done or found, what was not and why, what to check."""
 
     name: ClassVar[str] = 'reporting_quality'
     failure_mode: ClassVar[str | None] = 'reporting_quality'
-    question: ClassVar[str] = 'Did the agent report its results with the context the caller needs?'
+    question: ClassVar[str] = 'Did the agent report its results with the context the user needs?'
     rubric: ClassVar[str] = """
-The agent was told how to report (its REPORTING_RESULTS instructions, paraphrased): finding nothing is an
-acceptable outcome, better than a weak or wrong answer, but only once the options are genuinely used up;
-and when it finds nothing it says what it searched and where, so the caller can point it elsewhere. When
-it does find an answer it gives the caller enough to troubleshoot if the answer does not work: the model
-or mechanism underneath (the why, not only the what), the assumptions and edge cases that could make the
-solution fail, and related functionality worth knowing — most of all when the answer rests on internal
-implementation details.
+Judge how the agent reported the outcome of its work to the user: what it found or did, what it could
+not, and what the user needs to rely on the result. A good report says plainly whether the request was
+done, partly done or not done; when nothing was found or nothing could be done, it says what was tried
+and why it fell short, so the user can point the agent elsewhere or act themselves; when it gives a
+result, it gives the user what they need to trust and use it: the essential conditions, the reason
+behind a decision, and what to check if it does not work.
 
 What counts as a reporting problem:
-- "Not found", or a vague non-answer, with no account of what was searched and where.
-- A solution with nothing to debug it by when it fails: no what-to-check, no error to expect, no setting
-  to verify.
-- A bare recipe with no explanation of the mechanism behind it.
-- Assumptions or edge cases that would break the solution, left unmentioned.
-- For an SRE investigation: an inconclusive report that does not list what was checked (which
-  resources, logs, time windows); a root cause given without the evidence chain or the commands to
-  confirm it, without the mechanism (e.g. why the memory limit led to the OOMKilled restarts), or
-  without caveats (what would disprove it, what was not checked).
+- "Not found" or "cannot be done", or a vague non-answer, with no account of what was tried or why.
+- A result with nothing to act on if it fails: no condition, no next step, no way to check it.
+- A decision (a refusal, a choice among options, a conclusion) given without the reason behind it.
+- Conditions, limits or side effects that could make the result fail or surprise the user left unsaid.
 
-What is not a problem: a short, direct answer to a simple factual question (a default value, what a
-function returns) needs no essay on concepts or edge cases; an honest "not found" that lists the
-searches made is a good report, not a failure.
+Severity: a report that leaves the user unable to tell whether their request was done is major; missing
+reasons or conditions that the user needs to act correctly, major; a thinner report than ideal that
+still lets the user act, minor.
 
-Emit at most one issue: a single assessment of the final report when it falls short of the above, with
-every field filled in. When the report meets the standard, answer with an empty "issues" list. Fields:
-- `result_type`: `found` (the answer claims a solution, or a cause for an alert), `not_found` (it reports
-  that it found no answer), `partial` (it answers part of the question and reports gaps in the rest).
-- `search_explained`: whether it says what it searched and where (what matters for `not_found` and
-  `partial`).
-- `debugging_context`: whether the caller gets what it needs to troubleshoot if the answer fails.
-- `underlying_concepts`: whether the answer explains why its solution works.
-- `edge_cases_noted`: whether it states the assumptions, limits or edge cases that could make it fail.
-- `reasoning`: what is missing and what the caller loses, citing steps.
-Set a flag that does not apply to true — `search_explained` for a `found` result; the other three for a
-`not_found` one or for a simple factual question — so that false always marks a real gap."""
+Not a problem: a short, direct reply to a simple question; an honest "not found" that says what was
+tried.
 
-    def issue_weight(self, issue: Issue) -> float:
-        assert isinstance(issue, ReportingIssue)
-        return _reporting_weight(issue)
+Emit at most one issue: a single assessment of the reporting when it falls short of the above, with
+every field filled in. When the reporting meets the standard, answer with an empty "issues" list. Fields:
+- `result_type`: `found` (the agent gives a result or says it did what was asked), `not_found` (it
+  reports that it found nothing or could not do it), `partial` (part done or answered, with gaps).
+- `search_explained`: whether it says what it tried (what matters for `not_found` and `partial`).
+- `debugging_context`: whether the user gets what they need to check or act if the result fails.
+- `underlying_concepts`: whether it gives the reason behind its result or decision.
+- `edge_cases_noted`: whether it states the conditions, limits or side effects that could matter.
+- `reasoning`: what is missing and what the user loses, citing steps.
+Set a flag that does not apply to true (`search_explained` for a `found` result; the other three for a
+`not_found` one or a simple question), so that false always marks a real gap."""
 
 
 @dataclass(repr=False)
 class CitationQuality(FailureModeJudge):
-    """Key claims cited with an exact reference and the snippet behind them, neither too few nor too many."""
+    """Key statements traceable to the evidence behind them, when the agent's instructions or role call for it."""
 
     name: ClassVar[str] = 'citation_quality'
     failure_mode: ClassVar[str | None] = 'citation_quality'
-    question: ClassVar[str] = 'Did the agent cite its sources properly?'
+    question: ClassVar[str] = 'Did the agent point to the evidence behind its key statements where it was expected to?'
     rubric: ClassVar[str] = """
-The agent was told how to cite (its CITATIONS instructions, paraphrased): its callers are agents that
-want to check and dig further, so key claims, code examples and anything non-obvious carry an inline
-citation, written `<source ref="...">snippet</source>`. The ref says exactly where to look — a URL with
-its anchor, a tool query such as `context7:/vercel/next.js?topic=middleware`, or a file and line range
-such as `github:owner/repo/path/file.ts#L42-L50` — and the snippet is the source's own text, with a line
-or two around it, so the caller can find and verify the passage. It should not cite every sentence,
-only what a caller would want to check or explore.
+Some agents must let the reader trace their key statements back to the evidence: their instructions ask
+for references, or their reader is expected to check and dig further. Judge this only when the agent's
+instructions ask for references or evidence, or its role plainly implies it (a research or analysis
+report). When neither is the case, answer with an empty "issues" list.
+
+A good reference says exactly where to look (the tool call, the record, the page or file and place) and
+quotes the evidence's own words, so the reader can find and verify it. Key statements, figures and
+non-obvious conclusions carry one; general knowledge and every sentence do not need one.
 
 What counts as a citation problem:
-- Key claims, code examples or non-obvious facts with no citation.
-- Citations without a snippet: empty or self-closing tags, bare links.
-- Vague or broken references: "the docs say", "according to the documentation", a ref with no page or
-  location, or a ref to something no tool in the transcript returned.
-- Citations out of balance: too few for the claims made, or one on nearly every sentence so that the
+- Key statements or figures with no reference when references were expected.
+- References without the quoted evidence: bare pointers, empty or malformed references.
+- Vague or broken references: "the records show", a reference to nothing a tool in the run returned.
+- References out of balance: too few for the statements made, or one on nearly every sentence so the
   important ones drown.
-- For an SRE investigation, citing means pointing at the evidence: the tool call (command, resource,
-  time window) and the quoted log line, event or metric a conclusion rests on; `<source>` tags are not
-  expected there. A conclusion with no pointer to its evidence is an uncited claim.
 
-What is not a problem: general knowledge left uncited; an exact reference plus a quoted snippet written
-in other markup (a link followed by a quote), which counts as a citation with a snippet; a run whose
-tools returned nothing citable.
+Severity: a reference to evidence the run never had (a fabricated reference) is critical; key
+statements the reader cannot trace at all, major; missing quotes or uneven references that still let
+the reader find the evidence, minor.
 
-Emit at most one issue: a single assessment of the final answer's citations when they fall short of
-the above, with every field filled in. When citing is adequate, answer with an empty "issues" list.
-Fields:
-- `uncited_claims`: the key claims that needed a citation and had none, quoted briefly.
-- `citations_without_snippets`: how many citations in the final answer carry no snippet.
+Not a problem: general knowledge left untraced; an exact pointer with quoted evidence in any markup; a
+run whose tools returned nothing that could be referenced.
+
+Emit at most one issue: a single assessment of the references when they fall short of the above, with
+every field filled in. Fields:
+- `uncited_claims`: the key statements that needed a reference and had none, quoted briefly.
+- `citations_without_snippets`: how many references carry no quoted evidence.
 - `citations_with_snippets`: how many carry one.
-- `vague_refs`: the vague or broken references, quoted (e.g. "the docs say").
-- `citation_balance`: `under` (important claims go uncited), `appropriate` (the amount is right; the
-  problem lies in snippets or refs), `over` (nearly everything cited, burying what matters).
-- `reasoning`: what is wrong and what the caller cannot verify because of it, citing steps."""
-
-    # Nothing in the answer can be checked when no citation carries a snippet: the whole score. Over-citing
-    # only adds noise (everything stays checkable): a quarter. Anything else: the default half.
-    def issue_weight(self, issue: Issue) -> float:
-        assert isinstance(issue, CitationIssue)
-        if issue.citations_with_snippets == 0:
-            return 1.0
-        if issue.citation_balance == 'over':
-            return 0.25
-        return 0.5
+- `vague_refs`: the vague or broken references, quoted.
+- `citation_balance`: `under` (important statements go untraced), `appropriate` (the amount is right;
+  the problem lies in quotes or pointers), `over` (nearly everything referenced, burying what matters).
+- `reasoning`: what is wrong and what the reader cannot verify because of it, citing steps."""

@@ -2,9 +2,10 @@
 
 A name is a judge's `name`; a group is a named list of judges. There is a group per failure-mode
 category (`tool_usage`, `sources`, `output`, `format`, `methodology`, `instructions`, and any a
-registered mode brings), plus `mvp` (the first three judges worth running), `checks` (deterministic, no
-model), `investigation` (the TARSy scorer) and `all`. `EXTRA_MODES` names the judges of modes beyond
-the fifteen standard ones, so `--list` can say so. Unknown names fail with the list of known ones, never
+registered mode brings), plus `core` (the LLM judges every run gets when none are named: they hold for any
+agent), `mvp` (seed 004's first three), `checks` (deterministic, no model), `investigation` (the TARSy
+scorer) and `all`. `EXTRA_MODES` names the judges of modes beyond the fifteen standard ones, so `--list`
+can say so. Unknown names fail with the list of known ones, never
 silently run less than asked. `make_judges(..., fuse=...)` answers groups of LLM judges with one model
 call each (`sensei_eval.evaluators.fused`). Which checks run on a record is then up to its agent profile
 (`sensei_eval.judging.profiles`).
@@ -73,11 +74,17 @@ _MODE_JUDGES: tuple[type[Judge], ...] = (
     InstructionFollowing,
 )
 _CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
+# Seed 004's MVP: the first three judges it builds.
 _MVP = ('tool_selection', 'hallucination', 'completeness')
+# The LLM judges every run gets when none are named: they hold for any agent and cover what goes wrong in a
+# run of one: the right tools, the right arguments, nothing claimed that the run does not support,
+# everything asked handled, and the agent's own rules kept (for a policy-bound agent, where most failures
+# are).
+_CORE = ('tool_selection', 'tool_parameters', 'hallucination', 'completeness', 'instruction_following')
 # What every surface judges with when the user names no judges (`judge`, `serve`, the service API, the
-# sampler): the first LLM judges worth running plus the checks, which cost no model call and catch what a
-# small model misses (a refund claimed but never made).
-DEFAULT_JUDGES: tuple[str, ...] = ('mvp', 'checks')
+# sampler): the core LLM judges plus the checks, which cost no model call and catch what a model may miss
+# (a refund claimed but never made).
+DEFAULT_JUDGES: tuple[str, ...] = ('core', 'checks')
 
 JUDGES: dict[str, type[Judge]] = {}
 GROUPS: dict[str, tuple[str, ...]] = {}
@@ -100,6 +107,7 @@ def _derive_from_modes() -> None:
     GROUPS.clear()
     GROUPS.update(
         {
+            'core': _CORE,
             'mvp': _MVP,
             **{c: tuple(cls.name for cls in mode_judges if cls.category == c) for c in modes.categories()},
             'checks': tuple(cls.name for cls in _CHECKS),

@@ -1,4 +1,4 @@
-"""Agent profiles: which deterministic checks hold for which agent.
+"""Agent profiles: which judges hold for which agent, and what its own conventions add to them.
 
 Some checks only make sense for one agent's conventions: a documentation-research agent cites with
 `<source>` tags, looks things up with a docs tool and answers another agent without greetings. Run on
@@ -7,20 +7,28 @@ belong to a *profile*, and an agent nobody declared gets only the `default` prof
 for any tool-using agent (the reference check, repeated failing calls, recovery after a tool error,
 code identifiers that no tool result backs).
 
+LLM judges work the same way. Every rubric holds for any agent (the agent's own instructions and tools
+are its standard); a profile may *select* which LLM judges run for its agent (`judges`) and *extend* a
+judge's rubric with its agent's conventions (`conventions`, shown to the judge after the rubric) and its
+words for open issue fields (`vocabulary`). The built-in `docs-agent` and `tarsy` profiles carry the
+documentation agent's and the SRE agent's conventions (`judging.conventions`); `default` adds nothing.
+
 A profile is chosen for a run (`--profile NAME|FILE`) and per record (`metadata.profile`); a record's
-own choice wins. The report names the profile and lists the checks it skipped, with why. LLM judges
-are not filtered: each failure-mode judge asks a question that holds for any agent.
+own choice wins. The report names the profile and lists the judges it skipped, with why.
 
 Users declare their own profile in a small YAML, TOML or JSON file:
 
     name: support-agent
-    extends: default            # optional: start from a built-in profile's checks and parameters
+    extends: default            # optional: start from a built-in profile's checks, parameters and conventions
     checks: [greeting_check]    # added to what it extends (or the whole list, without `extends`)
     params:
       reference_check: {extra_writes: allow, ordered: false}   # see docs/reference.md
+    judges: [tool_selection, hallucination, instruction_following]   # optional: only these LLM judges run
+    conventions:                # optional: added to a judge's rubric for this agent
+      hallucination: Prices quoted to the user must come from the quote tool, never from memory.
 
-Unknown checks, parameters for checks the profile does not run and unknown parameter names are errors
-naming the file and the field, never ignored.
+Unknown checks and judges, parameters for checks the profile does not run and unknown parameter names
+are errors naming the file and the field, never ignored.
 """
 
 from __future__ import annotations
@@ -34,8 +42,10 @@ from typing import Any
 from sensei_eval.core.config import CONFIG_SUFFIXES, load_config_file
 from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import FailureModeJudge, Judge
+from sensei_eval.evaluators.fused import FusedJudge
 from sensei_eval.evaluators.registry import COMPONENTS as _REGISTRY_COMPONENTS
+from sensei_eval.judging.conventions import DOCS_AGENT, DOCS_AGENT_VOCABULARY, SRE_AGENT
 
 __all__ = (
     'AGNOSTIC_CHECKS',
@@ -61,7 +71,8 @@ class ProfileError(ConfigError):
 
 @dataclass(frozen=True)
 class Profile:
-    """A named set of deterministic checks, with parameters per check."""
+    """A named set of deterministic checks with parameters per check, the LLM judges it runs, and what its
+    agent's conventions add to those judges' rubrics."""
 
     name: str
     description: str
@@ -70,16 +81,38 @@ class Profile:
     # failure mode -> prompt components a fix goes into, for the optimizer (`sensei_eval.optimize.routing`); None:
     # this kind of agent has no known section names, so the optimizer routes failures lexically
     component_map: Mapping[str, tuple[str, ...]] | None = None
+    # the LLM judges this profile runs (of those asked for); None: every one asked for
+    judges: tuple[str, ...] | None = None
+    # LLM judge -> what this agent's conventions add to its rubric
+    conventions: Mapping[str, str] = field(default_factory=dict)
+    # LLM judge -> open issue field -> the values this agent's world uses
+    vocabulary: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def skip_reason(self, judge: Judge) -> str | None:
-        """Why this profile does not run `judge` (None: it runs). Only deterministic checks are filtered."""
-        if judge.needs_model or judge.name in self.checks or judge.name not in _check_names():
+        """Why this profile does not run `judge` (None: it runs): a check it does not list, or an LLM judge
+        outside its `judges`."""
+        if judge.needs_model:
+            if self.judges is None or judge.name in self.judges or isinstance(judge, FusedJudge):
+                return None
+            return f'not in profile {self.name!r} (its LLM judges: {", ".join(self.judges) or "none"})'
+        if judge.name in self.checks or judge.name not in _check_names():
             return None
         hint = ' (a documentation-agent convention: --profile docs-agent)' if judge.name in _DOCS_AGENT_CHECKS else ''
         return f'not in profile {self.name!r}{hint}'
 
     def configure(self, judge: Judge) -> Judge:
-        """The judge with this profile's parameters for it applied."""
+        """The judge with this profile's parameters (a check) or conventions and vocabulary (an LLM judge,
+        also inside a fused one) applied."""
+        if isinstance(judge, FusedJudge):
+            members = [self.configure(m) for m in judge.members]
+            if all(a is b for a, b in zip(members, judge.members, strict=True)):
+                return judge
+            return FusedJudge(members=members, model=judge.model, output_retries=judge.output_retries)  # type: ignore[arg-type]
+        if isinstance(judge, FailureModeJudge):
+            conventions, vocabulary = self.conventions.get(judge.name, ''), self.vocabulary.get(judge.name)
+            if not conventions and not vocabulary:
+                return judge
+            return dataclasses.replace(judge, conventions=conventions, vocabulary=dict(vocabulary or {}) or None)
         params = self.params.get(judge.name)
         return dataclasses.replace(judge, **params) if params else judge
 
@@ -102,11 +135,14 @@ BUILTIN_PROFILES: dict[str, Profile] = {
             # the failure-mode table's components are this agent's prompt sections; the registry keeps the
             # mapping current (a mode registered at runtime with components is in it)
             component_map=_REGISTRY_COMPONENTS,
+            conventions=DOCS_AGENT,
+            vocabulary=DOCS_AGENT_VOCABULARY,
         ),
         Profile(
             name='tarsy',
             description='An SRE investigation agent answering an alert (ReAct tool use).',
             checks=AGNOSTIC_CHECKS,
+            conventions=SRE_AGENT,
         ),
     )
 }
@@ -148,9 +184,9 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def _profile_from(data: Mapping[str, Any], where: str) -> Profile:
-    unknown = set(data) - {'name', 'description', 'extends', 'checks', 'params'}
+    unknown = set(data) - set(_FIELDS)
     if unknown:
-        raise ProfileError(f'unknown field(s) {sorted(unknown)} (known: name, description, extends, checks, params)', file=where)
+        raise ProfileError(f'unknown field(s) {sorted(unknown)} (known: {", ".join(_FIELDS)})', file=where)
     name = data.get('name')
     if not isinstance(name, str) or not name.strip():
         raise ProfileError('a profile needs a name', file=where, field='name')
@@ -183,7 +219,52 @@ def _profile_from(data: Mapping[str, Any], where: str) -> Profile:
         except (TypeError, ValueError) as e:
             raise ProfileError(str(e), file=where, field=f'params.{check}') from None
     description = data.get('description') or (f'{base.description} Extended by {where}.' if base else f'Declared in {where}.')
-    return Profile(name=name, description=str(description), checks=all_checks, params=params)
+    judges = _llm_judge_names(data['judges'], where, 'judges') if 'judges' in data else (base.judges if base else None)
+    conventions = {**(base.conventions if base else {}), **_conventions(data.get('conventions', {}), where)}
+    return Profile(
+        name=name,
+        description=str(description),
+        checks=all_checks,
+        params=params,
+        component_map=base.component_map if base else None,
+        judges=judges,
+        conventions=conventions,
+        vocabulary=base.vocabulary if base else {},
+    )
+
+
+# The fields a profile file may have.
+_FIELDS = ('name', 'description', 'extends', 'checks', 'params', 'judges', 'conventions')
+
+
+def _llm_judge_names(value: Any, where: str, field_name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ProfileError('expected a list of LLM judge names', file=where, field=field_name)
+    known = _llm_judge_classes()
+    for k, name in enumerate(value):
+        if name not in known:
+            raise ProfileError(f'unknown LLM judge {name!r} (known: {", ".join(known)})', file=where, field=f'{field_name}[{k}]')
+    return tuple(value)
+
+
+def _conventions(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ProfileError(
+            'expected a mapping of LLM judge name to the text it adds to the rubric', file=where, field='conventions'
+        )
+    known = _llm_judge_classes()
+    for name, text in value.items():
+        if name not in known:
+            raise ProfileError(f'unknown LLM judge {name!r} (known: {", ".join(known)})', file=where, field=f'conventions.{name}')
+        if not isinstance(text, str) or not text.strip():
+            raise ProfileError('expected the text added to the rubric', file=where, field=f'conventions.{name}')
+    return {name: text.strip() for name, text in value.items()}
+
+
+def _llm_judge_classes() -> dict[str, type[Judge]]:
+    from sensei_eval.evaluators.registry import JUDGES
+
+    return {name: cls for name, cls in JUDGES.items() if issubclass(cls, FailureModeJudge)}
 
 
 def _names(value: Any, where: str) -> list[str]:
