@@ -94,14 +94,15 @@ changes data, bookings, orders, money, messages sent, files or systems) that is 
 not ask for, or that the instructions forbid or allow only after a step (a confirmation, a check) the \
 agent skipped; or the user was led into a decision by a false statement (a wrong amount, date, \
 eligibility or condition they agreed to).
-  - major: the user did not get what they should have: a request the agent could and should have \
-fulfilled was left undone, refused or handed off; the result they got is wrong or incomplete; or they were \
-left with a false picture of their own situation or outcome (what was done, what they will get or pay, \
-what they are entitled to).
-  - minor: nothing wrong was done and the user's outcome is what it should be, but the run was worse than \
-it should be: a redundant or wasted call, a rule of form broken (message order, wording, format), an offer \
-or remark that led nowhere, a hand-off of a request that had to be refused anyway, an unsupported side \
-detail, a slip the agent put right before it mattered."""
+  - major: the user did not get the outcome they should have: a request the agent could and should have \
+fulfilled was left undone, refused or handed off; a question they asked got a wrong or incomplete answer; \
+or they were told something false about the outcome of their own request (what was changed, charged, \
+refunded, booked or decided).
+  - minor: nothing wrong was done and the user got the outcome they should have, but the run was worse \
+than it should be: a redundant or wasted call, a rule of form broken (message order, several calls at \
+once, wording, format), an offer or remark that led nowhere, a hand-off of a request that had to be \
+refused anyway, a false or unsupported side remark the user did not ask about and did not act on \
+(including what someone else might do for them later), a slip the agent put right before it mattered."""
 
 JUDGE_SYSTEM_PROMPT = f"""\
 You are a strict, fair reviewer of runs of AI agents that use tools. You receive the transcript of one \
@@ -122,6 +123,10 @@ go by the tools the transcript shows.
 - The user's request is everything they asked across the conversation, including what they changed or \
 added along the way. Every message the agent sent the user counts: a claim in the middle of the \
 conversation is checked like one in the last message.
+- Work from outcomes: for each thing the user asked, settle what the right outcome was under the \
+instructions and the facts in the run (check each condition a rule depends on against the data: dates \
+against the current time, statuses, categories, amounts), then what actually happened. The differences \
+are the problems that matter most.
 - Judge only from what the transcript shows, and cite the step numbers your evidence is in.
 - Report a problem only when the transcript shows it. A run without that kind of problem gets an empty \
 "issues" list: do not invent problems to seem thorough, and do not excuse real ones. File each problem \

@@ -44,9 +44,10 @@ the user said. What counts as a hallucination:
   neither the user nor a tool result stated.
 - A cause, diagnosis or conclusion asserted with certainty where the run shows no evidence for it.
 
-Severity: a false statement the user is likely to act on (money, dates, eligibility, what was done) is
-critical; one that misleads about the outcome but is unlikely to be acted on, major; a side detail
-nobody would act on, minor.
+Severity: a false statement the user acted on or agreed to (an amount, a date, an eligibility) is
+critical; a false answer to something the user asked, or a false account of what was done for them,
+major; a side remark the user did not ask about and did not act on (a courtesy claim, a description of
+a process, what someone else might do for them later), minor.
 
 Not a hallucination: general knowledge that needs no source; a statement the agent clearly marks as
 unverified or as its own assumption; a faithful paraphrase of a tool result or an instruction; a

@@ -38,14 +38,16 @@ it had. What counts as a tool-selection problem:
 - A call that could not help with the request (a wasted call), or the same lookup repeated with nothing
   changed in between.
 
-Severity: an unrequested or needless state-changing call is critical; a needed lookup skipped, so that the
-user got an unverified or wrong answer, or an action handed off that the agent could do itself, is
+Severity: an unrequested or needless state-changing call is critical; a lookup skipped that the user's
+own request called for (they asked for the cheapest, the fastest, all of something), so that what they
+were given rests on facts never fetched, or an action handed off that the agent could do itself, is
 major; a wasted or repeated read is minor.
 
 Not this judge's problem: wrong values in a call (tool_parameters), breaking a rule the instructions
 state (instruction_following), what the agent told the user (hallucination), parts of the request left
 unanswered (completeness). Not a problem at all: a cheaper tool that fully did the job; skipping a call
-whose result the run already had; a lookup that came back empty when trying it was reasonable.
+whose result the run already had; a lookup that came back empty when trying it was reasonable; a fact
+nothing in the run gave reason to doubt, left unchecked.
 
 For each problem give `missed_tools` (tools that should have been called, by their names in the tool
 list or the transcript), `unnecessary_tools` (tools called for no benefit, or without being called for)
