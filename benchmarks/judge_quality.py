@@ -63,6 +63,8 @@ _DATASETS = next(
 _PACKAGED = _ROOT / 'sensei_eval' / 'data' / 'tau2_airline'
 _DEFAULT_DATA = _DATASETS / 'tau2-airline' if (_DATASETS / 'tau2-airline').is_dir() else _PACKAGED
 _DEFAULT_ANSWERS = _ROOT / 'benchmarks' / 'judge_quality' / 'tau2-airline'
+# The one check that reads the record's reference (its expected calls): left out to see where checks are blind.
+_REFERENCE = 'reference_check'
 # The judge model's name in the reports: any name but the embedded model's, whose answers are smoke.
 _MODEL_NAME = 'replay'
 
@@ -183,6 +185,10 @@ def figures(reports: Sequence[RecordReport], labels: dict[str, bool]) -> tuple[l
         *(_row(f'  {name}', reports, lambda r, n=name: r.judge == n) for name in llm_names),
         _row('LLM judges only', reports, lambda r: r.model is not None),
     ]
+    # where the checks are blind: the same runs without their reference (the only check that reads it)
+    blind = _row('checks without the reference', reports, lambda r: r.model is None and r.judge != _REFERENCE)
+    blind_llm = _row('  + LLM judges (no reference)', reports, lambda r: r.judge != _REFERENCE)
+    rows += [blind, blind_llm]
     overall = [1.0 - r.overall_score if r.overall_score is not None else 0.0 for r in reports]
     rows.append(
         Row(
@@ -249,22 +255,42 @@ def capture(data: Path, answers: Path, fuse: str, judges: Sequence[str]) -> int:
 
 
 def replay(data: Path, answers: Path, fuse: str, judges: Sequence[str], *, strict: bool = False) -> int:
-    folder = answers / fuse
-    if not (folder / 'answers').is_dir():
-        print(f'no answers in {folder / "answers"}: run capture, then write the answers', file=sys.stderr)
-        return 2
-    reports = _judge(data, replay_model(folder / 'answers'), fuse, judges)
-    failed, rows = figures(reports, _labels(data))
-    keys = {p.stem for p in (folder / 'prompts').glob('*.md')} if (folder / 'prompts').is_dir() else set()
-    print_table(
-        f'{data.name}, {fuse} judging, replayed answers', failed, rows, _tokens_per_run(folder / 'prompts', keys, len(reports))
-    )
-    missing = sum('no answer for prompt' in (r.error or '') for rep in reports for r in rep.judges.values())
-    if missing:
-        print(
-            f'{missing} judge call(s) had no answer (prompts changed since the answers were written: capture, then answer them)'
-        )
-    return 1 if strict and (missing or any(row.errors for row in rows)) else 0
+    """Print the figures of the answers for `fuse` (`all`, `none`); `both` adds fused against separate on
+    the runs both answered. Runs a judge call of which has no answer are left out of the figures and
+    counted (an answer set may cover part of a dataset); with `strict`, any such run fails."""
+    modes = ('all', 'none') if fuse == 'both' else (fuse,)
+    labels = _labels(data)
+    kept: dict[str, list[RecordReport]] = {}
+    for mode in modes:
+        folder = answers / mode
+        if not (folder / 'answers').is_dir():
+            print(f'no answers in {folder / "answers"}: run capture, then write the answers', file=sys.stderr)
+            return 2
+        reports = _judge(data, replay_model(folder / 'answers'), mode, judges)
+        answered = [r for r in reports if not _unanswered(r)]
+        left_out = len(reports) - len(answered)
+        failed, rows = figures(answered, labels)
+        prompts = folder / 'prompts'
+        keys = {p.stem for p in prompts.glob('*.md')} if prompts.is_dir() else set()
+        title = f'{data.name}, {"fused" if mode == "all" else "separate"} judging ({mode}), replayed answers'
+        print_table(title, failed, rows, _tokens_per_run(prompts, keys, len(reports)))
+        if left_out:
+            print(f'{left_out} run(s) left out: a judge call of theirs has no answer (capture, then answer them)')
+            if strict:
+                return 1
+        if strict and any(row.errors for row in rows):
+            return 1
+        kept[mode] = answered
+    if len(kept) == 2:
+        common = {r.query_id for r in kept['all']} & {r.query_id for r in kept['none']}
+        for mode, name in (('all', 'fused'), ('none', 'separate')):
+            failed, rows = figures([r for r in kept[mode] if r.query_id in common], labels)
+            print_table(f'{name} judging on the {len(common)} runs both answered', failed, rows, None)
+    return 0
+
+
+def _unanswered(report: RecordReport) -> bool:
+    return any('no answer for prompt' in (r.error or '') for r in report.judges.values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,10 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     judges = [args.judges]
     if args.quick:
         return replay(_PACKAGED, args.answers, 'all', judges, strict=True)
+    if args.command == 'replay':
+        return replay(args.data, args.answers, args.fuse, judges)
     modes = ('all', 'none') if args.fuse == 'both' else (args.fuse,)
-    run = capture if args.command == 'capture' else replay
-    codes = [run(args.data, args.answers, fuse, judges) for fuse in modes]
-    return max(codes)
+    return max(capture(args.data, args.answers, fuse, judges) for fuse in modes)
 
 
 if __name__ == '__main__':
