@@ -233,6 +233,7 @@ def test_judge_status_is_the_aggregate_of_the_mode_verdicts() -> None:
         result('hallucination', None, status='inconclusive'),
         result('hallucination', None, status='error'),
         result('hallucination', False, model='embedded:SmolLM2-135M-Instruct'),
+        result('hallucination', None, status='not_applicable', model=None),
         JudgeResult(
             judge='reference_check', failure_mode='tool_selection', category='tool_usage', criteria_hash='h', model=None,
             status='ok', issues=[{**minor, 'failure_mode': 'tool_selection'}, {**_FINDING, 'failure_mode': 'tool_parameters'}],

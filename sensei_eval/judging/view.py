@@ -189,6 +189,8 @@ def _tallies(reports: Sequence[RecordReport]) -> dict[str, _JudgeTally]:
                 t.inconclusive += 1
             elif status == 'smoke':
                 t.smoke += 1
+            elif status == 'not_applicable':  # nothing to inspect: not a verdict, not an error
+                continue
             else:
                 t.ok += 1
                 t.passed += status == 'pass'

@@ -13,8 +13,10 @@ with `common_judges` compares only the judges both ran. Its value in one report:
   counted, never a 0.
   `overall` of a report with any judge error is an error too (it would be computed from part of the
   judges), and so is a report no judge judged (no overall score, `core.verdicts`): excluded and
-  counted, never a 0 or a 1; a report whose judges were all skipped has no value, which is not an error.
-  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error.
+  counted, never a 0 or a 1; a report whose judges were all skipped, or had nothing to inspect
+  (`not_applicable`), has no value, which is not an error.
+  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error. A
+  `not_applicable` one (the judge had nothing to inspect) is no value and no error, like a skipped judge.
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
 runs are named that way), and `RecordReport.repeat` is the re-judging index. A query's value is the
@@ -46,7 +48,7 @@ import numpy as np
 from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport, rebuild_report
-from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
+from sensei_eval.core.verdicts import is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
     Comparison,
@@ -201,6 +203,8 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
     for report in reports:
         query, run = split_run_id(report.query_id)
         for (name, mode), verdict in mode_verdicts(report).items():
+            if verdict.status == 'not_applicable':  # nothing to inspect: no value, and no error either
+                continue
             modes = [mode]
             if not verdict.judged and known is not None:
                 modes = sorted(known.get(name) or {mode}, key=lambda m: m or '')
@@ -212,7 +216,8 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
                 # not a verdict (error, inconclusive, smoke): excluded and counted, never a 0 or a 1
                 cell = _Cell(error=True) if not verdict.judged else _Cell(score=verdict.score, passed=verdict.passed)
                 obs.put(metric, query, run, report.repeat, cell)
-        if report.judges:
+        nothing_applied = report.coverage is not None and report.coverage.applied == 0 and not report.errors
+        if report.judges and not nothing_applied:  # a run where nothing applied has no value, like an all-skipped one
             obs.kinds[OVERALL] = 'overall'
             if report.errors or report.overall_score is None:  # "not judged" too: excluded and counted
                 obs.put(OVERALL, query, run, report.repeat, _Cell(error=True))
@@ -403,7 +408,7 @@ def _side_summary(reports: Sequence[RecordReport], side: SideSummary) -> SideSum
         for name, result in report.judges.items():
             side.judge_results += 1
             status = judge_status(result)  # inconclusive and smoke are no verdict: they count against the error rate
-            if not is_judged(status):
+            if is_missing_verdict(status):
                 side.judge_errors += 1
                 side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {status}: {result.error}')
         if report.prompt_version and report.prompt_version not in side.prompt_versions:
