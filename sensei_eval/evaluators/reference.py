@@ -31,11 +31,16 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 A call that errored changed nothing and counts as neither a match nor an extra write.
 
 **Matching.** Each expected call is matched to a **distinct** successful call (a multiset: a tool
-expected twice needs two calls) of the same tool whose arguments fit: `arguments='exact'` (default)
-compares every key; `'subset'` only the expected keys, **at every depth**: extra keys inside nested
-objects are ignored, and list items are paired by a key they share (`id`, `*_id`, `name`, or any key
-whose values are unique on both sides) or else by position (a list must have as many items as
-expected). An expected call with `args: null` matches any call of its tool. Values compare `lenient`
+expected twice needs two calls) of the same tool whose arguments fit. At the top level,
+`arguments='exact'` (default) compares every key (an argument the reference does not name is a
+difference); `'subset'` only the expected keys. **Below the top level arguments compare as APIs read
+them**, whatever that rule: keys of nested objects the reference does not name are ignored at every
+depth (`flights[].origin` beside the expected `flight_number` and `date`); a list of scalars is a
+multiset (`["b", "a"]` fits `["a", "b"]`: tau-bench stores `sorted(item_ids)`) unless the check's rule
+for the tool names it ordered (`tools: {NAME: {ordered: [ARG, "flights.stops"]}}`, paths from the
+arguments' root); list items that are objects are paired by a key they share (`id`, `*_id`, `name`,
+or any key whose values are unique on both sides) or else, and in an ordered list, by position (a list
+must have as many items as expected). An expected call with `args: null` matches any call of its tool. Values compare `lenient`
 by default: what JSON cannot tell apart (key order), numbers and numeric strings (`"100"` == `100`),
 spaces around any string, and case and runs of whitespace in **free text** (a string of
 `free_text_words` words or more). `exact` compares the JSON values; `ignore` skips the argument; set it
@@ -85,6 +90,7 @@ import inspect
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
@@ -125,7 +131,7 @@ _EXTRA_WRITES = ('fail', 'allow')
 # Keys a record's `metadata.reference_check` may set; anything else there is reported, not ignored.
 _RECORD_OPTIONS = frozenset({'strict', 'ordered', 'arguments', 'values', 'extra_writes'})
 # Keys of one tool's rule in `tools`.
-_TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args'})
+_TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args', 'ordered'})
 # Kept for profiles written against earlier versions: a lookup verb at the start of a name. The name
 # rules below already cover it; a profile's own `read_only_patterns` add to them as `profile` evidence.
 DEFAULT_READ_ONLY_PATTERNS: tuple[str, ...] = (
@@ -362,12 +368,15 @@ class CallMatch:
 
 @dataclass(frozen=True)
 class _Compare:
-    """How one tool's arguments compare: which keys count (`keys`), and each value's mode."""
+    """How one tool's arguments compare: which top-level keys count (`keys`), each value's mode, and the
+    lists compared in order (`ordered`: argument paths, `flights.stops`; every other list of scalars is a
+    multiset)."""
 
     keys: ArgumentMatch = 'exact'
     values: ValueMatch = 'lenient'
     args: Mapping[str, ValueMatch] = field(default_factory=dict)
     free_text_words: int = _FREE_TEXT_WORDS
+    ordered: frozenset[str] = frozenset()
 
     def mode(self, key: str) -> ValueMatch:
         return self.args.get(key, self.values)
@@ -384,34 +393,45 @@ class _Compare:
         return keys
 
     def equal(self, key: str, want: Any, actual: dict[str, Any], present: bool) -> bool:
-        if not present:
-            return False
-        if self.keys == 'subset':
-            return _fits_subset(want, actual[key], self.mode(key), self.free_text_words)
-        if self.mode(key) == 'exact':
-            return bool(_normal(want) == _normal(actual[key]))
-        return bool(_lenient(want, self.free_text_words) == _lenient(actual[key], self.free_text_words))
+        """Whether the call's value of top-level argument `key` is what the reference says, as an API reads
+        it (`_fits`): whatever the top-level rule (`keys`), nested keys the reference does not name are
+        ignored and lists of scalars are multisets unless `ordered` names them."""
+        return present and _fits(want, actual[key], self.mode(key), self.free_text_words, self.ordered, key)
 
     def free_text(self, value: Any) -> bool:
         return isinstance(value, str) and len(value.split()) >= self.free_text_words
 
 
-def _fits_subset(want: Any, have: Any, mode: ValueMatch, words: int) -> bool:
-    """`have` holds everything `want` says, at every depth: extra keys in nested objects are ignored,
-    list items are paired by a shared key (`_item_key`) or by position, and leaves compare by `mode`."""
+def _fits(want: Any, have: Any, mode: ValueMatch, words: int, ordered: frozenset[str], path: str) -> bool:
+    """`have` is what `want` says as an API reads it, at every depth below the top level: keys of nested
+    objects that `want` does not name are ignored; a list of scalars is a multiset (`[3, 1]` fits `[1, 3]`,
+    as `sorted(item_ids)` stores it) unless its `path` is in `ordered`; list items that are objects are
+    paired by a shared key (`_item_key`), else (or when ordered) by position; leaves compare by `mode`.
+    `path` names the value from the arguments' root (`flights.stops`: list items add nothing to it)."""
     if isinstance(want, dict):
-        return isinstance(have, dict) and all(k in have and _fits_subset(v, have[k], mode, words) for k, v in want.items())
+        return isinstance(have, dict) and all(
+            k in have and _fits(v, have[k], mode, words, ordered, f'{path}.{k}') for k, v in want.items()
+        )
     if isinstance(want, list | tuple):
         if not isinstance(have, list | tuple) or len(want) != len(have):
             return False
+        if path in ordered:
+            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
+        if all(_is_scalar(x) for x in (*want, *have)):
+            return Counter(_leaf(w, mode, words) for w in want) == Counter(_leaf(h, mode, words) for h in have)
         key = _item_key(want, have)
         if key is None:
-            return all(_fits_subset(w, h, mode, words) for w, h in zip(want, have, strict=True))
+            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
         by_key = {_leaf(h[key], mode, words): h for h in have}
         return all(
-            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits_subset(w, match, mode, words) for w in want
+            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits(w, match, mode, words, ordered, path)
+            for w in want
         )
     return bool(_leaf(want, mode, words) == _leaf(have, mode, words))
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _leaf(value: Any, mode: ValueMatch, words: int) -> Any:
@@ -522,6 +542,9 @@ class ReferenceCheck(Judge):
             args = rule.get('args', {})
             if not isinstance(args, Mapping) or any(v not in _VALUE_MATCHES for v in args.values()):
                 raise ConfigError(f'tools.{name}.args: expected a mapping of argument to {"|".join(_VALUE_MATCHES)}')
+            ordered = rule.get('ordered', [])
+            if isinstance(ordered, str) or not isinstance(ordered, Sequence) or not all(isinstance(a, str) for a in ordered):
+                raise ConfigError(f'tools.{name}.ordered: expected a list of argument paths (`stops`, `flights.stops`)')
         for option in ('read_only_patterns', 'state_changing_patterns'):
             for pattern in getattr(self, option):
                 try:
@@ -571,6 +594,7 @@ class ReferenceCheck(Judge):
             values=rule.get('values', self.values),
             args=dict(rule.get('args', {})),
             free_text_words=self.free_text_words,
+            ordered=frozenset(rule.get('ordered', ())),
         )
 
     def effect(self, tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> Effect:
