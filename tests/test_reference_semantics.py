@@ -116,7 +116,7 @@ def test_an_empty_reference_means_change_nothing() -> None:
     # an empty reference says "change nothing" even where partial references allow extra writes
     assert _judge(_record([CANCEL], []), ReferenceCheck(extra_writes='allow')).passed is False
     # only a missing field is "no reference"
-    assert check.applies_to(_record([CANCEL], None)) == 'the record has no expected_tool_calls'
+    assert check.applies_to(_record([CANCEL], None)) == 'the record has no expected_tool_calls or expected_outputs'
 
 
 def test_a_failed_write_changed_nothing_and_a_wrong_write_is_reported_once() -> None:
@@ -435,3 +435,20 @@ def test_python_m_sensei_eval_calibrate_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert 'python -m sensei_eval.calibrate' in done.stdout and '--labels' in done.stdout
+
+
+def test_a_missing_advisory_call_passes_with_its_reason_on_the_verdict() -> None:
+    """Issue 39, item 4: a never-called expected `get_forecast` scored 0.50 "passed" with no reason anywhere.
+    The finding says why it is advisory and what that means, and the verdict model hands it to every surface."""
+    from sensei_eval.core.verdicts import mode_verdicts
+
+    record = _record([], [{'tool_name': 'get_forecast', 'args': {'city': 'Oslo'}}], answer='It will rain.')
+    result = _judge(record)
+    assert result.passed is True and result.score == 0.5
+    report = build_report(record, [result], run_id='t')
+    verdict = mode_verdicts(report)['reference_check', 'tool_selection']
+    assert verdict.status == 'pass' and verdict.score == 0.5
+    (reason,) = verdict.reasons
+    assert reason.startswith('minor: get_forecast was expected but never called (an advisory call: read')
+    assert reason.endswith('a missing advisory call lowers the score and does not fail the run).')
+    assert report.overall_score == 0.5 and 'advisory call' in (result.reasoning or '')

@@ -73,6 +73,7 @@ __all__ = (
     'RecordVerdict',
     'VerdictStatus',
     'coverage_of',
+    'finding_reason',
     'is_failing',
     'is_judged',
     'is_missing_verdict',
@@ -152,6 +153,15 @@ class ModeVerdict(BaseModel):
             return None
         return True if self.status == 'pass' else False if self.status == 'fail' else None
 
+    @property
+    def reasons(self) -> list[str]:
+        """Why this verdict is what it is, one line per finding, minor ones marked (`finding_reason`): what a
+        surface shows beside a score below 1.00, a pass with minor findings included; for a status that is
+        no verdict, why (the error, why it is inconclusive or smoke, why it was not applicable)."""
+        if not self.judged:
+            return [f'{self.status}: {self.error}'] if self.error else [self.status]
+        return [f'{i.get("severity") or "major"}: {finding_reason(i)}' for i in self.issues]
+
 
 class Coverage(BaseModel):
     """How much of a record (or a run) was actually judged: judges, not failure modes."""
@@ -221,6 +231,25 @@ class RecordVerdict(BaseModel):
 def is_smoke(result: JudgeResultLike) -> bool:
     """The answer came from the embedded model (smoke: proves the pipeline runs, never a verdict)."""
     return bool(result.model) and str(result.model).startswith(SMOKE_MODEL_PREFIX)
+
+
+# The fields a finding states its reason in, in the order they are read (the issue models of `core.issues`).
+_REASON_FIELDS = ('reasoning', 'discrepancy', 'why_better', 'violation', 'suggested_fix')
+
+
+def finding_reason(issue: Mapping[str, Any]) -> str:
+    """What a finding says about why it was raised: its reasoning (or the field its mode states a reason in),
+    else its other text fields as `name: value`. Every finding has one, so no score below 1 goes unexplained."""
+    for name in _REASON_FIELDS:
+        value = issue.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    fields = [
+        f'{k}: {v}'
+        for k, v in issue.items()
+        if k not in ('steps', 'source', 'severity', 'failure_mode') and v not in (None, '', [])
+    ]
+    return '; '.join(fields) or 'no reason given'
 
 
 def is_failing(issue: Mapping[str, Any]) -> bool:

@@ -1,12 +1,19 @@
-"""Reference checks: the record's tool calls against the `expected_tool_calls` it carries.
+"""Reference checks: the record's tool calls against the `expected_tool_calls` it carries, and its replies
+against the `expected_outputs` (what it must tell the user).
 
 The semantics, chosen from first principles and from what reference-based evaluators in the field
-mean (tau-bench and tau2-bench judge the final state of the world); `docs/reference.md` is the user's
-page for the same rules.
+mean (tau-bench and tau2-bench judge the final state of the world and the required outputs);
+`docs/reference.md` is the user's page for the same rules.
 
 **What the reference says.** `expected_tool_calls` lists the calls a good run makes. A missing field
-means *no reference* (the check is skipped); an empty list `[]` means *change nothing*: the run may
-look things up, but any state-changing call fails it.
+means *no reference* for calls; an empty list `[]` means *change nothing*: the run may look things up,
+but any state-changing call fails it. `expected_outputs` lists what the agent's replies to the user
+must say; missing or `[]`, nothing is required. With neither, the check is skipped.
+
+**Required outputs** are part of the reference: each must appear in one of the agent's replies, read
+as `core.outputs` reads them (numbers as numbers, words case-folded, in order). Every output no reply
+says is named in one major `completeness` finding (mode score 0.5 x the share said), so a run that made
+every call right but told the user "6 suitcases" where the reference says 4 fails.
 
 **Every call is classified as state-changing or not**, from the best evidence the record has, and the
 report says which evidence decided (`details.calls[*].evidence`, `details.tools`):
@@ -14,7 +21,8 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 1. `annotation`: the tool's MCP annotations in the record's tool definitions (`metadata.tools`, MCP
    `{"name", "annotations": {"readOnlyHint", "destructiveHint"}}` or OpenAI `{"type": "function",
    "function": {...}}`): `readOnlyHint: true` reads; `readOnlyHint: false` or `destructiveHint: true` writes;
-2. `description`: the tool's description in those definitions, read by its leading verb ("Cancel the
+2. `description`: the tool's description in those definitions (or in `QueryRecord.tools`, the tools the
+   agent had), read by its leading verb ("Cancel the
    reservation" writes; "Get the details", "Returns the status" read; "Calculate ..." computes; "Transfer
    the user to a human agent" hands off) or by what it says it does not do ("will not change the database");
 3. `profile`: the check's `tools: {NAME: {read_only: true|false}}` rule, then its
@@ -99,7 +107,8 @@ from pydantic_evals.evaluators import EvaluatorContext, ToolCorrectness
 from pydantic_evals.online import run_evaluators
 
 from sensei_eval.core.errors import ConfigError
-from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.core.issues import CompletenessIssue, Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.core.outputs import agent_replies, match_outputs
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import span_tree
@@ -283,7 +292,8 @@ def _first_verb(text: str) -> EffectKind | None:
 
 
 def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
-    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`.
+    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`, then
+    the tools the agent had (`QueryRecord.tools`: descriptions only) for the tools `metadata.tools` leaves out.
 
     Reads MCP tool definitions (`{"name", "description", "annotations"}`), OpenAI tool schemas
     (`{"type": "function", "function": {"name", "description", ...}}`) and a mapping of name to
@@ -293,9 +303,10 @@ def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
     if isinstance(tools, dict):
         items = [{'name': k, **v} if isinstance(v, dict) else {'name': k} for k, v in tools.items()]
     elif isinstance(tools, list):
-        items = tools
+        items = list(tools)
     else:
-        return {}
+        items = []
+    items += [{'name': t.name, 'description': t.description or ''} for t in record.tools or []]
     out: dict[str, dict[str, Any]] = {}
     for tool in items:
         if not isinstance(tool, dict):
@@ -304,6 +315,8 @@ def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
         inner: dict[str, Any] = function if isinstance(function, dict) else tool
         name = inner.get('name') or tool.get('name')
         if not isinstance(name, str) or not name:
+            continue
+        if name in out:  # `metadata.tools` (which may carry annotations) before `QueryRecord.tools`
             continue
         notes = inner.get('annotations') or tool.get('annotations')
         description = inner.get('description') or tool.get('description')
@@ -504,8 +517,9 @@ class ReferenceCheck(Judge):
 
     name: ClassVar[str] = 'reference_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    # it reports findings of both modes, each tagged with its own (see reports.mode_verdicts)
-    failure_modes: ClassVar[tuple[str, ...]] = ('tool_selection', 'tool_parameters')
+    # it reports findings of these modes, each tagged with its own (see reports.mode_verdicts); completeness:
+    # the required outputs (`expected_outputs`) no reply says
+    failure_modes: ClassVar[tuple[str, ...]] = ('tool_selection', 'tool_parameters', 'completeness')
     needs_model: ClassVar[bool] = False
 
     strict: bool = False
@@ -559,7 +573,9 @@ class ReferenceCheck(Judge):
 
     def applies_to(self, record: QueryRecord) -> str | None:
         # `[]` is a reference ("change nothing"); only a missing field is none
-        return None if record.expected_tool_calls is not None else 'the record has no expected_tool_calls'
+        if record.expected_tool_calls is not None or record.expected_outputs:
+            return None
+        return 'the record has no expected_tool_calls or expected_outputs'
 
     def for_record(self, record: QueryRecord) -> tuple[ReferenceCheck, list[str]]:
         """This check with the record's own options applied, and warnings about options it could not use."""
@@ -624,6 +640,45 @@ class ReferenceCheck(Judge):
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         start = time.perf_counter()
         check, warnings = self.for_record(record)
+        issues: list[tuple[str, Issue]] = []
+        mode_scores: dict[str, float] = {}
+        details: dict[str, Any] = check._options()
+        reasons: list[str] = []
+        if record.expected_tool_calls is not None:
+            found = await check._judge_calls(record, transcript)
+            if isinstance(found, str):  # pydantic-evals' ToolCorrectness failed: an error, never a verdict
+                return self._result(model=None, status='error', error=found, latency_s=time.perf_counter() - start)
+            call_issues, call_scores, call_details = found
+            issues += call_issues
+            mode_scores.update(call_scores)
+            details.update(call_details)
+            reasons.append(_reasoning(call_issues, len(record.expected_tool_calls)))
+        if record.expected_outputs:
+            output_issues, output_score, details['outputs'] = _judge_outputs(record, transcript)
+            issues += output_issues
+            mode_scores['completeness'] = output_score
+            reasons.append(_output_reasoning(output_issues, len(record.expected_outputs)))
+        failing = [i for _, i in issues if i.severity != 'minor']
+        details['minor_findings'] = len(issues) - len(failing)
+        return self._result(
+            model=None,
+            status='ok',
+            reasoning='; '.join(reasons),
+            issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
+            score=min(mode_scores.values()),
+            mode_scores=mode_scores,
+            passed=not failing,
+            latency_s=time.perf_counter() - start,
+            warnings=warnings,
+            details=details,
+        )
+
+    async def _judge_calls(
+        self, record: QueryRecord, transcript: Transcript
+    ) -> tuple[list[tuple[str, Issue]], dict[str, float], dict[str, Any]] | str:
+        """The calls against `expected_tool_calls`: findings, mode scores and details (or why pydantic-evals'
+        ToolCorrectness, run beside the matching, failed)."""
+        check = self
         expected = record.expected_tool_calls or []
         calls = record.tool_calls()
         matches = match_expected_calls(expected, calls, ordered=check.ordered, compare=check.compare_for)
@@ -641,38 +696,23 @@ class ReferenceCheck(Judge):
             _context(record),
         )
         if failures:
-            message = '; '.join(f'{f.name}: {f.error_message}' for f in failures)
-            return self._result(model=None, status='error', error=message, latency_s=time.perf_counter() - start)
+            return '; '.join(f'{f.name}: {f.error_message}' for f in failures)
 
         share = _matched_share(matches, required, len(extra_writes))
         mode_scores = {'tool_selection': _mode_score(issues, 'tool_selection', share)}
         if any(e.args is not None for e in expected):
             mode_scores['tool_parameters'] = _mode_score(issues, 'tool_parameters', share)
-        failing = [i for _, i in issues if i.severity != 'minor']
         details = {
-            **check._options(),
             'reference': 'empty: change nothing' if not expected else f'{len(expected)} expected call(s)',
             'matched': sum(1 for m in matches if m.actual_index is not None),
             'matched_share': round(share, 4),
-            'minor_findings': len(issues) - len(failing),
             'extra_state_changing_calls': len(extra_writes),
             'tools': {name: e.as_dict() for name, e in effects.items()},
             'calls': _call_details(calls, matches, steps, effects),
             'expected': _expected_details(matches, required, steps),
             'ToolCorrectness': {'value': names_result[0].value, 'reason': names_result[0].reason},
         }
-        return self._result(
-            model=None,
-            status='ok',
-            reasoning=_reasoning(issues, len(expected)),
-            issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
-            score=min(mode_scores.values()),
-            mode_scores=mode_scores,
-            passed=not failing,
-            latency_s=time.perf_counter() - start,
-            warnings=warnings,
-            details=details,
-        )
+        return issues, mode_scores, details
 
     def _options(self) -> dict[str, Any]:
         """The options a verdict was reached with (in its details)."""
@@ -750,13 +790,13 @@ class ReferenceCheck(Judge):
             why = f'every call of {e.tool_name} failed (steps {_steps_text(same_tool, steps)})'
         else:
             why = f'{e.tool_name} was expected but never called'
-        if not req:
+        if not req:  # say why it is advisory and what that means, so a score below 1 with a pass is explained
             effect = effects[e.tool_name]
             why += (
-                f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})'
+                f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why}'
                 if e.required is None
-                else ' (marked not required)'
-            )
+                else ' (an advisory call: marked not required'
+            ) + '; a missing advisory call lowers the score and does not fail the run)'
         selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
         selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
         selection.severity = 'major' if req else 'minor'
@@ -837,6 +877,43 @@ def _expected_details(matches: list[CallMatch], required: list[bool], steps: lis
         }
         for m, req in zip(matches, required, strict=True)
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Required outputs
+
+
+def _judge_outputs(record: QueryRecord, transcript: Transcript) -> tuple[list[tuple[str, Issue]], float, list[dict[str, Any]]]:
+    """The required outputs against the agent's replies (`core.outputs`): one major `completeness` finding
+    naming every output no reply says, the mode's score (1, else 0.5 x the share found), and per output
+    the step of the reply that says it."""
+    outputs = record.expected_outputs or []
+    replies = agent_replies(record)
+    matches = match_outputs(outputs, [text for _, text in replies])
+    steps = [step.number if (step := transcript.step_of(origin)) is not None else None for origin, _ in replies]
+    found = [m for m in matches if m.found]
+    table = [{'output': m.output, 'found': m.found, 'step': steps[m.reply] if m.reply is not None else None} for m in matches]
+    missing = [m.output for m in matches if not m.found]
+    if not missing:
+        return [], 1.0, table
+    said = f'none of its {len(replies)} replies' if replies else 'the agent never replied'
+    issue = CompletenessIssue(
+        missed_aspects=[f'required output {o!r}' for o in missing],
+        reasoning=(
+            f'The agent had to tell the user {", ".join(map(repr, missing))} ({len(missing)} of {len(outputs)} required '
+            f'output(s)), but {said} to the user say it (numbers compared as numbers, case and spacing ignored).'
+        ),
+    )
+    issue.steps = [s for s in steps if s is not None][-1:]
+    issue.severity = 'major'
+    issue.source = 'check'
+    return [('completeness', issue)], 0.5 * len(found) / len(outputs), table
+
+
+def _output_reasoning(issues: list[tuple[str, Issue]], expected: int) -> str:
+    if issues:
+        return '; '.join(_reason(i) for _, i in issues)
+    return f'all {expected} required output(s) said to the user'
 
 
 # ---------------------------------------------------------------------------------------------------

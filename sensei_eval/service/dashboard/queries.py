@@ -221,6 +221,7 @@ class SessionView(BaseModel):
     issues: list[IssueOut]
     is_alert: bool = False
     prompt_version: str | None = None
+    expected_outputs: list[str] | None = Field(default=None, description='What the agent had to tell the user (the reference).')
     judgement: JudgementView | None = None
     service_judges: list[str] = Field(
         default_factory=list, description='The judges "Judge run" runs: the service\'s (`serve --judges`), groups expanded.'
@@ -764,6 +765,7 @@ def session_view(store: Store, session_id: str) -> SessionView:
         issues=issues,
         is_alert=record.alert_data is not None,
         prompt_version=record.prompt_version,
+        expected_outputs=record.expected_outputs,
         judgement=_judgement(evaluation, results, verdict) if evaluation is not None else None,
     )
 
