@@ -24,11 +24,13 @@ mean over all its runs × re-judgings; it *passes* a metric when a strict majori
 passed (an even split is a fail, on both sides alike). A query that passed before and fails after is a
 *flip*, the reverse a *fix*.
 
-Each metric gets the test the gate uses for it (`rule`): `flips` — the one-sided exact McNemar on flips
-vs fixes — when the metric has pass/fail verdicts on both sides; `scores` — the one-sided paired
-sign-flip test of the mean score — when it has scores only (`overall`, score-only judges). Both
-directions are computed (`p_regression`, `p_improvement`) with the test's minimum attainable p, from
-which `gate.decide` builds the Tarone–Holm family (it depends on alpha, so it is the gate's job).
+Each metric gets the test of its rule (`rule`): `flips` — the one-sided exact McNemar on flips vs fixes
+— when the metric has pass/fail verdicts on both sides; `scores` — the one-sided paired sign-flip test
+of the mean score — when it has scores only (`overall`, score-only judges). A pass/fail metric gets the
+sign-flip test of its paired scores as well (`scores`: what moves scores but no verdict, such as a
+dropped advisory call, is a change too). Both directions are computed (`p_regression`, `p_improvement`)
+with each test's minimum attainable p, from which `gate.decide` builds the Tarone–Holm family (it
+depends on alpha, so it is the gate's job).
 Queries are paired by id; a query with a value on one side only is listed under `only_old` /
 `only_new`, never silently dropped. Noise is estimated per side from the spread across runs and
 re-judgings (see `stats.noise_components`).
@@ -51,10 +53,12 @@ from sensei_eval.core.reports import RecordReport, rebuild_report
 from sensei_eval.core.verdicts import is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
+    SCORES_TEST,
     Comparison,
     GateResult,
     MetricComparison,
     NoiseSummary,
+    ScoreTest,
     SideSummary,
     Thresholds,
 )
@@ -368,6 +372,13 @@ def _compare_metric(
         result.mcnemar_p = stats.mcnemar_exact(old_pass, new_pass).p_value
         result.p_regression, result.p_improvement = worse.p_value, better.p_value
         result.min_attainable_p = worse.min_attainable_p
+        # what moved the scores but no verdict (an advisory call dropped, a minor finding) is tested too
+        rng = stats.metric_rng(seed, name + SCORES_TEST)
+        result.scores = ScoreTest(
+            p_regression=stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='worse'),
+            p_improvement=stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='better'),
+            min_attainable_p=stats.sign_flip_min_p(b, a, resamples=permutation_resamples),
+        )
     else:
         result.rule = 'scores'
         rng = stats.metric_rng(seed, name)
