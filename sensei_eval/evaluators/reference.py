@@ -779,6 +779,10 @@ class ReferenceCheck(Judge):
             issue.severity = 'major' if req and not free else 'minor'
             if req and free:
                 issue.reasoning += ' Only free text differs (a summary or message in other words): a minor finding.'
+            elif not req:  # say why it is minor, so the score below 1 of a pass is explained
+                effect = effects[e.tool_name]
+                what = f'a {effect.kind}, by {effect.evidence}' if e.required is None else 'marked not required'
+                issue.reasoning += f' An advisory call ({what}): a minor finding, it lowers the score and does not fail the run.'
             return 'tool_parameters', issue
         if ok:  # a fitting call exists, but it is out of the expected order or taken by another expectation
             why = (
