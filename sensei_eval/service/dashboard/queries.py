@@ -795,7 +795,7 @@ def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: R
         for v in (verdict.verdicts if verdict else [])
     ]
     # failed verdicts first, then errors, inconclusive and smoke answers, then passes
-    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'pass': 4}
+    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'not_applicable': 3, 'pass': 4}
     verdicts.sort(key=lambda v: (rank.get(v.status, 1), v.judge, v.failure_mode or ''))
     skipped = report.get('skipped')
     return JudgementView(
@@ -1024,6 +1024,8 @@ class _JudgementTally:
                 tally['passed'] += status == 'pass'
             elif status in ('inconclusive', 'smoke'):  # an answer that is no verdict
                 tally['inconclusive'] += 1
+            elif status == 'not_applicable':  # nothing to inspect in the run: neither a verdict nor an error
+                continue
             else:
                 tally['errors'] += 1
         for m in summary.judged_modes:
