@@ -36,7 +36,9 @@ Per record: its verdicts, its overall score and its coverage, under one severity
 * **severity rule** — a finding whose `severity` is `minor` (the reference check's advisory call, a
   minor hallucination, a broken rule of form or wording) is reported and lowers the mode's score, but
   does not fail the mode. Every other finding (`major`, `critical`, or no severity) fails it. The rule
-  is the same for LLM judges, checks and multi-mode judges (`is_failing`).
+  is the same for LLM judges, checks and multi-mode judges (`is_failing`). Every finding states why it
+  was raised (`finding_reason`; `ModeVerdict.reasons` lists them, minor ones marked), so a score below
+  1.00, a pass with minor findings included, is never shown without its reason.
 
 * **overall score** — Π over the failure modes with a pass/fail verdict of `score_m ** confidence_m`
   (a mode judged twice keeps its worse score; `confidence_m` is 1 for a deterministic check and
