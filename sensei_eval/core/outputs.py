@@ -23,12 +23,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic_ai.messages import ModelResponse, TextPart
 
+from sensei_eval.core.issues import CompletenessIssue
 from sensei_eval.core.records import QueryRecord
+from sensei_eval.core.transcript import Transcript
 
-__all__ = ('OutputMatch', 'agent_replies', 'contains_output', 'match_outputs', 'output_tokens')
+__all__ = (
+    'OutputFindings',
+    'OutputMatch',
+    'agent_replies',
+    'contains_output',
+    'judge_outputs',
+    'match_outputs',
+    'output_tokens',
+)
 
 # A number as people write it: thousands grouped by commas (1,234,567.89) or not (1234.5); a word: letters
 # and digits together (W1234, 12A). Anything else (spaces, punctuation, currency signs) separates tokens.
@@ -89,3 +100,41 @@ class OutputMatch:
 def match_outputs(outputs: Sequence[str], replies: Sequence[str]) -> list[OutputMatch]:
     """Each required output with the first reply that says it (`contains_output`)."""
     return [OutputMatch(o, next((k for k, r in enumerate(replies) if contains_output(r, o)), None)) for o in outputs]
+
+
+@dataclass(frozen=True)
+class OutputFindings:
+    """The required outputs judged against a run's replies (`judge_outputs`): the findings (one, or none),
+    the `completeness` score, the per-output table (`{output, found, step}`) and a one-line reasoning."""
+
+    issues: list[CompletenessIssue]
+    score: float
+    table: list[dict[str, Any]]
+    reasoning: str
+
+
+def judge_outputs(record: QueryRecord, transcript: Transcript) -> OutputFindings:
+    """The record's required outputs against the agent's replies: one major `completeness` finding naming
+    every output no reply says (cited at the last reply), the score (1, else 0.5 x the share said), and
+    per output the step of the reply that says it. What the reference check reports for outputs."""
+    outputs = record.expected_outputs or []
+    replies = agent_replies(record)
+    matches = match_outputs(outputs, [text for _, text in replies])
+    steps = [step.number if (step := transcript.step_of(origin)) is not None else None for origin, _ in replies]
+    table = [{'output': m.output, 'found': m.found, 'step': steps[m.reply] if m.reply is not None else None} for m in matches]
+    missing = [m.output for m in matches if not m.found]
+    if not missing:
+        return OutputFindings([], 1.0, table, f'all {len(outputs)} required output(s) said to the user')
+    said = f'none of its {len(replies)} replies' if replies else 'the agent never replied'
+    issue = CompletenessIssue(
+        missed_aspects=[f'required output {o!r}' for o in missing],
+        reasoning=(
+            f'The agent had to tell the user {", ".join(map(repr, missing))} ({len(missing)} of {len(outputs)} required '
+            f'output(s)), but {said} to the user say it (numbers compared as numbers, case and spacing ignored).'
+        ),
+    )
+    issue.steps = [s for s in steps if s is not None][-1:]
+    issue.severity = 'major'
+    issue.source = 'check'
+    found = len(outputs) - len(missing)
+    return OutputFindings([issue], 0.5 * found / len(outputs), table, issue.reasoning)

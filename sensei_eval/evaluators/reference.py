@@ -107,8 +107,8 @@ from pydantic_evals.evaluators import EvaluatorContext, ToolCorrectness
 from pydantic_evals.online import run_evaluators
 
 from sensei_eval.core.errors import ConfigError
-from sensei_eval.core.issues import CompletenessIssue, Issue, ToolParameterIssue, ToolSelectionIssue
-from sensei_eval.core.outputs import agent_replies, match_outputs
+from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.core.outputs import judge_outputs
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import span_tree
@@ -654,10 +654,10 @@ class ReferenceCheck(Judge):
             details.update(call_details)
             reasons.append(_reasoning(call_issues, len(record.expected_tool_calls)))
         if record.expected_outputs:
-            output_issues, output_score, details['outputs'] = _judge_outputs(record, transcript)
-            issues += output_issues
-            mode_scores['completeness'] = output_score
-            reasons.append(_output_reasoning(output_issues, len(record.expected_outputs)))
+            outputs = judge_outputs(record, transcript)
+            issues += [('completeness', i) for i in outputs.issues]
+            mode_scores['completeness'], details['outputs'] = outputs.score, outputs.table
+            reasons.append(outputs.reasoning)
         failing = [i for _, i in issues if i.severity != 'minor']
         details['minor_findings'] = len(issues) - len(failing)
         return self._result(
@@ -881,43 +881,6 @@ def _expected_details(matches: list[CallMatch], required: list[bool], steps: lis
         }
         for m, req in zip(matches, required, strict=True)
     ]
-
-
-# ---------------------------------------------------------------------------------------------------
-# Required outputs
-
-
-def _judge_outputs(record: QueryRecord, transcript: Transcript) -> tuple[list[tuple[str, Issue]], float, list[dict[str, Any]]]:
-    """The required outputs against the agent's replies (`core.outputs`): one major `completeness` finding
-    naming every output no reply says, the mode's score (1, else 0.5 x the share found), and per output
-    the step of the reply that says it."""
-    outputs = record.expected_outputs or []
-    replies = agent_replies(record)
-    matches = match_outputs(outputs, [text for _, text in replies])
-    steps = [step.number if (step := transcript.step_of(origin)) is not None else None for origin, _ in replies]
-    found = [m for m in matches if m.found]
-    table = [{'output': m.output, 'found': m.found, 'step': steps[m.reply] if m.reply is not None else None} for m in matches]
-    missing = [m.output for m in matches if not m.found]
-    if not missing:
-        return [], 1.0, table
-    said = f'none of its {len(replies)} replies' if replies else 'the agent never replied'
-    issue = CompletenessIssue(
-        missed_aspects=[f'required output {o!r}' for o in missing],
-        reasoning=(
-            f'The agent had to tell the user {", ".join(map(repr, missing))} ({len(missing)} of {len(outputs)} required '
-            f'output(s)), but {said} to the user say it (numbers compared as numbers, case and spacing ignored).'
-        ),
-    )
-    issue.steps = [s for s in steps if s is not None][-1:]
-    issue.severity = 'major'
-    issue.source = 'check'
-    return [('completeness', issue)], 0.5 * len(found) / len(outputs), table
-
-
-def _output_reasoning(issues: list[tuple[str, Issue]], expected: int) -> str:
-    if issues:
-        return '; '.join(_reason(i) for _, i in issues)
-    return f'all {expected} required output(s) said to the user'
 
 
 # ---------------------------------------------------------------------------------------------------
