@@ -15,7 +15,8 @@ A reply and an output are each read as a sequence of tokens (`output_tokens`: nu
 case-folded); the output is found when its tokens appear, in order and adjacent, in one reply's tokens.
 An output with no word or number in it (only punctuation) is looked up as case-folded text. The replies
 are the agent's text turns, plus an answer given through a final-answer tool (`agent_replies`).
-Spelled-out numbers ("four") are words, not numbers.
+Spelled-out numbers ("four") are words, not numbers. `judge_outputs` turns that into what the reference
+check reports: one major `completeness` finding naming every output no reply says, and a score.
 """
 
 from __future__ import annotations
