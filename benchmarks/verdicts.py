@@ -22,8 +22,10 @@ verdict fails it; minor findings (an advisory lookup not made, free text in othe
 apart. Under the default profile it also prints:
 
 * the distinct values of `overall_score` (how finely it ranks runs);
-* the verdicts after giving every tool call a unique id, and after sending every number argument as
-  a string: how many runs changed any check's verdict or score (both must be 0);
+* the verdicts after giving every tool call a unique id, after sending every number argument as a
+  string, and after writing every call's arguments as another API client might (lists of scalars
+  reversed, a key the reference does not name added to every nested object): how many runs changed any
+  check's verdict or score (all must be 0);
 * reference-free figures: the same runs with their expected calls removed, as for an agent nobody
   wrote a reference for (what the checks alone can tell; judges are the reference-free verdicts);
 * with `--who-and-when DIR` (default ../shared/datasets/who-and-when-algo, 126 failed multi-agent
@@ -32,7 +34,8 @@ apart. Under the default profile it also prints:
   last step). The checks read only tool calls, and these logs have none: whatever they score there
   is what checks alone can do, and blame needs an LLM judge (`sensei-eval calibrate`). Also: runs
   flagged (every run there failed, so this is the share of failures caught), beside the trivial
-  baselines (transcript length, tool errors, first agent, last step).
+  baselines (transcript length, tool errors, first agent, last step), and how many runs come out "not
+  judged" (no check had anything to inspect: no tool call).
 
 `--quick` runs the default profile only, without the spelling-invariance and reference-free reruns
 (seconds); the full run adds them.
@@ -144,6 +147,29 @@ def _numbers_as_strings(record: QueryRecord) -> QueryRecord:
             args = call['function'].get('arguments')
             parsed = json.loads(args or '{}') if isinstance(args, str) else args
             call['function']['arguments'] = json.dumps(_stringify(parsed))
+    return QueryRecord.model_validate(data)
+
+
+def _as_another_client(value: Any, depth: int = 0) -> Any:
+    """An argument value as another API client might send it: lists of scalars in reverse order, and every
+    object below the top level with one more key (`client_note`) that no reference names."""
+    if isinstance(value, dict):
+        out = {k: _as_another_client(v, depth + 1) for k, v in value.items()}
+        return {**out, 'client_note': 'x'} if depth > 0 else out
+    if isinstance(value, list):
+        items = [_as_another_client(v, depth + 1) for v in value]
+        return items[::-1] if all(not isinstance(v, dict | list) for v in items) else items
+    return value
+
+
+def _reordered_args(record: QueryRecord) -> QueryRecord:
+    """The record with every call's arguments written as another client would (`_as_another_client`)."""
+    data = record.model_dump(mode='json')
+    for msg in data['messages']:
+        for call in msg.get('tool_calls') or []:
+            args = call['function'].get('arguments')
+            parsed = json.loads(args or '{}') if isinstance(args, str) else args
+            call['function']['arguments'] = json.dumps(_as_another_client(parsed))
     return QueryRecord.model_validate(data)
 
 
@@ -274,10 +300,12 @@ def main() -> int:
         unique = asyncio.run(judge([_unique_ids(r) for r in loaded.records]))
         strings = asyncio.run(judge([_numbers_as_strings(r) for r in loaded.records]))
         renamed = asyncio.run(judge([_renamed_tools(r) for r in loaded.records]))
+        reordered = asyncio.run(judge([_reordered_args(r) for r in loaded.records]))
         print(
             f'  runs whose verdicts change: every call a unique id {_changed(reports, unique)}, '
             f'numbers sent as strings {_changed(reports, strings)}, tool names written as '
-            f'`ns.camelCase` {_changed(reports, renamed)} (of {len(reports)})'
+            f'`ns.camelCase` {_changed(reports, renamed)}, lists of scalars reversed and unnamed nested keys '
+            f'added {_changed(reports, reordered)} (of {len(reports)})'
         )
         bare = [r.model_copy(update={'expected_tool_calls': None}) for r in loaded.records]
         free = _figures(asyncio.run(judge(bare)), labels)
@@ -350,6 +378,12 @@ def _who_and_when(folder: Path, judges: Any) -> None:
         last_hits += len(steps) == truth_step
     named = sum(r.decisive_agent is not None for r in reports)
     k = len(reports)
+    not_judged = sum(r.overall_score is None for r in reports)
+    na = sum(r.coverage.not_applicable for r in reports if r.coverage is not None)
+    print(
+        f'  not judged: {not_judged} of {k} runs (the checks had nothing to inspect: {na} not applicable '
+        'results, "no tool calls in this run"; none reads as a pass)'
+    )
     caught = sum(map(_flagged, reports))
     print(
         f'  failed runs caught (flagged by a check): {caught} of {k} ({caught / k:.1%}); every run here failed, '

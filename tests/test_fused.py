@@ -17,7 +17,7 @@ from sensei_eval.models import retry
 
 from .helpers import ScriptedJudge, about, openai_record, user_prompt
 
-MVP = ('tool_selection', 'hallucination', 'completeness', 'instruction_following')
+MVP = ('tool_selection', 'hallucination', 'completeness')
 
 
 @pytest.fixture(autouse=True)
@@ -80,8 +80,8 @@ async def test_fused_verdicts_make_the_same_report_as_single_judges() -> None:
         assert len(b.issues_of('hallucination')) == 1 and b.judges['hallucination'].score == 0.5
         assert b.judges['tool_selection'].passed is True
         assert a.overall_score == b.overall_score
-    # one call per record instead of four, and the transcript sent once per call
-    assert len(fused.calls) == 2 and len(single.calls) == 8
+    # one call per record instead of three, and the transcript sent once per call
+    assert len(fused.calls) == 2 and len(single.calls) == 6
 
 
 async def test_member_criteria_hash_is_its_own_plus_the_fusion_marker() -> None:
@@ -146,7 +146,7 @@ async def test_an_erroring_fused_call_gives_an_error_per_member() -> None:
     record = openai_record()
     fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
     results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(down).model())
-    assert [r.judge for r in results] == list(MVP[:3])
+    assert [r.judge for r in results] == list(MVP)
     assert all(r.status == 'error' and 'fell over' in (r.error or '') for r in results)
     assert all(r.score is None and r.passed is None for r in results)
 
@@ -205,12 +205,11 @@ def test_fuse_spec_groups_by_category_name_or_all() -> None:
     assert names[0] == 'tool_selection'
     assert names[1] == 'fused:hallucination+completeness'
     assert names[2:] == [j.name for j in judges[3:]]  # the checks are untouched
-    assert fuse_judges(judges, ['all'])[0].name == 'fused:tool_selection+hallucination+completeness+instruction_following'
+    assert fuse_judges(judges, ['all'])[0].name == 'fused:tool_selection+hallucination+completeness'
     # a group left with one selected judge stays that judge; a judge goes to the first group naming it
     assert [j.name for j in fuse_judges(make_judges(['mvp']), ['tool_usage', 'output'])] == [
         'tool_selection',
         'fused:hallucination+completeness',
-        'instruction_following',
     ]
     with pytest.raises(FuseSpecError, match='unknown judge or group'):
         fuse_judges(judges, ['outptu'])
@@ -323,7 +322,7 @@ async def test_a_task_first_model_gets_the_fused_task_before_the_transcript_and_
 
     def answer(prompt: str, n: int) -> dict[str, Any]:
         start, end = prompt.index(FENCE_START), prompt.index(FENCE_END)
-        assert '## Your task: judge 4 kinds of failure' in prompt[:start]  # the task, then the transcript
+        assert '## Your task: judge 3 kinds of failure' in prompt[:start]  # the task, then the transcript
         assert prompt.endswith(TASK_FIRST_CLOSING)
         return {mode: _verdict(mode, prompt[start:end]) for mode in _modes_asked(prompt)}
 
@@ -334,7 +333,7 @@ async def test_a_task_first_model_gets_the_fused_task_before_the_transcript_and_
     prompts = []
     for record in (openai_record('r1'), openai_record('r2', answer='Use `Depends()` with a yield.')):
         results = await fused_judge.judge_members(record, render_transcript(record), model)
-        assert [r.status for r in results] == ['ok', 'ok', 'ok', 'ok']
+        assert [r.status for r in results] == ['ok', 'ok', 'ok']
         assert len(results[1].issues) == 1  # hallucination found, as in the transcript-first layout
         prompts.append(user_prompt(scripted.calls[-1]))
     # the two records' prompts share everything up to their transcripts

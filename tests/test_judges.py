@@ -33,7 +33,7 @@ async def test_prompt_puts_shared_transcript_first_and_rubric_after() -> None:
     for judge in make_judges(['mvp']):
         await judge.judge(record, transcript, scripted.model())
     prompts = [_first_prompt(c) for c in scripted.calls]
-    assert len(prompts) == 4
+    assert len(prompts) == 3
     fenced = transcript.fenced()
     for prompt, judge in zip(prompts, make_judges(['mvp']), strict=True):
         assert prompt.startswith(FENCE_START)
@@ -51,7 +51,7 @@ def test_criteria_hashes_are_stable_and_distinct() -> None:
     hashes = {j.name: j.criteria_hash() for j in make_judges(['mvp'])}
     again = {j.name: j.criteria_hash() for j in make_judges(['mvp'])}
     assert hashes == again
-    assert len(set(hashes.values())) == 4
+    assert len(set(hashes.values())) == 3
     assert all(len(h) == 64 for h in hashes.values())
 
     @dataclasses.dataclass(repr=False)
@@ -146,7 +146,8 @@ def test_issue_models_round_trip() -> None:
 
 
 def test_registry_groups_and_unknown_names() -> None:
-    assert resolve_names(['mvp']) == ['tool_selection', 'hallucination', 'completeness', 'instruction_following']
+    assert resolve_names(['mvp']) == ['tool_selection', 'hallucination', 'completeness']
+    assert resolve_names(['core']) == ['tool_selection', 'tool_parameters', 'hallucination', 'completeness', 'instruction_following']
     assert resolve_names(['hallucination,completeness', 'hallucination']) == ['hallucination', 'completeness']
     assert set(GROUPS['mvp']) <= set(GROUPS['all'])
     with pytest.raises(UnknownJudgeError, match='unknown judge or group'):

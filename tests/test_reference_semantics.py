@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, build_report
@@ -115,7 +116,7 @@ def test_an_empty_reference_means_change_nothing() -> None:
     # an empty reference says "change nothing" even where partial references allow extra writes
     assert _judge(_record([CANCEL], []), ReferenceCheck(extra_writes='allow')).passed is False
     # only a missing field is "no reference"
-    assert check.applies_to(_record([CANCEL], None)) == 'the record has no expected_tool_calls'
+    assert check.applies_to(_record([CANCEL], None)) == 'the record has no expected_tool_calls or expected_outputs'
 
 
 def test_a_failed_write_changed_nothing_and_a_wrong_write_is_reported_once() -> None:
@@ -204,13 +205,68 @@ def test_subset_ignores_extra_keys_at_every_depth(actual: dict[str, Any], subset
     assert _judge(record, ReferenceCheck(arguments='subset')).details['expected'][0]['matched'] is subset
 
 
-def test_lists_without_a_shared_key_pair_by_position_and_exact_mode_counts_nested_keys() -> None:
+def test_lists_of_scalars_are_multisets_unless_ordered_and_nested_keys_are_ignored_in_either_mode() -> None:
+    """Arguments as APIs read them (issue 39, item 3): `['b', 'a']` fits `['a', 'b']` unless the check's rule
+    names the list ordered; a key inside a nested object the reference does not name is ignored whether the
+    top level compares `exact` or `subset`."""
     expected = [{'tool_name': 'set_tags', 'args': {'tags': [{'t': 'x'}, {'t': 'x'}], 'path': ['a', 'b']}}]
     good = _record([('set_tags', {'tags': [{'t': 'x', 'w': 1}, {'t': 'x'}], 'path': ['a', 'b']}, '{}')], expected)
     swapped = _record([('set_tags', {'tags': [{'t': 'x'}, {'t': 'x'}], 'path': ['b', 'a']}, '{}')], expected)
-    assert _judge(good, ReferenceCheck(arguments='subset')).passed is True
-    assert _judge(swapped, ReferenceCheck(arguments='subset')).passed is False
-    assert _judge(good).passed is False  # exact: the nested extra key is a difference
+    fewer = _record([('set_tags', {'tags': [{'t': 'x'}, {'t': 'x'}], 'path': ['a', 'a']}, '{}')], expected)
+    for check in (ReferenceCheck(), ReferenceCheck(arguments='subset')):
+        assert _judge(good, check).passed is True
+        assert _judge(swapped, check).passed is True  # a multiset: the order of the path carries nothing
+        assert _judge(fewer, check).passed is False  # a multiset still counts: a twice is not a and b
+    ordered = ReferenceCheck(tools={'set_tags': {'ordered': ['path']}})
+    assert _judge(swapped, ordered).passed is False
+    assert _judge(good, ordered).passed is True
+    extra_top = _record([('set_tags', {'tags': [{'t': 'x'}, {'t': 'x'}], 'path': ['a', 'b'], 'force': True}, '{}')], expected)
+    assert _judge(extra_top).passed is False  # exact: a top-level argument the reference does not name differs
+    assert _judge(extra_top, ReferenceCheck(arguments='subset')).passed is True
+
+
+def test_an_ordered_rule_that_is_not_a_list_of_paths_is_a_config_error() -> None:
+    for bad in ('path', [1], {'path': True}):
+        with pytest.raises(ConfigError, match=r'tools\.set_tags\.ordered'):
+            ReferenceCheck(tools={'set_tags': {'ordered': bad}})
+
+
+def test_tau_bench_shapes_pass_as_the_apis_read_them() -> None:
+    """The two shapes that failed passing tau-bench runs: item ids in another order (tau stores
+    `sorted(item_ids)`), and flight objects carrying keys the reference does not name."""
+    exchange = {'order_id': '#W1', 'item_ids': ['111', '222'], 'new_item_ids': ['333', '444'], 'payment_method_id': 'gc_1'}
+    sent = {**exchange, 'item_ids': ['222', '111'], 'new_item_ids': ['444', '333']}
+    record = _record(
+        [('exchange_delivered_order_items', sent, '{}')], [{'tool_name': 'exchange_delivered_order_items', 'args': exchange}]
+    )
+    assert _judge(record).passed is True
+    wrong = {**sent, 'new_item_ids': ['444', '555']}
+    record = _record(
+        [('exchange_delivered_order_items', wrong, '{}')], [{'tool_name': 'exchange_delivered_order_items', 'args': exchange}]
+    )
+    result = _judge(record)
+    assert result.passed is False and 'new_item_ids' in result.issues[0]['parameter']
+    flights = {
+        'reservation_id': 'R1',
+        'cabin': 'economy',
+        'flights': [{'flight_number': 'HAT1', 'date': '2024-05-20'}, {'flight_number': 'HAT2', 'date': '2024-05-21'}],
+    }
+    sent_flights = {
+        **flights,
+        'flights': [
+            {'flight_number': 'HAT2', 'date': '2024-05-21', 'origin': 'JFK', 'destination': 'SFO', 'price': 120},
+            {'flight_number': 'HAT1', 'date': '2024-05-20', 'origin': 'SFO', 'destination': 'JFK', 'price': 99},
+        ],
+    }
+    record = _record(
+        [('update_reservation_flights', sent_flights, '{}')], [{'tool_name': 'update_reservation_flights', 'args': flights}]
+    )
+    assert _judge(record).passed is True
+    moved = {**sent_flights, 'flights': [{**sent_flights['flights'][0], 'date': '2024-05-22'}, sent_flights['flights'][1]]}
+    record = _record(
+        [('update_reservation_flights', moved, '{}')], [{'tool_name': 'update_reservation_flights', 'args': flights}]
+    )
+    assert _judge(record).passed is False  # a named nested key still counts
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -379,3 +435,21 @@ def test_python_m_sensei_eval_calibrate_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert 'python -m sensei_eval.calibrate' in done.stdout and '--labels' in done.stdout
+
+
+def test_a_missing_advisory_call_passes_with_its_reason_on_the_verdict() -> None:
+    """Issue 39, item 4: a never-called expected `get_forecast` scored 0.50 "passed" with no reason anywhere.
+    The finding says why it is advisory and what that means, and the verdict model hands it to every surface."""
+    from sensei_eval.core.verdicts import mode_verdicts
+
+    record = _record([], [{'tool_name': 'get_forecast', 'args': {'city': 'Oslo'}}], answer='It will rain.')
+    result = _judge(record)
+    assert result.passed is True and result.score == 0.5
+    report = build_report(record, [result], run_id='t')
+    verdict = mode_verdicts(report)['reference_check', 'tool_selection']
+    assert verdict.status == 'pass' and verdict.score == 0.5
+    (reason,) = verdict.reasons
+    assert reason.startswith('minor: get_forecast was expected but never called (an advisory call: read')
+    assert reason.endswith('a missing advisory call lowers the score and does not fail the run).')
+    # a passed run: the upper band, 0.5 + 0.5 * 0.5, and the reason beside it
+    assert report.overall_score == 0.75 and 'advisory call' in (result.reasoning or '')

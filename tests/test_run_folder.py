@@ -86,8 +86,8 @@ def test_summary_counts_per_judge() -> None:
     assert (hallucination.ok, hallucination.errors, hallucination.pass_rate, hallucination.mean_score) == (3, 0, 1.0, 1.0)
     dumped = summary.model_dump(mode='json')
     assert set(dumped['per_judge']['hallucination']) == {
-        'criteria_hash', 'ok', 'errors', 'inconclusive', 'smoke', 'pass_rate', 'mean_score', 'input_tokens',
-        'output_tokens',
+        'criteria_hash', 'ok', 'errors', 'inconclusive', 'smoke', 'not_applicable', 'pass_rate', 'mean_score',
+        'input_tokens', 'output_tokens',
     }  # fmt: skip
 
 

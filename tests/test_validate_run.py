@@ -97,7 +97,8 @@ def test_planted_regression_end_to_end(tmp_path: Path) -> None:
     assert m.verdict == 'regressed' and m.n_pairs == 12
     assert m.observations_old == 12 * 2 * 2 and m.observations_new == 12 * 2 * 2
     assert c.gate.exit_code == 1 and 'completeness' in c.gate.regressed
-    assert c.metric('tool_selection').verdict == 'no_change' and c.metric('hallucination').verdict == 'no_change'
+    assert c.metric('tool_selection').verdict in ('no_change', 'not_significant')
+    assert c.metric('hallucination').verdict in ('no_change', 'not_significant')
     # every transcript judged J times by 3 judges, on both sides
     assert len(judge.calls) == 2 * 12 * 2 * 2 * 3
     # noise measured separately: J = 2 gives judge noise, R = 2 runs give the run-to-run spread
@@ -120,7 +121,7 @@ def test_same_prompt_twice_passes_and_agent_errors_are_counted() -> None:
             JudgeRunOptions(make_judges(['mvp']), noisy_judge(0.1).model(), concurrency=1),
         )
     )  # fmt: skip
-    assert all(m.verdict == 'no_change' for m in c.metrics)
+    assert all(m.verdict in ('no_change', 'not_significant') for m in c.metrics)  # noise moved some, none significantly
     assert [(e.query_id, e.run) for e in c.old.run_errors] == [('q07', 1), ('q07', 2)]
     assert c.old.run_attempts == 24 and 'backend down' in c.old.run_errors[0].message
     assert c.metric('completeness').n_pairs == 11  # the crashed query has no record on either side

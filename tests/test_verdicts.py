@@ -191,9 +191,11 @@ def test_the_gate_does_not_depend_on_whether_an_expected_call_has_arguments() ->
     with_args, without_args = _gate(with_args=True), _gate(with_args=False)
     # the lookup is read-only (advisory): its miss is a minor finding, a pass with a lower score, both ways
     assert with_args[2] == without_args[2] == ['pass'] * 20
-    assert with_args[0] == without_args[0]
-    assert [m for m in with_args[1] if m.startswith('tool_selection')] == []
-    assert [m for m in without_args[1] if m.startswith('tool_selection')] == []
+    # ... and the gate decides on what moved: 8 of 20 queries lost score on tool_selection, 0 verdicts flipped,
+    # a regression either way (issue 39, item 5)
+    assert with_args[0] == without_args[0] == 1
+    assert [m for m in with_args[1] if m.startswith('tool_selection')] == ['tool_selection/reference_check']
+    assert [m for m in without_args[1] if m.startswith('tool_selection')] == ['tool_selection/reference_check']
 
 
 def test_record_verdict_equals_what_the_report_stores() -> None:
@@ -234,6 +236,7 @@ def test_judge_status_is_the_aggregate_of_the_mode_verdicts() -> None:
         result('hallucination', None, status='inconclusive'),
         result('hallucination', None, status='error'),
         result('hallucination', False, model='embedded:SmolLM2-135M-Instruct'),
+        result('hallucination', None, status='not_applicable', model=None),
         JudgeResult(
             judge='reference_check', failure_mode='tool_selection', category='tool_usage', criteria_hash='h', model=None,
             status='ok', issues=[{**minor, 'failure_mode': 'tool_selection'}, {**_FINDING, 'failure_mode': 'tool_parameters'}],

@@ -12,10 +12,11 @@ ran the agent. Two judge runs whose judges differ are refused (exit 2) unless `-
 compares only the judges both ran. Prints the comparison table (and pydantic-evals' per-case before/after table with
 `--cases`) on stdout, progress on stderr.
 
-Exit codes: 0 no significant regression; 1 a metric regressed significantly, the overall mean dropped more
-than --max-drop and the drop is significant in the --alpha family (a drop it does not reject is a warning),
-a metric could not be compared, or errors exceeded --max-error-rate; 2 usage or input errors (nothing is
-run then).
+Exit codes: 0 no significant regression (or only in modes named by --allow, reported as warnings); 1 a
+metric regressed significantly in any mode (its flips or its scores, whatever the overall score did), the
+overall mean dropped more than --max-drop and the drop is significant in the --alpha family (a drop it does
+not reject is a warning), a metric could not be compared, or errors exceeded --max-error-rate; 2 usage or
+input errors (nothing is run then).
 """
 
 from __future__ import annotations
@@ -121,10 +122,18 @@ def validate(
         bool,
         typer.Option('--common-judges', help='Runs with different judges: compare only the judges both ran (else exit 2).'),
     ] = False,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--allow',
+            help='A failure mode (or metric, mode/judge) allowed to regress: reported as a warning, not gated. Repeatable.',
+        ),
+    ] = None,
 ) -> None:
     """Compare the old and the new prompt (or two judge runs) per failure mode, and gate on regressions."""
     quiet_third_party()
-    thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate)
+    allowed = tuple(n.strip() for value in allow or () for n in value.split(',') if n.strip())  # `a,b` or repeated
+    thresholds = Thresholds(alpha=alpha, max_drop=max_drop, min_effect=min_effect, max_error_rate=max_error_rate, allow=allowed)
     resampling = Resampling(seed, bootstrap, permutations)
     started = datetime.now(UTC)
     out_dir = out_dir or Path('reports') / f'validate-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}'

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -327,10 +327,21 @@ class QueryRecord(BaseModel):
     _model_messages: list[ModelMessage] = PrivateAttr(default_factory=list)
     _input_warnings: list[str] = PrivateAttr(default_factory=list)
 
+    @field_validator('expected_outputs', mode='before')
+    @classmethod
+    def _outputs_as_text(cls, value: Any) -> Any:
+        """A required output written as a JSON number (`4`) is the text a reply must say (`"4"`)."""
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value]
+        return value
+
     @model_validator(mode='after')
     def _normalise(self) -> QueryRecord:
         if not self.query_id.strip():
             raise RecordFieldError('query_id', 'blank: a query_id needs at least one visible character')
+        for n, output in enumerate(self.expected_outputs or []):
+            if not output.strip():  # it would be found in every reply: a requirement that requires nothing
+                raise RecordFieldError(f'expected_outputs[{n}]', 'blank: a required output needs at least one visible character')
         if not self.messages:
             raise RecordFieldError('messages', 'the message history is empty')
         if self.message_format is None:

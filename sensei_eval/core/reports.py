@@ -37,6 +37,7 @@ from sensei_eval.core.verdicts import (
     judge_status,
     mode_verdicts,
     record_verdict,
+    smoke_answer_fields,
 )
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ __all__ = (
 
 # `inconclusive`: the judge answered, but its answer shows it did not judge (reasoning copied from the
 # prompt, citations of steps that do not exist, ...). Kept with its raw output, never scored.
-JudgeStatus = Literal['ok', 'error', 'inconclusive']
+# `not_applicable`: the judge ran and had nothing to inspect (`error` says why: "no tool calls in this
+# run"); never a pass, never scored (`core.verdicts`).
+JudgeStatus = Literal['ok', 'error', 'inconclusive', 'not_applicable']
 
 
 class _NamedJudge(Protocol):
@@ -83,7 +86,10 @@ class JudgeResult(BaseModel):
     criteria_hash: str
     model: str | None
     status: JudgeStatus
-    error: str | None = Field(default=None, description='Why the judge errored, or why its answer is inconclusive.')
+    error: str | None = Field(
+        default=None,
+        description='Why the judge errored, why its answer is inconclusive, or why it was not applicable (nothing to inspect).',
+    )
     reasoning: str | None = None
     issues: list[dict[str, Any]] = Field(default_factory=list)
     score: float | None = None
@@ -101,6 +107,14 @@ class JudgeResult(BaseModel):
     raw_output: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode='after')
+    def _smoke_is_no_pass(self) -> JudgeResult:
+        """An embedded model's answer is stored with `passed` and `score` null (`core.verdicts.smoke_answer_fields`)."""
+        if (fields := smoke_answer_fields(self, self.details)) is not None:
+            for name, value in fields.items():
+                setattr(self, name, value)
+        return self
+
 
 class RecordReport(BaseModel):
     """The evaluation report of one record, plus what the judges cost and how they ran."""
@@ -117,6 +131,10 @@ class RecordReport(BaseModel):
     prompt_version: str | None = None
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="The record's metadata (speaker prefixes, tool definitions): rebuilt as judged."
+    )
+    expected_outputs: list[str] | None = Field(
+        default=None,
+        description="The record's required outputs (what the agent had to tell the user); None: no reference for outputs.",
     )
 
     issues: dict[str, list[SerializeAsAny[Issue]]] = Field(
@@ -207,6 +225,7 @@ class JudgeSummary(BaseModel):
     errors: int = 0
     inconclusive: int = 0
     smoke: int = Field(default=0, description='Answers of the embedded model: smoke, never a verdict.')
+    not_applicable: int = Field(default=0, description='Records on which the judge had nothing to inspect: no verdict, no error.')
     pass_rate: float | None = Field(default=None, description='Share of verdicts that passed; None without one.')
     mean_score: float | None = Field(default=None, description='Mean score over verdicts; None without one.')
     input_tokens: int = 0
@@ -309,10 +328,21 @@ class _ExactSum:
 class _JudgeTally:
     """One judge's counts and sums over the reports seen so far."""
 
-    __slots__ = ('errors', 'inconclusive', 'input_tokens', 'model', 'ok', 'output_tokens', 'passed', 'scores', 'smoke')
+    __slots__ = (
+        'errors',
+        'inconclusive',
+        'input_tokens',
+        'model',
+        'not_applicable',
+        'ok',
+        'output_tokens',
+        'passed',
+        'scores',
+        'smoke',
+    )
 
     def __init__(self) -> None:
-        self.ok = self.errors = self.inconclusive = self.passed = self.smoke = 0
+        self.ok = self.errors = self.inconclusive = self.passed = self.smoke = self.not_applicable = 0
         self.input_tokens = self.output_tokens = 0
         self.model = False  # the judge asks a model (an LLM judge)
         self.scores = _ExactSum()
@@ -329,6 +359,8 @@ class _JudgeTally:
             self.errors += sign
         elif status == 'smoke':
             self.smoke += sign
+        elif status == 'not_applicable':
+            self.not_applicable += sign
         else:
             self.inconclusive += sign
         self.input_tokens += sign * result.input_tokens
@@ -341,6 +373,7 @@ class _JudgeTally:
             errors=self.errors,
             inconclusive=self.inconclusive,
             smoke=self.smoke,
+            not_applicable=self.not_applicable,
             pass_rate=self.passed / self.ok if self.ok else None,
             mean_score=self.scores.value / self.ok if self.ok else None,
             input_tokens=self.input_tokens,
@@ -419,7 +452,8 @@ class RunTally:
         return {name: self._per_judge[name].summary(h) for name, h in self.judges.items()}
 
     def coverage(self) -> Coverage:
-        """The run's coverage by judge: applied when it ran on a record, judged when it gave a verdict."""
+        """The run's coverage by judge: applied when it ran on a record with something to inspect, judged when
+        it gave a verdict; `not_applicable` counts the judges that had nothing to inspect on any record."""
         tallies = list(self._per_judge.values())
         ran = [t for t in tallies if t.ok or t.errors or t.inconclusive or t.smoke]
         unjudged = [t for t in ran if not t.ok]
@@ -431,6 +465,7 @@ class RunTally:
             smoke=sum(1 for t in unjudged if t.smoke and not t.inconclusive and not t.errors),
             model_judges=sum(1 for t in ran if t.model),
             model_judged=sum(1 for t in ran if t.model and t.ok),
+            not_applicable=sum(1 for t in tallies if t.not_applicable and t not in ran),
         )
 
     def judge_errors(self) -> list[str]:
@@ -503,6 +538,7 @@ def build_report(
         agent_rating=record.rating,
         prompt_version=record.prompt_version,
         metadata=dict(record.metadata),
+        expected_outputs=list(record.expected_outputs) if record.expected_outputs is not None else None,
         model=model,
         truncation=truncation,
         transcript_sha256=transcript_sha256,
@@ -590,6 +626,8 @@ def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sense
             spec = EvaluatorSpec(name=judge, arguments=None)
             version = result.criteria_hash[:12]
             status = judge_status(result)  # the verdict model's: error, inconclusive and smoke are failures there
+            if status == 'not_applicable':  # nothing to inspect: no score, no assertion, no failure
+                continue
             if status not in ('pass', 'fail'):
                 failures.append(
                     EvaluatorFailure(

@@ -15,7 +15,15 @@ Per record: its verdicts, its overall score and its coverage, under one severity
   - `error`: the judge could not answer (never a 0, never a pass);
   - `smoke`: the answer came from the embedded SmolLM2 model (its model name starts with
     `embedded:`). That model proves the pipeline runs; it cannot judge, so its answers are never a
-    verdict, never in a score, a pass rate, an alert or the optimizer.
+    verdict, never in a score, a pass rate, an alert or the optimizer. A stored smoke answer carries
+    `passed: null` (what the model said is kept as `details.smoke_answer.passed`, `smoke_answer_fields`),
+    so no reader of the report JSON can take it for a pass;
+  - `not_applicable`: the judge ran and had nothing to inspect (a tool-call check on a run without a
+    tool call, an answer check on a run without an answer), with the reason. **Nothing inspected
+    never passes**: it is no verdict, not counted as applied or judged in the coverage, never in a
+    score, a pass rate or an error rate. A run where nothing applied is "not judged". This is not a
+    judge skipped by the profile or by `applies_to` (that never ran, `RecordReport.skipped`): a not
+    applicable result is the judge's own finding about the run, kept in `judges` with its reason.
 
   A judge that reports several modes (the reference check: `tool_selection` and `tool_parameters`)
   gives one verdict per mode; each finding counts for the mode it is tagged with (`"failure_mode"`
@@ -31,7 +39,9 @@ Per record: its verdicts, its overall score and its coverage, under one severity
   `minor` (time or polish only: a redundant read, wording). Only major and critical findings fail a
   mode; a minor one is reported and lowers the mode's score by its cost (`SEVERITY_COST`). A finding
   without a severity (a report written before every finding had one) counts as major. The rule is the
-  same for LLM judges, checks and multi-mode judges (`is_failing`).
+  same for LLM judges, checks and multi-mode judges (`is_failing`). Every finding states why it
+  was raised (`finding_reason`; `ModeVerdict.reasons` lists them, minor ones marked), so a score below
+  1.00, a pass with minor findings included, is never shown without its reason.
 
 * **overall score** — says first what kind of run it is, then what its findings cost:
 
@@ -46,14 +56,14 @@ Per record: its verdicts, its overall score and its coverage, under one severity
   for an LLM judge: pass `0.5 + 0.5 P`, model-failed `0.25 + 0.25 P`, check-failed `0.25 P`. A critical
   finding costs its mode's whole score, so it always fails the run and sits low in its band. A mode
   outside the failure-mode table counts under its judge. `None` exactly when no judge gave a pass/fail
-  verdict ("not judged"): a run nothing judged never looks like a pass. `why_below_one` lists what took
-  a score below 1.00, for every surface that shows one.
+  verdict ("not judged"): a run nothing judged never looks like a pass.
 
 * **coverage** — how much of the record was actually judged (`Coverage`): the judges that gave a
-  pass/fail verdict out of the judges that applied (skipped judges do not apply), and whether the
-  LLM judges judged. Its `label` goes beside the score: `all 11 judges`, `checks only, 8 of 11
-  judges`, `9 of 11 judges`, `not judged`. A partly judged record's score is computed from what was
-  judged and is always shown with its coverage.
+  pass/fail verdict out of the judges that applied (skipped judges and not applicable ones do not
+  apply; the latter are counted in `not_applicable`), and whether the LLM judges judged. Its `label`
+  goes beside the score: `all 11 judges`, `checks only, 8 of 11 judges`, `9 of 11 judges`, `not
+  judged`. A partly judged record's score is computed from what was judged and is always shown with
+  its coverage.
 
 `build_report` / `rebuild_report` (`core.reports`) store the overall score and the coverage on the
 `RecordReport`; reports written before coverage existed get it computed when loaded.
@@ -78,8 +88,10 @@ __all__ = (
     'RecordVerdict',
     'VerdictStatus',
     'coverage_of',
+    'finding_reason',
     'is_failing',
     'is_judged',
+    'is_missing_verdict',
     'is_smoke',
     'judge_status',
     'mode_verdicts',
@@ -87,10 +99,11 @@ __all__ = (
     'record_verdict',
     'result_verdicts',
     'severity_cost',
+    'smoke_answer_fields',
     'verdicts_of',
 )
 
-VerdictStatus = Literal['pass', 'fail', 'inconclusive', 'error', 'smoke']
+VerdictStatus = Literal['pass', 'fail', 'inconclusive', 'error', 'smoke', 'not_applicable']
 
 # How far an LLM judge's verdict is trusted next to a deterministic check's (1): the share of its mode's
 # lost score that counts in the overall score, so a model's finding lowers it less than a check's equal one.
@@ -143,7 +156,9 @@ class ModeVerdict(BaseModel):
     status: VerdictStatus
     score: float | None = Field(default=None, description="The mode's score; None unless the status is pass or fail.")
     issues: list[dict[str, Any]] = Field(default_factory=list, description='The findings of this mode (minor ones too).')
-    error: str | None = Field(default=None, description='Why the judge errored, or why its answer does not count.')
+    error: str | None = Field(
+        default=None, description='Why the judge errored, why its answer does not count, or why it did not apply.'
+    )
     confidence: float = Field(default=1.0, description='1 for a check, MODEL_CONFIDENCE for an LLM judge.')
     score_only: bool = Field(
         default=False, description='A judge that gives a score and no pass/fail (a rubric scorer): judged, `passed` None.'
@@ -161,17 +176,31 @@ class ModeVerdict(BaseModel):
             return None
         return True if self.status == 'pass' else False if self.status == 'fail' else None
 
+    @property
+    def reasons(self) -> list[str]:
+        """Why this verdict is what it is, one line per finding, minor ones marked (`finding_reason`): what a
+        surface shows beside a score below 1.00, a pass with minor findings included; for a status that is
+        no verdict, why (the error, why it is inconclusive or smoke, why it was not applicable)."""
+        if not self.judged:
+            return [f'{self.status}: {self.error}'] if self.error else [self.status]
+        return [f'{i.get("severity") or "major"}: {finding_reason(i)}' for i in self.issues]
+
 
 class Coverage(BaseModel):
     """How much of a record (or a run) was actually judged: judges, not failure modes."""
 
-    applied: int = Field(description='Judges that ran on the record (a skipped judge does not apply).')
+    applied: int = Field(
+        description='Judges that ran on the record and had something to inspect (skipped and not applicable ones do not apply).'
+    )
     judged: int = Field(description='Judges that gave a pass/fail verdict.')
     inconclusive: int = 0
     errors: int = 0
     smoke: int = Field(default=0, description='Judges whose answer came from the embedded model: not a verdict.')
     model_judges: int = Field(default=0, description='Of the judges that applied, those that ask a model (LLM judges).')
     model_judged: int = Field(default=0, description='Of those, the ones that gave a pass/fail verdict.')
+    not_applicable: int = Field(
+        default=0, description='Judges that ran and had nothing to inspect (no tool call, no answer): neither applied nor judged.'
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -195,7 +224,7 @@ class Coverage(BaseModel):
         return Coverage(**{k: getattr(self, k) + getattr(other, k) for k in _COUNTS})
 
 
-_COUNTS = ('applied', 'judged', 'inconclusive', 'errors', 'smoke', 'model_judges', 'model_judged')
+_COUNTS = ('applied', 'judged', 'inconclusive', 'errors', 'smoke', 'model_judges', 'model_judged', 'not_applicable')
 
 
 class RecordVerdict(BaseModel):
@@ -232,6 +261,25 @@ def severity_cost(severity: str | None) -> float:
     return SEVERITY_COST.get(severity or 'major', SEVERITY_COST['major'])
 
 
+# The fields a finding states its reason in, in the order they are read (the issue models of `core.issues`).
+_REASON_FIELDS = ('reasoning', 'discrepancy', 'why_better', 'violation', 'suggested_fix')
+
+
+def finding_reason(issue: Mapping[str, Any]) -> str:
+    """What a finding says about why it was raised: its reasoning (or the field its mode states a reason in),
+    else its other text fields as `name: value`. Every finding has one, so no score below 1 goes unexplained."""
+    for name in _REASON_FIELDS:
+        value = issue.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    fields = [
+        f'{k}: {v}'
+        for k, v in issue.items()
+        if k not in ('steps', 'source', 'severity', 'failure_mode') and v not in (None, '', [])
+    ]
+    return '; '.join(fields) or 'no reason given'
+
+
 def is_failing(issue: Mapping[str, Any]) -> bool:
     """A finding fails its mode unless its severity is `minor` (the severity rule, module docstring)."""
     return issue.get('severity') != 'minor'
@@ -247,12 +295,20 @@ def is_judged(status: str) -> bool:
     return status in ('pass', 'fail')
 
 
+def is_missing_verdict(status: str) -> bool:
+    """The judge had something to judge and gave no verdict (error, inconclusive, smoke): what error
+    rates count. A pass, a fail and `not_applicable` (nothing to inspect) are not missing verdicts."""
+    return status in ('error', 'inconclusive', 'smoke')
+
+
 def judge_status(result: JudgeResultLike) -> VerdictStatus:
     """One judge's verdict over all its modes: `fail` when any of its modes fails, else `pass`; or the
-    status that is no verdict (`error`, `smoke`, `inconclusive`). The same as aggregating `result_verdicts`,
-    without building them (it is called per result when a run's summary is counted)."""
+    status that is no verdict (`error`, `not_applicable`, `smoke`, `inconclusive`). The same as aggregating
+    `result_verdicts`, without building them (it is called per result when a run's summary is counted)."""
     if result.status == 'error':
         return 'error'
+    if result.status == 'not_applicable':
+        return 'not_applicable'
     if is_smoke(result):
         return 'smoke'
     if result.status != 'ok':
@@ -263,6 +319,18 @@ def judge_status(result: JudgeResultLike) -> VerdictStatus:
 
 # Why an embedded model's answer is no verdict (the `error` of its smoke verdicts).
 _SMOKE_ANSWER = 'answered by the embedded model: smoke, not a verdict'
+# Said for a not applicable result that gave no reason of its own.
+_NOTHING_TO_INSPECT = 'nothing to inspect in this run'
+
+
+def smoke_answer_fields(result: JudgeResultLike, details: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How a smoke answer is stored: `passed` null (so no reader of the report JSON counts it as a pass or a
+    fail), what the model said kept as `details.smoke_answer.passed`; its `score` stays, as the model's
+    number, never in an overall score. None when `result` is no smoke answer or is stored that way already.
+    `core.reports.JudgeResult` applies it to every result it holds."""
+    if not is_smoke(result) or result.passed is None:
+        return None
+    return {'passed': None, 'details': {**details, 'smoke_answer': {'passed': result.passed}}}
 
 
 def _confidence(result: JudgeResultLike) -> float:
@@ -275,6 +343,9 @@ def result_verdicts(result: JudgeResultLike) -> list[ModeVerdict]:
     name, own = result.judge, result.failure_mode
     if result.status == 'error':
         return [ModeVerdict(judge=name, failure_mode=own, status='error', error=result.error)]
+    if result.status == 'not_applicable':
+        why = result.error or _NOTHING_TO_INSPECT
+        return [ModeVerdict(judge=name, failure_mode=own, status='not_applicable', error=why)]
     smoke = is_smoke(result)
     if result.status != 'ok':
         status: VerdictStatus = 'smoke' if smoke else 'inconclusive'
@@ -326,6 +397,9 @@ def coverage_of(results: Iterable[JudgeResultLike]) -> Coverage:
     counts = dict.fromkeys(_COUNTS, 0)
     for result in results:
         status = judge_status(result)
+        if status == 'not_applicable':  # nothing to inspect: neither applied nor judged
+            counts['not_applicable'] += 1
+            continue
         counts['applied'] += 1
         judged = is_judged(status)
         counts['judged'] += judged

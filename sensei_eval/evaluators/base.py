@@ -311,6 +311,8 @@ class Judge(Evaluator[Any, Any, Any]):
         transcript = render_transcript(record, budget_tokens=model.transcript_budget if model else None)
         result = await self.judge(record, transcript, model)
         status = judge_status(result)  # the verdict model's (`core.verdicts`)
+        if status == 'not_applicable':  # nothing to inspect: no result at all, like a judge that does not apply
+            return {}
         if not is_judged(status):  # an error, inconclusive or smoke answer is a failure there, never a score
             raise JudgeError(f'{self.name}: {status}: {result.error or "answered by the embedded model"}')
         reason = _reason(result)

@@ -24,6 +24,13 @@ is a `tool_parameters` finding (the failed call, its error, what to do instead),
 with "query phrasings tried". Under the `docs-agent` profile `error_recovery_check` runs with
 `vocabulary: docs-agent` and files the same finding as that agent's `research_depth` issue.
 
+**Nothing inspected never passes.** A check whose input is absent from the run (`nothing_to_inspect`:
+a tool-call check on a run without a tool call, an answer check on a run without a final answer)
+reports `not_applicable` with the reason ("no tool calls in this run"), never a pass; the verdict model
+(`core.verdicts`) counts it neither as applied nor as judged, so a run where no check had anything to
+inspect is "not judged". A check that read its input and found nothing wrong passes (tool calls that
+all succeeded pass `error_recovery_check`).
+
 A check's criteria hash is the SHA256 of its source code and parameters: change the logic, the hash
 changes, just as editing a rubric changes an LLM judge's.
 """
@@ -78,7 +85,8 @@ def _class_source(cls: type) -> str:
 
 @dataclass(repr=False)
 class DeterministicCheck(Judge):
-    """Base for checks: subclasses implement `find(record, transcript) -> issues`."""
+    """Base for checks: subclasses implement `find(record, transcript) -> issues`, and `nothing_to_inspect`
+    when some runs lack what they read."""
 
     needs_model: ClassVar[bool] = False
 
@@ -90,9 +98,18 @@ class DeterministicCheck(Judge):
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         raise NotImplementedError
 
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        """Why the run holds nothing this check reads (it is then `not_applicable`), or None: it has."""
+        return None
+
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         start = time.perf_counter()
         try:
+            absent = self.nothing_to_inspect(record, transcript)
+            if absent is not None:  # nothing inspected never passes (module docstring)
+                return self._result(
+                    model=None, status='not_applicable', error=absent, reasoning=absent, latency_s=time.perf_counter() - start
+                )
             issues = self.find(record, transcript)
         except Exception as e:  # a check bug is an error in the report, not a pass
             return self._result(model=None, status='error', error=describe_error(e), latency_s=time.perf_counter() - start)
@@ -156,6 +173,16 @@ def _tool_results_text(record: QueryRecord) -> str:
     return '\n'.join(c.result or '' for c in record.tool_calls())
 
 
+# What a check says when the run lacks what it reads (its `not_applicable` reason).
+_NO_TOOL_CALLS = 'no tool calls in this run'
+_NO_ANSWER = 'no final answer in this run'
+_NO_TOOL_RESULTS = 'no tool results in this run to check the answer against'
+
+
+def _no_tool_calls(record: QueryRecord) -> str | None:
+    return None if record.tool_calls() else _NO_TOOL_CALLS
+
+
 # ---------------------------------------------------------------------------------------------------
 # The checks
 
@@ -175,6 +202,9 @@ class VersionCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'version_check'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
+
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        return _no_tool_calls(record)
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         calls = [(c, r) for c, r in _tool_steps(record, transcript)]
@@ -308,6 +338,9 @@ class GreetingCheck(DeterministicCheck):
     name: ClassVar[str] = 'greeting_check'
     failure_mode: ClassVar[str | None] = 'agent_format'
 
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        return None if _final_answer_step(transcript) is not None else _NO_ANSWER
+
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
         if answer is None:
@@ -341,6 +374,11 @@ class CitationCheck(DeterministicCheck):
 
     name: ClassVar[str] = 'citation_check'
     failure_mode: ClassVar[str | None] = 'citation_quality'
+
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        if _final_answer_step(transcript) is None:
+            return _NO_ANSWER
+        return None if record.tool_calls() else f'{_NO_TOOL_CALLS}: the answer rests on no source to cite'
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)
@@ -421,6 +459,9 @@ class ErrorRecoveryCheck(DeterministicCheck):
         if self.vocabulary not in ('any', 'docs-agent'):
             raise ConfigError(f"vocabulary: expected 'any' or 'docs-agent', got {self.vocabulary!r}")
 
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        return _no_tool_calls(record)
+
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         pairs = _tool_steps(record, transcript)
         for i, (call, result) in enumerate(pairs):
@@ -471,6 +512,9 @@ class RepeatedCallCheck(DeterministicCheck):
     name: ClassVar[str] = 'repeated_call_check'
     failure_mode: ClassVar[str | None] = 'tool_parameters'
 
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        return _no_tool_calls(record)
+
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         issues: list[Issue] = []
         failed: dict[tuple[str | None, str], Step] = {}
@@ -517,6 +561,13 @@ class IdentifierCheck(DeterministicCheck):
     failure_mode: ClassVar[str | None] = 'hallucination'
 
     min_length: int = 4
+
+    def nothing_to_inspect(self, record: QueryRecord, transcript: Transcript) -> str | None:
+        if _final_answer_step(transcript) is None:
+            return _NO_ANSWER
+        if not record.tool_calls():
+            return f'{_NO_TOOL_CALLS}: no tool result to check the answer against'
+        return None if _tool_results_text(record).strip() else _NO_TOOL_RESULTS
 
     def find(self, record: QueryRecord, transcript: Transcript) -> list[Issue]:
         answer = _final_answer_step(transcript)

@@ -351,6 +351,8 @@ class FusedJudge(Judge):
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
         for result in results:
             status = judge_status(result)  # the verdict model's (`core.verdicts`)
+            if status == 'not_applicable':  # nothing to inspect: no output for this member
+                continue
             if not is_judged(status):
                 raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
             reason = (result.reasoning or '').strip()

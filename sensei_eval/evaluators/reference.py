@@ -1,12 +1,19 @@
-"""Reference checks: the record's tool calls against the `expected_tool_calls` it carries.
+"""Reference checks: the record's tool calls against the `expected_tool_calls` it carries, and its replies
+against the `expected_outputs` (what it must tell the user).
 
 The semantics, chosen from first principles and from what reference-based evaluators in the field
-mean (tau-bench and tau2-bench judge the final state of the world); `docs/reference.md` is the user's
-page for the same rules.
+mean (tau-bench and tau2-bench judge the final state of the world and the required outputs);
+`docs/reference.md` is the user's page for the same rules.
 
 **What the reference says.** `expected_tool_calls` lists the calls a good run makes. A missing field
-means *no reference* (the check is skipped); an empty list `[]` means *change nothing*: the run may
-look things up, but any state-changing call fails it.
+means *no reference* for calls; an empty list `[]` means *change nothing*: the run may look things up,
+but any state-changing call fails it. `expected_outputs` lists what the agent's replies to the user
+must say; missing or `[]`, nothing is required. With neither, the check is skipped.
+
+**Required outputs** are part of the reference: each must appear in one of the agent's replies, read
+as `core.outputs` reads them (numbers as numbers, words case-folded, in order). Every output no reply
+says is named in one major `completeness` finding (mode score 0.5 x the share said), so a run that made
+every call right but told the user "6 suitcases" where the reference says 4 fails.
 
 **Every call is classified as state-changing or not**, from the best evidence the record has, and the
 report says which evidence decided (`details.calls[*].evidence`, `details.tools`):
@@ -14,7 +21,8 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 1. `annotation`: the tool's MCP annotations in the record's tool definitions (`metadata.tools`, MCP
    `{"name", "annotations": {"readOnlyHint", "destructiveHint"}}` or OpenAI `{"type": "function",
    "function": {...}}`): `readOnlyHint: true` reads; `readOnlyHint: false` or `destructiveHint: true` writes;
-2. `description`: the tool's description in those definitions, read by its leading verb ("Cancel the
+2. `description`: the tool's description in those definitions (or in `QueryRecord.tools`, the tools the
+   agent had), read by its leading verb ("Cancel the
    reservation" writes; "Get the details", "Returns the status" read; "Calculate ..." computes; "Transfer
    the user to a human agent" hands off) or by what it says it does not do ("will not change the database");
 3. `profile`: the check's `tools: {NAME: {read_only: true|false}}` rule, then its
@@ -31,11 +39,16 @@ report says which evidence decided (`details.calls[*].evidence`, `details.tools`
 A call that errored changed nothing and counts as neither a match nor an extra write.
 
 **Matching.** Each expected call is matched to a **distinct** successful call (a multiset: a tool
-expected twice needs two calls) of the same tool whose arguments fit: `arguments='exact'` (default)
-compares every key; `'subset'` only the expected keys, **at every depth**: extra keys inside nested
-objects are ignored, and list items are paired by a key they share (`id`, `*_id`, `name`, or any key
-whose values are unique on both sides) or else by position (a list must have as many items as
-expected). An expected call with `args: null` matches any call of its tool. Values compare `lenient`
+expected twice needs two calls) of the same tool whose arguments fit. At the top level,
+`arguments='exact'` (default) compares every key (an argument the reference does not name is a
+difference); `'subset'` only the expected keys. **Below the top level arguments compare as APIs read
+them**, whatever that rule: keys of nested objects the reference does not name are ignored at every
+depth (`flights[].origin` beside the expected `flight_number` and `date`); a list of scalars is a
+multiset (`["b", "a"]` fits `["a", "b"]`: tau-bench stores `sorted(item_ids)`) unless the check's rule
+for the tool names it ordered (`tools: {NAME: {ordered: [ARG, "flights.stops"]}}`, paths from the
+arguments' root); list items that are objects are paired by a key they share (`id`, `*_id`, `name`,
+or any key whose values are unique on both sides) or else, and in an ordered list, by position (a list
+must have as many items as expected). An expected call with `args: null` matches any call of its tool. Values compare `lenient`
 by default: what JSON cannot tell apart (key order), numbers and numeric strings (`"100"` == `100`),
 spaces around any string, and case and runs of whitespace in **free text** (a string of
 `free_text_words` words or more). `exact` compares the JSON values; `ignore` skips the argument; set it
@@ -85,6 +98,7 @@ import inspect
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
@@ -94,6 +108,7 @@ from pydantic_evals.online import run_evaluators
 
 from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.issues import Issue, ToolParameterIssue, ToolSelectionIssue
+from sensei_eval.core.outputs import judge_outputs
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import span_tree
@@ -125,7 +140,7 @@ _EXTRA_WRITES = ('fail', 'allow')
 # Keys a record's `metadata.reference_check` may set; anything else there is reported, not ignored.
 _RECORD_OPTIONS = frozenset({'strict', 'ordered', 'arguments', 'values', 'extra_writes'})
 # Keys of one tool's rule in `tools`.
-_TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args'})
+_TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args', 'ordered'})
 # Kept for profiles written against earlier versions: a lookup verb at the start of a name. The name
 # rules below already cover it; a profile's own `read_only_patterns` add to them as `profile` evidence.
 DEFAULT_READ_ONLY_PATTERNS: tuple[str, ...] = (
@@ -277,7 +292,8 @@ def _first_verb(text: str) -> EffectKind | None:
 
 
 def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
-    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`.
+    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`, then
+    the tools the agent had (`QueryRecord.tools`: descriptions only) for the tools `metadata.tools` leaves out.
 
     Reads MCP tool definitions (`{"name", "description", "annotations"}`), OpenAI tool schemas
     (`{"type": "function", "function": {"name", "description", ...}}`) and a mapping of name to
@@ -287,9 +303,10 @@ def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
     if isinstance(tools, dict):
         items = [{'name': k, **v} if isinstance(v, dict) else {'name': k} for k, v in tools.items()]
     elif isinstance(tools, list):
-        items = tools
+        items = list(tools)
     else:
-        return {}
+        items = []
+    items += [{'name': t.name, 'description': t.description or ''} for t in record.tools or []]
     out: dict[str, dict[str, Any]] = {}
     for tool in items:
         if not isinstance(tool, dict):
@@ -298,6 +315,8 @@ def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
         inner: dict[str, Any] = function if isinstance(function, dict) else tool
         name = inner.get('name') or tool.get('name')
         if not isinstance(name, str) or not name:
+            continue
+        if name in out:  # `metadata.tools` (which may carry annotations) before `QueryRecord.tools`
             continue
         notes = inner.get('annotations') or tool.get('annotations')
         description = inner.get('description') or tool.get('description')
@@ -362,12 +381,15 @@ class CallMatch:
 
 @dataclass(frozen=True)
 class _Compare:
-    """How one tool's arguments compare: which keys count (`keys`), and each value's mode."""
+    """How one tool's arguments compare: which top-level keys count (`keys`), each value's mode, and the
+    lists compared in order (`ordered`: argument paths, `flights.stops`; every other list of scalars is a
+    multiset)."""
 
     keys: ArgumentMatch = 'exact'
     values: ValueMatch = 'lenient'
     args: Mapping[str, ValueMatch] = field(default_factory=dict)
     free_text_words: int = _FREE_TEXT_WORDS
+    ordered: frozenset[str] = frozenset()
 
     def mode(self, key: str) -> ValueMatch:
         return self.args.get(key, self.values)
@@ -384,34 +406,45 @@ class _Compare:
         return keys
 
     def equal(self, key: str, want: Any, actual: dict[str, Any], present: bool) -> bool:
-        if not present:
-            return False
-        if self.keys == 'subset':
-            return _fits_subset(want, actual[key], self.mode(key), self.free_text_words)
-        if self.mode(key) == 'exact':
-            return bool(_normal(want) == _normal(actual[key]))
-        return bool(_lenient(want, self.free_text_words) == _lenient(actual[key], self.free_text_words))
+        """Whether the call's value of top-level argument `key` is what the reference says, as an API reads
+        it (`_fits`): whatever the top-level rule (`keys`), nested keys the reference does not name are
+        ignored and lists of scalars are multisets unless `ordered` names them."""
+        return present and _fits(want, actual[key], self.mode(key), self.free_text_words, self.ordered, key)
 
     def free_text(self, value: Any) -> bool:
         return isinstance(value, str) and len(value.split()) >= self.free_text_words
 
 
-def _fits_subset(want: Any, have: Any, mode: ValueMatch, words: int) -> bool:
-    """`have` holds everything `want` says, at every depth: extra keys in nested objects are ignored,
-    list items are paired by a shared key (`_item_key`) or by position, and leaves compare by `mode`."""
+def _fits(want: Any, have: Any, mode: ValueMatch, words: int, ordered: frozenset[str], path: str) -> bool:
+    """`have` is what `want` says as an API reads it, at every depth below the top level: keys of nested
+    objects that `want` does not name are ignored; a list of scalars is a multiset (`[3, 1]` fits `[1, 3]`,
+    as `sorted(item_ids)` stores it) unless its `path` is in `ordered`; list items that are objects are
+    paired by a shared key (`_item_key`), else (or when ordered) by position; leaves compare by `mode`.
+    `path` names the value from the arguments' root (`flights.stops`: list items add nothing to it)."""
     if isinstance(want, dict):
-        return isinstance(have, dict) and all(k in have and _fits_subset(v, have[k], mode, words) for k, v in want.items())
+        return isinstance(have, dict) and all(
+            k in have and _fits(v, have[k], mode, words, ordered, f'{path}.{k}') for k, v in want.items()
+        )
     if isinstance(want, list | tuple):
         if not isinstance(have, list | tuple) or len(want) != len(have):
             return False
+        if path in ordered:
+            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
+        if all(_is_scalar(x) for x in (*want, *have)):
+            return Counter(_leaf(w, mode, words) for w in want) == Counter(_leaf(h, mode, words) for h in have)
         key = _item_key(want, have)
         if key is None:
-            return all(_fits_subset(w, h, mode, words) for w, h in zip(want, have, strict=True))
+            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
         by_key = {_leaf(h[key], mode, words): h for h in have}
         return all(
-            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits_subset(w, match, mode, words) for w in want
+            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits(w, match, mode, words, ordered, path)
+            for w in want
         )
     return bool(_leaf(want, mode, words) == _leaf(have, mode, words))
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _leaf(value: Any, mode: ValueMatch, words: int) -> Any:
@@ -484,8 +517,9 @@ class ReferenceCheck(Judge):
 
     name: ClassVar[str] = 'reference_check'
     failure_mode: ClassVar[str | None] = 'tool_selection'
-    # it reports findings of both modes, each tagged with its own (see reports.mode_verdicts)
-    failure_modes: ClassVar[tuple[str, ...]] = ('tool_selection', 'tool_parameters')
+    # it reports findings of these modes, each tagged with its own (see reports.mode_verdicts); completeness:
+    # the required outputs (`expected_outputs`) no reply says
+    failure_modes: ClassVar[tuple[str, ...]] = ('tool_selection', 'tool_parameters', 'completeness')
     needs_model: ClassVar[bool] = False
 
     strict: bool = False
@@ -522,6 +556,9 @@ class ReferenceCheck(Judge):
             args = rule.get('args', {})
             if not isinstance(args, Mapping) or any(v not in _VALUE_MATCHES for v in args.values()):
                 raise ConfigError(f'tools.{name}.args: expected a mapping of argument to {"|".join(_VALUE_MATCHES)}')
+            ordered = rule.get('ordered', [])
+            if isinstance(ordered, str) or not isinstance(ordered, Sequence) or not all(isinstance(a, str) for a in ordered):
+                raise ConfigError(f'tools.{name}.ordered: expected a list of argument paths (`stops`, `flights.stops`)')
         for option in ('read_only_patterns', 'state_changing_patterns'):
             for pattern in getattr(self, option):
                 try:
@@ -536,7 +573,9 @@ class ReferenceCheck(Judge):
 
     def applies_to(self, record: QueryRecord) -> str | None:
         # `[]` is a reference ("change nothing"); only a missing field is none
-        return None if record.expected_tool_calls is not None else 'the record has no expected_tool_calls'
+        if record.expected_tool_calls is not None or record.expected_outputs:
+            return None
+        return 'the record has no expected_tool_calls or expected_outputs'
 
     def for_record(self, record: QueryRecord) -> tuple[ReferenceCheck, list[str]]:
         """This check with the record's own options applied, and warnings about options it could not use."""
@@ -571,6 +610,7 @@ class ReferenceCheck(Judge):
             values=rule.get('values', self.values),
             args=dict(rule.get('args', {})),
             free_text_words=self.free_text_words,
+            ordered=frozenset(rule.get('ordered', ())),
         )
 
     def effect(self, tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> Effect:
@@ -600,6 +640,45 @@ class ReferenceCheck(Judge):
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
         start = time.perf_counter()
         check, warnings = self.for_record(record)
+        issues: list[tuple[str, Issue]] = []
+        mode_scores: dict[str, float] = {}
+        details: dict[str, Any] = check._options()
+        reasons: list[str] = []
+        if record.expected_tool_calls is not None:
+            found = await check._judge_calls(record, transcript)
+            if isinstance(found, str):  # pydantic-evals' ToolCorrectness failed: an error, never a verdict
+                return self._result(model=None, status='error', error=found, latency_s=time.perf_counter() - start)
+            call_issues, call_scores, call_details = found
+            issues += call_issues
+            mode_scores.update(call_scores)
+            details.update(call_details)
+            reasons.append(_reasoning(call_issues, len(record.expected_tool_calls)))
+        if record.expected_outputs:
+            outputs = judge_outputs(record, transcript)
+            issues += [('completeness', i) for i in outputs.issues]
+            mode_scores['completeness'], details['outputs'] = outputs.score, outputs.table
+            reasons.append(outputs.reasoning)
+        failing = [i for _, i in issues if i.severity != 'minor']
+        details['minor_findings'] = len(issues) - len(failing)
+        return self._result(
+            model=None,
+            status='ok',
+            reasoning='; '.join(reasons),
+            issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
+            score=min(mode_scores.values()),
+            mode_scores=mode_scores,
+            passed=not failing,
+            latency_s=time.perf_counter() - start,
+            warnings=warnings,
+            details=details,
+        )
+
+    async def _judge_calls(
+        self, record: QueryRecord, transcript: Transcript
+    ) -> tuple[list[tuple[str, Issue]], dict[str, float], dict[str, Any]] | str:
+        """The calls against `expected_tool_calls`: findings, mode scores and details (or why pydantic-evals'
+        ToolCorrectness, run beside the matching, failed)."""
+        check = self
         expected = record.expected_tool_calls or []
         calls = record.tool_calls()
         matches = match_expected_calls(expected, calls, ordered=check.ordered, compare=check.compare_for)
@@ -617,38 +696,23 @@ class ReferenceCheck(Judge):
             _context(record),
         )
         if failures:
-            message = '; '.join(f'{f.name}: {f.error_message}' for f in failures)
-            return self._result(model=None, status='error', error=message, latency_s=time.perf_counter() - start)
+            return '; '.join(f'{f.name}: {f.error_message}' for f in failures)
 
         share = _matched_share(matches, required, len(extra_writes))
         mode_scores = {'tool_selection': _mode_score(issues, 'tool_selection', share)}
         if any(e.args is not None for e in expected):
             mode_scores['tool_parameters'] = _mode_score(issues, 'tool_parameters', share)
-        failing = [i for _, i in issues if i.severity != 'minor']
         details = {
-            **check._options(),
             'reference': 'empty: change nothing' if not expected else f'{len(expected)} expected call(s)',
             'matched': sum(1 for m in matches if m.actual_index is not None),
             'matched_share': round(share, 4),
-            'minor_findings': len(issues) - len(failing),
             'extra_state_changing_calls': len(extra_writes),
             'tools': {name: e.as_dict() for name, e in effects.items()},
             'calls': _call_details(calls, matches, steps, effects),
             'expected': _expected_details(matches, required, steps),
             'ToolCorrectness': {'value': names_result[0].value, 'reason': names_result[0].reason},
         }
-        return self._result(
-            model=None,
-            status='ok',
-            reasoning=_reasoning(issues, len(expected)),
-            issues=[{**i.model_dump(mode='json'), 'failure_mode': mode} for mode, i in issues],
-            score=min(mode_scores.values()),
-            mode_scores=mode_scores,
-            passed=not failing,
-            latency_s=time.perf_counter() - start,
-            warnings=warnings,
-            details=details,
-        )
+        return issues, mode_scores, details
 
     def _options(self) -> dict[str, Any]:
         """The options a verdict was reached with (in its details)."""
@@ -715,6 +779,10 @@ class ReferenceCheck(Judge):
             issue.severity = 'major' if req and not free else 'minor'
             if req and free:
                 issue.reasoning += ' Only free text differs (a summary or message in other words): a minor finding.'
+            elif not req:  # say why it is minor, so the score below 1 of a pass is explained
+                effect = effects[e.tool_name]
+                what = f'a {effect.kind}, by {effect.evidence}' if e.required is None else 'marked not required'
+                issue.reasoning += f' An advisory call ({what}): a minor finding, it lowers the score and does not fail the run.'
             return 'tool_parameters', issue
         if ok:  # a fitting call exists, but it is out of the expected order or taken by another expectation
             why = (
@@ -726,13 +794,13 @@ class ReferenceCheck(Judge):
             why = f'every call of {e.tool_name} failed (steps {_steps_text(same_tool, steps)})'
         else:
             why = f'{e.tool_name} was expected but never called'
-        if not req:
+        if not req:  # say why it is advisory and what that means, so a score below 1 with a pass is explained
             effect = effects[e.tool_name]
             why += (
-                f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why})'
+                f' (an advisory call: {effect.kind}, by {effect.evidence}: {effect.why}'
                 if e.required is None
-                else ' (marked not required)'
-            )
+                else ' (an advisory call: marked not required'
+            ) + '; a missing advisory call lowers the score and does not fail the run)'
         selection = ToolSelectionIssue(missed_tools=[e.tool_name], unnecessary_tools=[], reasoning=why + '.')
         selection.steps = [s for i in same_tool if (s := steps[i]) is not None]
         selection.severity = 'major' if req else 'minor'

@@ -189,6 +189,8 @@ def _tallies(reports: Sequence[RecordReport]) -> dict[str, _JudgeTally]:
                 t.inconclusive += 1
             elif status == 'smoke':
                 t.smoke += 1
+            elif status == 'not_applicable':  # nothing to inspect: not a verdict, not an error
+                continue
             else:
                 t.ok += 1
                 t.passed += status == 'pass'
@@ -438,10 +440,13 @@ def _record_html(report: RecordReport, anchor: str) -> str:
     for name, why in report.skipped.items():
         verdicts += f'<p class="muted">not run: {_e(name)} ({_e(why)})</p>'
     score = _score_text(report.overall_score, report.coverage)
+    outputs = ''
+    if report.expected_outputs:  # what the reference says the agent had to tell the user
+        outputs = f'<p class="expected-outputs muted">required outputs: {_e(", ".join(map(repr, report.expected_outputs)))}</p>'
     return (
         f'<section class="card record" id="{anchor}"><h3>{_e(_label(report))} '
         f'<span class="muted">overall {score}</span></h3><p class="query">{_e(report.query)}</p>'
-        f'{verdicts}{_transcript_html(report, anchor, cited)}</section>'
+        f'{outputs}{verdicts}{_transcript_html(report, anchor, cited)}</section>'
     )
 
 

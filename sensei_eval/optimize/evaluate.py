@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from sensei_eval.agents.runner import AgentRunner, AgentRuns, Query, prompt_version, run_and_judge
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
-from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
+from sensei_eval.core.verdicts import is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -193,7 +193,9 @@ class _Tally:
         all_passed = bool(report.judges)
         for name, result in report.judges.items():
             status = judge_status(result)  # the verdict model's: smoke and inconclusive are no verdict
-            if not is_judged(status):
+            if status == 'not_applicable':  # nothing to inspect: neither an error nor a pass
+                continue
+            if is_missing_verdict(status):
                 self.judge_errors.append(f'{report.query_id}: {name}: {status}: {result.error}')
                 all_passed = False
                 continue

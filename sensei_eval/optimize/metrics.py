@@ -51,7 +51,7 @@ from sensei_eval.agents.runner import AgentRunner, Query, run_query
 from sensei_eval.core.errors import ConfigError, ModelCallError, describe_error
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
-from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
+from sensei_eval.core.verdicts import is_judged, is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.evaluators.base import Judge, JudgeError
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
@@ -302,7 +302,7 @@ class JudgeMetric:
         problems = [
             f'{name}: {status}: {r.error or "no reason given"}'
             for name, r in report.judges.items()
-            if not is_judged(status := judge_status(r))
+            if is_missing_verdict(status := judge_status(r))  # not applicable (nothing to inspect) is no problem
         ]
         if problems or score is None:
             what = '; '.join(problems) if problems else 'no judge applied to the run'
@@ -379,6 +379,8 @@ class JudgeMetric:
             if result is None:
                 continue
             status = judge_status(result)
+            if status == 'not_applicable':  # it had nothing to inspect in this run: nothing to say
+                continue
             if not is_judged(status):
                 lines.append(f'- {name}: the judge gave no verdict ({status}: {result.error})')
                 continue

@@ -3,10 +3,12 @@
 The third layer, after judging and optimizing. The same queries run under the old and the new prompt,
 every run is judged by the same judges, and each failure mode (and the overall score) is compared over
 the *paired* queries: mean
-before/after, Δ with a bootstrap CI, Cohen's d_z, agent vs judge noise, and the gate's one-sided test:
-flips (pass → fail) against fixes by exact McNemar for pass/fail metrics, the paired sign-flip test for
-score-only ones, Tarone–Holm-corrected over the metrics that could be significant (docs/gate.md). The
-gate turns that into an exit code for CI; `assert_no_regression` does the same inside a test.
+before/after, Δ with a bootstrap CI, Cohen's d_z, agent vs judge noise, and the gate's one-sided tests of
+what moved: flips (pass → fail) against fixes by exact McNemar and the paired sign-flip test of the scores
+for pass/fail metrics, the sign-flip test alone for score-only ones, Tarone–Holm-corrected over the tests
+that could be significant (docs/gate.md). A regression in any mode fails the gate unless allowed by name
+(`Thresholds.allow`). The gate turns that into an exit code for CI; `assert_no_regression` does the same
+inside a test.
 
 Modules: `stats` (the statistics), `compare` (pairing and aggregation), `gate` (verdicts, exit code),
 `render` (Markdown, console), `run` (agent runs + judging), `cli` (`python -m sensei_eval.validate`).

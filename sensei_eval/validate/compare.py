@@ -13,8 +13,10 @@ with `common_judges` compares only the judges both ran. Its value in one report:
   counted, never a 0.
   `overall` of a report with any judge error is an error too (it would be computed from part of the
   judges), and so is a report no judge judged (no overall score, `core.verdicts`): excluded and
-  counted, never a 0 or a 1; a report whose judges were all skipped has no value, which is not an error.
-  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error.
+  counted, never a 0 or a 1; a report whose judges were all skipped, or had nothing to inspect
+  (`not_applicable`), has no value, which is not an error.
+  An inconclusive or smoke verdict (`core.verdicts`) is excluded and counted like an error. A
+  `not_applicable` one (the judge had nothing to inspect) is no value and no error, like a skipped judge.
 
 Reports are grouped by query: an id `docs-001#r2` is run 2 of query `docs-001` (the validator's own
 runs are named that way), and `RecordReport.repeat` is the re-judging index. A query's value is the
@@ -22,11 +24,13 @@ mean over all its runs × re-judgings; it *passes* a metric when a strict majori
 passed (an even split is a fail, on both sides alike). A query that passed before and fails after is a
 *flip*, the reverse a *fix*.
 
-Each metric gets the test the gate uses for it (`rule`): `flips` — the one-sided exact McNemar on flips
-vs fixes — when the metric has pass/fail verdicts on both sides; `scores` — the one-sided paired
-sign-flip test of the mean score — when it has scores only (`overall`, score-only judges). Both
-directions are computed (`p_regression`, `p_improvement`) with the test's minimum attainable p, from
-which `gate.decide` builds the Tarone–Holm family (it depends on alpha, so it is the gate's job).
+Each metric gets the test of its rule (`rule`): `flips` — the one-sided exact McNemar on flips vs fixes
+— when the metric has pass/fail verdicts on both sides; `scores` — the one-sided paired sign-flip test
+of the mean score — when it has scores only (`overall`, score-only judges). A pass/fail metric gets the
+sign-flip test of its paired scores as well (`scores`: what moves scores but no verdict, such as a
+dropped advisory call, is a change too). Both directions are computed (`p_regression`, `p_improvement`)
+with each test's minimum attainable p, from which `gate.decide` builds the Tarone–Holm family (it
+depends on alpha, so it is the gate's job).
 Queries are paired by id; a query with a value on one side only is listed under `only_old` /
 `only_new`, never silently dropped. Noise is estimated per side from the spread across runs and
 re-judgings (see `stats.noise_components`).
@@ -46,13 +50,15 @@ import numpy as np
 from sensei_eval.core.errors import InputError
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport, rebuild_report
-from sensei_eval.core.verdicts import is_judged, judge_status, mode_verdicts
+from sensei_eval.core.verdicts import is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.validate import stats
 from sensei_eval.validate.comparison import (
+    SCORES_TEST,
     Comparison,
     GateResult,
     MetricComparison,
     NoiseSummary,
+    ScoreTest,
     SideSummary,
     Thresholds,
 )
@@ -201,6 +207,8 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
     for report in reports:
         query, run = split_run_id(report.query_id)
         for (name, mode), verdict in mode_verdicts(report).items():
+            if verdict.status == 'not_applicable':  # nothing to inspect: no value, and no error either
+                continue
             modes = [mode]
             if not verdict.judged and known is not None:
                 modes = sorted(known.get(name) or {mode}, key=lambda m: m or '')
@@ -212,7 +220,8 @@ def _extract(reports: Sequence[RecordReport], known: dict[str, set[str | None]] 
                 # not a verdict (error, inconclusive, smoke): excluded and counted, never a 0 or a 1
                 cell = _Cell(error=True) if not verdict.judged else _Cell(score=verdict.score, passed=verdict.passed)
                 obs.put(metric, query, run, report.repeat, cell)
-        if report.judges:
+        nothing_applied = report.coverage is not None and report.coverage.applied == 0 and not report.errors
+        if report.judges and not nothing_applied:  # a run where nothing applied has no value, like an all-skipped one
             obs.kinds[OVERALL] = 'overall'
             if report.errors or report.overall_score is None:  # "not judged" too: excluded and counted
                 obs.put(OVERALL, query, run, report.repeat, _Cell(error=True))
@@ -363,6 +372,13 @@ def _compare_metric(
         result.mcnemar_p = stats.mcnemar_exact(old_pass, new_pass).p_value
         result.p_regression, result.p_improvement = worse.p_value, better.p_value
         result.min_attainable_p = worse.min_attainable_p
+        # what moved the scores but no verdict (an advisory call dropped, a minor finding) is tested too
+        rng = stats.metric_rng(seed, name + SCORES_TEST)
+        result.scores = ScoreTest(
+            p_regression=stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='worse'),
+            p_improvement=stats.sign_flip_test(b, a, resamples=permutation_resamples, rng=rng, alternative='better'),
+            min_attainable_p=stats.sign_flip_min_p(b, a, resamples=permutation_resamples),
+        )
     else:
         result.rule = 'scores'
         rng = stats.metric_rng(seed, name)
@@ -403,7 +419,7 @@ def _side_summary(reports: Sequence[RecordReport], side: SideSummary) -> SideSum
         for name, result in report.judges.items():
             side.judge_results += 1
             status = judge_status(result)  # inconclusive and smoke are no verdict: they count against the error rate
-            if not is_judged(status):
+            if is_missing_verdict(status):
                 side.judge_errors += 1
                 side.judge_error_messages.append(f'{report.query_id} (repeat {report.repeat}) {name}: {status}: {result.error}')
         if report.prompt_version and report.prompt_version not in side.prompt_versions:

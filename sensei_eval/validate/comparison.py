@@ -12,11 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sensei_eval.validate import stats
 
 __all__ = (
+    'SCORES_TEST',
     'Comparison',
     'GateResult',
     'MetricComparison',
     'NoiseSummary',
     'RunError',
+    'ScoreTest',
     'SideSummary',
     'Thresholds',
     'Verdict',
@@ -36,6 +38,10 @@ class Thresholds(BaseModel):
     )
     max_error_rate: float = Field(0.0, ge=0, le=1, description='Tolerated fraction of errored agent runs / judge calls.')
     ci_level: float = Field(0.95, gt=0, lt=1, description='Level of the bootstrap confidence intervals.')
+    allow: tuple[str, ...] = Field(
+        (),
+        description='Failure modes or metrics (`mode/judge`, `overall`) whose regression is reported, not gated (--allow MODE).',
+    )
 
 
 class GateResult(BaseModel):
@@ -46,14 +52,28 @@ class GateResult(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     regressed: list[str] = Field(default_factory=list)
     improved: list[str] = Field(default_factory=list)
-    family: list[str] = Field(default_factory=list, description='Metrics whose regression test counted in the correction.')
+    allowed: list[str] = Field(
+        default_factory=list, description='Regressed metrics the user allowed by name (--allow): reported, not failed.'
+    )
+    family: list[str] = Field(
+        default_factory=list,
+        description="Tests whose regression p counted in the correction: a metric's name for its rule's test, "
+        "`<metric> (scores)` for the sign-flip test of a pass/fail metric's scores.",
+    )
     dropped: dict[str, str] = Field(
-        default_factory=dict, description='Metrics left out of the family (they could not be significant), with why.'
+        default_factory=dict,
+        description='Tests left out of the family (they could not be significant), with why; a metric whose tests were '
+        'all dropped is one entry under its name.',
     )
     tarone_k: int = Field(1, description="Tarone's K at the first step: the multiplier of the smallest p.")
 
 
-Verdict = Literal['improved', 'regressed', 'no_change', 'insufficient_data']
+# `no_change`: neither a verdict nor a score moved; `not_significant`: something moved, but no test of the
+# family found it significant (or the effect was below --min-effect, or within the noise floor).
+Verdict = Literal['improved', 'regressed', 'no_change', 'not_significant', 'insufficient_data']
+
+# The suffix of a pass/fail metric's second test (the sign-flip test of its scores) in the family.
+SCORES_TEST = ' (scores)'
 
 
 class RunError(BaseModel):
@@ -71,6 +91,20 @@ class NoiseSummary(BaseModel):
     agent_var: float | None = Field(description='Mean variance across R runs of one query, judge noise removed.')
     run_var: float | None = Field(description='Mean variance across R runs of the per-run mean (agent + judge/J).')
     query_mean_var: float | None = Field(description="Noise variance of one query's mean score.")
+
+
+class ScoreTest(BaseModel):
+    """A pass/fail metric's second test: the one-sided exact sign-flip test of its paired score differences, in
+    the same Tarone–Holm family as every metric's rule test (a regression that moves scores but not verdicts,
+    such as missing advisory calls, is found by it)."""
+
+    p_regression: float | None = None
+    p_improvement: float | None = None
+    min_attainable_p: float | None = None
+    p_adjusted: float | None = Field(None, description='p_regression, Tarone–Holm adjusted (None: not in the family).')
+    p_adjusted_improvement: float | None = None
+    in_family: bool = False
+    dropped_reason: str | None = None
 
 
 class MetricComparison(BaseModel):
@@ -120,8 +154,16 @@ class MetricComparison(BaseModel):
     per_query: dict[str, tuple[float, float]] = Field(
         default_factory=dict, description='Paired query means (old, new): the data every statistic above is computed from.'
     )
+    scores: ScoreTest | None = Field(
+        None, description='For a pass/fail metric (rule flips), the sign-flip test of its paired scores, in the same family.'
+    )
     verdict: Verdict = 'insufficient_data'
     explanation: str = ''
+
+    @property
+    def moved(self) -> bool:
+        """Some query's verdict or score differs between the two sides (else the verdict is `no_change`)."""
+        return bool(self.mcnemar_b or self.mcnemar_c) or any(old != new for old, new in self.per_query.values())
 
     @property
     def flips(self) -> int | None:

@@ -2,8 +2,9 @@
 
 Both show, per metric (failure modes in the standard order, then other judges, then `overall`): before
 and after means over the paired queries, Δ with an arrow (▲ up, ▼ down, = none), the bootstrap CI of Δ,
-the flips (pass → fail) and fixes (fail → pass), the one-sided p of the gate's test in the direction the
-metric moved and its Tarone–Holm adjusted value (or "dropped"), Cohen's d_z, pass rates, and the verdict.
+the flips (pass → fail) and fixes (fail → pass), the one-sided p in the direction the metric moved of its
+test that went furthest (flips or scores) and its Tarone–Holm adjusted value (or "dropped"), Cohen's d_z,
+pass rates, and the verdict (`no change` only when nothing moved).
 Then the multiple-testing family: which metrics counted and which were dropped, and why. Noise, errors,
 queries on one side only and the thresholds follow, so a reader can tell "no change" from "could not tell".
 """
@@ -21,13 +22,15 @@ __all__ = ('print_comparison', 'to_markdown')
 _VERDICT_MD = {
     'improved': '🟢 improved',
     'regressed': '🔴 **regressed**',
-    'no_change': '⚪ no significant change',
+    'no_change': '⚪ no change',
+    'not_significant': '⚪ moved, not significant',
     'insufficient_data': '⚠️ insufficient data',
 }
 _VERDICT_RICH = {
     'improved': '[green]improved[/]',
     'regressed': '[bold red]regressed[/]',
     'no_change': '[dim]no change[/]',
+    'not_significant': '[dim]not signif.[/]',
     'insufficient_data': '[yellow]no data[/]',
 }
 _MD_HEADER = (
@@ -65,7 +68,7 @@ def to_markdown(c: Comparison) -> str:
                     _p(_direction(m)[0]),
                     _adjusted(m),
                     _effect(m),
-                    _VERDICT_MD[m.verdict] + (' (within noise)' if m.within_noise and m.verdict == 'no_change' else ''),
+                    _VERDICT_MD[m.verdict] + (' (within noise)' if m.within_noise and m.verdict == 'not_significant' else ''),
                 ]
             )
             + ' |'
@@ -83,10 +86,11 @@ def to_markdown(c: Comparison) -> str:
     lines.extend(_errors_md(c))
     th = c.thresholds
     lines.append(
-        f'<sub>alpha {th.alpha:g} (Tarone–Holm over a family of {len(c.gate.family)} of {len(c.metrics)} metrics) · '
+        f'<sub>alpha {th.alpha:g} (Tarone–Holm over a family of {len(c.gate.family)} test(s) of {len(c.metrics)} metrics) · '
         f'--max-drop {th.max_drop:g} · --min-effect {th.min_effect:g} · --max-error-rate {th.max_error_rate:g} · '
-        f'pass/fail metrics: one-sided exact McNemar on flips vs fixes · score-only metrics: one-sided paired sign-flip '
-        f'test ({c.permutation_resamples} resamples) · percentile bootstrap ({c.bootstrap_resamples}) · '
+        f'pass/fail metrics: one-sided exact McNemar on flips vs fixes and one-sided paired sign-flip test of their scores · '
+        f'score-only metrics: the sign-flip test ({c.permutation_resamples} resamples) · '
+        f'percentile bootstrap ({c.bootstrap_resamples}) · '
         f'seed {c.seed} · exit code {c.gate.exit_code}</sub>'
     )
     return '\n'.join(lines) + '\n'
@@ -119,7 +123,7 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
         digits = 3 if wide else 2
         means = '–' if m.old_mean is None or m.new_mean is None else f'{m.old_mean:.{digits}f} → {m.new_mean:.{digits}f}'
         ci = '–' if m.ci_low is None or m.ci_high is None else f'{m.ci_low:+.{digits}f}…{m.ci_high:+.{digits}f}'
-        verdict = _VERDICT_RICH[m.verdict] + (' ≈noise' if m.within_noise and m.verdict == 'no_change' else '')
+        verdict = _VERDICT_RICH[m.verdict] + (' ≈noise' if m.within_noise and m.verdict == 'not_significant' else '')
         row = [f'[bold]{m.metric}[/]' if m.kind == 'overall' else m.metric]
         if wide:
             row.append(str(m.n_pairs))
@@ -179,18 +183,22 @@ def _delta(m: MetricComparison, rich: bool = False) -> str:
 
 
 def _direction(m: MetricComparison) -> tuple[float | None, float | None]:
-    """(one-sided p, adjusted p) in the direction the metric moved: the other direction's p is near 1."""
-    if m.p_regression is None or m.p_improvement is None:
+    """(one-sided p, adjusted p) in the direction the metric moved (the other direction's p is near 1), of
+    the metric's test that went furthest: the smallest adjusted p, else the smallest one-sided p."""
+    tests = [(m.p_regression, m.p_improvement, m.p_adjusted, m.p_adjusted_improvement)]
+    if (t := m.scores) is not None:
+        tests.append((t.p_regression, t.p_improvement, t.p_adjusted, t.p_adjusted_improvement))
+    moved = [((w, aw) if w <= b else (b, ab)) for w, b, aw, ab in tests if w is not None and b is not None]
+    if not moved:
         return None, None
-    if m.p_regression <= m.p_improvement:
-        return m.p_regression, m.p_adjusted
-    return m.p_improvement, m.p_adjusted_improvement
+    return min(moved, key=lambda pa: (pa[1] is None, pa[1] if pa[1] is not None else pa[0]))
 
 
 def _adjusted(m: MetricComparison) -> str:
-    if m.dropped_reason is not None:
+    adjusted = _direction(m)[1]
+    if adjusted is None and m.dropped_reason is not None and (m.scores is None or m.scores.dropped_reason is not None):
         return 'dropped'
-    return _p(_direction(m)[1])
+    return _p(adjusted)
 
 
 def _flips(m: MetricComparison, short: bool = False) -> str:
@@ -200,13 +208,13 @@ def _flips(m: MetricComparison, short: bool = False) -> str:
 
 
 def _family_md(c: Comparison) -> list[str]:
-    tested = [m for m in c.metrics if m.in_family]
-    if not tested and not c.gate.dropped:
+    rules = {m.metric: m.rule for m in c.metrics}
+    if not c.gate.family and not c.gate.dropped:
         return []
-    names = ', '.join(f'`{m.metric}` ({m.rule})' for m in tested) or 'none'
+    names = ', '.join(f'`{t}`' + (f' ({rules[t]})' if t in rules else '') for t in c.gate.family) or 'none'
     out = [
-        f'**Multiple testing (Tarone–Holm, alpha {c.thresholds.alpha:g}):** {len(tested)} of {len(c.metrics)} metrics '
-        f'in the family — {names}.'
+        f'**Multiple testing (Tarone–Holm, alpha {c.thresholds.alpha:g}):** {len(c.gate.family)} test(s) of '
+        f'{len(c.metrics)} metrics in the family — {names}.'
     ]
     if c.gate.dropped:
         out.append('')
@@ -220,7 +228,7 @@ def _family_line(c: Comparison) -> str:
     names = ', '.join(c.gate.family) or 'none'
     return (
         f'family (Tarone–Holm, alpha {c.thresholds.alpha:g}): {names}; '
-        f'{len(c.gate.dropped)} metric(s) dropped (cannot reach significance)'
+        f'{len(c.gate.dropped)} test(s) dropped (cannot reach significance)'
     )
 
 

@@ -281,3 +281,13 @@ def test_session_view_carries_the_judgement_with_each_verdict(server: DashboardS
     assert first['issues'][0]['steps'] == [3] and first['issues'][0]['fields']['severity'] == 'major'
     assert (second['judge'], second['passed'], second['status']) == ('completeness', True, 'pass')
     assert judgement['coverage']['label'] == 'all 2 judges' and judgement['judges_run'] == ['hallucination', 'completeness']
+
+
+def test_the_session_view_carries_the_required_outputs(tmp_path: Path) -> None:
+    """What the agent had to tell the user (`expected_outputs`) is in the session view the page draws; a run
+    without them says null (SQLite: the field is read from the stored record, whatever the backend)."""
+    with dashboard_server(tmp_path / 'dash.db', ScriptedScorer().model()) as s:
+        with_outputs = ingest(s, plain_record('q-out', expected_outputs=['3', 'HTTPTransport']))
+        without = ingest(s, plain_record('q-plain'))
+        assert s.client.get(f'/api/v1/dashboard/sessions/{with_outputs}').json()['expected_outputs'] == ['3', 'HTTPTransport']
+        assert s.client.get(f'/api/v1/dashboard/sessions/{without}').json()['expected_outputs'] is None

@@ -221,6 +221,7 @@ class SessionView(BaseModel):
     issues: list[IssueOut]
     is_alert: bool = False
     prompt_version: str | None = None
+    expected_outputs: list[str] | None = Field(default=None, description='What the agent had to tell the user (the reference).')
     judgement: JudgementView | None = None
     service_judges: list[str] = Field(
         default_factory=list, description='The judges "Judge run" runs: the service\'s (`serve --judges`), groups expanded.'
@@ -764,6 +765,7 @@ def session_view(store: Store, session_id: str) -> SessionView:
         issues=issues,
         is_alert=record.alert_data is not None,
         prompt_version=record.prompt_version,
+        expected_outputs=record.expected_outputs,
         judgement=_judgement(evaluation, results, verdict) if evaluation is not None else None,
     )
 
@@ -793,7 +795,7 @@ def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: R
         for v in (verdict.verdicts if verdict else [])
     ]
     # failed verdicts first, then errors, inconclusive and smoke answers, then passes
-    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'pass': 4}
+    rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'not_applicable': 3, 'pass': 4}
     verdicts.sort(key=lambda v: (rank.get(v.status, 1), v.judge, v.failure_mode or ''))
     skipped = report.get('skipped')
     return JudgementView(
@@ -1022,6 +1024,8 @@ class _JudgementTally:
                 tally['passed'] += status == 'pass'
             elif status in ('inconclusive', 'smoke'):  # an answer that is no verdict
                 tally['inconclusive'] += 1
+            elif status == 'not_applicable':  # nothing to inspect in the run: neither a verdict nor an error
+                continue
             else:
                 tally['errors'] += 1
         for m in summary.judged_modes:

@@ -443,6 +443,10 @@ function sessionView(initial) {
     cards.append(
       h('div', { class: 'card' }, h('h2', {}, 'Final answer'), h('pre', { class: 'text', dataset: { testid: 'final-answer' } }, data.final_answer ?? '(no answer)')),
     );
+    if (data.expected_outputs && data.expected_outputs.length) {
+      // what the reference says the agent had to tell the user (checked by reference_check)
+      cards.append(h('div', { class: 'card' }, h('h2', {}, 'Required outputs'), h('p', { dataset: { testid: 'expected-outputs' } }, data.expected_outputs.map((o) => JSON.stringify(o)).join(', '))));
+    }
     renderTabs();
   }
 
