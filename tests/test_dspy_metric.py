@@ -54,14 +54,15 @@ def test_a_plain_program_prediction_becomes_a_record() -> None:
 
 
 def test_judge_metric_scores_and_bootstraps_a_plain_dspy_program() -> None:
-    # two greetings (judged: agent_format issue, 0.5), two plain answers (1.0)
+    # two greetings (judged: an agent_format issue, mode score 0.5; a check failed the run: 0.25 * 0.5), two plain
+    # answers (1.0)
     answers = [{'answer': 'Hello! Use setup().'}, {'answer': 'Use setup().'}] * 4
     lm = DummyLM(answers)
     # the greeting check holds for the docs-agent profile (the default profile runs only checks for any agent)
     metric = JudgeMetric(make_judges(['greeting_check']), None, profile=BUILTIN_PROFILES['docs-agent'])
     program = dspy.Predict('question -> answer')
     with dspy.context(lm=lm):
-        assert metric(TRAIN[0], program(question=TRAIN[0].question)) == 0.5
+        assert metric(TRAIN[0], program(question=TRAIN[0].question)) == 0.125
         assert metric(TRAIN[1], program(question=TRAIN[1].question)) == 1.0
         optimizer = dspy.BootstrapFewShot(metric=lambda e, p, t=None: metric(e, p, t) == 1.0, max_bootstrapped_demos=2)
         compiled = compile_checked(optimizer, program, metric, trainset=TRAIN)

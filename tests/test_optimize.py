@@ -227,9 +227,9 @@ async def test_better_variant_frozen_worse_not_and_routing_order(tmp_path: Path)
     assert state.current['IDENTITY'] == NO_GREETING_RULE + ' You research documentation.'
     assert state.current['CITATIONS'] == CITE_RULE
     assert state.components['IDENTITY'].frozen_index == 1  # the better of the two, not the first
-    # the overall score (validate's scale): both checks failing compound to 0.5 × 0.5
-    assert state.baseline_score == 0.25 and state.current_score == 1.0
-    assert state.baseline_validation_score == 0.25 and state.current_validation_score == 1.0
+    # the overall score (validate's scale): both checks failing, the band of runs a check failed: 0.25 × 0.5 × 0.5
+    assert state.baseline_score == 0.0625 and state.current_score == 1.0
+    assert state.baseline_validation_score == 0.0625 and state.current_validation_score == 1.0
     test = state.components['CITATIONS'].candidates[1].validation
     # tested on the validation queries and the train queries whose runs the generator was not shown
     shown = set(state.components['CITATIONS'].shown_queries)
@@ -242,8 +242,9 @@ async def test_better_variant_frozen_worse_not_and_routing_order(tmp_path: Path)
     suggestions = json.loads((tmp_path / 'run' / 'suggestions.json').read_text())
     assert [s['current_prompt_section'] for s in suggestions] == ['IDENTITY', 'CITATIONS']
     assert suggestions[1]['affected_queries'] == sorted(state.split.train)
-    # after IDENTITY's fix one check still fails: overall 0.5 (the mean of the two checks would say 0.75)
-    assert suggestions[1]['validation_before'] == 0.5 and suggestions[1]['validation_after'] == 1.0
+    # after IDENTITY's fix one check still fails: overall 0.25 x 0.5 (a check failed the run; the mean of the two
+    # checks would say 0.75)
+    assert suggestions[1]['validation_before'] == 0.125 and suggestions[1]['validation_after'] == 1.0
     assert 'held-out validation queries' in suggestions[1]['expected_improvement']
     assert 'the scale `validate` reports' in suggestions[1]['expected_improvement']
     assert suggestions[1]['failure_pattern'].startswith('citation_quality')
@@ -385,11 +386,12 @@ def test_judge_metric_scores_and_gives_component_feedback() -> None:
         pred = program(query='How do I configure FastAPI?')
         trace = dspy.settings.trace
     assert [t[0] for t in trace] == [program.IDENTITY, program.CHOOSING_SOURCES, program.CITATIONS]
-    # the record's overall score (`core.verdicts`), as `judge` and `validate` report it: two failed checks, 0.5 * 0.5
-    assert metric(dspy.Example(query='q'), pred) == metric.report(pred.record).overall_score == 0.25
+    # the record's overall score (`core.verdicts`), as `judge` and `validate` report it: two failed checks, in the
+    # band of runs a check failed: 0.25 * 0.5 * 0.5
+    assert metric(dspy.Example(query='q'), pred) == metric.report(pred.record).overall_score == 0.0625
     gepa_metric = JudgeMetric(judges, None, feedback=True, profile=docs_agent)
     out = gepa_metric(dspy.Example(query='q'), pred, None, 'CITATIONS', None)
-    assert out.score == 0.25
+    assert out.score == 0.0625
     assert 'citation_check' in out.feedback and 'greeting_check' not in out.feedback
     assert gepa_metric.calls == 1
     gepa_metric(dspy.Example(query='q'), pred, None, 'IDENTITY', None)
@@ -439,8 +441,8 @@ def test_gepa_learns_on_train_keeps_its_front_on_validation_and_is_held_to_the_s
     assert result.train == split.train and result.validation_queries == split.validation
     # GEPA first scores the seed prompt on its valset: exactly the validation queries
     assert sorted(agent.query_ids[:N_VAL]) == sorted(split.validation)
-    assert result.baseline_score == 0.25  # the seed's overall score: both checks fail (0.5 * 0.5)
-    assert result.best_score is not None and result.best_score > 0.25
+    assert result.baseline_score == 0.0625  # the seed's overall score: both checks fail (0.25 * 0.5 * 0.5)
+    assert result.best_score is not None and result.best_score > 0.0625
     assert result.validation is not None and result.validation.pairs == N_VAL
     assert result.accepted == result.validation.accepted
     assert (result.components != COMPONENTS.as_dict()) == result.accepted

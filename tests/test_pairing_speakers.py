@@ -232,14 +232,15 @@ def _mode_result(judge: str, mode: str, score: float, model: str | None, status:
     )  # fmt: skip
 
 
-def test_overall_score_is_a_confidence_weighted_product_of_mode_scores() -> None:
+def test_overall_score_is_a_confidence_weighted_product_of_mode_scores_in_its_band() -> None:
     from sensei_eval.core.reports import MODEL_CONFIDENCE, build_report
 
     record = QueryRecord.model_validate({'query_id': 'o', 'messages': [{'role': 'user', 'content': 'hi'}]})
     check = _mode_result('repeated_call_check', 'tool_parameters', 0.5, None)
     llm = _mode_result('hallucination', 'hallucination', 0.5, 'm')
     report = build_report(record, [check, llm], run_id='x')
-    assert report.overall_score == pytest.approx(0.5 * 0.5**MODEL_CONFIDENCE)
+    # a check failed the run: its band, 0.25 x the product of (1 - confidence x (1 - mode score))
+    assert report.overall_score == pytest.approx(0.25 * 0.5 * (1 - MODEL_CONFIDENCE * 0.5))
     # a model's finding costs less than a check's equal one; findings compound
     alone = build_report(record, [llm], run_id='x').overall_score
     assert alone is not None and 0.5 < alone < 1 and report.overall_score < alone

@@ -19,7 +19,7 @@ from sensei_eval.cli.app import app as root
 from sensei_eval.cli.view import not_a_run
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord, Rating
-from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
+from sensei_eval.evaluators.registry import GROUPS, UnknownJudgeError, make_judges
 from sensei_eval.models.judge_model import SMOKE_MAX_STRING, ModelUsageError, check_base_url, resolve_model, smoke_schema
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
@@ -156,7 +156,7 @@ def test_a_result_without_id_and_no_call_waiting_is_a_located_error(tmp_path: Pa
 def test_a_misspelt_judge_gets_a_did_you_mean() -> None:
     with pytest.raises(UnknownJudgeError, match=r"'halucination'; did you mean 'hallucination'\?"):
         make_judges(['halucination'])
-    with pytest.raises(UnknownJudgeError, match='groups: mvp, '):
+    with pytest.raises(UnknownJudgeError, match='groups: core, mvp, '):
         make_judges(['zzzzzz'])
     code, output = _run80(['judge', '--judges', 'halucination', '--dataset', str(SAMPLE)])
     assert code == 2 and "did you mean 'hallucination'?" in ' '.join(output.split()), output
@@ -314,7 +314,7 @@ def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
 
     def fused(prompt: str, n: int) -> dict[str, Any]:
         verdict = {'reasoning': f'Nothing wrong at [2] ({about(prompt)}).', 'issues': []}
-        return {name: verdict for name in ('tool_selection', 'hallucination', 'completeness')}
+        return {name: verdict for name in GROUPS['core']}
 
     scripted = ScriptedJudge(fused)
 
@@ -331,13 +331,13 @@ def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
     args = ['judge', '--dataset', str(SAMPLE), '--out', str(tmp_path), '--run-id', 's', '--no-cache']
     code, output = _run80([*args, *(a for q in ids for a in ('--query-id', q))])
     assert code == 0, output
-    assert len(scripted.calls) == len(ids)  # the three MVP judges in one call per record
+    assert len(scripted.calls) == len(ids)  # the core judges in one call per record
     assert output.count('smoke: embedded model answers are not verdicts; use --model or SENSEI_EVAL_MODEL') == 1
     long = [line for line in output.splitlines() if len(line) > 80]
     assert not long, long
     summary = json.loads((tmp_path / 's' / 'summary.json').read_text())
     assert summary['records_judged'] == 3 and summary['model_requests'] == 3
-    assert {'tool_selection', 'hallucination', 'completeness'} <= set(summary['per_judge'])
+    assert set(GROUPS['core']) <= set(summary['per_judge'])
     # the task comes before the transcript: consecutive records share it as a prompt prefix
     from .helpers import user_prompt
 

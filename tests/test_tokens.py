@@ -130,7 +130,10 @@ async def test_the_judge_sends_what_it_counted_and_reports_it() -> None:
 def test_a_fused_prompt_fits_too() -> None:
     model = _embedded()
     record = max(_records(LONGEST), key=lambda r: len(render_transcript(r).text))
-    [fused] = make_judges(['output'], fuse=['output'])
+    # the three MVP rubrics (2.3k tokens with the embedded tokenizer): five rubrics and the system prompt leave
+    # an 84-step transcript too little room even cut to previews, and the fused judge then judges each alone
+    # (tests/test_fused.py)
+    [fused] = make_judges(['mvp'], fuse=['all'])
     assert isinstance(fused, FusedJudge)
     from sensei_eval.models.fitting import fit_transcript
 
@@ -141,7 +144,7 @@ def test_a_fused_prompt_fits_too() -> None:
         system=JUDGE_SYSTEM_PROMPT,
         task=fused.task_prompt(),
     )
-    assert fit.recut  # five rubrics leave less room than one
+    assert fit.recut  # three rubrics leave less room than one
     assert _chatml_tokens(JUDGE_SYSTEM_PROMPT, fused.build_prompt(fit.transcript)) <= 8192 - EMBEDDED_MAX_TOKENS
 
 
