@@ -45,6 +45,7 @@ from sensei_eval.core.readers.history import Conversation
 from sensei_eval.core.readers.model_calls import model_inputs, model_outputs, records_messages, value_text
 from sensei_eval.core.readers.pydantic_ai import ALL_MESSAGES, ALL_MESSAGES_EVENTS, read_whole_history
 from sensei_eval.core.readers.tool_spans import tool_definitions
+from sensei_eval.core.records import FINAL_ANSWER_TOOLS
 from sensei_eval.core.span_model import Span, SpanIndex
 
 __all__ = ('RunContent', 'agent_name', 'read_run', 'speaker_of_span')
@@ -136,12 +137,21 @@ def _content(run: Span, spans: Sequence[Span], convo: Conversation, *, whole: bo
 
 
 def _check_answer(run: Span, spans: Sequence[Span], convo: Conversation) -> None:
-    """An empty final answer is a located warning: the last model call answered nothing the user can read."""
-    answer = next((m for m in reversed(convo.messages) if m['role'] == 'assistant'), None)
-    if answer is None or (answer.get('content') or '').strip() or answer.get('tool_calls'):
-        return
+    """An empty final answer is a located warning: no model output the user can read (no text, no final-answer tool)."""
+    for m in convo.messages:
+        if m['role'] != 'assistant':
+            continue
+        if (m.get('content') or '').strip():
+            return
+        if any(_answers(c['function']['name']) for c in m.get('tool_calls') or []):
+            return
     last = next((s for s in reversed(spans) if s.kind == 'llm'), run)
     convo.warn(f'{last.path or last.name}: the final answer is empty (the last model output has no text)')
+
+
+def _answers(tool: str) -> bool:
+    """A tool call that is the answer: a final-answer tool, or pydantic-ai's output tool (`final_result…`)."""
+    return tool in FINAL_ANSWER_TOOLS or tool.startswith('final_result')
 
 
 def _tools(spans: Sequence[Span], convo: Conversation) -> list[dict[str, Any]] | None:
