@@ -257,3 +257,31 @@ def test_a_langfuse_generation_made_by_hand() -> None:
     check(record)
     assert record.metadata['agent'] == 'weather-agent' and record.metadata['usage'] == {'input_tokens': 12, 'output_tokens': 3}
     assert build_trace(spans).errors == []
+
+
+def test_judge_prints_input_warnings_and_view_lists_them(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sensei_eval.cli.app import app as root
+
+    empty = [{'role': 'assistant', 'parts': [{'type': 'text', 'content': ''}]}]
+    question = [{'role': 'user', 'parts': [{'type': 'text', 'content': QUESTION}]}]
+    spans = [
+        {'traceId': 'ef' * 16, 'spanId': '1' * 16, 'name': 'invoke_agent a', 'startTimeUnixNano': '1', 'endTimeUnixNano': '9',
+         'attributes': [{'key': 'gen_ai.operation.name', 'value': {'stringValue': 'invoke_agent'}}]},
+        {'traceId': 'ef' * 16, 'spanId': '2' * 16, 'parentSpanId': '1' * 16, 'name': 'chat m', 'startTimeUnixNano': '2',
+         'endTimeUnixNano': '3', 'attributes': [
+             {'key': 'gen_ai.operation.name', 'value': {'stringValue': 'chat'}},
+             {'key': 'gen_ai.input.messages', 'value': {'stringValue': json.dumps(question)}},
+             {'key': 'gen_ai.output.messages', 'value': {'stringValue': json.dumps(empty)}}]},
+    ]  # fmt: skip
+    path = tmp_path / 'empty.otlp.jsonl'
+    path.write_text(json.dumps({'resourceSpans': [{'scopeSpans': [{'spans': spans}]}]}) + '\n')
+    out = tmp_path / 'reports'
+    result = CliRunner().invoke(root, ['judge', '--dataset', str(path), '--judges', 'checks', '--no-cache', '--out', str(out)])
+    flat = ' '.join(result.output.split())
+    assert f'input warning: {"ef" * 16}: resourceSpans[0].scopeSpans[0].spans[1]: the final answer is empty' in flat
+    [run] = list(out.iterdir())
+    view = CliRunner().invoke(root, ['view', str(run), '--out', str(tmp_path / 'view.html')])
+    assert view.exit_code == 0, view.output
+    assert 'input warnings (1)' in (tmp_path / 'view.html').read_text()

@@ -91,6 +91,13 @@ def openllmetry() -> Iterator[Capture]:
         yield capture
     finally:
         instrumentor.uninstrument()
+        _close(capture)
+
+
+def _close(capture: Capture) -> None:
+    """Shut the providers: wrappers an instrumentation leaves behind record nothing more."""
+    capture.tracer_provider.shutdown()
+    capture.logger_provider.shutdown()
 
 
 @pytest.mark.parametrize('use_attributes', [True, False], ids=['attributes', 'log-events'])
@@ -150,6 +157,7 @@ def _langchain() -> Iterator[Capture]:
         yield capture
     finally:
         instrumentor.uninstrument()
+        _close(capture)
 
 
 @pytest.fixture
