@@ -285,3 +285,22 @@ def test_judge_prints_input_warnings_and_view_lists_them(tmp_path: Path) -> None
     view = CliRunner().invoke(root, ['view', str(run), '--out', str(tmp_path / 'view.html')])
     assert view.exit_code == 0, view.output
     assert 'input warnings (1)' in (tmp_path / 'view.html').read_text()
+
+
+def test_langchain_messages_dumped_without_a_role_are_read() -> None:
+    """A tool's output recorded as the `ToolMessage` it became (`model_dump`: `type`, no role), and a model call's
+    `input.value` holding LangChain messages the same way."""
+    tool_message = {'content': RESULT, 'type': 'tool', 'tool_call_id': 'call_1', 'name': 'get_weather'}
+    llm_in = {'messages': [{'type': 'human', 'content': QUESTION}]}
+    call = {'id': 'call_1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}
+    llm_out = {'choices': [{'message': {'role': 'assistant', 'tool_calls': [call]}}]}
+    spans = [
+        span(1, 'agent', None, 0, {'openinference.span.kind': 'AGENT', 'output.value': ANSWER}),
+        span(2, 'llm', 1, 1, {'openinference.span.kind': 'LLM', 'input.value': json.dumps(llm_in),
+             'output.value': json.dumps(llm_out)}),
+        span(3, 'get_weather', 1, 2, {'openinference.span.kind': 'TOOL', 'tool.name': 'get_weather',
+             'input.value': '{"city": "Paris"}', 'output.value': json.dumps(tool_message)}),
+    ]  # fmt: skip
+    record = one_record(spans)
+    check(record)
+    assert record.input_warnings == []

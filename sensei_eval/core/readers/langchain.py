@@ -28,6 +28,9 @@ _MESSAGE_ROLES = {
 }
 # The message `type` LangChain writes in a message's own fields, and the chat role it is.
 _TYPE_ROLES = {'human': 'user', 'ai': 'assistant', 'system': 'system', 'tool': 'tool', 'function': 'tool'}
+# The `type`s of a message dumped without its role (`BaseMessage.model_dump()`); `function` is left out: a
+# chat-completions tool call is `{"type": "function", …}` too.
+_DUMPED_TYPES = frozenset({'human', 'ai', 'system', 'tool'})
 
 
 def is_serialized(value: Any) -> bool:
@@ -36,11 +39,14 @@ def is_serialized(value: Any) -> bool:
 
 
 def unwrap_message(value: Any) -> Any:
-    """A serialized LangChain message as a chat message; anything else unchanged."""
+    """A serialized LangChain message (or one dumped by `model_dump`: `{"type": "human", "content": …}`, no role)
+    as a chat message; anything else unchanged."""
+    if isinstance(value, dict) and 'role' not in value and value.get('type') in _DUMPED_TYPES and 'content' in value:
+        value = {'lc': 1, 'type': 'constructor', 'id': [], 'kwargs': value}
     if not is_serialized(value):
         return value
     kind = str(value['id'][-1]) if value['id'] else ''
-    kwargs = value.get('kwargs') if isinstance(value.get('kwargs'), dict) else {}
+    kwargs: dict[str, Any] = value['kwargs'] if isinstance(value.get('kwargs'), dict) else {}
     role = _MESSAGE_ROLES.get(kind) or _TYPE_ROLES.get(str(kwargs.get('type', '')))
     if role is None:
         return value
