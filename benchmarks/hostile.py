@@ -863,6 +863,55 @@ def item16_minor(ctx: Ctx) -> Outcome:
     )
 
 
+def _span_chain(n: int) -> dict[str, Any]:
+    """One run of `n` spans, each the parent of the next, every one below the run a model call (the shape whose
+    ancestor walks were quadratic)."""
+    trace = 'ab' * 16
+    q = json.dumps([{'role': 'user', 'parts': [{'type': 'text', 'content': 'q'}]}])
+    a = json.dumps([{'role': 'assistant', 'parts': [{'type': 'text', 'content': 'a'}]}])
+    spans = []
+    for i in range(n):
+        attrs = [{'key': 'gen_ai.operation.name', 'value': {'stringValue': 'invoke_agent' if i == 0 else 'chat'}}]
+        if i:
+            attrs += [
+                {'key': 'gen_ai.input.messages', 'value': {'stringValue': q}},
+                {'key': 'gen_ai.output.messages', 'value': {'stringValue': a}},
+            ]
+        span = {'traceId': trace, 'spanId': f'{i + 1:016x}', 'name': f's{i}', 'startTimeUnixNano': str(1000 + i),
+                'endTimeUnixNano': str(10**9 - i), 'attributes': attrs}  # fmt: skip
+        if i:
+            span['parentSpanId'] = f'{i:016x}'
+        spans.append(span)
+    return {'resourceSpans': [{'scopeSpans': [{'spans': spans}]}]}
+
+
+def item_span_chain(ctx: Ctx) -> Outcome:
+    """Issue 41 item 2: a chain of 10,000 nested spans under one run (3,000 quick) judged by `judge` from a file
+    (deterministic checks) and posted to the service in one request; each must take under 10 s."""
+    n = 3_000 if ctx.quick else 10_000
+    body = json.dumps(_span_chain(n), separators=(',', ':'))
+    path = ctx.tmp / 'chain.otlp.jsonl'
+    path.write_text(body + '\n')
+    t = time.monotonic()
+    run = cli('judge', '--dataset', str(path), '--judges', 'checks', '--no-cache', '--out', str(ctx.tmp / 'reports'), timeout=300)
+    judge_s = time.monotonic() - t
+    reports = len(list((ctx.tmp / 'reports').glob('*/records/*.json')))
+    with Stub() as stub, service(ctx.db_url, stub) as svc, httpx.Client(base_url=svc.url, timeout=300) as c:
+        t = time.monotonic()
+        gz = zlib.compress(body.encode(), wbits=16 + zlib.MAX_WBITS)  # as exporters send it (OTEL_EXPORTER_OTLP_COMPRESSION)
+        r = c.post('/v1/traces', content=gz, headers={'Content-Type': 'application/json', 'Content-Encoding': 'gzip'})
+        service_s = time.monotonic() - t
+        status = c.get('/api/v1/traces/' + 'ab' * 16).json().get('status')
+    judged = run.returncode == 0 and reports == 1 and judge_s < 10
+    held = judged and r.status_code == 200 and status == 'ingested' and service_s < 10
+    detail = (
+        f'{n:,}-span chain ({len(body) / 2**20:.1f} MiB, gzip to the service): '
+        f'judge exit {run.returncode}, {reports} report in {judge_s:.1f} s; '
+        f'service {r.status_code}, trace {status} in {service_s:.1f} s (limit 10 s each)'
+    )
+    return Outcome(4102, 'deep span trees in linear time', held, detail)
+
+
 ITEMS: dict[int, Callable[[Ctx], Outcome]] = {
     1: item1_json_volume,
     2: item2_memory_on_reads,
@@ -880,6 +929,7 @@ ITEMS: dict[int, Callable[[Ctx], Outcome]] = {
     14: item14_base_url_query,
     15: item15_retry_resends,
     16: item16_minor,
+    4102: item_span_chain,  # issue 41 item 2 (span trees in linear time)
 }
 # The list and read items, also run on PostgreSQL.
 PG_ITEMS = (2, 6, 13)

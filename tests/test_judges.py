@@ -147,7 +147,8 @@ def test_issue_models_round_trip() -> None:
 
 def test_registry_groups_and_unknown_names() -> None:
     assert resolve_names(['mvp']) == ['tool_selection', 'hallucination', 'completeness']
-    assert resolve_names(['core']) == ['tool_selection', 'tool_parameters', 'hallucination', 'completeness', 'instruction_following']
+    core = ['tool_selection', 'tool_parameters', 'hallucination', 'completeness', 'instruction_following']
+    assert resolve_names(['core']) == core
     assert resolve_names(['hallucination,completeness', 'hallucination']) == ['hallucination', 'completeness']
     assert set(GROUPS['mvp']) <= set(GROUPS['all'])
     with pytest.raises(UnknownJudgeError, match='unknown judge or group'):

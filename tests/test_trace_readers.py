@@ -433,7 +433,8 @@ def test_openllmetry_workflow_with_tool_and_flattened_chat() -> None:
 
 
 def test_what_the_model_saw_of_a_tool_result_wins_over_the_tool_span() -> None:
-    """A tool span's raw output (here a serialised message object) is kept only when no model input shows the result."""
+    """A tool span's output (here the LangChain `ToolMessage` it became, dumped) is used only when no model input
+    shows the result, and then as the message's content, not its envelope."""
     call = {'tool_calls.0.tool_call.id': 'c1', 'tool_calls.0.tool_call.function.name': 'get_weather',
             'tool_calls.0.tool_call.function.arguments': '{"city": "Paris"}'}  # fmt: skip
     raw = json.dumps({'content': RESULT, 'type': 'tool', 'tool_call_id': 'c1'})
@@ -448,7 +449,7 @@ def test_what_the_model_saw_of_a_tool_result_wins_over_the_tool_span() -> None:
     check(one_record(spans))
     without_second_input = [*spans[:3], oi_llm(4, 1, 3, [], [{'role': 'assistant', 'content': ANSWER}])]
     record = one_record(without_second_input)
-    assert record.tool_calls()[0].result == raw  # no model input repeated it: the span's output stands
+    assert record.tool_calls()[0].result == RESULT  # no model input repeated it: the span's output stands, unwrapped
 
 
 def test_phoenix_span_json_with_nested_attributes(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ from sensei_eval.cli.common import (
 )
 from sensei_eval.core.datasets import dataset_format, iter_datasets
 from sensei_eval.core.documents import DATASET_FORMATS, DatasetFormat
-from sensei_eval.core.errors import LoadError
+from sensei_eval.core.errors import LoadError, LoadNotice
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import MAX_RECORD_BYTES, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
@@ -448,6 +448,10 @@ def finish_run(
     raise typer.Exit(summary.exit_code)
 
 
+# Records whose input warnings the console prints (one folded line each) before it only counts them.
+_WARNED_SHOWN = 10
+
+
 class _RecordSource:
     """The records to judge, read from the datasets as the run needs them: a bad line is printed when
     it is met and kept for the summary, `--query-id` filters, and nothing else is held."""
@@ -465,6 +469,7 @@ class _RecordSource:
         self.wanted = wanted
         self.loaded = 0
         self.load_errors: list[str] = []
+        self.warned_records = 0  # records that came with input warnings (printed folded, `_WARNED_SHOWN` of them)
         self._found: set[str] = set()
         self._items = self._records()
         self._head: list[QueryRecord] = []
@@ -472,14 +477,31 @@ class _RecordSource:
 
     def _records(self) -> Iterator[QueryRecord]:
         for item in iter_datasets(self.datasets, format=self.format, max_record_bytes=self.max_record_bytes):
+            if isinstance(item, LoadNotice):  # skipped on purpose (a trace holding no run): information, not a failure
+                err.print(f'[dim]skipped:[/] {escape(str(item))}', highlight=False)
+                continue
             if isinstance(item, LoadError):
                 self.load_errors.append(str(item))
                 err.print(f'[red]bad record:[/] {escape(str(item))}', highlight=False)
                 continue
             self.loaded += 1
+            if item.input_warnings:
+                self._warned(item)
             if self.wanted is None or item.query_id in self.wanted:
                 self._found.add(item.query_id)
                 yield item
+
+    def _warned(self, record: QueryRecord) -> None:
+        """A record's input warnings, folded: its first one and how many more (all are in its report), for the
+        first `_WARNED_SHOWN` records; then one line counting the rest."""
+        self.warned_records += 1
+        if self.warned_records <= _WARNED_SHOWN:
+            warnings = record.input_warnings
+            more = f' (+{len(warnings) - 1} more in its report)' if len(warnings) > 1 else ''
+            line = f'input warning: {record.query_id}: {" ".join(warnings[0].split())}{more}'
+            err.print(f'[yellow]{escape(line)}[/]', highlight=False)
+        elif self.warned_records == _WARNED_SHOWN + 1:
+            err.print('[yellow]more records have input warnings: see input_warnings in their reports[/]', highlight=False)
 
     def peek(self) -> QueryRecord | None:
         """The first record to judge (reading up to it), or None when there is none at all."""

@@ -43,7 +43,7 @@ def looks_like_span(value: Any) -> bool:
 
 def _kind_of(value: Any) -> DatasetFormat | None:
     if isinstance(value, dict):
-        if 'resourceSpans' in value or 'resource_spans' in value:
+        if any(k in value for k in ('resourceSpans', 'resource_spans', 'resourceLogs', 'resource_logs')):
             return 'otlp'
         if isinstance(value.get('spans'), list) or looks_like_span(value):
             return 'spans'

@@ -20,6 +20,7 @@ __all__ = (
     'ConfigError',
     'InputError',
     'LoadError',
+    'LoadNotice',
     'ModelCallError',
     'ModelSetupError',
     'ModelUnreachableError',
@@ -155,6 +156,11 @@ class LoadError(InputError):
         rid = f' (query_id {self.query_id!r})' if self.query_id else ''
         field = f' field `{self.field}`' if self.field else ''
         return f'{where}{rid}{field}: {self.message}'
+
+
+class LoadNotice(LoadError):
+    """Not an error: input skipped on purpose (a trace that holds no agent run, such as an agent being built).
+    Commands print it as information; it does not fail the run."""
 
 
 def json_error_text(e: json.JSONDecodeError) -> str:

@@ -12,6 +12,7 @@ What the page shows:
   (passed / judged), all read from the verdict model (`core.verdicts`);
 * each record's overall score beside its coverage ("0.82 (checks only, 8 of 11 judges)"), or
   "not judged" when no judge gave a verdict;
+* each record's input warnings (what the loader could not place, folded with their count);
 * every record with its failed verdicts and each one's FULL reason (the reasoning and every issue),
   errors and inconclusive verdicts named as such (an error is never a pass or a fail);
 * each record's transcript (numbered as the judges saw it), steps cited by a failed verdict marked and
@@ -439,6 +440,10 @@ def _record_html(report: RecordReport, anchor: str) -> str:
         verdicts += f'<p class="muted">passed: {_e(", ".join(passed))}</p>'
     for name, why in report.skipped.items():
         verdicts += f'<p class="muted">not run: {_e(name)} ({_e(why)})</p>'
+    if report.input_warnings:  # what the loader could not place or changed: the judges saw the record without it
+        items = ''.join(f'<li>{_e(w)}</li>' for w in report.input_warnings)
+        count = len(report.input_warnings)
+        verdicts += f'<details class="warnings"><summary>input warnings ({count})</summary><ul>{items}</ul></details>'
     score = _score_text(report.overall_score, report.coverage)
     outputs = ''
     if report.expected_outputs:  # what the reference says the agent had to tell the user

@@ -34,11 +34,11 @@
    than `max_json_values` (`otlp_max_values` on the OTLP route), counted before parsing, are 413; nesting
    deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can carry)
    are 422; a body that is not UTF-8 is 422 naming each field (`loc`) holding the bad bytes; a body with a
-   `Content-Encoding` is left to its route (only `POST /v1/traces` takes gzip, and counts it as it
-   inflates); and every lone surrogate or NUL in its text (keys too) is
+   `Content-Encoding` is left to its route (only the OTLP routes, `POST /v1/traces` and `/v1/logs`, take gzip, and
+   count it as it inflates); and every lone surrogate or NUL in its text (keys too) is
    replaced by U+FFFD (`sanitize.clean_value`). The paths replaced go to `request.state.sanitized`;
-   the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` (the
-   OTLP/HTTP trace endpoint) also takes `Content-Type: application/x-protobuf`, as OpenTelemetry
+   the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` and `/v1/logs`
+   (the OTLP/HTTP endpoints) also take `Content-Type: application/x-protobuf`, as OpenTelemetry
    exporters send it; a browser cannot send that type without a CORS preflight either, and the route
    still needs authentication like any write.
 5. **Audit.** One log line (logger `sensei_eval.service.audit`, INFO) per write: method, path, user,
@@ -76,6 +76,8 @@ __all__ = (
     'ANONYMOUS',
     'HEALTH_PATH',
     'MAX_JSON_DEPTH',
+    'OTLP_LOGS_PATH',
+    'OTLP_PATHS',
     'OTLP_TRACES_PATH',
     'Guard',
     'JsonRefusedError',
@@ -97,6 +99,9 @@ HEALTH_PATH = '/api/v1/health'
 _READS = frozenset({'GET', 'HEAD', 'OPTIONS'})
 # The OTLP/HTTP trace route, the one write that may carry a protobuf body.
 OTLP_TRACES_PATH = '/v1/traces'
+# The OTLP/HTTP log route (content sent as OTel events); it takes the same bodies and limits as the trace route.
+OTLP_LOGS_PATH = '/v1/logs'
+OTLP_PATHS = (OTLP_TRACES_PATH, OTLP_LOGS_PATH)
 _PROTOBUF = 'application/x-protobuf'
 # WebSocket close code for a refused origin or missing credentials (RFC 6455 "policy violation").
 WS_POLICY_VIOLATION = 1008
@@ -307,7 +312,7 @@ class Guard:
         """A write's body, read within the limit and sanitised; None when refused (and answered): a content
         type other than JSON (or OTLP protobuf on its path), a body over the limit or not readable."""
         media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
-        protobuf = media == _PROTOBUF and request.method == 'POST' and request.path == OTLP_TRACES_PATH
+        protobuf = media == _PROTOBUF and request.method == 'POST' and request.path in OTLP_PATHS
         if media != 'application/json' and not protobuf:
             audit.warning(
                 '%s %s refused from %s (%s): content type %r', request.method, request.path, request.client or '?', user, media
@@ -329,7 +334,7 @@ class Guard:
         """A JSON body within the value limit, cleaned (`clean_value`; what changed goes in the request's
         state); None when refused (and answered). A body that is not JSON goes on as is: the route's own
         validation answers (422 naming the problem)."""
-        limit = self.settings.otlp_max_values if request.path == OTLP_TRACES_PATH else self.settings.max_json_values
+        limit = self.settings.otlp_max_values if request.path in OTLP_PATHS else self.settings.max_json_values
         try:
             value = loads_limited(body, max_values=limit)
         except JsonTooManyValuesError as e:

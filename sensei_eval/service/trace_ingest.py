@@ -9,6 +9,12 @@ root span is in (or its wait is over), and let the sampler decide which of them 
   `Sampler` about it and records the decision in `session_sampling`; a sampled session gets a pending
   evaluation with its agent's judges, which the scoring worker runs like any other. The trace becomes
   `ingested` (or `rejected`, with the located errors, when it gave no record) and its spans are deleted.
+* `ingest_logs` buffers OTel log events (content sent as GenAI events) under their trace, beside its spans,
+  until the trace is built; then each is joined to its span by span id (`traces.attach_logs`). Events for a
+  trace already built are refused as late: an exporter sends a run's events before the run's root span ends
+  (the SDK's batch processors export logs every second and spans every five), so late ones are rare.
+* A trace that holds no run on purpose (an agent being built, `create_agent`) becomes `skipped`, not
+  `rejected`, and its spans are not counted as refused.
 * `sweep_traces` finishes traces pending longer than `TraceConfig.root_timeout_s` without their root.
 
 The budget is counted from `session_sampling` inside the deciding transaction, under a lock (SQLite's
@@ -18,6 +24,8 @@ overspend it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -28,9 +36,9 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from sensei_eval.core.errors import LoadError
+from sensei_eval.core.errors import LoadError, LoadNotice
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.traces import Span, build_trace
+from sensei_eval.core.traces import LogEvent, Span, SpanEvent, TraceBuild, attach_logs, build_trace
 from sensei_eval.production.sampler import JudgeSets, SampleDecision, Sampler
 from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.store import (
@@ -46,7 +54,16 @@ from sensei_eval.service.store import (
     now_us,
 )
 
-__all__ = ('BATCH_SPANS', 'SAMPLER_USER', 'IngestResult', 'TraceOutcome', 'finish_trace', 'ingest_spans', 'sweep_traces')
+__all__ = (
+    'BATCH_SPANS',
+    'SAMPLER_USER',
+    'IngestResult',
+    'TraceOutcome',
+    'finish_trace',
+    'ingest_logs',
+    'ingest_spans',
+    'sweep_traces',
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +75,9 @@ _RETRIES = 5
 # Spans written per transaction: one batch holds the write lock for milliseconds, so a large request
 # (up to `ServiceSettings.otlp_max_spans`) never makes other writers wait for the whole of it.
 BATCH_SPANS = 500
+# Buffered log events share the span buffer: their row key is `L` and 15 hex digits (never a span id, which
+# is 16 lower-case hex digits), so no schema change is needed and a trace's buffer is one table.
+_LOG_ROW = 'L'
 # The judges each sampler counts with, made once per process (`Sampler` would make them per request).
 _JUDGES: JudgeSets = {}
 
@@ -96,6 +116,8 @@ class IngestResult:
             if outcome.status == 'rejected':
                 rejected += outcome.span_count
                 why = str(outcome.errors[0]) if outcome.errors else 'no agent run in it'
+                if not outcome.span_count:
+                    why = 'only log events arrived, no span of the trace'
                 messages.append(f'trace {outcome.trace_id} rejected ({outcome.span_count} span(s)): {why}')
         return rejected, messages
 
@@ -216,7 +238,87 @@ def finish_trace(store: Store, trace_id: str, settings: ServiceSettings, *, user
 
 
 def _buffered_spans(db: Session, trace_id: str) -> list[Span]:
-    return [Span.from_json(span) for span in db.scalars(select(TraceSpanRow.span).where(TraceSpanRow.trace_id == trace_id))]
+    """The trace's buffered spans, with its buffered log events joined to them (`traces.attach_logs`)."""
+    spans: list[Span] = []
+    logs: list[LogEvent] = []
+    for key, data in db.execute(select(TraceSpanRow.span_id, TraceSpanRow.span).where(TraceSpanRow.trace_id == trace_id)):
+        if key.startswith(_LOG_ROW):
+            event = data['event']
+            logs.append(
+                LogEvent(trace_id, data['span_id'], SpanEvent(event['name'], int(event['time_ns']), dict(event['attributes'])))
+            )
+        else:
+            spans.append(Span.from_json(data))
+    joined, _ = attach_logs(spans, logs)  # an event whose span never came describes nothing that was built
+    return joined
+
+
+def ingest_logs(store: Store, logs: Sequence[LogEvent], settings: ServiceSettings, *, user: str) -> IngestResult:
+    """Buffer a request's log events under their traces (see the module docstring); `accepted`/`rejected`
+    count log records. A trace seen only through its events waits for its spans like any pending trace."""
+    by_trace: dict[str, dict[str, dict[str, Any]]] = {}
+    for log in logs:
+        event = {'name': log.event.name, 'time_ns': log.event.time_ns, 'attributes': log.event.attributes}
+        row = {'span_id': log.span_id, 'event': event}
+        digest = hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()[:15]
+        by_trace.setdefault(log.trace_id, {})[_LOG_ROW + digest] = row  # the same event sent twice is kept once
+    result = IngestResult(accepted=len(logs))
+    for _ in range(_RETRIES):
+        try:
+            part = _ingest_logs(store, by_trace, len(logs))
+        except IntegrityError:
+            continue  # a concurrent request created one of these traces or rows first: read again
+        return part
+    result.accepted, result.rejected = 0, len(logs)
+    result.messages.append('the store kept refusing these log records (concurrent writers); send them again')
+    return result
+
+
+def _ingest_logs(store: Store, by_trace: dict[str, dict[str, dict[str, Any]]], sent: int) -> IngestResult:
+    result = IngestResult(accepted=sent)
+    with store.write() as db:
+        now = now_us()
+        ids = sorted(by_trace)
+        known = {
+            t.trace_id: t
+            for t in db.scalars(select(TraceRow).where(TraceRow.trace_id.in_(ids)).order_by(TraceRow.trace_id).with_for_update())
+        }
+        have: set[tuple[str, str]] = set()
+        pending = [t for t, row in known.items() if row.status == 'pending']
+        if pending:
+            rows = select(TraceSpanRow.trace_id, TraceSpanRow.span_id).where(
+                TraceSpanRow.trace_id.in_(pending), TraceSpanRow.span_id.startswith(_LOG_ROW)
+            )
+            have = {(t, k) for t, k in db.execute(rows)}
+        new_rows: list[dict[str, Any]] = []
+        for trace_id in ids:
+            events = by_trace[trace_id]
+            row = known.get(trace_id)
+            if row is not None and row.status != 'pending':
+                result.accepted -= len(events)
+                result.rejected += len(events)
+                result.messages.append(
+                    f'trace {trace_id} was already {row.status}: {len(events)} late log record(s) dropped '
+                    "(export log events before the run's root span ends)"
+                )
+                continue
+            if row is None:
+                db.add(
+                    TraceRow(
+                        trace_id=trace_id, status='pending', span_count=0, root_seen=False, first_seen_us=now, updated_at_us=now
+                    )
+                )
+            else:
+                row.updated_at_us = now
+            new_rows.extend(
+                {'trace_id': trace_id, 'span_id': key, 'span': data}
+                for key, data in events.items()
+                if (trace_id, key) not in have
+            )
+        db.flush()
+        if new_rows:
+            db.execute(insert(TraceSpanRow), new_rows)
+    return result
 
 
 @dataclass
@@ -250,7 +352,7 @@ def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had
     the caller inserts); the trace closed."""
     db, settings, sampler, user, rows = txn.db, txn.settings, txn.sampler, txn.user, txn.rows
     outcome = TraceOutcome(row.trace_id, 'rejected', span_count=row.span_count)
-    build = build_trace(spans, settings.traces, timed_out=timed_out) if spans else None
+    build = _build(row.trace_id, spans, settings, timed_out=timed_out)
     sessions, evaluations, decisions = rows.sessions, rows.evaluations, rows.decisions
     if build is not None:
         outcome.errors = build.errors
@@ -269,13 +371,29 @@ def _finish(txn: _Txn, row: TraceRow, spans: list[Span], *, timed_out: bool, had
                 outcome.evaluations.append(evaluation_id)
             decisions.append(_decision_values(session_id, row.trace_id, agent, decision, evaluation_id, now))
             outcome.sessions.append(session_id)
-    outcome.status = 'ingested' if outcome.sessions else 'rejected'
+    outcome.status = 'ingested' if outcome.sessions else ('skipped' if build is not None and build.skipped else 'rejected')
     row.status = outcome.status
     row.error = '; '.join(str(e) for e in outcome.errors)[:4000] or None
     row.updated_at_us = now_us()
     if had_buffer:
         db.execute(delete(TraceSpanRow).where(TraceSpanRow.trace_id == row.trace_id))
     return outcome
+
+
+def _build(trace_id: str, spans: list[Span], settings: ServiceSettings, *, timed_out: bool) -> TraceBuild | None:
+    """The trace's records; a trace that cannot be built at all (a defect, not bad input: `build_trace` reports
+    bad values per run) is rejected with the reason, never a failed request for the traces beside it."""
+    if not spans:
+        return None
+    try:
+        return build_trace(spans, settings.traces, timed_out=timed_out)
+    except Exception as e:
+        log.exception('trace %s could not be built', trace_id)
+        build = TraceBuild(trace_id)
+        build.errors.append(
+            LoadError('trace', 0, None, f'trace {trace_id} could not be built: {type(e).__name__}: {str(e)[:200]}')
+        )
+        return build
 
 
 def _session_values(
@@ -329,7 +447,7 @@ def _decision_values(
 
 def _log_errors(outcome: TraceOutcome) -> None:
     for error in outcome.errors:
-        log.warning('trace %s: %s', outcome.trace_id, error)
+        (log.info if isinstance(error, LoadNotice) else log.warning)('trace %s: %s', outcome.trace_id, error)
 
 
 def sweep_traces(store: Store, settings: ServiceSettings, *, now: float | None = None) -> list[TraceOutcome]:
