@@ -1,7 +1,7 @@
 """One run, one verdict: the same records judged through every library surface, compared record by record.
 
 The records are the packaged sample (`sensei_eval/data/sample.jsonl`) and the 50 tau2-airline runs
-(`sensei_eval/data/tau2_airline/records.jsonl`); the judges are the default `mvp,checks`; the LLM
+(`sensei_eval/data/tau2_airline/records.jsonl`); the judges are the default `core,checks`; the LLM
 judges' model is a scripted pydantic-ai `FunctionModel` whose answer depends only on the record (its
 first user message) and the judge (its rubric): no issue, one major finding, or an answer that does
 not judge (inconclusive), so every status the verdict model has but `smoke` and `error` turns up.
@@ -54,19 +54,23 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.verdicts import judge_status, mode_verdicts
 from sensei_eval.data import SAMPLE_DATASET
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES
 from sensei_eval.models.judge_model import JudgeModel
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU2 = ROOT / 'sensei_eval' / 'data' / 'tau2_airline' / 'records.jsonl'
-JUDGES = 'mvp,checks'
+# what every surface judges with when none are named (the `core` LLM judges and the checks)
+JUDGES = ','.join(DEFAULT_JUDGES)
 MODEL_NAME = 'function:conformance'
 ModelFactory = Callable[[], JudgeModel]
 
-# One finding that validates as the issue model of every `mvp` mode (issue models ignore extra keys).
+# One finding that validates as the issue model of every `core` mode (issue models ignore extra keys).
 _FINDING = {
     'missed_tools': ['the lookup'], 'unnecessary_tools': [], 'reasoning': 'The run skipped a step it needed.',
     'hallucinated_claim': 'the answer states a fee', 'what_tools_actually_said': 'no tool result gives a fee',
     'severity': 'major', 'missed_aspects': ['the second question'], 'steps': [2],
+    'tool_name': 'lookup', 'parameter': 'id', 'actual_value': '(missing)', 'suggested_value': 'the id the user gave',
+    'rule': 'confirm before changing anything', 'violation': 'changed it without asking',
 }  # fmt: skip
 _FENCE_END = re.compile(r'</transcript>|\n-{3,}\n', re.IGNORECASE)
 
