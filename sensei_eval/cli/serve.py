@@ -112,9 +112,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
-    from rich.console import Console
-
-    from sensei_eval.cli.common import ModelFlags, setup_judge_model, setup_telemetry
+    from sensei_eval.cli.common import ModelFlags, make_console, setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
         from sensei_eval.service import ServiceSettings, create_app
@@ -181,7 +179,7 @@ def serve(
         raise typer.BadParameter(str(e)) from None
     # checked as `judge` checks it: a bad model string or key is one line and exit 2; an unreachable
     # server is a warning naming it (the service starts; its scorings fail until the server answers)
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     setup_telemetry(console)  # the service's own judging spans go where OTEL_* says
     flags = ModelFlags(model, base_url, embedded_threads=embedded_threads)
     judge_model = setup_judge_model(flags, err=console, unreachable_ok=True)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components
@@ -41,6 +40,7 @@ from sensei_eval.cli.common import (
     NoCacheOption,
     TimeoutOption,
     make_app,
+    make_console,
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
@@ -68,8 +68,8 @@ from sensei_eval.validate.run import RunEvent, ValidateOptions, validate_prompts
 __all__ = ('app', 'load_report_dir', 'main', 'write_outputs')
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
-err = Console(stderr=True)
-out = Console()
+err = make_console(stderr=True)
+out = make_console()
 
 
 @app.command()
