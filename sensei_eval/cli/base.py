@@ -14,16 +14,17 @@ it prints comes from untrusted input (query ids, dataset text, a judge's reasoni
   (`[link=https://evil.example]` stays those characters). Progress descriptions are markup to Rich, so they
   go through `shown()` too;
 * text wraps at the console's width (80 columns without a terminal, as Rich decides), but a table is
-  printed at `table_width`: without a terminal (a CI log, a pipe, a file) and without `COLUMNS` that is
-  `LOG_WIDTH`, so a table is printed whole rather than cut or squeezed to 80 columns.
+  printed inside `wide()`, at `table_width`: without a terminal (a CI log, a pipe, a file) and without
+  `COLUMNS` that is `LOG_WIDTH`, so a table is printed whole rather than cut or squeezed to 80 columns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import typer
@@ -37,9 +38,9 @@ __all__ = (
     'SafeConsole',
     'make_app',
     'make_console',
+    'print_table',
     'quiet_third_party',
     'shown',
-    'table_width',
 )
 
 # A table's width without a terminal: wide enough for every column of the validate table and long metric
@@ -113,10 +114,20 @@ class SafeConsole(Console):
             return LOG_WIDTH
         return self.width
 
+    @contextlib.contextmanager
+    def wide(self) -> Iterator[None]:
+        """What is printed inside is laid out at `table_width` (Rich caps `print(width=...)` at the console's)."""
+        saved, self._width = self._width, self.table_width
+        try:
+            yield
+        finally:
+            self._width = saved
 
-def table_width(console: Console) -> int:
-    """The width to print a table at on `console`: a `SafeConsole`'s `table_width`, else its width."""
-    return console.table_width if isinstance(console, SafeConsole) else console.width
+
+def print_table(console: Console, table: object) -> None:
+    """`table` printed whole: at a `SafeConsole`'s `table_width`, else at the console's width."""
+    with console.wide() if isinstance(console, SafeConsole) else contextlib.nullcontext():
+        console.print(table)
 
 
 def make_console(*, stderr: bool = False) -> SafeConsole:

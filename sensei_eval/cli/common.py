@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sensei_eval.cli.base import make_app, make_console, quiet_third_party, shown, table_width
+from sensei_eval.cli.base import make_app, make_console, print_table, quiet_third_party, shown
 from sensei_eval.core.extras import MissingExtraError
 from sensei_eval.models.judge_model import (
     EMBEDDED_NOTICE,
@@ -42,12 +42,12 @@ __all__ = (
     'TimeoutOption',
     'make_app',
     'make_console',
+    'print_table',
     'quiet_third_party',
     'setup_judge_model',
     'setup_telemetry',
     'shown',
     'split_names',
-    'table_width',
 )
 
 

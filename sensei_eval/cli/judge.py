@@ -48,6 +48,7 @@ from sensei_eval.cli.common import (
     TimeoutOption,
     make_app,
     make_console,
+    print_table,
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
@@ -821,7 +822,7 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
             *((str(j.smoke),) if smoke else ()),
         ]
         table.add_row(name, *cells)
-    out.print(table, markup=False, width=out.table_width)
+    print_table(out, table)
     legend = _LEGEND + (' · smoke: embedded model, not a verdict' if smoke else '')
     for line in _wrap(legend, _WIDTH):
         out.print(line, style='dim', highlight=False, markup=False)
@@ -1030,7 +1031,7 @@ def _print_judges() -> None:
         groups = ','.join(g for g, names in GROUPS.items() if name in names and g != 'all') or '-'
         mark = '*' if name in EXTRA_MODES else ''
         table.add_row(name + mark, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
-    out.print(table, width=out.table_width)
+    print_table(out, table)
     out.print('* beyond the 15 standard failure modes: judges the run against its own instructions')
     out.print('profiles (--profile, or metadata.profile per record):')
     for p in BUILTIN_PROFILES.values():

@@ -44,6 +44,7 @@ from sensei_eval.cli.common import (
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
+    shown,
     split_names,
 )
 from sensei_eval.core.errors import InputError, describe_error
@@ -308,6 +309,8 @@ def _progress_bars() -> Progress:
 
 
 def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, runs: int, agent_concurrency: int) -> Comparison:
+    """The agent runs and judging with a bar per stage; each bar ends on what its stage really did (a bar
+    counted ahead from the judges and profiles never stops short of its total)."""
     old, new, runner, queries, _ = setup
     with _progress_bars() as progress:
         agent_task = progress.add_task('', total=2 * len(queries) * runs, stage='agent runs')
@@ -315,16 +318,18 @@ def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, run
 
         def on_run(event: RunEvent) -> None:
             mark = 'error' if event.error else 'ok'
-            progress.update(agent_task, advance=1, description=f'{event.side} · {event.query_id} · run {event.run} · {mark}')
+            text = shown(f'{event.side} · {event.query_id} · run {event.run} · {mark}')  # markup to Rich: ids are text
+            progress.update(agent_task, advance=1, description=text)
 
         def on_judging(side: str, total: int) -> None:
             judge_tasks[side] = progress.add_task('', total=total, stage=f'judging {side}')
 
         def on_judge(side: str, event: JudgeEvent) -> None:
             mark = 'cached' if event.result.cached else event.result.status
-            progress.update(judge_tasks[side], advance=1, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            text = shown(f'{event.query_id} · {event.result.judge} · {mark}')
+            progress.update(judge_tasks[side], advance=1, description=text)
 
-        return asyncio.run(
+        comparison = asyncio.run(
             validate_prompts(
                 old,
                 new,
@@ -336,6 +341,9 @@ def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, run
                 on_judging=on_judging,
             )
         )
+        for task in progress.tasks:
+            progress.update(task.id, total=task.completed, description='')
+        return comparison
 
 
 @exit_on_missing_extra
