@@ -167,9 +167,18 @@ def test_query_ids_and_reasons_reach_the_terminal_as_text(tmp_path: Path, monkey
     assert set(re.findall(r'\x1b\[[0-9;?]*([A-Za-z])', written)) <= {'m', 'K', 'A', 'l', 'h', 'G'}, written
 
 
-def test_sample_prints_untrusted_ids_as_text(tmp_path: Path) -> None:
+def test_the_console_prints_control_characters_as_their_pictures() -> None:
     console = make_console()
     console.file = io.StringIO()
     console.print(f'{EVIL_ID} {OSC8}', markup=False)
     text = console.file.getvalue()
     assert '\x1b' not in text and '␛[2J' in text and '[link=https://evil.example/x]' in text
+
+
+def test_sample_prints_a_bad_lines_text_as_text(tmp_path: Path) -> None:
+    from sensei_eval.cli.app import app as root
+
+    dataset = tmp_path / 'd.jsonl'
+    dataset.write_text(json.dumps({'query_id': EVIL_ID, 'messages': []}) + '\n')
+    result = CliRunner().invoke(root, ['sample', '--dataset', str(dataset), '--out', str(tmp_path / 's.jsonl')])
+    assert 'warning:' in result.output and '\x1b' not in result.output, result.output
