@@ -715,7 +715,7 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     the dataset(s) and the judges."""
     model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
     if judge_model is None and any(j.needs_model for j in judges):
-        model = 'none named: the deterministic checks judge, the LLM judges do not run (see the end)'
+        model = 'none named (the checks judge; LLM judges do not run, see the end)'
     if judge_model is not None and judge_model.embedded:  # its server starts in the background (see above)
         model = judge_model.name
     if judge_model is not None:
@@ -946,12 +946,13 @@ def _full_reason(result: JudgeResult) -> str:
 def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:
     ran = sum(1 for j in summary.per_judge.values() if j.ok or j.errors or j.inconclusive or j.smoke)
     judges = f'{ran} of {len(summary.judges)}' if ran < len(summary.judges) else str(len(summary.judges))
-    err.print(
-        f'{summary.records_judged} record(s) judged by {judges} judge(s) · '
+    calls = (
         f'{summary.model_requests} model request(s), {summary.cache_hits} cached · '
-        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out',
-        highlight=False,
+        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out'
+        if summary.model_requests or summary.cache_hits or summary.model
+        else 'no model requests'
     )
+    err.print(f'{summary.records_judged} record(s) judged by {judges} judge(s) · {calls}', highlight=False)
     if summary.truncated_records:
         err.print(
             f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)'
