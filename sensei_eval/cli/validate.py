@@ -157,7 +157,7 @@ def validate(
     write_outputs(comparison, out_dir)
     _print_outputs(comparison, out_dir, old, new, cases=cases)
     sides = [old_reports, new_reports] if old_reports is not None else [out_dir / 'old', out_dir / 'new']
-    _write_side_by_side_view([p for p in sides if p is not None], out_dir)
+    _write_side_by_side_view([p for p in sides if p is not None], out_dir, comparison)
     raise typer.Exit(comparison.exit_code)
 
 
@@ -228,11 +228,12 @@ def _print_outputs(
     err.print(f'comparison: {out_dir}/comparison.json, {out_dir}/comparison.md', highlight=False)
 
 
-def _write_side_by_side_view(sides: list[Path], out_dir: Path) -> None:
-    """The two runs side by side, as one HTML file (an extra: the gate's verdict stands without it)."""
+def _write_side_by_side_view(sides: list[Path], out_dir: Path, comparison: Comparison) -> None:
+    """The two runs side by side, as one HTML file with this gate's decision on it (an extra: the gate's
+    verdict stands without it)."""
     if len(sides) == 2 and all(p.is_dir() for p in sides):
         try:
-            err.print(f'view: {write_view(sides, out_dir / "view.html")}', highlight=False)
+            err.print(f'view: {write_view(sides, out_dir / "view.html", gate=comparison)}', highlight=False, markup=False)
         except (OSError, ValueError) as e:
             err.print(f'[yellow]warning:[/] no view.html: {e}', highlight=False)
 
