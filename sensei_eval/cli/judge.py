@@ -452,7 +452,8 @@ def finish_run(
     if reports and verbose:
         loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
         listed = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
-        to_pydantic_evals_report(listed, name=summary.run_id).print(include_durations=False, console=out)
+        with out.wide():  # pydantic-evals' table, whole in a CI log
+            to_pydantic_evals_report(listed, name=summary.run_id).print(include_durations=False, console=out)
         failures = _Failures(limit=None, full=True)
         for report in loaded:
             failures.add(report)
@@ -963,8 +964,9 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         err.print(f'[red]{len(summary.judge_errors)} judge error(s):[/]')
         # after the "first failure" rule stopped the run, its one reason is printed once, not per judge
         shared = [e for e in summary.judge_errors if stopped is not None and e.endswith(stopped)]
-        for line in fold_errors([e for e in summary.judge_errors if e not in shared]):
-            err.print(f'  {line}', highlight=False, markup=False)
+        for folded in fold_errors([e for e in summary.judge_errors if e not in shared]):
+            for line in _wrap(folded, _WIDTH, initial_indent='  ', subsequent_indent='    '):
+                err.print(line, highlight=False, markup=False)
         if shared:
             err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False, markup=False)
     if summary.inconclusive:

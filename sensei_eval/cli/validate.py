@@ -221,9 +221,10 @@ def _print_outputs(
 ) -> None:
     """The per-case table (`--cases`), the comparison, and where its files are."""
     if cases and (old or new):
-        to_pydantic_evals_report(new, name='new').print(
-            baseline=to_pydantic_evals_report(old, name='old'), console=out, include_durations=False
-        )
+        with out.wide():  # pydantic-evals' table, whole in a CI log
+            to_pydantic_evals_report(new, name='new').print(
+                baseline=to_pydantic_evals_report(old, name='old'), console=out, include_durations=False
+            )
     print_comparison(comparison, out)
     err.print(f'comparison: {out_dir}/comparison.json, {out_dir}/comparison.md', highlight=False)
 

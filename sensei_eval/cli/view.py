@@ -53,13 +53,13 @@ def view(
     for run in runs:
         problem = not_a_run(run)
         if problem is not None:
-            err.print(f'error: {problem}', markup=False, highlight=False)
+            err.print(f'error: {problem}', markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
     decision = _read_gate(gate) if gate is not None else None
     try:
         path = write_view(runs, out, page_size=page_size, gate=decision)
     except (FileNotFoundError, RunFolderError) as e:
-        err.print(f'error: {e}', markup=False, highlight=False)
+        err.print(f'error: {e}', markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     out_console.print(str(path), markup=False, highlight=False, soft_wrap=True)
 
