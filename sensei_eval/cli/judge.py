@@ -722,7 +722,7 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     if judge_model is not None:
         model += f' · deadline {judge_model.timeout_s:g} s per judge call'
     err.print(f'judge model: {model}', highlight=False, markup=False)
-    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False, markup=False)
+    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False, markup=False, soft_wrap=True)
     err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False, markup=False)
 
 
