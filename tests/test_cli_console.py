@@ -182,3 +182,20 @@ def test_sample_prints_a_bad_lines_text_as_text(tmp_path: Path) -> None:
     dataset.write_text(json.dumps({'query_id': EVIL_ID, 'messages': []}) + '\n')
     result = CliRunner().invoke(root, ['sample', '--dataset', str(dataset), '--out', str(tmp_path / 's.jsonl')])
     assert 'warning:' in result.output and '\x1b' not in result.output, result.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every score explained (--verbose)
+
+
+def test_verbose_says_why_each_score_is_below_one(tmp_path: Path) -> None:
+    """`judge -v` on the sample: every record below 1.00 is listed with the verdicts that cost it points and
+    their findings, read from the verdict model (`core.explain`); the records at 1.00 are not."""
+    result = CliRunner().invoke(judge_cli.app, ['--judges', 'checks', '--out', str(tmp_path), '--run-id', 'v', '-v'])
+    assert result.exit_code == 0, result.output
+    why = result.stdout.split('why each score is below 1.00 (', 1)[1]
+    assert why.startswith('8 record(s)):')
+    assert '  docs-006 · 0.50 · all 7 judges\n    version_check · tool_parameters: fail 0.50\n' in why
+    assert "      finding: The query names version '15'" in why
+    assert '  docs-013 · 0.12 · all 7 judges' in why and 'docs-001 ·' not in why
+    assert 'repeated_call_check · tool_parameters: fail 0.50' in why
