@@ -46,7 +46,6 @@ XSS_IMG = '<img src=x onerror="window.__pwned=1">'
 TIMEOUT_MS = 15_000
 
 
-
 @pytest.fixture(scope='module')
 def gate() -> threading.Event:
     event = threading.Event()
