@@ -665,6 +665,75 @@ def item9_view_large_run(ctx: Ctx) -> Outcome:
     )
 
 
+def _write_realistic_run(run: Path, n: int) -> float:
+    """A run folder of `n` reports as `judge` writes them on real runs (issue 41 item 5): the sample's records
+    judged by the 8 checks through the library, plus the 3 MVP LLM judges' verdicts as a model writes them
+    (reasoning, an issue on a third, tokens), each record written again under new ids. The mean report size."""
+    from sensei_eval.core.datasets import load_datasets
+    from sensei_eval.core.reports import JudgeResult, rebuild_report
+    from sensei_eval.data import SAMPLE_DATASET
+    from sensei_eval.evaluators.registry import make_judges
+    from sensei_eval.judging.options import JudgeRunOptions
+    from sensei_eval.judging.runner import judge_records
+
+    records = load_datasets([Path(SAMPLE_DATASET)]).records
+    reports = asyncio.run(judge_records(records, JudgeRunOptions(make_judges(['checks'])), run_id=run.name))
+    templates = []
+    for k, report in enumerate(reports):
+        llm = []
+        for j, mode in enumerate(('tool_selection', 'hallucination', 'completeness')):
+            failed = (k + j) % 3 == 0
+            issue: dict[str, Any] = {'steps': [3], 'source': 'judge', 'severity': 'major'}
+            issue |= (
+                {'hallucinated_claim': 'the limit is 30 requests a minute', 'what_tools_actually_said': 'no limit is given'}
+                if mode == 'hallucination'
+                else {'missed_aspects': ['the second question'], 'reasoning': 'The answer leaves the second part unanswered.'}
+            )
+            llm.append(
+                JudgeResult(
+                    judge=mode, failure_mode=mode, category='output', criteria_hash='c' * 64, model='openai:gpt-5.2',
+                    status='ok', passed=not failed, score=0.5 if failed else 1.0,
+                    reasoning=f'Step 3 returned the documentation the answer rests on; {mode} checked claim by claim '
+                    'against the tool results and the user question, citing the steps it read.',
+                    issues=[issue] if failed and mode != 'tool_selection' else [],
+                    input_tokens=2400, output_tokens=180, requests=1, latency_s=2.1,
+                )
+            )  # fmt: skip
+        full = rebuild_report(report, [*llm, *report.judges.values()])
+        full.skipped = {}
+        templates.append(full.model_dump_json(indent=2))
+    records_dir = run / 'records'
+    records_dir.mkdir(parents=True)
+    total = 0
+    for i in range(n):
+        template, source = templates[i % len(templates)], reports[i % len(reports)].query_id
+        text = template.replace(f'"query_id": "{source}"', f'"query_id": "r{i:06d}-{source}"', 1)
+        (records_dir / f'r{i:06d}-{source}.json').write_text(text, encoding='utf-8')
+        total += len(text)
+    return total / n
+
+
+def item17_view_realistic_reports(ctx: Ctx) -> Outcome:
+    """Issue 41 item 5: `view` of 100,000 realistic reports (11 judges each, the sample's transcripts) streams:
+    peak memory under `MEMORY_LIMIT_MB` (it kept ~29 KB per record: 3.0 GB for 1.09 GB of reports)."""
+    n = 100_000 if not ctx.quick else 5_000
+    run = ctx.tmp / 'realistic-run'
+    size = _write_realistic_run(run, n)
+    out = ctx.tmp / 'view.html'
+    t = time.monotonic()
+    code, err, peak = run_measured(['view', str(run), '--out', str(out)], timeout=1800)
+    elapsed = time.monotonic() - t
+    main = out.stat().st_size if out.exists() else 0
+    held = code == 0 and peak < MEMORY_LIMIT_MB
+    return Outcome(
+        17,
+        'view streams realistic reports',
+        held,
+        f'{n:,} reports of {size / 1024:.1f} KB ({n * size / 2**30:.2f} GB): exit {code} in {elapsed:.0f} s, peak '
+        f'{peak:.0f} MB (limit {MEMORY_LIMIT_MB:.0f}); main page {main / 2**20:.1f} MB {err[-200:]}',
+    )
+
+
 def item10_corrupt_cache(ctx: Ctx) -> Outcome:
     cache = ctx.tmp / 'cache'
     (cache / 'judge').mkdir(parents=True)
@@ -929,6 +998,7 @@ ITEMS: dict[int, Callable[[Ctx], Outcome]] = {
     14: item14_base_url_query,
     15: item15_retry_resends,
     16: item16_minor,
+    17: item17_view_realistic_reports,
     4102: item_span_chain,  # issue 41 item 2 (span trees in linear time)
 }
 # The list and read items, also run on PostgreSQL.

@@ -58,7 +58,7 @@ def main() -> None:
     records = load_dataset(args.dataset).records
     record = next(r for r in records if r.query_id == args.query_id)
     other = next(r for r in records if r.query_id != args.query_id)
-    model = resolve_model()
+    model = resolve_model('embedded')  # the embedded model's prefix cache is what this measures
     try:
         tokens = render_transcript(record, budget_tokens=model.transcript_budget).tokens
         print(f'record {record.query_id}: transcript ~{tokens:,} tokens (estimate); model {model.name}')

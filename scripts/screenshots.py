@@ -5,8 +5,10 @@ a score of sessions — alert investigations (one scored by the real background 
 the rest written as completed scores over the past week) and question-answering runs that are not
 alerts, one judged with the checks by the real worker, the rest with failure-mode evaluations over two
 weeks and two prompt versions — and saves `sessions.png`, `session.png` (a judged run's verdicts),
-`patterns.png` (1280×1000) and `view.png` (1280×1300: `sensei-eval view` of two run folders written
-with the library's own writers), the others at 1280×800, with Debian's Chromium driven by Playwright.
+`patterns.png` (1280×1000), `view.png` (1280×1300: `sensei-eval view` of two run folders written with
+the library's own writers, with the gate's decision `validate` made on them) and `view-run.png` (1280×1100:
+one run of the packaged tau2-airline records judged by the checks, at a record whose every verdict passed
+and that scores 0.50, saying why), the others at 1280×800, with Debian's Chromium driven by Playwright.
 No network, no API key; the same helpers as the browser tests (`tests/dashboard/seed.py`, `tests/test_view.py`).
 """
 
@@ -75,6 +77,27 @@ def _record(query_id: str, alert_type: str, pod: str) -> dict[str, Any]:
     record['messages'] = messages
     record['rating'] = {'correctness': 3, 'relevance': 4, 'usefulness': 3}
     return record
+
+
+def _gate(old: Path, new: Path) -> Any:
+    """The decision `sensei-eval validate --old-reports old --new-reports new` makes (its comparison)."""
+    from sensei_eval.judging.run_folder import RunFolder
+    from sensei_eval.validate.compare import compare_reports
+
+    return compare_reports(RunFolder(old).load_reports(), RunFolder(new).load_reports())
+
+
+def _tau2_run(out: Path) -> Path:
+    """Three of the packaged tau2-airline runs judged by the checks (`sensei-eval judge`), in `out/tau2`."""
+    import subprocess
+
+    from sensei_eval.data import SAMPLE_DATASET
+
+    dataset = Path(SAMPLE_DATASET).parent / 'tau2_airline' / 'records.jsonl'
+    ids = [a for q in ('tau2-airline-12', 'tau2-airline-13', 'tau2-airline-9') for a in ('--query-id', q)]
+    command = [sys.executable, '-m', 'sensei_eval', 'judge', '--dataset', str(dataset), '--judges', 'checks', *ids]
+    subprocess.run([*command, '--out', str(out), '--run-id', 'tau2', '--no-cache'], check=False, capture_output=True)
+    return out / 'tau2'
 
 
 def main() -> None:
@@ -158,15 +181,20 @@ def main() -> None:
             page.goto(f'{server.url}/#/patterns?bucket=day&group=prompt_version')
             expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
             page.screenshot(path=str(args.out / 'patterns.png'))
-            page.set_viewport_size({'width': 1280, 'height': 1300})  # header, judges and what changed
+            page.set_viewport_size({'width': 1280, 'height': 1300})  # header, the gate, judges and what changed
             with tempfile.TemporaryDirectory() as runs:
                 old, new = make_run(Path(runs), 'run-old', OLD), make_run(Path(runs), 'run-new', NEW)
-                view = write_view([old, new], Path(runs) / 'view.html')
+                view = write_view([old, new], Path(runs) / 'view.html', gate=_gate(old, new))
                 page.goto(view.as_uri())
                 expect(page.locator('#changes')).to_be_visible()
                 page.screenshot(path=str(args.out / 'view.png'))
+                page.set_viewport_size({'width': 1280, 'height': 1100})
+                one = _tau2_run(Path(runs))
+                page.goto(f'{write_view([one]).as_uri()}#r0-1')  # tau2-airline-13: 0.50, every verdict passed
+                expect(page.locator('#r0-1 .why-score')).to_be_visible()
+                page.screenshot(path=str(args.out / 'view-run.png'))
             browser.close()
-    for name in ('sessions.png', 'session.png', 'patterns.png', 'view.png'):
+    for name in ('sessions.png', 'session.png', 'patterns.png', 'view.png', 'view-run.png'):
         print(args.out / name, (args.out / name).stat().st_size, 'bytes')
 
 

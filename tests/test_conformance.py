@@ -106,12 +106,14 @@ def test_the_console_shows_coverage_beside_the_score_and_not_judged(tmp_path: Pa
     summary = json.loads((tmp_path / 'reports' / 'p' / 'summary.json').read_text())
     assert summary['coverage']['label'].startswith('checks only, ')
 
-    # rows only for judges that applied: the documentation agent's checks never apply to the airline runs
+    # rows only for judges that applied: the documentation agent's checks never apply to the airline runs,
+    # and are named above the table as judges that did not run
     airline = CliRunner().invoke(
         judge_cli.app, ['--dataset', str(TAU2), '--out', 'reports', '--judges', 'checks', '--run-id', 'a', '--no-cache']
     )
-    rows = {line.split()[0] for line in airline.output.splitlines() if line.split()}
+    rows = {line.split()[0] for line in airline.output.splitlines() if len(line.split()) == 6 and line.split()[1].isdigit()}
     assert 'reference_check' in rows and 'version_check' not in rows and 'citation_check' not in rows, airline.output
+    assert 'judges (8): 4 ran; did not run: version_check, docs_tool_check, greeting_check,' in airline.output
 
     nothing = CliRunner().invoke(judge_cli.app, [*args, '--judges', 'mvp', '--run-id', 'n'])
     assert 'overall: not judged (no judge gave a pass/fail verdict)' in nothing.output, nothing.output

@@ -132,7 +132,7 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
 
 
 def test_resolving_preflight_and_closing_start_no_server(spawns: list[list[str]]) -> None:
-    model = resolve_model()
+    model = resolve_model('embedded')
     assert model.embedded and model.name == 'embedded:SmolLM2-135M-Instruct'
     asyncio.run(preflight(model))
     assert 'not started' in model.where
@@ -156,7 +156,7 @@ def test_a_fully_cached_rerun_starts_no_server(
     def run(run_id: str) -> dict[str, Any]:
         # one call per judge (the fake server answers single verdicts; fused ones are cached alike: test_fused)
         args = ['--dataset', str(dataset), '--out', str(tmp_path / 'out'), '--run-id', run_id, '--judges', 'mvp']
-        args += ['--fuse', 'none']
+        args += ['--fuse', 'none', '--model', 'embedded']
         with override_allow_model_requests(True):
             result = CliRunner().invoke(judge_cli.app, args)
         assert result.exit_code == 0, result.output
@@ -341,10 +341,11 @@ def test_thread_count_from_the_flag_or_the_environment(
     async def no_check(model: Any) -> None:
         return None
 
-    model = setup_judge_model(ModelFlags(embedded_threads=3), err=Console(stderr=True), check=no_check)
+    model = setup_judge_model(ModelFlags('embedded', embedded_threads=3), err=Console(stderr=True), check=no_check)
     ask(model.model)
     model.close()
     monkeypatch.setenv('SENSEI_EMBEDDED_THREADS', '2')
+    monkeypatch.setenv('SENSEI_EVAL_MODEL', 'embedded')
     model = resolve_model()
     ask(model.model)
     model.close()
@@ -365,13 +366,16 @@ def test_thread_count_from_the_flag_or_the_environment(
 # The service
 
 
-def test_the_service_starts_no_server_until_a_request_needs_it(spawns: list[list[str]], tmp_path: Path) -> None:
+def test_the_service_starts_no_server_until_a_request_needs_it(
+    spawns: list[list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip('fastapi')
     from fastapi.testclient import TestClient
 
     from sensei_eval.service import ServiceSettings, create_app
 
     settings = ServiceSettings(db_url=f'sqlite:///{tmp_path / "s.db"}', concurrency=0)
+    monkeypatch.setenv('SENSEI_EVAL_MODEL', 'embedded')  # the embedded model only when named
     with TestClient(create_app(settings), base_url='http://localhost') as client:
         health = client.get('/api/v1/health').json()
         assert health['model'] == 'embedded:SmolLM2-135M-Instruct'

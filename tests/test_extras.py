@@ -30,7 +30,7 @@ def test_embedded_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv('SENSEI_EVAL_MODEL', raising=False)
     monkeypatch.delenv('SENSEI_EVAL_BASE_URL', raising=False)
     with pytest.raises(MissingExtraError) as info:
-        resolve_model()  # no model configured: the embedded one, which needs the extra; no server started
+        resolve_model('embedded')  # the embedded model, asked for by name, needs the extra; no server started
     assert str(info.value) == 'sensei-eval: the embedded model needs the "embedded" extra: pip install "sensei-eval[embedded]"'
     assert isinstance(info.value, ImportError)
     assert isinstance(info.value, ModelUsageError) and info.value.exit_code == 2  # judge CLIs: a usage error
@@ -149,7 +149,7 @@ def test_optimize_extra_missing(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_python_m_judge_prints_the_missing_embedded_extra_as_one_line(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['llama_cpp'] = None; "
-        f"sys.argv = ['x', '--judges', 'mvp', '--out', {str(tmp_path)!r}]; "
+        f"sys.argv = ['x', '--judges', 'mvp', '--model', 'embedded', '--out', {str(tmp_path)!r}]; "
         'from sensei_eval.cli.judge import main; main()'
     )
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)

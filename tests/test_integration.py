@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
-    model = resolve_model()
+    model = resolve_model('embedded')  # opt-in: the offline smoke model, named
     try:
         assert model.embedded and model.json_schema_constrained
         assert model.model.base_url.startswith('http://127.0.0.1:')  # type: ignore[union-attr]

@@ -425,7 +425,12 @@ BAD_CASES: list[Bad] = [
         'rating',
         'no rating value',
     ),
-    _bad('unknown-field', record_dict('uf', openai_messages(), colour='blue'), 'colour', 'Extra inputs are not permitted'),
+    _bad(
+        'unknown-field',
+        record_dict('uf', openai_messages(), colour='blue'),
+        'colour',
+        'unknown field: the fields are alert_data, ',
+    ),
     _bad('bad-message-format', record_dict('mf', openai_messages(), message_format='anthropic'), 'message_format', 'openai'),
     _bad(
         'undetectable',

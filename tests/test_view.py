@@ -7,6 +7,7 @@ show is known exactly."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -176,3 +177,118 @@ def test_validate_writes_the_view_of_its_two_runs(tmp_path: Path) -> None:
     page = (out / 'view.html').read_text(encoding='utf-8')
     assert 'run-old vs run-new' in page and 'data-kind="regressed"' in page
     assert str(out / 'view.html') in done.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every score explained; the gate's own decision beside the comparison
+
+
+def _minor_pass(judge: str) -> JudgeResult:
+    """A pass that cost half the score: one advisory (minor) finding, as the reference check writes it."""
+    issue = {
+        'missed_tools': ['lookup_order'],
+        'unnecessary_tools': [],
+        'reasoning': 'lookup_order was expected but never called (advisory)',
+        'severity': 'minor',
+        'steps': [2],
+    }
+    return JudgeResult(
+        judge=judge,
+        failure_mode='tool_selection',
+        category='tools',
+        criteria_hash=_hash(judge),
+        model=None,
+        status='ok',
+        passed=True,
+        score=0.5,
+        reasoning='1 of 2 expected calls made',
+        issues=[issue],
+    )
+
+
+def test_a_050_score_with_every_verdict_passed_says_why(tmp_path: Path) -> None:
+    """The page once read "overall 0.50 · all passed" with no reason: the minor finding that cost the half is
+    named in the records table and in full in the record's card, and the skipped judge with its reason."""
+    folder = RunFolder.create(tmp_path, 'half')
+    report = build_report(
+        record('q1'),
+        [_minor_pass('reference_check'), result('hallucination', 'pass')],
+        run_id='half',
+        skipped={'citation_check': "not in profile 'default'"},
+    )
+    assert report.overall_score == 0.5 and not report.failure_modes  # every verdict passed
+    folder.write_report(report)
+    page = write_view([folder.path]).read_text(encoding='utf-8')
+    text = ' '.join(_text(page).split())
+    assert 'all passed' not in text
+    assert re.search(r'<span class="chip pass">reference_check 0\.50 minor</span>', page), page
+    assert 'Why 0.50: pass reference_check · tool_selection 0.50' in text
+    assert 'minor lookup_order was expected but never called (advisory) ( step 2 )' in text
+    assert "skipped citation_check : not in profile 'default'" in text
+    assert 'passed without a finding: hallucination' in text
+    # the colour is the verdict's: the record passed (green), whatever its score
+    assert '<span class="score pass">overall 0.50</span>' in page
+
+
+def _comparison(passed: bool) -> Any:
+    from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, SideSummary, Thresholds
+
+    overall = MetricComparison(metric='overall', kind='overall', n_pairs=3, old_mean=0.83, new_mean=0.5, delta=-0.33)
+    overall.verdict = 'regressed' if not passed else 'no_change'
+    gate = GateResult(exit_code=0 if passed else 1, passed=passed, reasons=[] if passed else ['overall regressed: 0.83 → 0.50'])
+    return Comparison(
+        thresholds=Thresholds(), old=SideSummary(label='old'), new=SideSummary(label='new'), metrics=[overall], gate=gate
+    )
+
+
+def test_the_comparison_page_shows_the_gates_own_decision(tmp_path: Path) -> None:
+    """Scores fell without a pass/fail flip: the page beside a failing gate says the gate failed and why,
+    lists the scores that fell, and never reads as "nothing changed"."""
+    before = {f'q{i}': {'reference_check': 'pass'} for i in range(3)}
+    old, new = make_run(tmp_path, 'run-old', before), tmp_path / 'run-new'
+    folder = RunFolder.create(tmp_path, 'run-new')
+    for qid in before:
+        folder.write_report(build_report(record(qid), [_minor_pass('reference_check')], run_id='run-new'))
+    page = write_view([old, new], tmp_path / 'cmp.html', gate=_comparison(passed=False)).read_text(encoding='utf-8')
+    text = ' '.join(_text(page).split())
+    assert re.search(r'id="gate-decision">failed</span> \(exit 1\)', page)
+    assert 'overall regressed: 0.83 → 0.50' in text
+    assert re.search(r'<tr data-metric="overall" data-verdict="regressed">', page)
+    assert 'No pass/fail verdict changed.' in text and '3 fell · 0 rose' in text
+    assert 'q0 1.00 → 0.50' in text
+    assert 'No verdict changed' not in text.replace('No pass/fail verdict changed', '')
+    # without a gate, the page says it shows none rather than implying a decision
+    bare = write_view([old, new], tmp_path / 'bare.html').read_text(encoding='utf-8')
+    assert 'No gate decision on this page' in bare and 'id="gate-decision"' not in bare
+
+
+def test_validate_puts_its_decision_on_its_view(tmp_path: Path) -> None:
+    old, new = make_run(tmp_path, 'run-old', OLD), make_run(tmp_path, 'run-new', NEW)
+    out = tmp_path / 'gate'
+    done = CliRunner().invoke(app, ['validate', '--old-reports', str(old), '--new-reports', str(new), '--out', str(out)])
+    decision = json.loads((out / 'comparison.json').read_text())['gate']
+    assert done.exit_code == decision['exit_code']
+    page = (out / 'view.html').read_text(encoding='utf-8')
+    word = 'passed' if decision['passed'] else 'failed'
+    assert f'id="gate-decision">{word}</span> (exit {decision["exit_code"]})' in page
+    # and `view --gate` reads the same file into the same decision
+    again = CliRunner().invoke(
+        app, ['view', str(old), str(new), '--gate', str(out / 'comparison.json'), '--out', str(tmp_path / 'v.html')]
+    )
+    assert again.exit_code == 0, again.output
+    assert f'id="gate-decision">{word}</span>' in (tmp_path / 'v.html').read_text(encoding='utf-8')
+    bad = CliRunner().invoke(app, ['view', str(old), str(new), '--gate', str(old / 'summary.json')])
+    assert bad.exit_code == 2 and 'is not a comparison.json of validate' in ' '.join(bad.output.split())
+
+
+def test_a_large_run_is_streamed_page_by_page(tmp_path: Path) -> None:
+    """Pages beyond the first are written as their records are read; every record is linked and in full once."""
+    verdicts = {f'q{i:03d}': {'hallucination': 'fail' if i % 4 == 0 else 'pass'} for i in range(23)}
+    run = make_run(tmp_path, 'big', verdicts)
+    path = write_view([run], page_size=5)
+    pages = sorted(run.glob('view-0-*.html'))
+    assert [p.name for p in pages] == [f'view-0-{n}.html' for n in range(2, 6)]
+    cards = [re.findall(r'<section class="card record" id="(r0-\d+)"', p.read_text(encoding='utf-8')) for p in [path, *pages]]
+    assert [len(c) for c in cards] == [5, 5, 5, 5, 3]
+    main = path.read_text(encoding='utf-8')
+    assert main.count('<tr><td><a href=') == 23 and 'href="view-0-5.html#r0-22"' in main

@@ -57,7 +57,7 @@ from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
-from sensei_eval.judging.runner import JudgeEvent, judge_records
+from sensei_eval.judging.runner import JudgeEvent, count_judge_calls, judge_records
 
 __all__ = (
     'AgentPromptError',
@@ -581,7 +581,8 @@ async def run_and_judge_many(
     for side in sides.values():
         side.records.sort(key=lambda rec: order.get(rec.query_id, len(order)))
         if on_judging is not None:
-            on_judging(side.label, repeat * sum(1 for r in side.records for j in judges if j.applies_to(r) is None))
+            # what the runner will report: profiles and fused members counted as it counts them
+            on_judging(side.label, repeat * count_judge_calls(side.records, judges, options.profile, options.profiles))
         if not side.records or not judges:
             continue
 

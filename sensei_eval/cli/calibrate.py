@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sensei_eval.cli.common import ModelFlags, make_app, setup_judge_model, split_names
+from sensei_eval.cli.common import ModelFlags, make_app, make_console, print_table, setup_judge_model, split_names
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.files import write_text_atomic
 from sensei_eval.data import BENCHMARKS
@@ -64,7 +64,7 @@ def main(
     ] = None,
 ) -> None:
     """Compare a judge run with labels: outcome AUROC/F1, accuracy, Cohen's κ, Spearman ρ, step accuracy, noise."""
-    console = Console()
+    console = make_console()
     if benchmark is not None:
         _benchmark(benchmark, judge_names, model, base_url, limit, run_dir, console)
         return
@@ -183,7 +183,7 @@ def _print_result(result: CalibrationResult, console: Console) -> None:
         noise = Table('judge', 'records', 'pairs', 'disagreement', title='Judge noise across repeats', box=None, pad_edge=False)
         for n in result.noise:
             noise.add_row(escape(n.judge), str(n.records), str(n.pairs), _fmt(n.disagreement_rate))
-        console.print(noise)
+        print_table(console, noise)
     for p in result.problems:
         console.print(f'[yellow]label problem:[/] {escape(p)}', highlight=False)
     for note in result.notes:
@@ -211,7 +211,7 @@ def _print_outcomes(o: OutcomeCalibration, console: Console) -> None:
             str(f.inconclusive),
             *(_fmt(x) for x in (f.auroc, f.best_f1, f.accuracy, f.false_alarm_rate, f.detection_rate)),
         )
-    console.print(table)
+    print_table(console, table)
     for f in o.predictors:
         if f.not_scored:
             console.print(f'{escape(f.predictor)}: {f.not_scored} labelled run(s) not scored (judge skipped or absent)')
@@ -242,7 +242,7 @@ def _print_judges(judges: list[JudgeAgreement], console: Console) -> None:
             _fmt(a.cohen_kappa),
             f'{pp} {pf} / {fp} {ff}',
         )
-    console.print(table)
+    print_table(console, table)
 
 
 def _print_correlations(result: CalibrationResult, console: Console) -> None:

@@ -12,24 +12,26 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, overload
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sensei_eval.cli.base import make_app, quiet_third_party
+from sensei_eval.cli.base import make_app, make_console, print_table, quiet_third_party, shown
 from sensei_eval.core.extras import MissingExtraError
 from sensei_eval.models.judge_model import (
     EMBEDDED_NOTICE,
     JudgeModel,
     ModelSetupError,
     ModelUnreachableError,
+    NoJudgeModelError,
     preflight,
     resolve_model,
 )
 
 __all__ = (
+    'NO_MODEL_HELP',
     'BaseUrlOption',
     'EmbeddedThreadsOption',
     'JudgesOption',
@@ -39,9 +41,12 @@ __all__ = (
     'OutOption',
     'TimeoutOption',
     'make_app',
+    'make_console',
+    'print_table',
     'quiet_third_party',
     'setup_judge_model',
     'setup_telemetry',
+    'shown',
     'split_names',
 )
 
@@ -56,7 +61,8 @@ ModelOption = Annotated[
     typer.Option(
         '--model',
         metavar='MODEL',
-        help='Judge model, any pydantic-ai model string (openai:gpt-5.2). Default: $SENSEI_EVAL_MODEL, else the embedded model.',
+        help='Judge model: any pydantic-ai model string (openai:gpt-5.2), or embedded (the offline smoke model of the '
+        '"embedded" extra: it checks the pipeline, it cannot judge). Default: $SENSEI_EVAL_MODEL.',
     ),
 ]
 BaseUrlOption = Annotated[
@@ -92,6 +98,14 @@ TimeoutOption = Annotated[
 ]
 NoCacheOption = Annotated[bool, typer.Option('--no-cache', help='Neither read nor write the on-disk judge cache.')]
 
+# What a command that needs a judge model says when none is named (exit 2): how to name one, and that the
+# embedded model is there when asked for.
+NO_MODEL_HELP = (
+    'no judge model: name one with --model (e.g. --model openai:gpt-5.2, or --base-url URL --model NAME for '
+    'Ollama or vLLM) or SENSEI_EVAL_MODEL; --model embedded runs the offline smoke model (the "embedded" extra), '
+    'which checks the pipeline and never judges'
+)
+
 
 def split_names(values: list[str] | None) -> list[str]:
     """`--judges a,b --judges c` → `['a', 'b', 'c']`; nothing given → the default judges."""
@@ -118,6 +132,34 @@ class ModelFlags:
     timeout: float | None = None
 
 
+@overload
+def setup_judge_model(
+    flags: ModelFlags,
+    *,
+    err: Console,
+    note: str = ...,
+    fail_code: int | None = ...,
+    unreachable_ok: bool = ...,
+    resolve: Callable[..., JudgeModel] = ...,
+    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = ...,
+    none_ok: Literal[False] = ...,
+) -> JudgeModel: ...
+
+
+@overload
+def setup_judge_model(
+    flags: ModelFlags,
+    *,
+    err: Console,
+    note: str = ...,
+    fail_code: int | None = ...,
+    unreachable_ok: bool = ...,
+    resolve: Callable[..., JudgeModel] = ...,
+    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = ...,
+    none_ok: Literal[True],
+) -> JudgeModel | None: ...
+
+
 def setup_judge_model(
     flags: ModelFlags,
     *,
@@ -127,9 +169,12 @@ def setup_judge_model(
     unreachable_ok: bool = False,
     resolve: Callable[..., JudgeModel] = resolve_model,
     check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
-) -> JudgeModel:
-    """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`, else embedded), print the embedded-model
-    notice, and check with one request that it answers. A problem is printed once and ends the command:
+    none_ok: bool = False,
+) -> JudgeModel | None:
+    """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`; none named is a usage error saying how to
+    name one, or None with `none_ok`: the judge command then runs its checks alone), print the
+    embedded-model notice, and check with one request that it answers. A problem is printed once and ends
+    the command:
     exit `fail_code` when given, else the `ModelSetupError`'s code (2 usage, 1 unreachable), 1 otherwise.
     The embedded model is not started here: it starts (or joins the machine's shared server) on the
     first model request, so a run answered entirely from the cache never starts it.
@@ -142,6 +187,11 @@ def setup_judge_model(
         judge_model = resolve(flags.model, base_url=flags.base_url, transcript_budget=flags.transcript_budget, **extra)
     except MissingExtraError:
         raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
+    except NoJudgeModelError as e:
+        if none_ok:
+            return None
+        err.print(f'[red]error:[/] {escape(NO_MODEL_HELP)}', highlight=False)
+        raise typer.Exit(fail_code or e.exit_code) from None
     except ModelSetupError as e:
         err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None

@@ -3,7 +3,12 @@
 A thin layer over the library: load datasets (`records`), pick judges (`evaluators.registry`), resolve
 the model (`models`), run (`runner`), write and show reports (`reports`).
 
-Exit codes: 0 when every record loaded and every judge ran (issues found are not errors); 1 when any
+With no judge model named (`--model`, `--base-url`, `SENSEI_EVAL_MODEL`, `SENSEI_EVAL_BASE_URL`) the
+deterministic checks judge and each LLM judge is reported as not run, with how to name a model; the
+embedded model runs only when named (`--model embedded`).
+
+Exit codes (docs/cli.md lists every command's): 0 when every record loaded and every judge that ran
+answered (issues found are not errors, LLM judges not run for want of a model are not errors); 1 when any
 record failed to load, an asked-for query id was not found, or any judge errored — everything else is
 still judged and written; 1 too when there is nothing to judge (an empty, blank or BOM-only dataset,
 no loadable record, or every record filtered out) and when the judge model's server cannot be reached
@@ -14,12 +19,14 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 import stat
 import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -40,14 +47,18 @@ from sensei_eval.cli.common import (
     OutOption,
     TimeoutOption,
     make_app,
+    make_console,
+    print_table,
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
+    shown,
     split_names,
 )
 from sensei_eval.core.datasets import dataset_format, iter_datasets
 from sensei_eval.core.documents import DATASET_FORMATS, DatasetFormat
 from sensei_eval.core.errors import LoadError, LoadNotice
+from sensei_eval.core.explain import explain_score
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.records import MAX_RECORD_BYTES, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport, RunFacts, RunSummary, RunTally, to_pydantic_evals_report
@@ -68,7 +79,7 @@ from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, Profile, ProfileError, resolve_profile
 from sensei_eval.judging.run_folder import RunFolder, RunIdError, validate_run_id
 from sensei_eval.judging.runner import JudgeEvent, StreamedRun, judge_stream, report_judges
-from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, preflight, resolve_model
+from sensei_eval.models.judge_model import EMBEDDED_NOTICE, NO_JUDGE_MODEL, JudgeModel, preflight, resolve_model
 
 if TYPE_CHECKING:
     from sensei_eval.judging.ray_engine import RayJudging
@@ -78,8 +89,8 @@ __all__ = ('app', 'main')
 DEFAULT_DATASET = SAMPLE_DATASET  # the packaged sample (sensei_eval/data/), found wherever the command runs
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
-err = Console(stderr=True)
-out = Console()
+err = make_console(stderr=True)
+out = make_console()
 
 
 @app.command()
@@ -297,8 +308,9 @@ def _setup_model(
     ray_address: str | None,
     ray_workers: int | None,
 ) -> tuple[JudgeRunOptions, JudgeModel | None, RayJudging | None]:
-    """The judge model (none when every judge is a deterministic check), or the Ray workers that hold it;
-    with the embedded model, several failure-mode judges fused into one call per record."""
+    """The judge model (none when every judge is a deterministic check, or when no model is named: the
+    runner then reports the LLM judges as not run; with --ray a model must be named), or the Ray workers
+    that hold it; with the embedded model, several failure-mode judges fused into one call per record."""
     if ray:  # the model calls on Ray workers (docs/ray.md); everything else stays here
         if batch:
             err.print('[red]error:[/] --batch and --ray do not go together (Ray workers call the model live)')
@@ -309,6 +321,8 @@ def _setup_model(
     if not any(j.needs_model for j in judges):
         return options, None, None
     judge_model = _judge_model(flags)
+    if judge_model is None:  # none named: the runner reports the LLM judges as not run
+        return options, None, None
     # the embedded server loads while the run sets up, unless the cache may answer everything (a re-run)
     now = no_cache or not JudgeCache().db_path.exists()
     judge_model.start_server(lambda line: err.print(line, highlight=False), now=now)
@@ -437,8 +451,9 @@ def finish_run(
     folder.write_summary(summary)
     if reports and verbose:
         loaded = folder.load_reports()  # the per-record detail: the whole run in memory, on request only
-        shown = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
-        to_pydantic_evals_report(shown, name=summary.run_id).print(include_durations=False, console=out)
+        listed = loaded if stopped is None else [_shorten_stopped(r, stopped) for r in loaded]
+        with out.wide():  # pydantic-evals' table, whole in a CI log
+            to_pydantic_evals_report(listed, name=summary.run_id).print(include_durations=False, console=out)
         failures = _Failures(limit=None, full=True)
         for report in loaded:
             failures.add(report)
@@ -551,14 +566,30 @@ def _count_lines(path: Path) -> int:
 
 
 class _Failures:
-    """The failed verdicts the console lists: the first `limit` of them (all with `--verbose`)."""
+    """What the console lists after the table, gathered as reports come: the first `limit` failed verdicts
+    (all with `--verbose`), the judges skipped and why (counted once per record and repeat), and with
+    `--verbose` why each score below 1.00 is what it is (`core.explain`)."""
 
     def __init__(self, limit: int | None = 20, *, full: bool = False) -> None:
         self.limit = limit
         self.full = full  # --verbose: every reason in full, not cut to one line
         self.shown: dict[tuple[str, str], str] = {}
+        self.skipped: dict[str, Counter[str]] = {}  # judge -> why -> records
+        self.explained: dict[str, list[str]] = {}  # --verbose: record -> the lines explaining its score
+        self._seen: set[tuple[str, int]] = set()
 
     def add(self, report: RecordReport) -> None:
+        key = (report.query_id, report.repeat)
+        if key not in self._seen:  # a report rewritten by the run-wide rules keeps its skipped judges
+            self._seen.add(key)
+            for name, why in report.skipped.items():
+                self.skipped.setdefault(name, Counter())[why] += 1
+        if self.full:
+            explanation = explain_score(list(report.judges.values()))
+            if not explanation.full_marks:
+                score = f'{explanation.overall_score:.2f}' if explanation.overall_score is not None else 'not judged'
+                head = f'{_record_label(report)} · {score}' + (f' · {explanation.coverage}' if explanation.coverage else '')
+                self.explained[head] = explanation.lines()
         for name, result in report.judges.items():
             if self.limit is not None and len(self.shown) >= self.limit:
                 return
@@ -589,10 +620,11 @@ def _why_nothing(datasets: Sequence[Path], loaded: int, load_errors: Sequence[st
     return f'{names} has no records (the file is empty or blank)' if len(datasets) == 1 else f'{names} have no records'
 
 
-def _judge_model(flags: ModelFlags) -> JudgeModel:
-    """Resolve the judge model and check, with one request, that it answers; a problem ends the run here."""
+def _judge_model(flags: ModelFlags) -> JudgeModel | None:
+    """Resolve the judge model and check, with one request, that it answers; a problem ends the run here.
+    None when no model is named."""
     # this module's names, so tests can replace them here
-    return setup_judge_model(flags, err=err, resolve=resolve_model, check=preflight)
+    return setup_judge_model(flags, err=err, resolve=resolve_model, check=preflight, none_ok=True)
 
 
 def _ray_workers(flags: ModelFlags, address: str | None, workers: int | None, options: JudgeRunOptions) -> RayJudging:
@@ -634,15 +666,17 @@ def _batched(judge_model: JudgeModel, run_dir: Path) -> JudgeModel:
 
 
 # Without a terminal (CI, a log file) a progress line goes out at least this often, and at every
-# `_PLAIN_STEP` of the records, so a long run is never silent.
+# `_PLAIN_STEP` of the records (but not more than once every `_PLAIN_MIN_S`: a fast run is not a wall of
+# progress lines), so a long run is never silent; the last line always says where the run ended.
 _PLAIN_EVERY_S = 10.0
 _PLAIN_STEP = 0.05
+_PLAIN_MIN_S = 1.0
 
 
 class _PlainProgress:
-    """Progress as plain lines for a console that is not a terminal: records done, errors, model calls
-    and tokens, every `_PLAIN_EVERY_S` seconds (a ticker thread, so a slow judge call is not silence)
-    and at every 5% of the records."""
+    """Progress as plain lines for a console that is not a terminal: records done (bad lines included, as
+    the bar counts them), errors, model calls and tokens, every `_PLAIN_EVERY_S` seconds (a ticker
+    thread, so a slow judge call is not silence) and at every 5% of the records."""
 
     def __init__(self, total: int, console: Console) -> None:
         self.total, self.console = total, console
@@ -678,7 +712,8 @@ class _PlainProgress:
             now = time.monotonic()
             state = (self.records, self.errors, self.calls)
             by_time = now - self._last >= _PLAIN_EVERY_S
-            by_step = self.records - self._last_records >= max(1, int(self.total * _PLAIN_STEP))
+            stepped = self.records - self._last_records >= max(1, int(self.total * _PLAIN_STEP))
+            by_step = stepped and now - self._last >= _PLAIN_MIN_S
             if not (by_time or by_step or (force and state != self._shown)):
                 return
             self._last, self._last_records, self._shown = now, self.records, state
@@ -686,11 +721,15 @@ class _PlainProgress:
                 f'progress: {self.records}/{self.total} records · {self.errors} error(s) · {self.calls} model '
                 f'call(s) · {self.tokens:,} tokens · {now - self._start:.0f} s'
             )
-        self.console.print(line, highlight=False)
+        self.console.print(line, highlight=False, markup=False)
 
-    def finish(self) -> None:
+    def finish(self, total: int | None = None) -> None:
+        """The last line: `total` is what the run really had (the bar's count was read ahead from line counts)."""
         self._stop.set()
         self._ticker.join(2)
+        if total is not None:
+            with self._lock:
+                self.total = self.records = total
         self._maybe_print(force=True)
 
 
@@ -698,19 +737,22 @@ def _print_header(datasets: Sequence[Path], judges: Sequence[Judge], judge_model
     """What the run is about to do, before it does it: the model and its URL (credentials redacted),
     the dataset(s) and the judges."""
     model = judge_model.where if judge_model is not None else 'none (deterministic checks only)'
+    if judge_model is None and any(j.needs_model for j in judges):
+        model = 'none named (the checks judge; LLM judges do not run, see the end)'
     if judge_model is not None and judge_model.embedded:  # its server starts in the background (see above)
         model = judge_model.name
     if judge_model is not None:
         model += f' · deadline {judge_model.timeout_s:g} s per judge call'
     err.print(f'judge model: {model}', highlight=False, markup=False)
-    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False, markup=False)
-    err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False)
+    err.print(f'dataset(s): {", ".join(map(str, datasets))}', highlight=False, markup=False, soft_wrap=True)
+    err.print(f'judges ({len(judges)}): {", ".join(j.name for j in judges)}', highlight=False, markup=False)
 
 
 def _run(
     source: _RecordSource, options: JudgeRunOptions, folder: RunFolder, failures: _Failures, remote: RayJudging | None = None
 ) -> StreamedRun:
-    """The run with a progress bar (plain progress lines without a terminal); `remote`: Ray workers."""
+    """The run with a progress bar (plain progress lines without a terminal); `remote`: Ray workers. Both
+    count a bad line as a record done, and end on the run's real count (the total was read ahead)."""
     repeat = options.repeat
     workers = remote if remote is not None and remote.model is not None else None
     if workers is not None:
@@ -728,18 +770,22 @@ def _run(
         task = progress.add_task('', total=total)
         done = [0]
 
+        def records_done() -> int:
+            return done[0] + repeat * len(source.load_errors)
+
         def on_judge(event: JudgeEvent) -> None:
             mark = 'cached' if event.result.cached else event.result.status
-            progress.update(task, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            # a description is markup to Rich: a query id is text (`[link=…]` stays brackets)
+            progress.update(task, description=shown(f'{event.query_id} · {event.result.judge} · {mark}'))
             if plain is not None:
                 plain.judged(event)
 
         def on_report(report: RecordReport, path: Path | None) -> None:
             failures.add(report)
-            done[0] += 1  # a bad line counts as done too; a report rewritten at the end is capped
-            progress.update(task, completed=min(total, done[0] + repeat * len(source.load_errors)))
+            done[0] += 1  # a report rewritten at the end is capped
+            progress.update(task, completed=min(total, records_done()))
             if plain is not None:
-                plain.reported(done[0])
+                plain.reported(min(total, records_done()))
 
         try:
             stream = judge_stream(source, options, run_dir=folder, on_judge=on_judge, on_report=on_report, remote=workers)
@@ -748,27 +794,42 @@ def _run(
             if plain is not None:
                 plain.finish()
             raise
-        progress.update(task, total=run.reports, completed=run.reports)
+        done[0] = run.reports
+        final = records_done()
+        progress.update(task, total=final, completed=final, description='')
         if plain is not None:
-            plain.finish()
+            plain.finish(final)
         return run
 
 
-# The console's width: every line the table and the lists print fits it.
+# The width the lines under the table wrap at (reasons, lists): a terminal's 80 columns.
 _WIDTH = 80
+
+
+def _wrap(text: str, width: int, *, initial_indent: str = '', subsequent_indent: str = '') -> list[str]:
+    """`textwrap.wrap` at spaces only: `docs-agent` and `--profile` stay whole."""
+    return textwrap.wrap(text, width, initial_indent=initial_indent, subsequent_indent=subsequent_indent, break_on_hyphens=False)
+
+
 _LEGEND = 'judged: gave a pass/fail verdict · passed: share of those · score: mean'
 
 
 def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None) -> None:
-    """The run at a glance, read from the verdict model (`core.verdicts`): one row per judge that applied
-    (verdicts, share passed, mean score, inconclusive, errors), a legend, the overall score beside its
-    coverage, then failed verdicts as record · judge · reason (the first ones; all, in full, with -v)."""
+    """The run at a glance, read from the verdict model (`core.verdicts`): one row per judge that ran
+    (verdicts, share passed, mean score, inconclusive, errors), the judges that ran on no record named in
+    its title, a legend, the overall score beside its coverage, the judges skipped and why, then failed
+    verdicts as record · judge · reason (the first ones; all, in full, with -v) and, with -v, why each
+    score below 1.00 is what it is; last, the LLM judges that had no model, and how to name one."""
     from rich.table import Table
 
     rows = {n: j for n, j in summary.per_judge.items() if j.ok or j.errors or j.inconclusive or j.smoke}
     smoke = any(j.smoke for j in rows.values())
-    table = Table(box=None, pad_edge=False, title='judges', title_justify='left', title_style='bold')
-    table.add_column('judge', overflow='fold', max_width=24)
+    idle = [n for n in summary.per_judge if n not in rows]  # asked for, ran on no record: named, not hidden
+    title = f'judges ({len(summary.per_judge)})' + (f': {len(rows)} ran; did not run: {", ".join(idle)}' if idle else '')
+    for line in _wrap(title, _WIDTH, subsequent_indent='  '):
+        out.print(line, style='bold', highlight=False, markup=False)
+    table = Table(box=None, pad_edge=False)
+    table.add_column('judge', overflow='fold')
     columns = ('judged', 'passed', 'score', 'inconclusive', 'errors', *(('smoke',) if smoke else ()))
     for column in columns:
         table.add_column(column, justify='right', no_wrap=True)
@@ -784,11 +845,12 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
             *((str(j.smoke),) if smoke else ()),
         ]
         table.add_row(name, *cells)
-    out.print(table, width=_WIDTH)
+    print_table(out, table)
     legend = _LEGEND + (' · smoke: embedded model, not a verdict' if smoke else '')
-    for line in textwrap.wrap(legend, _WIDTH):
+    for line in _wrap(legend, _WIDTH):
         out.print(line, style='dim', highlight=False, markup=False)
-    out.print(_overall_line(summary), highlight=False, markup=False)
+    out.print(_overall_line(summary, failures), highlight=False, markup=False)
+    _print_skipped(failures)
     if failed:
         out.print(f'[bold]failed verdicts[/] ({failed}):')
         cut = False
@@ -796,9 +858,9 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
             head = f'  {record} · {name} · '
             if failures.full:  # every word, each part of the reason wrapped to the width on its own lines
                 first, *rest = reason.split('\n')
-                lines = textwrap.wrap(head + first.strip(), _WIDTH, subsequent_indent='    ')
+                lines = _wrap(head + first.strip(), _WIDTH, subsequent_indent='    ')
                 for part in rest:
-                    lines += textwrap.wrap(part.strip(), _WIDTH, initial_indent='    ', subsequent_indent='    ')
+                    lines += _wrap(part.strip(), _WIDTH, initial_indent='    ', subsequent_indent='    ')
             else:
                 line = head + reason
                 if len(line) > _WIDTH:
@@ -813,14 +875,64 @@ def _print_compact(summary: RunSummary, failures: _Failures, stopped: str | None
             out.print(f'  and {more} more (--verbose lists them all)', highlight=False, markup=False)
     elif stopped is None:
         out.print('no failed verdicts')
+    if failures.explained:
+        out.print(f'[bold]why each score is below 1.00[/] ({len(failures.explained)} record(s)):')
+        for head, lines in failures.explained.items():
+            out.print(f'  {head}', highlight=False, markup=False)
+            for line in lines:
+                for part in _wrap(line, _WIDTH, initial_indent='    ', subsequent_indent='      '):
+                    out.print(part, highlight=False, markup=False)
+    _print_not_run(failures)
 
 
-def _overall_line(summary: RunSummary) -> str:
+def _print_skipped(failures: _Failures) -> None:
+    """The judges that did not run on some records, with their most common reason, judges with the same
+    reason and count on one line (the LLM judges that had no model are `_print_not_run`'s)."""
+    groups: dict[tuple[str, int, int], list[str]] = {}
+    for name, whys in failures.skipped.items():
+        why, n = whys.most_common(1)[0]
+        if why != NO_JUDGE_MODEL:
+            groups.setdefault((why, n, sum(whys.values()) - n), []).append(name)
+    if not groups:
+        return
+    out.print('[bold]skipped[/] (the judge does not apply there):')
+    for (why, n, others), names in groups.items():
+        more = f' (and {others} record(s) for other reasons)' if others else ''
+        line = f'  {", ".join(names)}: {n} record(s): {why}{more}'
+        for part in _wrap(line, _WIDTH, subsequent_indent='    '):
+            out.print(part, highlight=False, markup=False)
+
+
+def _print_not_run(failures: _Failures) -> None:
+    """One line per LLM judge that did not run for want of a model, then how to name one."""
+    names = [n for n, whys in failures.skipped.items() if NO_JUDGE_MODEL in whys]
+    if not names:
+        return
+    out.print('[bold]LLM judges not run[/] (no judge model named):')
+    for name in names:
+        out.print(f'  {name}: needs a judge model', highlight=False, markup=False)
+    for line in _NAME_A_MODEL:
+        out.print(line, highlight=False, markup=False)
+
+
+# How to name a judge model, printed under the LLM judges that did not run.
+_NAME_A_MODEL = (
+    'name a model to run them: --model openai:gpt-5.2 (any pydantic-ai model string),',
+    '  --base-url URL --model NAME (Ollama, vLLM), or SENSEI_EVAL_MODEL=...;',
+    '  --model embedded runs the offline smoke model ("embedded" extra): it checks',
+    '  the LLM pipeline, it cannot judge',
+)
+
+
+def _overall_line(summary: RunSummary, failures: _Failures) -> str:
     """The run's overall score beside its coverage; "not judged" when no record has a score."""
     coverage = summary.coverage.label if summary.coverage is not None else 'not judged'
+    not_run = sum(1 for whys in failures.skipped.values() if NO_JUDGE_MODEL in whys)
     if summary.mean_overall_score is None:  # no record has a score: no judge gave a verdict
         return 'overall: not judged (no judge gave a pass/fail verdict)'
     line = f'overall score {summary.mean_overall_score:.2f} · {coverage}'
+    if not_run:  # the coverage counts the judges that ran: say the LLM judges were not among them
+        line = f'overall score {summary.mean_overall_score:.2f} · checks only: {coverage}, {not_run} LLM judge(s) not run'
     unscored = summary.records_judged - summary.records_scored
     if unscored > 0:
         line += f' · {unscored} record(s) not judged'
@@ -855,12 +967,15 @@ def _full_reason(result: JudgeResult) -> str:
 
 
 def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None) -> None:
-    err.print(
-        f'{summary.records_judged} record(s) judged by {len(summary.judges)} judge(s) · '
+    ran = sum(1 for j in summary.per_judge.values() if j.ok or j.errors or j.inconclusive or j.smoke)
+    judges = f'{ran} of {len(summary.judges)}' if ran < len(summary.judges) else str(len(summary.judges))
+    calls = (
         f'{summary.model_requests} model request(s), {summary.cache_hits} cached · '
-        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out',
-        highlight=False,
+        f'{summary.input_tokens:,} tokens in / {summary.output_tokens:,} out'
+        if summary.model_requests or summary.cache_hits or summary.model
+        else 'no model requests'
     )
+    err.print(f'{summary.records_judged} record(s) judged by {judges} judge(s) · {calls}', highlight=False)
     if summary.truncated_records:
         err.print(
             f'transcripts cut to the token budget: {", ".join(summary.truncated_records)} (see "truncation" in their reports)'
@@ -871,9 +986,9 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
         err.print(f'[red]{len(summary.judge_errors)} judge error(s):[/]')
         # after the "first failure" rule stopped the run, its one reason is printed once, not per judge
         shared = [e for e in summary.judge_errors if stopped is not None and e.endswith(stopped)]
-        for e in summary.judge_errors:
-            if e not in shared:
-                err.print(f'  {e}', highlight=False, markup=False)
+        for folded in fold_errors([e for e in summary.judge_errors if e not in shared]):
+            for line in _wrap(folded, _WIDTH, initial_indent='  ', subsequent_indent='    '):
+                err.print(line, highlight=False, markup=False)
         if shared:
             err.print(f'  {len(shared)} judge(s) not run: {stopped}', highlight=False, markup=False)
     if summary.inconclusive:
@@ -888,6 +1003,37 @@ def _print_footer(summary: RunSummary, run_dir: Path, stopped: str | None = None
     err.print(f'reports: {run_dir}/', highlight=False, markup=False)
     # relative to the working directory when it can be (`reports/<run>`), so the command fits the 80 columns
     err.print(f'next: sensei-eval view {_shown_path(run_dir)}', highlight=False, markup=False)
+
+
+# What makes two error messages "the same" for folding: numbers and long hex runs (ports, request ids,
+# timings, attempt counts) are masked before comparing.
+_VARYING = re.compile(r'\b[0-9a-f]{8,}\b|\d+(?:\.\d+)?')
+# Records and judges named in a folded error line; the rest are counted.
+_FOLD_NAMES = 3
+
+
+def fold_errors(errors: Sequence[str]) -> list[str]:
+    """`record: judge: message` lines with near-identical messages folded into one, with a count and the
+    records and judges it happened to (one failing server gives one line, not one per call)."""
+    groups: dict[str, list[tuple[str, str, str]]] = {}
+    for line in errors:
+        record, _, rest = line.partition(': ')
+        judge, _, why = rest.partition(': ')
+        groups.setdefault(_VARYING.sub('#', why or rest), []).append((record, judge, why or rest))
+    out = []
+    for items in groups.values():
+        if len(items) == 1:
+            out.append(': '.join(p for p in items[0] if p))
+            continue
+        records = list(dict.fromkeys(r for r, _, _ in items))
+        judges = list(dict.fromkeys(j for _, j, _ in items))
+        out.append(f'{len(items)}× {items[0][2]} (records: {_few(records)}; judges: {_few(judges)})')
+    return out
+
+
+def _few(names: Sequence[str]) -> str:
+    shown_ = ', '.join(names[:_FOLD_NAMES])
+    return shown_ + (f' and {len(names) - _FOLD_NAMES} more' if len(names) > _FOLD_NAMES else '')
 
 
 def _shown_path(path: Path) -> str:
@@ -910,7 +1056,7 @@ def _print_judges() -> None:
         groups = ','.join(g for g, names in GROUPS.items() if name in names and g != 'all') or '-'
         mark = '*' if name in EXTRA_MODES else ''
         table.add_row(name + mark, groups, 'yes' if cls.needs_model else 'no', cls().criteria_hash()[:12])
-    out.print(table)
+    print_table(out, table)
     out.print('* beyond the 15 standard failure modes: judges the run against its own instructions')
     out.print('profiles (--profile, or metadata.profile per record):')
     for p in BUILTIN_PROFILES.values():

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -42,6 +41,8 @@ from sensei_eval.cli.common import (
     OutOption,
     TimeoutOption,
     make_app,
+    make_console,
+    print_table,
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
@@ -64,8 +65,8 @@ if TYPE_CHECKING:
 __all__ = ('app', 'load_run_config', 'main')
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
-err = Console(stderr=True)
-out = Console()
+err = make_console(stderr=True)
+out = make_console()
 
 # options a run config may not set: the config itself, and resuming (a run folder, not a setting)
 _NOT_IN_CONFIG = ('config', 'resume')
@@ -443,7 +444,7 @@ def _gepa(
     scores = (_f(result.baseline_score), _f(result.best_score), 'yes' if result.accepted else 'no')
     counts = (result.candidates, result.metric_calls, result.model_calls, len(result.errors))
     table.add_row(*scores, *(str(n) for n in counts))
-    out.print(table)
+    print_table(out, table)
     if result.validation is not None and not result.accepted:
         out.print(f'best candidate not accepted: {result.validation.reason}', highlight=False)
     return 1 if result.errors else 0
@@ -466,7 +467,7 @@ def _print_table(state: OptimizeState) -> None:
         table.add_row(name, str(cs.failures), cs.status, train, val, n_var, kept)
         if cs.reason and cs.status != 'skipped':
             notes.append(f'{name}: {cs.reason}')
-    out.print(table)
+    print_table(out, table)
     skipped = [n for n, cs in state.components.items() if cs.status == 'skipped']
     if skipped:
         notes.append(f'skipped (no failure routed to them): {", ".join(skipped)}')

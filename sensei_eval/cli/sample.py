@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from sensei_eval.cli.base import make_console
 from sensei_eval.core.datasets import load_datasets
 from sensei_eval.production.sampler import Sampler, SamplerConfig, SamplerConfigError, load_sampler_config
 
@@ -42,8 +43,9 @@ def sample(
     sampler = Sampler(settings)
     loaded = load_datasets(dataset)
     records, errors = loaded.records, loaded.errors
+    err = make_console(stderr=True)  # a bad line's text is the input's: printed as text, controls made visible
     for error in errors:
-        typer.echo(f'warning: {error}', err=True)
+        err.print(f'warning: {error}', markup=False, highlight=False)
     records.sort(key=lambda r: float(r.metadata.get('ended_at') or 0.0))
     counts: Counter[str] = Counter()
     calls = 0

@@ -1,5 +1,9 @@
 """`sensei-eval serve`: flags into `ServiceSettings`, the judge model resolved and checked as `judge` does it
-(flag, then `SENSEI_EVAL_MODEL`, else the embedded model), and `sensei_eval.service.create_app` under uvicorn.
+(flag, then `SENSEI_EVAL_MODEL`; none named is a usage error), and `sensei_eval.service.create_app` under uvicorn.
+
+The address is checked first: a port in use (or an address that is not this machine's) is a usage error,
+exit 2 with a `--port` / `--host` hint, before the database is opened or migrated and before the model is
+checked. The check binds as uvicorn binds (`SO_REUSEADDR`), so it fails exactly when uvicorn would.
 """
 
 from __future__ import annotations
@@ -112,15 +116,17 @@ def serve(
     log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
-    from rich.console import Console
-
-    from sensei_eval.cli.common import ModelFlags, setup_judge_model, setup_telemetry
+    from sensei_eval.cli.common import ModelFlags, make_console, setup_judge_model, setup_telemetry
 
     with requires_extra('service', 'the scoring service'):
         from sensei_eval.service import ServiceSettings, create_app
         from sensei_eval.service.config import DEFAULT_DB_URL
         from sensei_eval.service.server import run_server
 
+    problem = _address_problem(host, port)
+    if problem is not None:
+        typer.echo(f'error: {problem}', err=True)
+        raise typer.Exit(2)
     if scorer not in ('freeform', 'structured'):
         raise typer.BadParameter('use freeform or structured', param_hint='--scorer')
     variant: Literal['freeform', 'structured'] = 'structured' if scorer == 'structured' else 'freeform'
@@ -181,7 +187,7 @@ def serve(
         raise typer.BadParameter(str(e)) from None
     # checked as `judge` checks it: a bad model string or key is one line and exit 2; an unreachable
     # server is a warning naming it (the service starts; its scorings fail until the server answers)
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     setup_telemetry(console)  # the service's own judging spans go where OTEL_* says
     flags = ModelFlags(model, base_url, embedded_threads=embedded_threads)
     judge_model = setup_judge_model(flags, err=console, unreachable_ok=True)
@@ -189,6 +195,30 @@ def serve(
         run_server(create_app(settings, judge_model), settings, host=host, port=port, log_level=log_level.lower())
     finally:
         judge_model.close()
+
+
+def _address_problem(host: str, port: int) -> str | None:
+    """Why uvicorn could not listen on `host:port` (the port in use, not permitted, not this machine's
+    address), with the flag that fixes it; None when it can. Binds a socket as uvicorn does and closes it."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    with socket.socket(family=family) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host.strip('[]'), port))
+        except socket.gaierror as e:
+            return f'--host {host}: not an address this machine can listen on ({e.strerror})'
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return f'port {port} on {host} is in use (another service is listening there): pick another with --port'
+            if e.errno == errno.EACCES:
+                return f'port {port} needs privileges this process lacks: pick one above 1023 with --port'
+            if e.errno == errno.EADDRNOTAVAIL:
+                return f'--host {host} is not an address of this machine: use 127.0.0.1, or 0.0.0.0 for every interface'
+            return f'cannot listen on {host}:{port}: {e.strerror or e}'
+    return None
 
 
 def _allowed_hosts(given: list[str] | None, bound: str) -> frozenset[str]:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from sensei_eval.agents.components import ComponentsError, PromptComponents, load_components
@@ -42,9 +41,11 @@ from sensei_eval.cli.common import (
     NoCacheOption,
     TimeoutOption,
     make_app,
+    make_console,
     quiet_third_party,
     setup_judge_model,
     setup_telemetry,
+    shown,
     split_names,
 )
 from sensei_eval.core.errors import InputError, describe_error
@@ -69,8 +70,8 @@ from sensei_eval.validate.run import RunEvent, ValidateOptions, validate_prompts
 __all__ = ('app', 'load_report_dir', 'main', 'write_outputs')
 
 app = make_app(help=__doc__.split('\n\n')[0] if __doc__ else None)
-err = Console(stderr=True)
-out = Console()
+err = make_console(stderr=True)
+out = make_console()
 
 
 @app.command()
@@ -165,7 +166,7 @@ def validate(
     write_outputs(comparison, out_dir)
     _print_outputs(comparison, out_dir, old, new, cases=cases)
     sides = [old_reports, new_reports] if old_reports is not None else [out_dir / 'old', out_dir / 'new']
-    _write_side_by_side_view([p for p in sides if p is not None], out_dir)
+    _write_side_by_side_view([p for p in sides if p is not None], out_dir, comparison)
     raise typer.Exit(comparison.exit_code)
 
 
@@ -229,18 +230,20 @@ def _print_outputs(
 ) -> None:
     """The per-case table (`--cases`), the comparison, and where its files are."""
     if cases and (old or new):
-        to_pydantic_evals_report(new, name='new').print(
-            baseline=to_pydantic_evals_report(old, name='old'), console=out, include_durations=False
-        )
+        with out.wide():  # pydantic-evals' table, whole in a CI log
+            to_pydantic_evals_report(new, name='new').print(
+                baseline=to_pydantic_evals_report(old, name='old'), console=out, include_durations=False
+            )
     print_comparison(comparison, out)
     err.print(f'comparison: {out_dir}/comparison.json, {out_dir}/comparison.md', highlight=False)
 
 
-def _write_side_by_side_view(sides: list[Path], out_dir: Path) -> None:
-    """The two runs side by side, as one HTML file (an extra: the gate's verdict stands without it)."""
+def _write_side_by_side_view(sides: list[Path], out_dir: Path, comparison: Comparison) -> None:
+    """The two runs side by side, as one HTML file with this gate's decision on it (an extra: the gate's
+    verdict stands without it)."""
     if len(sides) == 2 and all(p.is_dir() for p in sides):
         try:
-            err.print(f'view: {write_view(sides, out_dir / "view.html")}', highlight=False)
+            err.print(f'view: {write_view(sides, out_dir / "view.html", gate=comparison)}', highlight=False, markup=False)
         except (OSError, ValueError) as e:
             err.print(f'[yellow]warning:[/] no view.html: {e}', highlight=False)
 
@@ -317,6 +320,8 @@ def _progress_bars() -> Progress:
 
 
 def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, runs: int, agent_concurrency: int) -> Comparison:
+    """The agent runs and judging with a bar per stage; each bar ends on what its stage really did (a bar
+    counted ahead from the judges and profiles never stops short of its total)."""
     old, new, runner, queries, _ = setup
     with _progress_bars() as progress:
         agent_task = progress.add_task('', total=2 * len(queries) * runs, stage='agent runs')
@@ -324,16 +329,18 @@ def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, run
 
         def on_run(event: RunEvent) -> None:
             mark = 'error' if event.error else 'ok'
-            progress.update(agent_task, advance=1, description=f'{event.side} · {event.query_id} · run {event.run} · {mark}')
+            text = shown(f'{event.side} · {event.query_id} · run {event.run} · {mark}')  # markup to Rich: ids are text
+            progress.update(agent_task, advance=1, description=text)
 
         def on_judging(side: str, total: int) -> None:
             judge_tasks[side] = progress.add_task('', total=total, stage=f'judging {side}')
 
         def on_judge(side: str, event: JudgeEvent) -> None:
             mark = 'cached' if event.result.cached else event.result.status
-            progress.update(judge_tasks[side], advance=1, description=f'{event.query_id} · {event.result.judge} · {mark}')
+            text = shown(f'{event.query_id} · {event.result.judge} · {mark}')
+            progress.update(judge_tasks[side], advance=1, description=text)
 
-        return asyncio.run(
+        comparison = asyncio.run(
             validate_prompts(
                 old,
                 new,
@@ -345,6 +352,9 @@ def _run(setup: _Setup, options: JudgeRunOptions, validate: ValidateOptions, run
                 on_judging=on_judging,
             )
         )
+        for task in progress.tasks:
+            progress.update(task.id, total=task.completed, description='')
+        return comparison
 
 
 @exit_on_missing_extra

@@ -65,6 +65,10 @@ __all__ = (
     'speakers_from_prefix',
 )
 
+# How close an unknown field name must be to a known one for "did you mean" (difflib's ratio): `ratings` and
+# `rating` are 0.92 apart, `expected_calls` and `expected_tool_calls` 0.85; unrelated names stay under 0.6.
+_DID_YOU_MEAN_CUTOFF = 0.6
+
 MessageFormat = Literal['pydantic-ai', 'openai', 'tarsy']
 
 # One JSONL line larger than this is refused: a record that big is almost always a mistake (a log dump
@@ -304,6 +308,20 @@ def _pick_waiting(pending: list[tuple[int, _Located, int]], call_id: str, tool_n
     return None
 
 
+def _no_unknown_fields(data: dict[Any, Any], model: type[BaseModel], prefix: str) -> None:
+    """Raise a `RecordFieldError` at the first key of `data` that `model` has no field for, with the closest
+    field name when one is close enough (`difflib`), else the names it has."""
+    import difflib
+
+    known = sorted(model.model_fields)
+    for key in data:
+        if key in model.model_fields:
+            continue
+        guess = difflib.get_close_matches(str(key), known, n=1, cutoff=_DID_YOU_MEAN_CUTOFF)
+        hint = f'did you mean `{guess[0]}`?' if guess else f'the fields are {", ".join(known)}'
+        raise RecordFieldError(f'{prefix}{key}', f'unknown field: {hint}')
+
+
 class QueryRecord(BaseModel):
     """One rated agent run. `messages` keeps what the user gave; `model_messages` is the normalised form."""
 
@@ -334,6 +352,21 @@ class QueryRecord(BaseModel):
         if isinstance(value, list):
             return [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value]
         return value
+
+    @model_validator(mode='before')
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """A field the record (or its rating, or an expected call) does not have is a located error naming the
+        closest known field (`ratings`: did you mean `rating`?), not pydantic's bare "extra inputs"."""
+        if isinstance(data, dict):
+            _no_unknown_fields(data, cls, '')
+            if isinstance(rating := data.get('rating'), dict):
+                _no_unknown_fields(rating, Rating, 'rating.')
+            if isinstance(calls := data.get('expected_tool_calls'), list):
+                for n, call in enumerate(calls):
+                    if isinstance(call, dict):
+                        _no_unknown_fields(call, ExpectedToolCall, f'expected_tool_calls[{n}].')
+        return data
 
     @model_validator(mode='after')
     def _normalise(self) -> QueryRecord:

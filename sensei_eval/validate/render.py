@@ -11,6 +11,8 @@ queries on one side only and the thresholds follow, so a reader can tell "no cha
 
 from __future__ import annotations
 
+import contextlib
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -97,15 +99,21 @@ def to_markdown(c: Comparison) -> str:
 
 
 def print_comparison(c: Comparison, console: Console | None = None) -> None:
-    """The comparison as a rich table, then the gate's reasons. Narrow consoles (a CI log is often 80
-    columns) get fewer columns — Δ, CI, p and verdict always; `comparison.md` / `.json` have every number."""
+    """The comparison as a rich table, then the gate's reasons. A narrow terminal gets fewer columns — Δ,
+    CI, p and verdict always; `comparison.md` / `.json` have every number. Without a terminal (a CI log)
+    the command line's console gives the table its whole width (`table_width`, printed inside its `wide()`):
+    every column, names uncut."""
     console = console or Console()
-    wide = console.width >= _WIDE
-    means_too = console.width >= _MEDIUM
+    width = int(getattr(console, 'table_width', console.width))
+    wide_layout = getattr(console, 'wide', contextlib.nullcontext)
+    wide = width >= _WIDE
+    means_too = width >= _MEDIUM
     table = Table(title='before → after (paired by query)', title_justify='left', box=box.SIMPLE_HEAD, pad_edge=False)
     # a metric is a judge's mode (`tool_parameters/reference_check`): whole on a wide console, cut on a
     # narrow one so the numbers keep their room
-    table.add_column('metric', no_wrap=True, max_width=max(16, console.width * 2 // 7), overflow='ellipsis')
+    # (a log, printed wider than the console, cuts nothing)
+    cap = None if width > console.width else max(16, width * 2 // 7)
+    table.add_column('metric', no_wrap=True, max_width=cap, overflow='ellipsis')
     if wide:
         table.add_column('n', justify='right')
     if means_too:
@@ -134,7 +142,8 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
         row.append(verdict)
         table.add_row(*row)
     console.print(_sides_line(c).replace('`', ''), highlight=False)
-    console.print(table)
+    with wide_layout():
+        console.print(table)
     console.print(_family_line(c), highlight=False)
     for name, why in c.gate.dropped.items():
         console.print(f'  dropped {name}: {why}', highlight=False)

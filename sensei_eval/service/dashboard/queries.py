@@ -37,11 +37,12 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import Select, and_, case, false, func, null, select
 from sqlalchemy.orm import Session
 
+from sensei_eval.core.explain import ScoreExplanation, explain_score
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
-from sensei_eval.core.verdicts import RecordVerdict, record_verdict
+from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
 from sensei_eval.evaluators.investigation import (
     CATEGORIES,
     CATEGORY_POINTS,
@@ -179,6 +180,13 @@ class JudgementView(BaseModel):
     failure_modes: list[str]
     verdicts: list[VerdictOut]
     skipped: dict[str, str]
+    judge_statuses: dict[str, str] = Field(
+        default_factory=dict, description="Each judge's verdict over all its modes (`core.verdicts.judge_status`): one per judge."
+    )
+    why: ScoreExplanation | None = Field(
+        default=None,
+        description='Why the score is what it is (`core.explain`): what cost points, what did not count, what was skipped.',
+    )
 
 
 class CategoryOut(BaseModel):
@@ -798,6 +806,7 @@ def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: R
     rank = {'fail': 0, 'error': 1, 'inconclusive': 2, 'smoke': 3, 'not_applicable': 3, 'pass': 4}
     verdicts.sort(key=lambda v: (rank.get(v.status, 1), v.judge, v.failure_mode or ''))
     skipped = report.get('skipped')
+    skipped_judges = {str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {}
     return JudgementView(
         evaluation_id=evaluation.evaluation_id,
         status=evaluation.status.value,
@@ -813,7 +822,9 @@ def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: R
         primary_failure_mode=verdict.primary_failure_mode if verdict else None,
         failure_modes=list(verdict.failure_modes) if verdict else [],
         verdicts=verdicts,
-        skipped={str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {},
+        skipped=skipped_judges,
+        judge_statuses={r.judge: judge_status(r) for r in results},
+        why=explain_score(results, skipped_judges) if results else None,
     )
 
 

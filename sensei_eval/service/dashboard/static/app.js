@@ -20,7 +20,10 @@ let view = null; // the current view: { kind, id?, dispose(), onRoute?(route) }
 // ---------------------------------------------------------------------------------------------------
 // Shared pieces
 
-/** The score badge: 0-49 red, 50-74 yellow, 75-100 green; "Not scored"; "Scoring…" while active. */
+/**
+ * The alert score badge: "N/100", "Not scored", "Scoring…" while active, "Scoring failed" in red. A score has no
+ * colour of its own: colours say verdicts (pass, fail, inconclusive, error, smoke), never a score band.
+ */
 export function scoreBadge(scoringStatus, totalScore) {
   let cls = 'none';
   let text = 'Not scored';
@@ -28,7 +31,7 @@ export function scoreBadge(scoringStatus, totalScore) {
     cls = 'active';
     text = 'Scoring…';
   } else if (totalScore !== null && totalScore !== undefined) {
-    cls = totalScore >= 75 ? 'good' : totalScore >= 50 ? 'weak' : 'bad';
+    cls = 'scored';
     text = `${totalScore}/100`;
   } else if (['failed', 'timed_out', 'cancelled'].includes(scoringStatus)) {
     cls = 'error';
@@ -44,14 +47,15 @@ export function scoreBadge(scoringStatus, totalScore) {
 /**
  * The run's judgement: its latest evaluation's overall score (0-1), "Judging…" while one runs, else why there is none.
  * Score, coverage and verdict all come from the service (the verdict model): nothing is decided here. The colour
- * says the verdict: a failed mode red, every judge passed green, passed but only partly judged yellow.
+ * is the verdict's, never the score's: a failed verdict red, judged with no failure green (how much was judged
+ * goes beside it: `coverageNote`).
  * A finished evaluation that no judge judged shows "Not judged", never a score.
  */
 export function judgementBadge(evaluationStatus, overall, smoke = false, coverage = null, failed = false) {
   let cls = 'none';
   let text = 'Not judged';
   if (overall !== null && overall !== undefined) {
-    cls = failed ? 'bad' : coverage && !fullyJudged(coverage) ? 'weak' : 'good';
+    cls = failed ? 'bad' : 'good';
     text = overall.toFixed(2);
   } else if (ACTIVE.has(evaluationStatus)) {
     cls = 'active';
@@ -509,34 +513,72 @@ function sessionView(initial) {
     }
     box.append(h('h3', {}, 'Failure modes'));
     box.append(j.failure_modes.length ? h('div', { class: 'modes' }, j.failure_modes.map((m) => h('a', { class: 'chip', href: `#/?failure_mode=${encodeURIComponent(m)}`, title: 'Every run with this failure mode' }, m.replaceAll('_', ' ')))) : h('p', { class: 'muted' }, 'None.'));
-    box.append(h('h3', {}, `Verdicts (${j.verdicts.length})`));
+    if (j.why) box.append(whyBox(j.why));
+    // one block per judge (a judge of several failure modes, like the reference check, lists each mode inside)
+    const byJudge = new Map();
+    for (const v of j.verdicts) byJudge.set(v.judge, [...(byJudge.get(v.judge) || []), v]);
+    box.append(h('h3', {}, `Verdicts (${byJudge.size} judge${byJudge.size === 1 ? '' : 's'})`));
     const list = h('div', { dataset: { testid: 'verdicts' } });
-    for (const v of j.verdicts) {
-      const word = verdictWord(v);
-      const issues = v.issues.map((issue) => {
-        const fields = h('dl', {});
-        for (const [k, val] of Object.entries(issue.fields)) fields.append(h('dt', {}, k.replaceAll('_', ' ')), h('dd', {}, fieldText(val)));
-        const cites = issue.steps.length
-          ? h('p', { class: 'cites' }, 'Cites: ', issue.steps.map((n) => h('a', { href: sessionHref(id, `/step/${n}`), class: 'step-link', dataset: { step: n } }, `step ${n}`)))
-          : null;
-        return h('div', { class: 'issue-fields' }, fields, cites);
-      });
+    for (const [judge, modes] of byJudge) {
+      const word = (j.judge_statuses && j.judge_statuses[judge]) || verdictWord(modes[0]);
+      const several = modes.length > 1;
+      const parts = [];
+      for (const v of modes) {
+        const mode = v.failure_mode && v.failure_mode !== v.judge ? v.failure_mode.replaceAll('_', ' ') : '';
+        if (several) {
+          parts.push(h('div', { class: 'mode-line', dataset: { mode: v.failure_mode || '' } }, h('span', { class: `tag ${verdictWord(v).replace(' ', '-')}` }, verdictWord(v)), ` ${mode}`, v.score !== null ? h('span', { class: 'muted small' }, ` score ${v.score.toFixed(2)}`) : null));
+        }
+        if (v.error) parts.push(h('pre', { class: 'text why' }, v.error));
+        for (const issue of v.issues) parts.push(issueBox(issue));
+      }
+      const first = modes[0];
+      const single = !several && first.score !== null ? h('span', { class: 'muted small' }, ` score ${first.score.toFixed(2)}`) : null;
+      const mode = !several && first.failure_mode && first.failure_mode !== judge ? h('span', { class: 'muted small' }, ` · ${first.failure_mode.replaceAll('_', ' ')}`) : null;
       list.append(
         h(
           'div',
-          { class: `verdict ${word.replace(' ', '-')}`, dataset: { judge: v.judge, verdict: word, testid: 'verdict' } },
-          h('div', { class: 'verdict-head' }, h('strong', {}, v.judge), h('span', { class: `tag ${word.replace(' ', '-')}` }, word), v.score !== null ? h('span', { class: 'muted small' }, ` score ${v.score.toFixed(2)}`) : null, v.failure_mode && v.failure_mode !== v.judge ? h('span', { class: 'muted small' }, ` · ${v.failure_mode.replaceAll('_', ' ')}`) : null),
-          v.error ? h('pre', { class: 'text why' }, v.error) : null,
-          v.reasoning ? h('pre', { class: 'text reasoning' }, v.reasoning) : null,
-          issues,
+          { class: `verdict ${word.replace(' ', '-')}`, dataset: { judge, verdict: word, testid: 'verdict' } },
+          h('div', { class: 'verdict-head' }, h('strong', {}, judge), h('span', { class: `tag ${word.replace(' ', '-')}` }, word), single, mode),
+          first.reasoning ? h('pre', { class: 'text reasoning' }, first.reasoning) : null,
+          parts,
         ),
       );
     }
     if (!j.verdicts.length) list.append(h('p', { class: 'muted' }, 'This evaluation has no per-judge verdicts.'));
     box.append(list);
-    const skipped = Object.entries(j.skipped);
-    if (skipped.length) box.append(h('p', { class: 'muted small' }, `Not run here: ${skipped.map(([k, why]) => `${k} (${why})`).join('; ')}`));
     return box;
+  }
+
+  /** One finding: its fields, and links to the steps it cites. */
+  function issueBox(issue) {
+    const fields = h('dl', {});
+    for (const [k, val] of Object.entries(issue.fields)) fields.append(h('dt', {}, k.replaceAll('_', ' ')), h('dd', {}, fieldText(val)));
+    const cites = issue.steps.length
+      ? h('p', { class: 'cites' }, 'Cites: ', issue.steps.map((n) => h('a', { href: sessionHref(id, `/step/${n}`), class: 'step-link', dataset: { step: n } }, `step ${n}`)))
+      : null;
+    return h('div', { class: 'issue-fields' }, fields, cites);
+  }
+
+  /**
+   * Why the score is what it is, as the service's explanation (`core.explain`) says: each verdict that cost
+   * points with its findings (a pass's minor ones too), each verdict not counted, each judge skipped, with why.
+   */
+  function whyBox(why) {
+    const items = [];
+    const label = (c) => (c.failure_mode && c.failure_mode !== c.judge ? `${c.judge} · ${c.failure_mode.replaceAll('_', ' ')}` : c.judge);
+    for (const c of why.costs) {
+      const findings = c.findings.map((f) => h('li', {}, h('span', { class: 'sev' }, f.severity || 'finding'), ` ${f.text}`, f.steps.length ? h('span', { class: 'cites' }, ' (', f.steps.map((n) => h('a', { href: sessionHref(id, `/step/${n}`), class: 'step-link', dataset: { step: n } }, `step ${n}`)), ')') : null));
+      items.push(h('li', { class: `cost ${c.status}`, dataset: { judge: c.judge, testid: 'cost' } }, h('span', { class: `tag ${c.status}` }, c.status), ' ', h('strong', {}, label(c)), c.score !== null ? ` ${c.score.toFixed(2)}` : '', c.why && !c.findings.length ? h('span', { class: 'muted' }, ` ${c.why}`) : null, findings.length ? h('ul', {}, findings) : null));
+    }
+    for (const c of why.not_counted) {
+      items.push(h('li', { class: `uncounted ${c.status.replace(' ', '-')}`, dataset: { judge: c.judge, testid: 'not-counted' } }, h('span', { class: `tag ${c.status.replace(' ', '-')}` }, c.status), ' ', h('strong', {}, label(c)), `: not counted in the score.${c.why ? ` ${c.why}` : ''}`));
+    }
+    for (const [name, reason] of Object.entries(why.skipped)) {
+      items.push(h('li', { class: 'skipped', dataset: { judge: name, testid: 'skipped' } }, h('span', { class: 'tag skipped' }, 'skipped'), ' ', h('strong', {}, name), `: ${reason}`));
+    }
+    const full = !why.costs.length && !why.not_counted.length;
+    const head = why.overall_score === null ? 'Not judged: no judge gave a pass/fail verdict.' : full ? `${why.overall_score.toFixed(2)}: every verdict passed without a finding.` : `Why ${why.overall_score.toFixed(2)}:`;
+    return h('div', { class: 'why-score', dataset: { testid: 'why' } }, h('h3', {}, head), items.length ? h('ul', {}, items) : null);
   }
 
   function transcriptPanel() {
@@ -865,13 +907,13 @@ function patternsView(initial = {}) {
         card('Pass rate per judge', '(passed of its verdicts)', rateChart(p.judge_pass_rates, { name: 'judge-pass-rates', axis: 'verdicts that passed', tone: 'good', emptyText: 'No judge verdicts under the current criteria.', href: (r) => listHref({ judge: r.label }) })),
         card('Failure rate per failure mode', '(runs that failed it, of the runs judged on it)', rateChart(p.mode_failure_rates, { name: 'mode-failure-rates', axis: 'runs that failed', tone: 'bad', emptyText: 'No failure-mode verdicts under the current criteria.', href: (r) => listHref({ failure_mode: r.label }) })),
         card(`Failed runs per ${state.bucket}`, judgeNote || '(runs with a failed verdict, of the runs judged)', rateLines(p.failure_trend, { name: 'failure-trend', emptyText: 'No judged runs in this range.', href: (pt, group) => listHref({ since: pt.period, until: pt.until, failed: state.judge ? '' : 'true', judge: state.judge, ...(state.group === 'all' || group === '(none)' ? {} : { [state.group]: group }) }) })),
-        card('Overall score distribution', '(latest evaluation of each run)', countBars(p.overall_histogram, { name: 'overall-histogram', axis: 'overall score (0-1)', emptyText: state.judge ? 'Not shown for one judge (the overall score combines them all).' : 'No judged runs yet.', band: (b) => { const low = parseFloat(b.label); return low >= 0.75 ? 'good' : low >= 0.5 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_overall: lo, max_overall: hi === '1.0' ? hi : (parseFloat(hi) - 0.0001).toFixed(4) }); } })),
+        card('Overall score distribution', '(latest evaluation of each run)', countBars(p.overall_histogram, { name: 'overall-histogram', axis: 'overall score (0-1)', emptyText: state.judge ? 'Not shown for one judge (the overall score combines them all).' : 'No judged runs yet.', href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_overall: lo, max_overall: hi === '1.0' ? hi : (parseFloat(hi) - 0.0001).toFixed(4) }); } })),
       ),
       h('h2', { class: 'section' }, 'Alert investigations (investigation scorer)'),
       h(
         'div',
         { class: 'grid' },
-        card('Score distribution', '', countBars(p.histogram, { name: 'histogram', axis: 'score (0-100)', emptyText: 'No alert scores under the current criteria yet.', band: (b) => { const low = parseInt(b.label, 10); return low >= 75 ? 'good' : low >= 50 ? 'weak' : 'bad'; }, href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_score: lo, max_score: hi }); } })),
+        card('Score distribution', '', countBars(p.histogram, { name: 'histogram', axis: 'score (0-100)', emptyText: 'No alert scores under the current criteria yet.', href: (b) => { const [lo, hi] = b.label.split('-'); return listHref({ min_score: lo, max_score: hi }); } })),
         card('Mean score per day', '', lineChart(p.trend, { name: 'trend' })),
         card('Failure modes (runs)', '', barChart(p.failure_modes.map((b) => ({ ...b, label: b.label.replaceAll('_', ' ') })), { name: 'failure-modes', emptyText: 'No failure-mode evaluations under the current criteria.' })),
         card('Most frequent missing tools', '', barChart(p.missing_tools, { name: 'missing-tools', emptyText: 'No missing tools reported.' })),
