@@ -86,7 +86,7 @@ def test_judges_and_evaluators_mean_the_same_on_judge(tmp_path: Path) -> None:
 
 
 def test_judges_is_the_same_option_on_optimize_and_validate(tmp_path: Path) -> None:
-    assert split_names(['a,b', ' c ', '']) == ['a', 'b', 'c'] and split_names(None) == ['mvp', 'checks']
+    assert split_names(['a,b', ' c ', '']) == ['a', 'b', 'c'] and split_names(None) == ['core', 'checks']
     # a repeated, comma-separated unknown judge is a usage error naming it, on every command
     data = tmp_path / 'q.jsonl'
     data.write_text('{"query_id": "q1", "query": "hi"}\n')

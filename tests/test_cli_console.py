@@ -195,7 +195,8 @@ def test_verbose_says_why_each_score_is_below_one(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     why = result.stdout.split('why each score is below 1.00 (', 1)[1]
     assert why.startswith('8 record(s)):')
-    assert '  docs-006 · 0.50 · all 7 judges\n    version_check · tool_parameters: fail 0.50\n' in why
+    # a check failed the run: the check-failed band (`core.verdicts`), 0.25 x the mode's 0.50
+    assert '  docs-006 · 0.12 · all 7 judges\n    version_check · tool_parameters: fail 0.50\n' in why
     assert "      finding: The query names version '15'" in why
-    assert '  docs-013 · 0.12 · all 7 judges' in why and 'docs-001 ·' not in why
+    assert '  docs-013 · 0.03 · all 7 judges' in why and 'docs-001 ·' not in why
     assert 'repeated_call_check · tool_parameters: fail 0.50' in why

@@ -240,7 +240,7 @@ def test_cli_prints_the_shared_reason_once(tmp_path: Path, monkeypatch: pytest.M
     result = _invoke('--dataset', str(_record_file(tmp_path, 4)), '--out', str(tmp_path / 'o'), '--run-id', 'r', '--no-cache')
     assert result.exit_code == 1
     assert _text(result.output).count('stopped calling the judge model') == 1, result.output
-    assert '12 judge(s) not run' in _text(result.stderr)
+    assert '20 judge(s) not run' in _text(result.stderr)  # 4 records x the 5 core judges
     assert len(load_reports(tmp_path / 'o' / 'r')) == 4  # reports still written
 
 

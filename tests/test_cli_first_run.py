@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from sensei_eval.cli import judge as judge_cli
 from sensei_eval.cli.app import app as root
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.evaluators.registry import GROUPS, make_judges
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import NO_JUDGE_MODEL, NoJudgeModelError, resolve_model
@@ -77,11 +77,12 @@ def test_the_main_job_judges_with_the_checks_and_names_the_llm_judges_not_run(tm
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert 'judges (11): 8 ran; did not run: tool_selection, hallucination, completeness' in out
-    assert 'overall score 0.71 · checks only: all 8 judges, 3 LLM judge(s) not run' in out
+    ran = 'judges (13): 8 ran; did not run: tool_selection, tool_parameters, hallucination,\n'
+    assert ran + '  completeness, instruction_following' in out
+    assert 'overall score 0.58 · checks only: all 8 judges, 5 LLM judge(s) not run' in out
     assert 'failed verdicts (11):' in out
     not_run = out.split('LLM judges not run (no judge model named):\n', 1)[1].splitlines()
-    assert not_run[:3] == [f'  {n}: needs a judge model' for n in ('tool_selection', 'hallucination', 'completeness')]
+    assert not_run[:5] == [f'  {n}: needs a judge model' for n in GROUPS['core']]
     assert '--model openai:gpt-5.2' in out and 'SENSEI_EVAL_MODEL' in out and '--model embedded' in out
     assert 'starting the embedded model' not in result.stderr and 'smoke' not in result.stderr
     assert all(len(line) <= 80 for line in out.splitlines()), out

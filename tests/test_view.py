@@ -216,18 +216,19 @@ def test_a_050_score_with_every_verdict_passed_says_why(tmp_path: Path) -> None:
         run_id='half',
         skipped={'citation_check': "not in profile 'default'"},
     )
-    assert report.overall_score == 0.5 and not report.failure_modes  # every verdict passed
+    # every verdict passed: the upper band, 0.5 + 0.5 * 0.5 (`core.verdicts`)
+    assert report.overall_score == 0.75 and not report.failure_modes
     folder.write_report(report)
     page = write_view([folder.path]).read_text(encoding='utf-8')
     text = ' '.join(_text(page).split())
     assert 'all passed' not in text
     assert re.search(r'<span class="chip pass">reference_check 0\.50 minor</span>', page), page
-    assert 'Why 0.50: pass reference_check · tool_selection 0.50' in text
+    assert 'Why 0.75: pass reference_check · tool_selection 0.50' in text
     assert 'minor lookup_order was expected but never called (advisory) ( step 2 )' in text
     assert "skipped citation_check : not in profile 'default'" in text
     assert 'passed without a finding: hallucination' in text
     # the colour is the verdict's: the record passed (green), whatever its score
-    assert '<span class="score pass">overall 0.50</span>' in page
+    assert '<span class="score pass">overall 0.75</span>' in page
 
 
 def _comparison(passed: bool) -> Any:
@@ -255,7 +256,7 @@ def test_the_comparison_page_shows_the_gates_own_decision(tmp_path: Path) -> Non
     assert 'overall regressed: 0.83 → 0.50' in text
     assert re.search(r'<tr data-metric="overall" data-verdict="regressed">', page)
     assert 'No pass/fail verdict changed.' in text and '3 fell · 0 rose' in text
-    assert 'q0 1.00 → 0.50' in text
+    assert 'q0 1.00 → 0.75' in text
     assert 'No verdict changed' not in text.replace('No pass/fail verdict changed', '')
     # without a gate, the page says it shows none rather than implying a decision
     bare = write_view([old, new], tmp_path / 'bare.html').read_text(encoding='utf-8')

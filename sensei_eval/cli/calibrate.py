@@ -54,7 +54,7 @@ def main(
         ),
     ] = None,
     judge_names: Annotated[
-        list[str] | None, typer.Option('--judges', help='With --benchmark: judges to measure (default mvp).')
+        list[str] | None, typer.Option('--judges', help='With --benchmark: judges to measure (default core,checks).')
     ] = None,
     model: Annotated[str | None, typer.Option(help='With --benchmark: the judge model (default as `judge`).')] = None,
     base_url: Annotated[str | None, typer.Option('--base-url', help='With --benchmark: OpenAI-compatible server.')] = None,
@@ -116,7 +116,7 @@ def _benchmark(
         )
         raise typer.Exit(2)
     try:
-        judges = make_judges(split_names(judge_names) or ['mvp'])
+        judges = make_judges(split_names(judge_names))
     except UnknownJudgeError as e:
         console.print(f'[red]error:[/] {e}')
         raise typer.Exit(2) from None

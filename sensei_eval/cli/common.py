@@ -54,7 +54,7 @@ __all__ = (
 # ---------------------------------------------------------------------------------------------------
 # Shared options: one name, one type, one help text each
 
-JUDGES_HELP = 'Judge names or groups (mvp, checks, all); comma-separated or repeated. Default: mvp,checks.'
+JUDGES_HELP = 'Judge names or groups (core, checks, all); comma-separated or repeated. Default: core,checks.'
 JudgesOption = Annotated[list[str] | None, typer.Option('--judges', metavar='NAMES', help=JUDGES_HELP, show_default=False)]
 ModelOption = Annotated[
     str | None,

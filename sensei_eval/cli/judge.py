@@ -115,8 +115,8 @@ def judge(
             '--judges',
             '--evaluators',
             metavar='NAMES',
-            help='Judge names or groups (mvp, checks, all); comma-separated or repeated. '
-            'Default: mvp,checks. --evaluators is the old name.',
+            help='Judge names or groups (core, checks, all); comma-separated or repeated. '
+            'Default: core,checks. --evaluators is the old name.',
             show_default=False,
         ),
     ] = None,

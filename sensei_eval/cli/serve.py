@@ -72,7 +72,7 @@ def serve(
             '--judges',
             help='Judges a run is evaluated with when the request names none (the dashboard\'s "Judge run", and '
             'sampled traces unless --sampling names its own): names or groups, comma-separated or repeated. '
-            'Default: mvp,checks, as `judge`.',
+            'Default: core,checks, as `judge`.',
             show_default=False,
         ),
     ] = None,

@@ -272,6 +272,9 @@ def finding_reason(issue: Mapping[str, Any]) -> str:
         value = issue.get(name)
         if isinstance(value, str) and value.strip():
             return value.strip()
+    claim, said = issue.get('hallucinated_claim'), issue.get('what_tools_actually_said')
+    if isinstance(claim, str) and isinstance(said, str) and claim.strip():  # a claim and what backs it, in one line
+        return f'{claim.strip()}: {said.strip()}' if said.strip() else claim.strip()
     fields = [
         f'{k}: {v}'
         for k, v in issue.items()

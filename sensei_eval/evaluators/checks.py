@@ -61,6 +61,7 @@ from sensei_eval.core.modes import MODES
 from sensei_eval.core.records import QueryRecord, looks_like_error
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Step, Transcript
+from sensei_eval.core.verdicts import finding_reason
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.models.judge_model import JudgeModel
 
@@ -136,11 +137,8 @@ def _tagged(issue: Issue, own_mode: str | None) -> dict[str, object]:
 
 
 def _reason_of(issue: Issue) -> str:
-    for name in ('reasoning', 'why_better', 'discrepancy', 'suggested_fix'):
-        value = getattr(issue, name, None)
-        if isinstance(value, str):
-            return value
-    return type(issue).__name__
+    """A finding's reason as every surface reads it (`core.verdicts.finding_reason`)."""
+    return finding_reason(issue.model_dump(mode='json'))
 
 
 # ---------------------------------------------------------------------------------------------------

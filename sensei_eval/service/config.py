@@ -91,7 +91,7 @@ class ServiceSettings:
     # The scoring variant new scorings use: the freeform two-turn scorer or the structured one.
     scorer: Literal['freeform', 'structured'] = 'freeform'
     # The judges (names or groups) `POST /sessions/{id}/evaluate` runs when the body names none: by default
-    # the CLI's (`registry.DEFAULT_JUDGES`, mvp and the checks), so a run scores the same on both.
+    # the CLI's (`registry.DEFAULT_JUDGES`, the core LLM judges and the checks), so a run scores the same on both.
     judges: tuple[str, ...] = DEFAULT_JUDGES
     # Agents/chains whose completed sessions are scored on ingestion; '*' means every agent.
     auto_score_agents: frozenset[str] = frozenset()

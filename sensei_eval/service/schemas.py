@@ -149,13 +149,13 @@ class ScoreRequest(BaseModel):
 
 class EvaluateRequest(BaseModel):
     """`POST /sessions/{id}/evaluate`: which judges (as `sensei-eval judge --judges`: names or groups, each
-    may be comma-separated), else the service's (`serve --judges`, default mvp,checks). `evaluators` is the
+    may be comma-separated), else the service's (`serve --judges`, default core,checks). `evaluators` is the
     old name of `judges`; naming both is an error."""
 
     model_config = ConfigDict(extra='forbid')
 
     judges: list[str] | None = Field(
-        default=None, description="Judge names or groups (e.g. ['mvp', 'checks']); default: the service's judges."
+        default=None, description="Judge names or groups (e.g. ['core', 'checks']); default: the service's judges."
     )
     evaluators: list[str] | None = Field(default=None, description='The old name of `judges`.')
     force: bool = Field(default=False, description='Evaluate again even if an evaluation exists.')

@@ -26,6 +26,7 @@ from sensei_eval.agents.runner import AgentRunner, AgentRuns, PydanticAIRunner, 
 from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.registry import DEFAULT_JUDGES
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.validate.compare import OVERALL, JudgeSetError, Resampling, compare_reports, split_run_id
@@ -67,7 +68,7 @@ def assert_no_regression(
     *,
     agent: AgentRuns | AgentRunner | Any | str | None = None,
     queries: Sequence[Query] | str | Path | None = None,
-    judges: JudgeRunOptions | Sequence[str] | Sequence[Judge] = ('mvp', 'checks'),
+    judges: JudgeRunOptions | Sequence[str] | Sequence[Judge] = DEFAULT_JUDGES,
     model: JudgeModel | str | None = None,
     validate: ValidateOptions | None = None,
 ) -> Comparison:

@@ -3,7 +3,7 @@
 (the latest evaluation).
 
 With no `judges` (or the old name `evaluators`) the request runs the service's judges (`serve --judges`,
-default `mvp,checks`, the CLI's default), so a run judged here gets the verdict `sensei-eval judge` gives
+default `core,checks`, the CLI's default), so a run judged here gets the verdict `sensei-eval judge` gives
 it. The names are resolved (groups expanded) before the row is stored: the evaluation records exactly
 which judges it asked for."""
 
