@@ -9,10 +9,10 @@ It is tenacity's `AsyncRetrying` (no loop of our own) configured once:
   `x-should-retry: false`, a usage error, the circuit breaker's refusal, a stopped run;
 * **how long it waits** — what the server asks for when it says (`Retry-After`, in seconds or as a
   date, or `retry-after-ms`), capped at `RETRY_AFTER_CAP_S` (60 s): a server asking for longer gets
-  60 s, and if it still refuses the call ends as an error rather than holding the run; a wait longer
-  than what is left of the call's deadline (`CALL_DEADLINE`, set by a judge call or by `call_deadline`
-  around any other work, such as a service scoring) is not started: the 429 ends the call, with a note
-  naming the wait asked for (it was an answer, not a timeout); otherwise
+  60 s, and if it still refuses the call ends as an error rather than holding the run; when the wait asked
+  for (uncapped) is longer than what is left of the call's deadline (`CALL_DEADLINE`, set by a judge call or
+  by `call_deadline` around any other work, such as a service scoring), no wait is started: the 429 ends
+  the call, with a note naming the wait asked for (it was an answer, not a timeout); otherwise
   exponential backoff with full jitter (a random wait between 0 and 1 s, 2 s, 4 s ... capped at
   `BACKOFF_CAP_S`), so many calls refused at once do not come back at once;
 * **how often** — `ATTEMPTS` (3) attempts in all. The deadline of a whole judge call (`--timeout`,
@@ -218,11 +218,8 @@ def rate_limit_note(e: BaseException, *, attempts: int | None = None, left_s: fl
 
 
 class _PastDeadline(stop_base):
-    """tenacity stop condition: the server asked to wait longer than the call has left (the asked wait, capped
-    as the policy caps it). The error is re-raised with a note saying so, never waited out into a timeout."""
-
-    def __init__(self, cap_s: float) -> None:
-        self.cap_s = cap_s
+    """tenacity stop condition: the server asked to wait longer than the call has left. The error is re-raised
+    with a note saying so (`rate_limit_note`), never waited out into a timeout."""
 
     def __call__(self, state: RetryCallState) -> bool:
         deadline = CALL_DEADLINE.get()
@@ -231,7 +228,7 @@ class _PastDeadline(stop_base):
         if deadline is None or asked is None or error is None:
             return False
         left = deadline - asyncio.get_running_loop().time()
-        if min(asked, self.cap_s) < left:
+        if asked < left:  # what the server asked for, not the capped wait: a retry before it would be refused again
             return False
         note = rate_limit_note(error, left_s=left) or (
             f'the server asked to wait {asked:g} s before another attempt (Retry-After), '
@@ -265,7 +262,7 @@ def retrying(
     module's constants, read now (so a test can set them)."""
     cap_s = RETRY_AFTER_CAP_S if retry_after_cap_s is None else retry_after_cap_s
     return AsyncRetrying(
-        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)) | _PastDeadline(cap_s),
+        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)) | _PastDeadline(),
         wait=_wait(BASE_BACKOFF_S if base_s is None else base_s, cap_s),
         retry=retry_if_exception(retry),
         sleep=sleep,
