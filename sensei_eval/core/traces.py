@@ -121,13 +121,17 @@ class OtlpTooLargeError(InputError):
 def count_otlp(request: Any) -> tuple[int, int]:
     """How many spans and attributes (span, event and resource attributes, top level) an
     `ExportTraceServiceRequest` carries, as OTLP/JSON (a dict) or protobuf; counted without building
-    spans, so a request over the caps costs no more than its parse. Malformed parts count as 0."""
+    spans, so a request over the caps costs no more than its parse. An entry of `resourceSpans` or
+    `scopeSpans` that is not an object counts as a span (each is an error to report, which costs as much);
+    other malformed parts count as 0."""
     if isinstance(request, dict):
         spans = attributes = 0
         for rs in _list(_key(request, 'resourceSpans', 'resource_spans')):
+            spans += not isinstance(rs, dict)
             resource = rs.get('resource') if isinstance(rs, dict) else None
             attributes += len(_list(resource.get('attributes'))) if isinstance(resource, dict) else 0
             for ss in _list(_key(rs, 'scopeSpans', 'scope_spans') if isinstance(rs, dict) else None):
+                spans += not isinstance(ss, dict)
                 raw_spans = _list(ss.get('spans') if isinstance(ss, dict) else None)
                 spans += len(raw_spans)
                 for raw in raw_spans:

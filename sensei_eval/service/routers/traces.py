@@ -2,7 +2,9 @@
 
 Point any OpenTelemetry OTLP/HTTP exporter (Logfire included) at the service's base URL: the exporter
 appends `/v1/traces` itself. The answer is the OTLP `ExportTraceServiceResponse`, in the request's
-encoding; gzip bodies are inflated, up to 20 times the body limit. Spans refused (malformed, or late
+encoding. The body is measured before it is parsed (`body_budget`: JSON values, the longest string, gzip
+inflated a chunk at a time up to `ServiceSettings.inflated_limit`, protobuf fields, CPU time; 413 past any),
+then parsed and cleaned (`sanitize.clean_value`), in a worker thread unless it is small. Spans refused (malformed, or late
 for a trace already built) are counted in `partial_success` with the reasons, and the rest are kept; so
 are the spans of a trace this request completed that gave no run (`rejected`, with the first reason).
 A body that is not an OTLP request at all is a 400 (exporters do not retry it); JSON nested past
@@ -19,20 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import zlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from sensei_eval.core.sanitize import JsonLimitError, JsonTooManyValuesError, JsonValueCounter, loads_limited
+from sensei_eval.core.errors import LoadError
+from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
+from sensei_eval.core.span_model import Span
 from sensei_eval.core.traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
+from sensei_eval.service.body_budget import INLINE_BYTES, BodyBudget, BodyRefusedError, count_protobuf_fields, inflate_gzip
+from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.guard import OTLP_TRACES_PATH
 from sensei_eval.service.schemas import Limit, Offset
 from sensei_eval.service.state import State, Writer
 from sensei_eval.service.store import SamplingRow, Store, TraceRow
-from sensei_eval.service.trace_ingest import ingest_spans
+from sensei_eval.service.trace_ingest import IngestResult, ingest_spans
 
 __all__ = ('router',)
 
@@ -40,8 +45,6 @@ router = APIRouter(tags=['traces'])
 
 _PROTOBUF = 'application/x-protobuf'
 _MAX_MESSAGES = 10
-# How much larger than the body limit a gzip request may inflate (span JSON compresses about 10:1).
-_INFLATE_FACTOR = 20
 
 
 class SamplingOut(BaseModel):
@@ -82,71 +85,68 @@ async def export_traces(request: Request, user: Writer, state: State) -> Respons
     encoding = request.headers.get('content-encoding', '').strip().lower()
     media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
     protobuf = media == _PROTOBUF
-    if encoding == 'gzip':  # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
-        max_values = None if protobuf else state.settings.otlp_max_values
-        body = _gunzip(body, _INFLATE_FACTOR * state.settings.max_body_bytes, max_values)
-    elif encoding not in ('', 'identity'):
+    gzip = encoding == 'gzip'  # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
+    if not gzip and encoding not in ('', 'identity'):
         raise HTTPException(415, f'content encoding {encoding[:40]!r} is not supported (use gzip or none)')
-    caps = {'max_spans': state.settings.otlp_max_spans, 'max_attributes': state.settings.otlp_max_attributes}
-    try:
-        if protobuf:
-            spans, errors = spans_from_protobuf(body, source='POST /v1/traces', **caps)
-            if errors and errors[0].field is None and not spans:
-                raise HTTPException(400, errors[0].message)
-        else:
-            try:
-                # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
-                data = loads_limited(body or b'null', where='POST /v1/traces', max_values=state.settings.otlp_max_values)
-            except JsonTooManyValuesError as e:
-                raise HTTPException(413, f'request body refused: {e.message}; send smaller batches') from None
-            except JsonLimitError as e:
-                raise HTTPException(422, f'request body refused: {e.message}') from None
-            except ValueError as e:
-                raise HTTPException(400, f'not JSON: {e}') from None
-            spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0, **caps)
-            if errors and errors[0].field in (None, 'resourceSpans') and not spans:
-                raise HTTPException(400, errors[0].message)
-    except OtlpTooLargeError as e:
-        raise HTTPException(413, f'{e}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)') from None
-    result = await asyncio.to_thread(ingest_spans, state.store, spans, state.settings, user=user)
+    settings = state.settings
+
+    def decode() -> tuple[list[Span], list[LoadError]]:
+        return _decode(body, settings, gzip=gzip, protobuf=protobuf)
+
+    def decode_and_ingest() -> tuple[IngestResult, list[LoadError]]:
+        spans, errors = decode()
+        return ingest_spans(state.store, spans, settings, user=user), errors
+
+    if gzip or len(body) > INLINE_BYTES:  # in a worker thread, and its spans held by at most a few at once
+        result, errors = await state.parsing.run(decode_and_ingest, inline=False)
+    else:
+        spans, errors = decode()
+        result = await asyncio.to_thread(ingest_spans, state.store, spans, settings, user=user)
     if result.evaluations:
         state.wake()
     refused, reasons = result.partial_success()
     rejected = refused + len(errors)
-    messages = [f'{e.field or "request"}: {e.message}' for e in errors] + reasons
+    messages = [f'{e.field or "request"}: {e.message}' for e in errors[:_MAX_MESSAGES]] + reasons
     return _answer(protobuf, rejected, '; '.join(messages[:_MAX_MESSAGES]))
 
 
-# Bytes inflated at a time, each counted (JSON) before the next is made.
-_INFLATE_CHUNK = 1 << 20
-
-
-def _gunzip(body: bytes, limit: int, max_values: int | None = None) -> bytes:
-    """A gzip body, inflated up to `limit` bytes (more is refused: a small body must not inflate without end);
-    with `max_values`, its JSON values are counted as it inflates (`sanitize.JsonValueCounter`), and a body
-    past the cap is refused at that chunk, before the rest is inflated."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    counter = JsonValueCounter() if max_values is not None else None
-    parts: list[bytes] = []
-    size = 0
-    pending = body
+def _decode(body: bytes, settings: ServiceSettings, *, gzip: bool, protobuf: bool) -> tuple[list[Span], list[LoadError]]:
+    """The spans of a request body, measured before anything is built (`body_budget`; 413 past a limit, 400
+    unreadable, 422 nested too deep or not finite), or the `HTTPException` that answers it."""
+    caps = {'max_spans': settings.otlp_max_spans, 'max_attributes': settings.otlp_max_attributes}
+    meter = BodyBudget.of(settings, otlp=True).meter(json=not protobuf)
     try:
-        while True:
-            chunk = inflater.decompress(pending, _INFLATE_CHUNK)
-            pending = inflater.unconsumed_tail
-            size += len(chunk)
-            if size > limit:
-                raise HTTPException(413, f'the request inflates to more than {limit:,} bytes')
-            if counter is not None and max_values is not None and counter.feed(chunk) > max_values:
-                raise HTTPException(
-                    413, f'request body refused: JSON with more than {max_values:,} values, over the limit; send smaller batches'
-                )
-            parts.append(chunk)
-            if not pending and (not chunk or inflater.eof):
-                break
-    except zlib.error as e:
-        raise HTTPException(400, f'not valid gzip: {e}') from None
-    return b''.join(parts)
+        if gzip:
+            body = inflate_gzip(body, meter)
+        elif not protobuf:
+            meter.measure(body)
+        if protobuf:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+            count_protobuf_fields(body, ExportTraceServiceRequest.DESCRIPTOR, meter)
+            spans, errors = spans_from_protobuf(body, source='POST /v1/traces', **caps)
+            if errors and errors[0].field is None and not spans:
+                raise HTTPException(400, errors[0].message)
+            return spans, errors
+        try:
+            # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
+            data = loads_limited(body or b'null', where='POST /v1/traces')
+        except JsonLimitError as e:
+            raise HTTPException(422, f'request body refused: {e.message}') from None
+        except ValueError as e:
+            raise HTTPException(400, f'not JSON: {str(e)[:200]}') from None
+        del body
+        meter.check_cpu('parsing')
+        data, _ = clean_value(data)  # lone surrogates and NULs, as every JSON write (`guard`)
+        spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0, **caps)
+        if errors and errors[0].field in (None, 'resourceSpans') and not spans:
+            raise HTTPException(400, errors[0].message)
+        return spans, errors
+    except BodyRefusedError as e:
+        hint = '; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)' if e.status == 413 else ''
+        raise HTTPException(e.status, f'request body refused: {e.message}{hint}') from None
+    except OtlpTooLargeError as e:
+        raise HTTPException(413, f'{e}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)') from None
 
 
 def _answer(protobuf: bool, rejected: int, message: str) -> Response:
