@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from sensei_eval.core.errors import LoadError
 from sensei_eval.core.sanitize import JsonLimitError, clean_value, loads_limited
 from sensei_eval.core.span_model import Span
-from sensei_eval.core.traces import OtlpTooLargeError, spans_from_otlp_json, spans_from_protobuf
+from sensei_eval.core.traces import OtlpTooLargeError, count_otlp, spans_from_otlp_json, spans_from_protobuf
 from sensei_eval.service.body_budget import INLINE_BYTES, BodyBudget, BodyRefusedError, count_protobuf_fields, inflate_gzip
 from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.guard import OTLP_TRACES_PATH
@@ -128,6 +128,7 @@ def _decode(body: bytes, settings: ServiceSettings, *, gzip: bool, protobuf: boo
             if errors and errors[0].field is None and not spans:
                 raise HTTPException(400, errors[0].message)
             return spans, errors
+        escaped = b'\\u' in body  # only a \u escape can make a lone surrogate or a NUL in parsed JSON
         try:
             # the one nesting limit, also on an inflated gzip body (the guard saw only its bytes)
             data = loads_limited(body or b'null', where='POST /v1/traces')
@@ -137,7 +138,9 @@ def _decode(body: bytes, settings: ServiceSettings, *, gzip: bool, protobuf: boo
             raise HTTPException(400, f'not JSON: {str(e)[:200]}') from None
         del body
         meter.check_cpu('parsing')
-        data, _ = clean_value(data)  # lone surrogates and NULs, as every JSON write (`guard`)
+        if escaped:  # lone surrogates and NULs become U+FFFD, as in every JSON write (`guard`)
+            _check_caps(data, settings)  # first: cleaning a request over them would be wasted
+            data, _ = clean_value(data)
         spans, errors = spans_from_otlp_json(data, file='POST /v1/traces', line=0, **caps)
         if errors and errors[0].field in (None, 'resourceSpans') and not spans:
             raise HTTPException(400, errors[0].message)
@@ -147,6 +150,14 @@ def _decode(body: bytes, settings: ServiceSettings, *, gzip: bool, protobuf: boo
         raise HTTPException(e.status, f'request body refused: {e.message}{hint}') from None
     except OtlpTooLargeError as e:
         raise HTTPException(413, f'{e}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)') from None
+
+
+def _check_caps(data: Any, settings: ServiceSettings) -> None:
+    """413 for a request over the span or attribute cap (`traces.count_otlp`, as the reader counts)."""
+    spans, attributes = count_otlp(data)
+    for count, cap, what in ((spans, settings.otlp_max_spans, 'spans'), (attributes, settings.otlp_max_attributes, 'attributes')):
+        if count > cap:
+            raise OtlpTooLargeError(f'{count:,} {what} in one request, over the cap of {cap:,} {what} per request')
 
 
 def _answer(protobuf: bool, rejected: int, message: str) -> Response:
