@@ -2,10 +2,13 @@
 
 A list (`GET /api/v1/sessions`, the dashboard's `GET /api/v1/dashboard/sessions`) shows one line per session,
 but a session's query may be megabytes: 60 sessions of 4.7 MB queries made a 282 MB page and a 1 GB peak. So a
-list reads of the record only the first `PREVIEW_CHARS` + 1 characters of the query, of an alert's JSON and of
-the prompt version (`substr`, in the database: the rest never reaches Python), and the rating's three numbers.
-A preview that was cut ends with `…` (`query_truncated` says so in the API); the detail endpoints
+list reads of the record only the first `PREVIEW_CHARS` + 1 characters of the query, of an alert's JSON, of the
+rating's JSON and of the prompt version (`substr`, in the database: the rest never reaches Python). A preview
+that was cut ends with `…` (`query_truncated` says so in the API); the detail endpoints
 (`GET /api/v1/sessions/{id}`, the dashboard's session page) keep the full text.
+
+Each column is one extraction from the stored JSON, and each is selected once: PostgreSQL parses a `json`
+value's whole text for every `->`, so a line costs one parse of the record per column it shows.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from sensei_eval.service.store import SessionRow
 
 __all__ = (
     'PREVIEW_CHARS',
-    'RATING_DIMENSIONS',
     'alert_line',
     'alert_preview_column',
     'cut',
     'prompt_version_preview_column',
     'query_preview_column',
-    'rating_column',
+    'rating_mean',
+    'rating_preview_column',
 )
 
 # Characters of a query (or an alert, a prompt version) a list line carries: a line of the list shows a
@@ -53,9 +56,10 @@ def prompt_version_preview_column() -> ColumnElement[Any]:
     return func.substr(SessionRow.record['prompt_version'].as_string(), 1, PREVIEW_CHARS + 1)
 
 
-def rating_column(dimension: str) -> ColumnElement[Any]:
-    """One number of the stored rating (`rating.correctness` …), as JSON: never the rating's free text."""
-    return SessionRow.record[('rating', dimension)]
+def rating_preview_column() -> ColumnElement[Any]:
+    """The stored rating's JSON text, its first `PREVIEW_CHARS` characters (its numbers come before its free
+    text, as `Rating` writes it), or NULL."""
+    return func.substr(cast(SessionRow.record['rating'], Text), 1, PREVIEW_CHARS)
 
 
 def cut(text: str | None) -> tuple[str, bool]:
@@ -84,13 +88,23 @@ def alert_line(preview: str | None) -> str:
     return cut(text)[0]
 
 
-def _leading_pairs(text: str) -> list[tuple[str, Any]]:
-    """The first `_ALERT_PAIRS` whole `"key": value` pairs of a JSON object's text, which may be cut anywhere."""
+def rating_mean(preview: str | None) -> float | None:
+    """The mean of the rating's dimensions (1-5) found whole in its preview, rounded to 2 places; None without."""
+    text = (preview or '').strip()
+    if not text.startswith('{'):
+        return None
+    values = dict(_leading_pairs(text, limit=None))
+    numbers = [v for d in RATING_DIMENSIONS if isinstance(v := values.get(d), int | float) and not isinstance(v, bool)]
+    return round(sum(numbers) / len(numbers), 2) if numbers else None
+
+
+def _leading_pairs(text: str, limit: int | None = _ALERT_PAIRS) -> list[tuple[str, Any]]:
+    """The first `limit` (None: all) whole `"key": value` pairs of a JSON object's text, which may be cut anywhere."""
     decoder = json.JSONDecoder()
     pairs: list[tuple[str, Any]] = []
     pos = 1
     try:
-        while len(pairs) < _ALERT_PAIRS:
+        while limit is None or len(pairs) < limit:
             key, pos = decoder.raw_decode(text, _skip(text, pos))
             pos = _skip(text, pos)
             if text[pos] != ':':

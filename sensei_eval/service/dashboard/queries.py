@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Select, and_, case, false, func, null, select
+from sqlalchemy import Select, and_, false, func, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.modes import MODES
@@ -570,17 +570,15 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
 def _list_query(latest: Any) -> Select[Any]:
     """Each session with its latest completed score: only what a line shows (of the stored record, bounded
     previews and the rating's numbers, cut by the database: `previews`)."""
-    query_text = previews.query_preview_column()
     return select(
         SessionRow.session_id,
         SessionRow.query_id,
         SessionRow.agent,
         SessionRow.status,
         SessionRow.created_at_us,
-        query_text.label('query'),
-        case((func.coalesce(query_text, '') == '', previews.alert_preview_column()), else_=null()).label('alert'),
-        SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
-        *(previews.rating_column(d).label(d) for d in previews.RATING_DIMENSIONS),
+        previews.query_preview_column().label('query'),
+        previews.alert_preview_column().label('alert'),
+        previews.rating_preview_column().label('rating'),
         previews.prompt_version_preview_column().label('prompt_version'),
         latest.c.total_score,
         latest.c.prompt_hash,
@@ -684,13 +682,13 @@ def _dashboard_rows(db: Session, rows: list[Any]) -> list[DashboardRow]:
             agent=s.agent,
             status=s.status,
             created_at_us=s.created_at_us,
-            rating=_rating_mean({'rating': {d: getattr(s, d) for d in previews.RATING_DIMENSIONS}}),
+            rating=previews.rating_mean(s.rating),
             scoring_status=states.get(s.session_id, 'not_scored'),
             total_score=s.total_score,
             smoke=bool(s.smoke),
             current_prompt_used=is_current_prompt(s.prompt_hash) if s.prompt_hash else None,
             failure_modes=list(e.modes) if e else [],
-            is_alert=bool(s.is_alert),
+            is_alert=s.alert not in (None, 'null'),
             prompt_version=previews.cut(s.prompt_version)[0] or None,
             evaluation_status=evaluation_states.get(s.session_id),
             overall_score=e.overall if e else None,
@@ -1110,12 +1108,3 @@ def _scoring_states(db: Session, session_ids: list[str]) -> dict[str, str]:
 
 def _is_alert(record: Any) -> bool:
     return isinstance(record, dict) and record.get('alert_data') is not None
-
-
-def _rating_mean(record: Any) -> float | None:
-    rating = record.get('rating') if isinstance(record, dict) else None
-    if not isinstance(rating, dict):
-        return None
-    values = [rating.get(k) for k in ('correctness', 'relevance', 'usefulness')]
-    numbers = [v for v in values if isinstance(v, int | float)]
-    return round(sum(numbers) / len(numbers), 2) if numbers else None
