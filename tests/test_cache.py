@@ -233,9 +233,7 @@ def test_exit_flushes_and_a_crash_loses_at_most_the_unflushed_batch(tmp_path: Pa
 
 
 def test_several_processes_write_one_cache(tmp_path: Path) -> None:
-    procs = [
-        subprocess.Popen([sys.executable, '-c', WRITER, str(tmp_path), 'many', f'p{i}-']) for i in range(3)
-    ]
+    procs = [subprocess.Popen([sys.executable, '-c', WRITER, str(tmp_path), 'many', f'p{i}-']) for i in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     cache = JudgeCache(tmp_path)
     assert len(rows(cache)) == 1500

@@ -4,7 +4,10 @@ The cache lives in `$SENSEI_EVAL_CACHE` (else `~/.cache/sensei-eval`), or `--dir
 30d` deletes entries written more than that long ago (units s, m, h, d, w); SQLite reuses the freed
 space for new entries. `clear` deletes every entry and gives the space back (also removing the former
 journal and one-file-per-entry layouts); a cache database that cannot be read is not an empty cache: `stats`
-says so and exits 1, and `clear` removes the file so runs stop warning about it.
+says so and exits 1, and `clear` removes the file so runs stop warning about it. What `clear` cannot fix is an
+error naming the path and what to do, exit 1, never "entries: 0" or a fresh start: a file where the cache's
+folder goes, a folder where its database goes (nothing there is the cache's to delete). Entries stored as
+binary (not written by sensei-eval, never read) make `stats` exit 1 after its figures.
 """
 
 from __future__ import annotations
@@ -59,15 +62,30 @@ def stats(directory: DirOption = None) -> None:
     typer.echo(f'on disk:  {s.bytes_on_disk / 2**20:,.1f} MiB')
     typer.echo(f'oldest:   {_when(s.oldest)}')
     typer.echo(f'newest:   {_when(s.newest)}')
+    if s.binary:
+        typer.echo(
+            f'error: {s.binary:,} entries in {s.path} are stored as binary, not text (not written by sensei-eval): they '
+            'are never read, and those judge calls are made again on every run until a fresh result replaces each; '
+            '`sensei-eval cache clear` removes them',
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()
 def clear(directory: DirOption = None) -> None:
     """Delete every cached verdict: the next run judges everything again."""
     with JudgeCache(directory) as cache:
+        problem = cache.layout_problem()
+        if problem is not None:
+            typer.echo(f'error: judge cache cannot be cleared: {problem}', err=True)
+            raise typer.Exit(1)
         reason = cache.unreadable()
         if reason is not None:
             removed = cache.remove_unreadable()
+            if not removed or cache.unreadable() is not None:
+                typer.echo(f'error: {cache.db_path} cannot be read ({reason}) and could not be removed', err=True)
+                raise typer.Exit(1)
             typer.echo(
                 f'{cache.db_path} could not be read ({reason}): removed {len(removed)} file(s); the next run starts a new cache.'
             )
@@ -87,7 +105,11 @@ def prune(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint='--older-than') from None
     with JudgeCache(directory) as cache:
-        n = cache.prune(seconds)
+        try:
+            n = cache.prune(seconds)
+        except CacheUnreadableError as e:
+            typer.echo(f'error: {e}', err=True)
+            raise typer.Exit(1) from None
     typer.echo(f'{n:,} entries older than {older_than} deleted.')
 
 

@@ -4,10 +4,16 @@
 The address is checked first: a port in use (or an address that is not this machine's) is a usage error,
 exit 2 with a `--port` / `--host` hint, before the database is opened or migrated and before the model is
 checked. The check binds as uvicorn binds (`SO_REUSEADDR`), so it fails exactly when uvicorn would.
+
+A token given but empty (`SENSEI_EVAL_TOKEN=''`, `--token ''`, or only whitespace) is not "no token": on an
+address other than loopback it is a usage error (exit 2) unless `--public-read` says the service is meant to
+run without one (reads open, writes refused); on loopback the service starts without authentication, with a
+warning. With no token at all on another address, a warning says that anyone who can reach it may write.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -24,6 +30,8 @@ __all__ = ('serve',)
 
 # `--max-body`'s default: 5 MiB (`ServiceSettings.max_body_bytes`).
 _MAX_BODY_DEFAULT = 5 * 1024 * 1024
+# The levels `--log-level` takes (Python's logging levels; anything else is a usage error listing these).
+LogLevel = Literal['critical', 'error', 'warning', 'info', 'debug']
 
 
 def _finite(minimum: float, name: str) -> Callable[[float], float]:
@@ -50,7 +58,10 @@ def serve(
         str | None, typer.Option(help='Bearer token every route but the health check needs [env: SENSEI_EVAL_TOKEN]')
     ] = None,
     public_read: Annotated[
-        bool, typer.Option(help='With --token: reads, dashboard and WebSocket open; writes need the token.')
+        bool,
+        typer.Option(
+            help='Reads, dashboard and WebSocket open to anyone; writes need the token (without one, writes are refused).'
+        ),
     ] = False,
     trusted_proxy: Annotated[
         list[str] | None, typer.Option(help='Proxy address whose X-Forwarded-User is trusted without the token; repeatable.')
@@ -113,7 +124,7 @@ def serve(
         str | None, typer.Option(help='URL degradation alerts are POSTed to (retried) [env: SENSEI_EVAL_ALERT_WEBHOOK]')
     ] = None,
     embedded_threads: EmbeddedThreadsOption = None,
-    log_level: Annotated[str, typer.Option(help='Log level.')] = 'info',
+    log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help='Log level.')] = 'info',
 ) -> None:
     """Run the scoring service (API, store, background scoring, WebSocket events)."""
     from sensei_eval.cli.common import ModelFlags, make_console, setup_judge_model, setup_telemetry
@@ -151,7 +162,7 @@ def serve(
     # every log line of this process (httpx, uvicorn included): credentials redacted, control characters escaped
     logsafe.install()
     logging.basicConfig(level=log_level.upper(), format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    raw_token = token or os.environ.get('SENSEI_EVAL_TOKEN') or None
+    raw_token = _given_token(token, host, public_read)
     if raw_token is not None:
         try:
             raw_token, token_warnings = normalise_token(raw_token)
@@ -219,6 +230,42 @@ def _address_problem(host: str, port: int) -> str | None:
                 return f'--host {host} is not an address of this machine: use 127.0.0.1, or 0.0.0.0 for every interface'
             return f'cannot listen on {host}:{port}: {e.strerror or e}'
     return None
+
+
+def _given_token(flag: str | None, host: str, public_read: bool) -> str | None:
+    """The token `--token` (else `SENSEI_EVAL_TOKEN`) gives, None when there is none; a given but empty one is
+    refused on a non-loopback `host` unless `public_read` (see the module docstring)."""
+    given = flag if flag is not None else os.environ.get('SENSEI_EVAL_TOKEN')
+    where = '--token' if flag is not None else 'SENSEI_EVAL_TOKEN'
+    log = logging.getLogger('sensei_eval.service')
+    if given is not None and not given.strip():
+        if not _loopback(host) and not public_read:
+            raise typer.BadParameter(
+                f'{where} is set but empty: on {host} that would leave every route open to anyone who can reach it. '
+                'Give a token, or choose --public-read (reads open to all, writes refused)',
+                param_hint=where,
+            )
+        if not public_read:
+            log.warning('%s is set but empty: no authentication (the service answers on loopback only)', where)
+        return None
+    if given is None and not _loopback(host) and not public_read:
+        log.warning(
+            'no --token / SENSEI_EVAL_TOKEN on %s: anyone who can reach the service may read and write '
+            '(give a token, or --public-read for reads only)',
+            host,
+        )
+    return given
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`): only this machine can connect."""
+    name = host.strip().strip('[]').lower()
+    if name == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # another name: it may resolve to any interface
 
 
 def _allowed_hosts(given: list[str] | None, bound: str) -> frozenset[str]:

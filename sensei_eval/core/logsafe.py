@@ -3,9 +3,11 @@
 A log is read by people and parsed by tools, so two things must never reach it from a record's text:
 
 * **credentials** — a URL's `user:password@`, the values of query parameters named like a secret
-  (`?api_key=`, `?token=`, `?sig=` ...), an `Authorization: Bearer …` value, and any secret registered
-  with `register_secret` (the service's token, the model's API key). httpx logs every request URL at
-  INFO; a `--base-url` carrying a key would otherwise be written in clear on every model call;
+  (`?api_key=`, `?token=`, `?sig=` ..., percent-encoded names too), in a whole URL or in a bare path with its
+  query (`GET /api/v1/sessions?api_key=…`, as uvicorn's access log writes each request), an
+  `Authorization: Bearer …` value, and any secret registered with `register_secret` (the service's token,
+  the model's API key). httpx logs every request URL at INFO; a `--base-url` carrying a key would otherwise
+  be written in clear on every model call, and a client's `?api_key=` on every request it makes;
 * **control characters** — a request path with `%0a` decodes to a line break, and a forged
   `… INFO sensei_eval.service.audit: …` after it would stand in the log as a line of its own. Every C0/C1
   control character but the tab is written escaped (`\\n`, `\\x1b`, `\\u2028` ...), so one record is one line.
@@ -22,13 +24,16 @@ import logging
 import re
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 __all__ = ('escape_controls', 'install', 'redact_text', 'redact_url', 'register_secret')
 
 # Query parameter names whose values are secrets (`?api-key=`, `?token=`, a signed URL's `sig=`).
 _SECRET_PARAM = re.compile(r'(key|token|secret|password|passwd|pwd|sig|signature|auth|credential)', re.IGNORECASE)
 _URL = re.compile(r'\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s\'"<>`]+')
+# One `name=value` of a query string (after `?`, `&` or `;`), wherever it stands: a bare path's query has no
+# scheme for `_URL` to find. The name is decoded before it is matched (`api%5Fkey` is `api_key`).
+_QUERY_PARAM = re.compile(r'(?<=[?&;])([^=&;\s"\'<>#?]+)=([^&;\s"\'<>#]*)')
 _BEARER = re.compile(r'\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=:-]{4,}', re.IGNORECASE)
 # Every C0 and C1 control character but the tab, DEL, and the Unicode line/paragraph separators.
 _CONTROLS = re.compile('[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u0085]')
@@ -75,10 +80,19 @@ def _redact_url(match: re.Match[str]) -> str:
     return redact_url(match.group(0))
 
 
+def _redact_param(match: re.Match[str]) -> str:
+    name, value = match.group(1), match.group(2)
+    if value and value != _MASK and _SECRET_PARAM.search(unquote_plus(name)):
+        return f'{name}={_MASK}'
+    return match.group(0)
+
+
 def redact_text(text: str) -> str:
     """`text` with credentials in URLs, `Bearer` values and registered secrets replaced by `***`."""
     if '://' in text:
         text = _URL.sub(_redact_url, text)
+    if '=' in text:
+        text = _QUERY_PARAM.sub(_redact_param, text)
     text = _BEARER.sub(lambda m: f'{m.group(1)} {_MASK}', text)
     for secret in _secrets:
         if secret in text:

@@ -81,8 +81,9 @@ class LogEvent:
 def count_otlp(request: Any) -> tuple[int, int]:
     """How many spans (or log records) and attributes (span, event, record and resource attributes, top level)
     an `ExportTraceServiceRequest` or `ExportLogsServiceRequest` carries, as OTLP/JSON (a dict) or protobuf;
-    counted without building anything, so a request over the caps costs no more than its parse. Malformed
-    parts count as 0."""
+    counted without building anything, so a request over the caps costs no more than its parse. An entry of
+    the outer or middle list (`resourceSpans`, `scopeSpans`, their log twins) that is not an object counts as
+    an item (each is an error to report, which costs as much); other malformed parts count as 0."""
     if isinstance(request, dict):
         items = attributes = 0
         logs = 'resourceLogs' in request or 'resource_logs' in request
@@ -90,9 +91,11 @@ def count_otlp(request: Any) -> tuple[int, int]:
         middle = ('scopeLogs', 'scope_logs') if logs else ('scopeSpans', 'scope_spans')
         inner = 'logRecords' if logs else 'spans'
         for rs in _list(_key(request, *outer)):
+            items += not isinstance(rs, dict)
             resource = rs.get('resource') if isinstance(rs, dict) else None
             attributes += len(_list(resource.get('attributes'))) if isinstance(resource, dict) else 0
             for ss in _list(_key(rs, *middle) if isinstance(rs, dict) else None):
+                items += not isinstance(ss, dict)
                 raw_items = _list((ss.get(inner) or ss.get('log_records')) if isinstance(ss, dict) else None)
                 items += len(raw_items)
                 for raw in raw_items:

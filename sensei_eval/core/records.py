@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -133,7 +134,24 @@ class Rating(BaseModel):
                     raise RecordFieldError(f'rating.{name}', 'expected a number, got true/false (thumbs go in "thumbs_up")')
                 if value is not None and not isinstance(value, int | float) and not _is_number(value):
                     raise RecordFieldError(f'rating.{name}', f'expected a number, got {json.dumps(value)[:40]}')
+                if value is not None and not cls._finite(value):
+                    # NaN and ±Infinity (as numbers or as the text "Infinity") are no point on any scale, and
+                    # a JSON store would keep them as null: an empty rating where the user sent one
+                    raise RecordFieldError(f'rating.{name}', f'expected a finite number, got {cls._shown(value)}')
         return data
+
+    @staticmethod
+    def _finite(value: int | float | str) -> bool:
+        try:
+            return math.isfinite(float(value))
+        except OverflowError:  # an integer past a float's range
+            return False
+
+    @staticmethod
+    def _shown(value: int | float | str) -> str:
+        if isinstance(value, int) and value.bit_length() > 64:
+            return f'an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits'
+        return json.dumps(value)[:40]
 
     @model_validator(mode='after')
     def _check_scale(self) -> Rating:

@@ -108,42 +108,50 @@ class JsonTooManyValuesError(JsonLimitError):
     """JSON holding more values than the cap (refused before it is parsed)."""
 
 
-# A JSON string, escapes included (the unrolled form: linear, no backtracking).
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
-# The rest of a string the previous chunk left open (up to and including its closing quote).
-_STRING_TAIL = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"')
+# A JSON string once its escaped backslashes and escaped quotes are removed: quote, no quote, quote (no
+# backtracking, and never a match started inside a string).
+_STRING = re.compile(rb'"[^"]*"')
 _CHUNK = 1 << 20
 
 
 class JsonValueCounter:
     """`json_value_bound` fed a chunk at a time (an inflating gzip body): `count` so far, kept exact across
-    chunk boundaries (an open string, an escape), in memory of one chunk."""
+    chunk boundaries (an open string, an escape), in memory of one chunk. `longest_string` is about the length
+    in bytes of the longest string that spanned a chunk boundary (any other string is shorter than its chunk),
+    so a body holding one giant string is seen as it inflates. Linear however the text is made or cut: escaped
+    backslashes and quotes are removed first (C speed), then strings are blanked; a run of backslashes carries
+    only its parity."""
 
     def __init__(self) -> None:
         self.count = 1
+        self.longest_string = 0
         self._in_string = False
+        self._open = 0  # bytes of the string still open at the end of the last chunk
         self._carry = b''
 
     def feed(self, data: bytes) -> int:
         data = self._carry + data
-        # never split an escape: a chunk ending in backslashes waits for the next byte
-        cut = len(data)
-        while cut and data[cut - 1 : cut] == b'\\':
-            cut -= 1
-        self._carry = data[cut:]
-        data = data[:cut]
+        # never split an escape: an odd run of backslashes at the end waits, one backslash, for the next byte
+        run = len(data) - len(data.rstrip(b'\\'))
+        self._carry = b'\\' if run % 2 else b''
+        if run % 2:
+            data = data[:-1]
+        if b'\\' in data:  # escaped backslashes, then escaped quotes (left to right, as JSON pairs them): C speed
+            data = data.replace(b'\\\\', b'').replace(b'\\"', b'')
         if self._in_string:
-            end = _STRING_TAIL.match(data)
-            if end is None:  # the whole chunk is inside the string
+            close = data.find(b'"')
+            if close < 0:  # the whole chunk is inside the string
+                self._open += len(data)
+                self.longest_string = max(self.longest_string, self._open)
                 return self.count
-            data = data[end.end() :]
+            self.longest_string = max(self.longest_string, self._open + close)
+            data = data[close + 1 :]
             self._in_string = False
         if b'"' in data:
-            data = _JSON_STRING.sub(b'0', data)
+            data = _STRING.sub(b'0', data)
             open_at = data.find(b'"')  # a string the chunk ends inside of
             if open_at >= 0:
+                self._open = len(data) - open_at - 1  # after its opening quote
                 data = data[:open_at]
                 self._in_string = True
         self.count += data.count(b',') + data.count(b':') + data.count(b'[') + data.count(b'{')

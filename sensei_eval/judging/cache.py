@@ -19,9 +19,11 @@ number of entries.
   committed, and corrupts nothing;
 * `flush()` waits until everything put is committed; `close()` also stops the writer; at exit every
   store is closed (`atexit`), so callers need do nothing; `with JudgeCache() as cache:` closes too;
-* a bad entry (undecodable, not a result, nested too deep) is a miss with one warning naming its key,
-  never a crash; the fresh result replaces it. A database that cannot be opened is one warning, and
-  the run goes on without a cache;
+* a bad entry (undecodable, stored as binary, not a result, nested too deep) is a miss with one warning
+  naming its key, never a crash; the fresh result replaces it. A database that cannot be opened is one
+  warning, and the run goes on without a cache. A cache folder (or `judge/`) that is a file, and a
+  `cache.sqlite3` that is a folder, are layout problems (`CacheLayoutError`): the warning says what to move;
+  `cache stats`, `clear` and `prune` report them as errors, never as an empty cache or a fresh start;
 * the former journal (`<dir>/judge/journal.jsonl`) is imported once, line by line, by the first
   process that opens the database, then renamed `journal.jsonl.imported` (delete it at will); its bad
   lines are skipped with a warning each. The older one-file-per-entry layout
@@ -53,7 +55,7 @@ from sensei_eval.core.errors import InputError
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.sanitize import loads_limited
 
-__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheStats', 'CacheUnreadableError', 'JudgeCache')
+__all__ = ('DB_NAME', 'FLUSH_INTERVAL_S', 'CacheLayoutError', 'CacheStats', 'CacheUnreadableError', 'JudgeCache')
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +103,17 @@ class CacheStats:
     bytes_on_disk: int
     oldest: float | None
     newest: float | None
+    binary: int = 0  # entries stored as binary, not text (not written by sensei-eval): never read, judged again
 
 
 class CacheUnreadableError(InputError):
     """The cache database exists but cannot be opened (not SQLite, truncated, unreadable): `cache clear`
     removes it; a run goes on without a cache and warns."""
+
+
+class CacheLayoutError(CacheUnreadableError):
+    """The cache cannot be where it should: its folder (or `judge/`) is a file, or `cache.sqlite3` is a folder.
+    Nothing here is ours to delete: the message names the path and what to move; a run goes on without a cache."""
 
 
 class JudgeCache:
@@ -170,8 +178,14 @@ class JudgeCache:
         return self._store.delete_older_than(None)
 
     def unreadable(self) -> str | None:
-        """Why the cache database cannot be used, when it exists and cannot be opened; None otherwise."""
+        """Why the cache cannot be used: a layout problem (`layout_problem`), or a database that exists and
+        cannot be opened; None otherwise."""
         return self._store.unreadable()
+
+    def layout_problem(self) -> str | None:
+        """What is in the way of the cache's own paths (a file where its folder goes, a folder where its
+        database goes), with what to do; None when nothing is."""
+        return self._store.layout_problem()
 
     def remove_unreadable(self) -> list[Path]:
         """Delete an unreadable cache database (with its WAL and shared-memory files); the files removed.
@@ -179,6 +193,9 @@ class JudgeCache:
         return self._store.remove_database() if self._store.unreadable() else []
 
     def _raise_if_unreadable(self) -> None:
+        problem = self._store.layout_problem()
+        if problem is not None:
+            raise CacheLayoutError(f'judge cache cannot be used: {problem}')
         reason = self._store.unreadable()
         if reason is not None:
             raise CacheUnreadableError(
@@ -186,7 +203,9 @@ class JudgeCache:
             )
 
     def prune(self, older_than_s: float) -> int:
-        """Delete entries written more than `older_than_s` seconds ago; returns how many went."""
+        """Delete entries written more than `older_than_s` seconds ago; returns how many went. A cache that
+        cannot be used is `CacheUnreadableError` (never "0 deleted")."""
+        self._raise_if_unreadable()
         return self._store.delete_older_than(time.time() - older_than_s)
 
     def __enter__(self) -> JudgeCache:
@@ -265,6 +284,11 @@ class _Store:
         with self._lock:
             if self._ready or self._broken:
                 return self._ready
+            problem = self.layout_problem()
+            if problem is not None:
+                log.warning('judge cache cannot be used, running without it: %s', problem)
+                self._broken, self._broken_reason = True, problem
+                return False
             try:
                 conn = self._connect(_BUSY_TIMEOUT_S)
                 try:
@@ -308,7 +332,15 @@ class _Store:
         except (sqlite3.Error, ValueError) as e:  # a locked database, text stored that is not UTF-8
             _warn_once(key, f'judge cache entry {key[:16]}… unreadable, judged again: {e}')
             return None
-        return row[0] if row is not None and isinstance(row[0], str) else None
+        if row is not None and not isinstance(row[0], str):
+            kind = 'binary (a BLOB)' if isinstance(row[0], bytes) else type(row[0]).__name__
+            _warn_once(
+                key,
+                f'judge cache entry {key[:16]}… in {self.path} is stored as {kind}, not text (not written by sensei-eval): '
+                'unreadable, judged again (the fresh result replaces it; `sensei-eval cache clear` removes them all)',
+            )
+            return None
+        return row[0] if row is not None else None
 
     def legacy_lookup(self, key: str) -> str | None:
         """The one-file-per-entry layout of early versions, read when such folders exist."""
@@ -446,7 +478,26 @@ class _Store:
 
     # -- management ------------------------------------------------------------------------------------
 
+    def layout_problem(self) -> str | None:
+        judge_dir = self.path.parent
+        for folder in (judge_dir, *judge_dir.parents):
+            if folder.exists() and not folder.is_dir():
+                return (
+                    f'{folder} is a file, where the cache needs a folder: move it away, or point --dir / '
+                    'SENSEI_EVAL_CACHE at another folder'
+                )
+        if self.path.exists() and not self.path.is_file():
+            kind = 'a folder' if self.path.is_dir() else 'not a regular file'
+            return (
+                f'{self.path} is {kind}, where the cache database goes: it is not the cache, so it is left alone; '
+                'move or remove it, or point --dir / SENSEI_EVAL_CACHE at another folder'
+            )
+        return None
+
     def unreadable(self) -> str | None:
+        problem = self.layout_problem()
+        if problem is not None:
+            return problem
         if not self.path.exists() or self._prepare():
             return None
         return self._broken_reason or 'cannot be opened'
@@ -464,18 +515,19 @@ class _Store:
 
     def stats(self) -> CacheStats:
         self.flush()
-        entries, by_status, oldest, newest = 0, {}, None, None
+        entries, by_status, oldest, newest, binary = 0, {}, None, None, 0
         if self.path.exists() and self._prepare():
             conn = self._connect(_BUSY_TIMEOUT_S)
             try:
                 by_status = dict(conn.execute('SELECT status, count(*) FROM judge_results GROUP BY status').fetchall())
                 entries = sum(by_status.values())
                 oldest, newest = conn.execute('SELECT min(written_at), max(written_at) FROM judge_results').fetchone()
+                binary = conn.execute("SELECT count(*) FROM judge_results WHERE typeof(result) != 'text'").fetchone()[0]
             finally:
                 conn.close()
         files = list(self.path.parent.glob(f'{DB_NAME}*')) if self.path.parent.exists() else []
         size = sum(p.stat().st_size for p in files if p.is_file())
-        return CacheStats(self.path, entries, by_status, size, oldest, newest)
+        return CacheStats(self.path, entries, by_status, size, oldest, newest, binary)
 
     def delete_older_than(self, before: float | None) -> int:
         """Delete entries written before `before` (None: all of them, plus the former layouts' files)."""

@@ -9,13 +9,17 @@ It is tenacity's `AsyncRetrying` (no loop of our own) configured once:
   `x-should-retry: false`, a usage error, the circuit breaker's refusal, a stopped run;
 * **how long it waits** — what the server asks for when it says (`Retry-After`, in seconds or as a
   date, or `retry-after-ms`), capped at `RETRY_AFTER_CAP_S` (60 s): a server asking for longer gets
-  60 s, and if it still refuses the call ends as an error rather than holding the run; a wait longer
-  than what is left of the judge call's deadline (`CALL_DEADLINE`) is not started: the 429 ends the call,
-  with a note naming the wait asked for (it was an answer, not a timeout); otherwise
+  60 s, and if it still refuses the call ends as an error rather than holding the run; when the wait asked
+  for (uncapped) is longer than what is left of the call's deadline (`CALL_DEADLINE`, set by a judge call or
+  by `call_deadline` around any other work, such as a service scoring), no wait is started: the 429 ends
+  the call, with a note naming the wait asked for (it was an answer, not a timeout); otherwise
   exponential backoff with full jitter (a random wait between 0 and 1 s, 2 s, 4 s ... capped at
   `BACKOFF_CAP_S`), so many calls refused at once do not come back at once;
 * **how often** — `ATTEMPTS` (3) attempts in all. The deadline of a whole judge call (`--timeout`,
-  `DEFAULT_CALL_TIMEOUT_S`) sits outside: it cuts an attempt, a wait or a dripping read alike.
+  `DEFAULT_CALL_TIMEOUT_S`) sits outside: it cuts an attempt, a wait or a dripping read alike;
+* **what it is called** — a call that ends on a 429 is *rate-limited*, on every surface (CLI, reports, the
+  service's scoring rows): the error carries a note starting `rate-limited (429)` with the wait the server
+  asked for (`rate_limit_note`), never "timed out" or "no answer".
 
 `RetryingModel` applies it to every request a judge makes (a pydantic-ai `WrapperModel`; agents are built
 on `JudgeModel.request_model`), and keeps the run's "first failure" rule (`models.ConnectionWatch`):
@@ -27,8 +31,9 @@ downloads). The provider SDKs' own retries are off (`models._no_sdk_retries`): t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -61,12 +66,15 @@ __all__ = (
     'CALL_DEADLINE',
     'CONNECTION_FAILURES_TO_STOP',
     'MAX_ECHO_CHARS',
+    'RATE_LIMITED',
     'RETRY_AFTER_CAP_S',
     'ConnectionWatch',
     'RetryingModel',
     'RunStoppedError',
+    'call_deadline',
     'cap_echoed',
     'is_retryable',
+    'rate_limit_note',
     'retry_after',
     'retrying',
     'with_retries',
@@ -160,16 +168,58 @@ def retry_after(e: BaseException | None) -> float | None:
 
 
 # The loop time by which the current judge call must be done (`evaluators.base.call_model` sets it around a
-# call): a server asking to wait past it is not waited for — its 429 is the call's answer.
+# call, `call_deadline` around other work): a server asking to wait past it is not waited for — its 429 is
+# the call's answer.
 CALL_DEADLINE: ContextVar[float | None] = ContextVar('sensei_eval_call_deadline', default=None)
+
+# The one word for a call the server refused with 429, wherever it is reported (the note's first words).
+RATE_LIMITED = 'rate-limited'
+
+
+@contextlib.contextmanager
+def call_deadline(seconds: float) -> Iterator[None]:
+    """Within the block (on the running loop), model calls must be done `seconds` from now: a `Retry-After`
+    past that is not waited for (an earlier deadline already set stays). For work that runs model calls under
+    its own timeout without `evaluators.base.call_model` (the service's scorings)."""
+    at = asyncio.get_running_loop().time() + seconds
+    current = CALL_DEADLINE.get()
+    token = CALL_DEADLINE.set(at if current is None else min(current, at))
+    try:
+        yield
+    finally:
+        CALL_DEADLINE.reset(token)
+
+
+def _status(e: BaseException) -> int | None:
+    """The HTTP status of a model error, when it has one."""
+    import openai
+
+    if isinstance(e, ModelHTTPError):
+        return e.status_code
+    if isinstance(e, openai.APIStatusError):
+        return e.status_code
+    if isinstance(e, httpx2.HTTPStatusError):
+        return e.response.status_code
+    return 429 if isinstance(e, ModelRateLimitError) else None
+
+
+def rate_limit_note(e: BaseException, *, attempts: int | None = None, left_s: float | None = None) -> str | None:
+    """The note a call that ended on a 429 carries (None for any other error): `rate-limited (429)`, the wait
+    the server asked for, and why it was not waited (`left_s`: what was left of the call's deadline) or how
+    many attempts were refused (`attempts`)."""
+    if _status(e) != 429:
+        return None
+    asked = retry_after(e)
+    wait = f'the server asked to wait {asked:g} s before another attempt (Retry-After)' if asked is not None else ''
+    if left_s is not None:
+        return f'{RATE_LIMITED} (429): {wait}, longer than the {max(left_s, 0):.0f} s left of this call (--timeout): not retried'
+    tries = f' after {attempts} attempts' if attempts and attempts > 1 else ''
+    return f'{RATE_LIMITED} (429){tries}' + (f'; {wait}' if wait else '')
 
 
 class _PastDeadline(stop_base):
-    """tenacity stop condition: the server asked to wait longer than the call has left (the asked wait, capped
-    as the policy caps it). The error is re-raised with a note saying so, never waited out into a timeout."""
-
-    def __init__(self, cap_s: float) -> None:
-        self.cap_s = cap_s
+    """tenacity stop condition: the server asked to wait longer than the call has left. The error is re-raised
+    with a note saying so (`rate_limit_note`), never waited out into a timeout."""
 
     def __call__(self, state: RetryCallState) -> bool:
         deadline = CALL_DEADLINE.get()
@@ -178,12 +228,13 @@ class _PastDeadline(stop_base):
         if deadline is None or asked is None or error is None:
             return False
         left = deadline - asyncio.get_running_loop().time()
-        if min(asked, self.cap_s) < left:
+        if asked < left:  # what the server asked for, not the capped wait: a retry before it would be refused again
             return False
-        error.add_note(
+        note = rate_limit_note(error, left_s=left) or (
             f'the server asked to wait {asked:g} s before another attempt (Retry-After), '
             f'longer than the {max(left, 0):.0f} s left of this call (--timeout): not retried'
         )
+        error.add_note(note)
         return True
 
 
@@ -211,7 +262,7 @@ def retrying(
     module's constants, read now (so a test can set them)."""
     cap_s = RETRY_AFTER_CAP_S if retry_after_cap_s is None else retry_after_cap_s
     return AsyncRetrying(
-        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)) | _PastDeadline(cap_s),
+        stop=stop_after_attempt(max(1, ATTEMPTS if attempts is None else attempts)) | _PastDeadline(),
         wait=_wait(BASE_BACKOFF_S if base_s is None else base_s, cap_s),
         retry=retry_if_exception(retry),
         sleep=sleep,
@@ -342,7 +393,11 @@ class RetryingModel(WrapperModel):
             response: ModelResponse = await controller(replay_then_attempt)
         except Exception as e:
             tries = controller.statistics.get('attempt_number', 1)
-            if tries > 1 and not isinstance(e, RunStoppedError):
+            noted = any(n.startswith(RATE_LIMITED) for n in getattr(e, '__notes__', ()))
+            limited = None if noted else rate_limit_note(e, attempts=tries)
+            if limited is not None:
+                e.add_note(limited)
+            elif tries > 1 and not isinstance(e, RunStoppedError):
                 e.add_note(f'after {tries} attempts')
             elif isinstance(e, ModelAPIError) and not is_retryable(e):
                 e.add_note('cannot be retried: the same request gets the same answer')

@@ -71,7 +71,7 @@ def create_app(settings: ServiceSettings, judge_model: JudgeModel | None = None,
     app.state.service = state
     # A request passes ProxyPeer (the connection's own address, before any X-Forwarded-For), the body
     # limit, the guard (which reads the body), then the routes; the last middleware added is outermost.
-    app.add_middleware(Guard, settings=settings)
+    app.add_middleware(Guard, settings=settings, parsing=state.parsing)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ProxyPeer, trusted_proxies=settings.trusted_proxies)
     install_error_handlers(app)

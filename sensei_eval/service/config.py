@@ -23,6 +23,8 @@ __all__ = ('DEFAULT_DB_URL', 'ServiceSettings', 'normalise_token')
 
 # The embedded default store: a SQLite file in the working directory.
 DEFAULT_DB_URL = 'sqlite:///sensei-eval.db'
+# How much larger than the body limit a gzip body may inflate (span JSON compresses about 10:1).
+_INFLATE_FACTOR = 20
 
 
 def normalise_token(raw: str) -> tuple[str, list[str]]:
@@ -65,8 +67,9 @@ class ServiceSettings:
     # Client addresses (the proxy's, as the service sees them) whose X-Forwarded-User is trusted without
     # the token. Only with `behind_proxy`.
     trusted_proxies: frozenset[str] = frozenset()
-    # With a token (or trusted proxies): reads (GET/HEAD), the dashboard, /docs and the WebSocket are open
-    # to anyone; writes still need the token.
+    # Reads (GET/HEAD), the dashboard, /docs and the WebSocket are open to anyone; writes still need the token
+    # (or a trusted proxy's user). Without either, writes are refused (`read_only`): the choice `serve` asks for
+    # before it runs on a non-loopback address without a token.
     public_read: bool = False
     # Browser origins (scheme://host[:port]) besides the service's own that may open the WebSocket and
     # send writes; requests without an Origin header (non-browser clients) are not affected.
@@ -83,6 +86,16 @@ class ServiceSettings:
     # it is parsed: memory, not bytes, is what a body of a million `{}` costs. OTLP requests get
     # `otlp_max_values`, derived from the span and attribute caps.
     max_json_values: int = MAX_JSON_VALUES
+    # The most a gzip body may inflate to, measured as it inflates (`inflated_limit`: also at most 20 times
+    # `max_body_bytes`, as span JSON compresses about 10:1, and never less than it); an OTLP exporter's batch
+    # of a few hundred spans is a few MiB of JSON.
+    max_inflated_bytes: int = 32 * 1024 * 1024
+    # CPU seconds measuring and parsing one request body may take (`body_budget`; 413 past it): a backstop,
+    # as the other limits already bound it (a 32 MiB body of the densest JSON takes about a second).
+    parse_cpu_s: float = 10.0
+    # Bodies larger than `body_budget.INLINE_BYTES` parsed at once, each in a worker thread (the rest wait):
+    # what memory holds at most, while the event loop keeps answering.
+    parse_concurrency: int = 2
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     # Scorings and evaluations running at once in this process; the rest wait, pending, in the store.
@@ -146,6 +159,8 @@ class ServiceSettings:
             object.__setattr__(self, 'token', normalise_token(self.token)[0])
         if self.max_body_bytes < 1:
             raise ValueError('max_body_bytes must be at least 1')
+        if self.parse_concurrency < 1 or not self.parse_cpu_s > 0:
+            raise ValueError('parse_concurrency must be at least 1 and parse_cpu_s above 0')
         if not self.judges:
             raise ValueError('judges must name at least one judge or group')
         try:
@@ -160,9 +175,20 @@ class ServiceSettings:
         return max(self.max_json_values, 40 * self.otlp_max_spans + 8 * self.otlp_max_attributes)
 
     @property
+    def inflated_limit(self) -> int:
+        """The most bytes a gzip body may inflate to: `max_inflated_bytes`, at most 20 times the body limit and
+        never less than it."""
+        return max(min(self.max_inflated_bytes, _INFLATE_FACTOR * self.max_body_bytes), self.max_body_bytes)
+
+    @property
     def auth_required(self) -> bool:
         """Whether requests must prove who they are (a token, or a trusted proxy's user header)."""
         return bool(self.token) or bool(self.behind_proxy and self.trusted_proxies)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether every write is refused: reads are public and nothing could authenticate a write."""
+        return self.public_read and not self.auth_required
 
     def auto_scores(self, agent: str | None) -> bool:
         return '*' in self.auto_score_agents or (agent is not None and agent in self.auto_score_agents)

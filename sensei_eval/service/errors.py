@@ -18,6 +18,10 @@ from sensei_eval.service.repository import ConflictError, SessionNotFoundError, 
 __all__ = ('BodyLimit', 'install_error_handlers')
 
 log = logging.getLogger(__name__)
+# The guard's audit log (`guard.audit`): a write refused here, before the guard, is audited like its refusals.
+_audit = logging.getLogger('sensei_eval.service.audit')
+# Methods that are not writes (the guard's `_READS`): their refusals are not audited.
+_READS = frozenset({'GET', 'HEAD', 'OPTIONS'})
 
 
 # One message for a value the database refused, whichever backend and whichever error it raised.
@@ -65,7 +69,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """413 for bodies over `max_bytes`: by Content-Length up front, else while the body streams in."""
+    """413 for bodies over `max_bytes`: by Content-Length up front, else while the body streams in. A write
+    refused up front is audited here (the guard, which audits the others, never sees it)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -82,6 +87,17 @@ class BodyLimit:
                 except ValueError:
                     too_big = False
                 if too_big:
+                    method = str(scope.get('method', 'GET')).upper()
+                    if method not in _READS:
+                        client = scope.get('client')
+                        _audit.warning(
+                            '%s %s refused from %s: body of %s bytes, over the limit of %d',
+                            method,
+                            scope.get('path', ''),
+                            client[0] if client else '?',
+                            value.decode('latin-1')[:20],
+                            self.max_bytes,
+                        )
                     await self._reject(send)
                     return
         received = 0

@@ -22,7 +22,8 @@
    only to name the client in the audit log (`serve` runs uvicorn with `proxy_headers=False`, so no
    loopback client can claim another address). Every route except
    `GET /api/v1/health` needs that, unless `public_read`: then GET/HEAD requests and the WebSocket are
-   open and only writes need it. Refused: 401 (`WWW-Authenticate: Bearer`), or close 1008 for a
+   open and only writes need it (`public_read` with no token and no trusted proxy: every write is refused
+   with 403, as nothing could authenticate it). Refused: 401 (`WWW-Authenticate: Bearer`), or close 1008 for a
    WebSocket. The user a write is recorded under is the proxy's user header when the request is
    authenticated and `behind_proxy` is set, else `token`, else (no authentication configured)
    `anonymous`; a user header on an unauthenticated request is ignored.
@@ -30,19 +31,20 @@
    answers 405 (with `Allow`) or 404.
 4. **Writes** (any method but GET/HEAD/OPTIONS) need `Content-Type: application/json` (415 otherwise),
    so no cross-origin page can send one as a CORS "simple" request; with no CORS headers served, a
-   browser will not send a cross-origin JSON write at all. The JSON body is parsed once here: more values
-   than `max_json_values` (`otlp_max_values` on the OTLP route), counted before parsing, are 413; nesting
-   deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can carry)
-   are 422; a body that is not UTF-8 is 422 naming each field (`loc`) holding the bad bytes; a body with a
-   `Content-Encoding` is left to its route (only the OTLP routes, `POST /v1/traces` and `/v1/logs`, take gzip, and
-   count it as it inflates); and every lone surrogate or NUL in its text (keys too) is
-   replaced by U+FFFD (`sanitize.clean_value`). The paths replaced go to `request.state.sanitized`;
-   the ingest route stores them as the session's `warnings`. One exception: `POST /v1/traces` and `/v1/logs`
-   (the OTLP/HTTP endpoints) also take `Content-Type: application/x-protobuf`, as OpenTelemetry
-   exporters send it; a browser cannot send that type without a CORS preflight either, and the route
-   still needs authentication like any write.
+   browser will not send a cross-origin JSON write at all. The JSON body is measured, then parsed, once
+   here (`body_budget`: on the event loop up to `INLINE_BYTES`, else in a worker thread, so a costly body
+   never stalls the other clients): more values than `max_json_values`, counted before parsing, are 413;
+   nesting deeper than `MAX_JSON_DEPTH` and NaN/Infinity (which PostgreSQL refuses and no JSON response can
+   carry) are 422; a body that is not UTF-8 is 422 naming each field (`loc`) holding the bad bytes; and
+   every lone surrogate or NUL in its text (keys too) is replaced by U+FFFD (`sanitize.clean_value`). The
+   paths replaced go to `request.state.sanitized`; the ingest route stores them as the session's
+   `warnings`. A body with a `Content-Encoding`, and every body of `POST /v1/traces` and `/v1/logs` (the
+   OTLP/HTTP endpoints, which take gzip and measure it as it inflates), is left to its route. Those routes
+   also take `Content-Type: application/x-protobuf`, as OpenTelemetry exporters send it; a browser cannot send that
+   type without a CORS preflight either, and the route still needs authentication like any write.
 5. **Audit.** One log line (logger `sensei_eval.service.audit`, INFO) per write: method, path, user,
-   client address and the status answered; refusals (401/403/415) are logged at WARNING.
+   client address and the status answered; refusals (401/403/413/415, and a body over the limit refused by
+   `errors.BodyLimit` before this guard runs) are logged at WARNING.
 """
 
 from __future__ import annotations
@@ -63,13 +65,13 @@ from sensei_eval.core.sanitize import (
     MAX_JSON_DEPTH,
     JsonLimitError,
     JsonTooDeepError,
-    JsonTooManyValuesError,
     clean_text,
     clean_value,
     json_depth,
     loads_limited,
 )
 from sensei_eval.service.asgi import ASGIApp, Message, Receive, Scope, Send
+from sensei_eval.service.body_budget import INLINE_BYTES, BodyBudget, BodyRefusedError, Parsing
 from sensei_eval.service.config import ServiceSettings
 
 __all__ = (
@@ -206,9 +208,10 @@ def token_matches(given: str, token: str) -> bool:
 class Guard:
     """The ASGI middleware applying the rules of the module docstring."""
 
-    def __init__(self, app: ASGIApp, settings: ServiceSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServiceSettings, parsing: Parsing | None = None) -> None:
         self.app = app
         self.settings = settings
+        self.parsing = parsing or Parsing(settings.parse_concurrency)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] == 'http':
@@ -264,6 +267,10 @@ class Guard:
         state = scope.setdefault('state', {})
         if await self._refused(request, scope, send):
             return
+        if request.write and self.settings.read_only:
+            audit.warning('%s %s refused from %s: read-only service', request.method, request.path, request.client or '?')
+            await _reply(send, 403, 'this service takes no writes: it runs with --public-read and no token (serve --token)')
+            return
         user = identify(self.settings, request.headers, _peer(scope))
         open_route = request.path == HEALTH_PATH or (not request.write and self.settings.public_read)
         if self.settings.auth_required and user is None and not open_route:
@@ -312,8 +319,8 @@ class Guard:
         """A write's body, read within the limit and sanitised; None when refused (and answered): a content
         type other than JSON (or OTLP protobuf on its path), a body over the limit or not readable."""
         media = request.headers.get('content-type', '').split(';', 1)[0].strip().lower()
-        protobuf = media == _PROTOBUF and request.method == 'POST' and request.path in OTLP_PATHS
-        if media != 'application/json' and not protobuf:
+        otlp = request.method == 'POST' and request.path in OTLP_PATHS
+        if media != 'application/json' and not (otlp and media == _PROTOBUF):
             audit.warning(
                 '%s %s refused from %s (%s): content type %r', request.method, request.path, request.client or '?', user, media
             )
@@ -322,41 +329,42 @@ class Guard:
         try:
             body = await _read_body(receive)
         except HTTPException as e:  # the body limit, raised while the body streamed in
+            audit.warning('%s %s refused from %s (%s): %s', request.method, request.path, request.client or '?', user, e.detail)
             await _reply(send, e.status_code, str(e.detail))
             return None
         scope.setdefault('state', {})['sanitized'] = []
         encoded = request.headers.get('content-encoding', 'identity').strip().lower() not in ('', 'identity')
-        if not body.strip() or protobuf or encoded:  # a gzip body is inflated, capped and parsed by its route
+        if not body.strip() or otlp or encoded:  # measured, inflated, parsed and cleaned by the route
             return body
-        return await self._sanitised(request, body, scope, send)
+        return await self._sanitised(request, user, body, scope, send)
 
-    async def _sanitised(self, request: _Request, body: bytes, scope: Scope, send: Send) -> bytes | None:
-        """A JSON body within the value limit, cleaned (`clean_value`; what changed goes in the request's
-        state); None when refused (and answered). A body that is not JSON goes on as is: the route's own
+    async def _sanitised(self, request: _Request, user: str, body: bytes, scope: Scope, send: Send) -> bytes | None:
+        """A JSON body within its budget, cleaned (`clean_value`; what changed goes in the request's state);
+        None when refused (audited and answered). A body that is not JSON goes on as is: the route's own
         validation answers (422 naming the problem)."""
-        limit = self.settings.otlp_max_values if request.path in OTLP_PATHS else self.settings.max_json_values
-        try:
-            value = loads_limited(body, max_values=limit)
-        except JsonTooManyValuesError as e:
-            await _reply(send, 413, f'request body refused: {e}')
+        budget = BodyBudget.of(self.settings)
+        cleaned = await self.parsing.run(lambda: _clean_json(body, budget), inline=len(body) <= INLINE_BYTES)
+        if cleaned.status:
+            what = cleaned.detail if isinstance(cleaned.detail, str) else 'not valid UTF-8'
+            audit.warning(
+                '%s %s refused from %s (%s): %d %s',
+                request.method,
+                request.path,
+                request.client or '?',
+                user,
+                cleaned.status,
+                what,
+            )
+            if isinstance(cleaned.detail, list):
+                await _reply_json(send, cleaned.status, {'detail': cleaned.detail})
+            else:
+                await _reply(send, cleaned.status, f'request body refused: {cleaned.detail}')
             return None
-        except JsonRefusedError as e:
-            await _reply(send, 422, f'request body refused: {e}')
-            return None
-        except UnicodeDecodeError:
-            await _reply_json(send, 422, {'detail': _invalid_utf8(body)})
-            return None
-        except ValueError:
-            return body
-        cleaned, changed = clean_value(value)
-        if changed:
-            scope.setdefault('state', {})['sanitized'] = changed
-            body = json.dumps(cleaned).encode()
+        if cleaned.changed:
+            scope.setdefault('state', {})['sanitized'] = cleaned.changed
             scope['headers'] = [(k, v) for k, v in scope.get('headers', ()) if k.lower() != b'content-length']
-            scope['headers'].append((b'content-length', str(len(body)).encode()))
-        # the route parses the body again: the guard's copies must not live as long as the request
-        del cleaned, value
-        return body
+            scope['headers'].append((b'content-length', str(len(cleaned.body)).encode()))
+        return cleaned.body
 
     async def _forward(self, request: _Request, user: str, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         """Hand a write to the app with its (read, maybe cleaned) body replayed; the answer's status is audited."""
@@ -397,6 +405,38 @@ class _Request:
     def of(cls, scope: Scope) -> _Request:
         method = str(scope.get('method', 'GET')).upper()
         return cls(method, str(scope.get('path', '')), _headers(scope), _client(scope), method not in _READS)
+
+
+@dataclass(frozen=True)
+class _Cleaned:
+    """What `_clean_json` made of a body: a refusal (`status`, `detail`: text, or a 422's list of fields), or
+    the body to hand on (re-encoded when text was replaced, `changed` naming where)."""
+
+    status: int = 0
+    detail: str | list[dict[str, Any]] | None = None
+    body: bytes = b''
+    changed: list[str] | None = None
+
+
+def _clean_json(body: bytes, budget: BodyBudget) -> _Cleaned:
+    """Measure, parse and clean a JSON write body (on the loop or in a worker thread: `Parsing`)."""
+    meter = budget.meter()
+    try:
+        meter.measure(body)
+        value = loads_limited(body)
+        meter.check_cpu('parsing')
+    except BodyRefusedError as e:
+        return _Cleaned(e.status, f'{e.message}; send smaller requests' if e.status == 413 else e.message)
+    except JsonRefusedError as e:
+        return _Cleaned(422, str(e))
+    except UnicodeDecodeError:
+        return _Cleaned(422, _invalid_utf8(body))
+    except ValueError:
+        return _Cleaned(body=body)  # not JSON: the route's validation answers
+    cleaned, changed = clean_value(value)
+    if not changed:
+        return _Cleaned(body=body)
+    return _Cleaned(body=json.dumps(cleaned).encode(), changed=changed)
 
 
 def _route_takes(scope: Scope) -> bool:

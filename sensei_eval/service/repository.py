@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from sensei_eval.core.errors import SenseiError
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
+from sensei_eval.service.previews import cut, query_preview_column
 from sensei_eval.service.schemas import (
     EvaluationOut,
     ScoreOut,
@@ -150,8 +151,8 @@ def update_session_status(store: Store, session_id: str, status: SessionStatus) 
     return row, before
 
 
-# What a session list shows of each row: the columns, and of the stored record only its query (read by the
-# database from the JSON, so a page of 50 multi-megabyte records is never parsed in Python to list them).
+# What a session list shows of each row: the columns, and of the stored record only a preview of its query
+# (cut by the database, `previews`: a page of 50 multi-megabyte records is never read whole to list them).
 _LISTED = (
     SessionRow.session_id,
     SessionRow.query_id,
@@ -159,7 +160,7 @@ _LISTED = (
     SessionRow.status,
     SessionRow.created_at_us,
     SessionRow.updated_at_us,
-    SessionRow.record['query'].as_string().label('query'),
+    query_preview_column().label('query'),
 )
 
 
@@ -456,14 +457,17 @@ def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, Score
 def _summary(
     row: Any, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None, *, query: str | None = None
 ) -> SessionSummary:
-    """A session's summary from its row (a `SessionRow`, or a listed row of `_LISTED` with `query` given)."""
+    """A session's summary from its row: a `SessionRow` (its full query), or a listed row of `_LISTED` with the
+    preview of its query given as `query` (cut to `previews.PREVIEW_CHARS`)."""
     score = None
     if completed is not None:
         score = _score_with_tools(db, completed) if db is not None else score_out(completed, with_raw=False)
+    text, truncated = (session_query(row), False) if query is None else cut(query)
     return SessionSummary(
         session_id=row.session_id,
         query_id=row.query_id,
-        query=session_query(row) if query is None else query,
+        query=text,
+        query_truncated=truncated,
         agent=row.agent,
         status=SessionStatus(row.status),
         created_at_us=row.created_at_us,

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.evaluators.investigation import is_current_prompt
+from sensei_eval.service.previews import PREVIEW_CHARS
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
 from sensei_eval.service.verdicts import Coverage, stored_verdict
 
@@ -117,7 +118,10 @@ class SessionCreated(BaseModel):
 class SessionSummary(BaseModel):
     session_id: str
     query_id: str
-    query: str
+    query: str = Field(
+        description=f'The query; in a list, its first {PREVIEW_CHARS} characters (`query_truncated`: there is more).'
+    )
+    query_truncated: bool = Field(default=False, description='A list shows a preview: the session itself has the whole query.')
     agent: str | None
     status: SessionStatus
     created_at_us: int

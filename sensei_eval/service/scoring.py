@@ -32,7 +32,9 @@ usual. On shutdown, in-flight jobs get `shutdown_grace_s` to finish; the rest ar
 marked `cancelled`. This process's rows still pending go to a live peer (PostgreSQL, several
 processes) or, with none, are marked `cancelled` too.
 
-The per-job timeout (`scoring_timeout_s`) covers evaluations as well as scorings.
+The per-job timeout (`scoring_timeout_s`) covers evaluations as well as scorings; it is also the model calls'
+deadline (`retry.call_deadline`, and the judge model's own per-call one): a 429 whose `Retry-After` reaches past it
+is not waited out, and the job fails as rate-limited (the note of `retry.rate_limit_note`), not as timed out.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.models.retry import call_deadline
 from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.events import EventHub, evaluation_event, score_event
 from sensei_eval.service.reliability import CircuitBreaker, ReliableModel
@@ -229,11 +232,13 @@ class ScoringWorker:
     async def _run(self, job: Job) -> None:
         self._publish(job, 'started', status=JobStatus.IN_PROGRESS.value)
         try:
+            # a Retry-After past the job's deadline is not waited for: the 429 ends the call, reported rate-limited
             async with asyncio.timeout(self.settings.scoring_timeout_s):
-                if job.kind == 'score':
-                    outcome = await self._score(job)
-                else:
-                    outcome = await self._evaluate(job)
+                with call_deadline(self.settings.scoring_timeout_s):
+                    if job.kind == 'score':
+                        outcome = await self._score(job)
+                    else:
+                        outcome = await self._evaluate(job)
         except TimeoutError:
             outcome = _Outcome(JobStatus.TIMED_OUT, f'timed out after {self.settings.scoring_timeout_s:g} s')
         except asyncio.CancelledError:
@@ -259,7 +264,8 @@ class ScoringWorker:
         model = self._reliable()  # the worker's judge model as it is now, behind retries and the breaker
         transcript = render_transcript(record, budget_tokens=model.transcript_budget)
         scorer = StructuredInvestigationScorer() if variant == 'structured' else InvestigationScorer()
-        result = await scorer.score(record, transcript, model, on_phase=on_phase)
+        with call_deadline(model.timeout_s):  # the scorer's own deadline, all its calls included
+            result = await scorer.score(record, transcript, model, on_phase=on_phase)
         return _score_outcome(result)
 
     async def _evaluate(self, job: Job) -> _Outcome:

@@ -17,6 +17,7 @@ from sensei_eval.core.errors import describe_error
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import repository
 from sensei_eval.service.alerting import AlertWatcher
+from sensei_eval.service.body_budget import Parsing
 from sensei_eval.service.config import ServiceSettings
 from sensei_eval.service.events import EventHub
 from sensei_eval.service.guard import ANONYMOUS
@@ -33,12 +34,14 @@ AUTO_SCORE_USER = 'auto-score'
 
 
 class ServiceState:
-    """What the handlers share: settings, store, event hub and (once started) the worker."""
+    """What the handlers share: settings, store, event hub, the threads request bodies are parsed on
+    (`body_budget.Parsing`, shared with the guard) and (once started) the worker."""
 
     def __init__(self, settings: ServiceSettings, judge_model: JudgeModel | None) -> None:
         self.settings = settings
         self.store = Store(settings.db_url)
         self.hub = EventHub()
+        self.parsing = Parsing(settings.parse_concurrency)
         self.judge_model = judge_model
         self.worker: ScoringWorker | None = None
         self.alerts: AlertWatcher | None = None

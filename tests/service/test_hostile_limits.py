@@ -1,7 +1,9 @@
-"""Hostile input: the list and read reproductions of `benchmarks/hostile.py` (items 2, 6, 13) on PostgreSQL,
-against the real service (`sensei-eval serve`, uvicorn on loopback) in a child process. All 16 reproductions
-run on SQLite in `python benchmarks/hostile.py --quick`, which `.ci/run` runs and which exits 1 when one
-fails (`--root <an older checkout>` shows them fail before their fixes); they are not run twice here.
+"""Hostile input: the list and read reproductions of `benchmarks/hostile_round3.py` (items 2, 6, 13) and of
+`benchmarks/hostile.py` (round four: item 4) on PostgreSQL, against the real service (`sensei-eval serve`,
+uvicorn on loopback) in a child process, its peak memory measured. All the reproductions run on SQLite in
+`python benchmarks/hostile_round3.py --quick` and `python benchmarks/hostile.py --quick`, which `.ci/run` runs
+and which exit 1 when one fails (`--root <an older checkout>` shows them fail before their fixes); they are not
+run twice here.
 
 Smaller, in-process checks of the pieces (log redaction, the value bound, the token rule, the Host
 pattern, the echo cap, the deadline stop) sit beside them, so a failure names the part that broke.
@@ -10,31 +12,26 @@ pattern, the echo cap, the deadline stop) sit beside them, so a failure names th
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
-import sys
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location('hostile_benchmark', ROOT / 'benchmarks' / 'hostile.py')
-assert _spec is not None and _spec.loader is not None
-hostile = importlib.util.module_from_spec(_spec)
-sys.modules['hostile_benchmark'] = hostile
-_spec.loader.exec_module(hostile)
+from benchmarks import hostile, hostile_round3
 
 
-def _held(number: int, db_url: str | None = None, backend: str = 'sqlite') -> None:
-    outcome = hostile.run_item(number, quick=True, db_url=db_url, backend=backend)
+def _held(module: ModuleType, number: int, db_url: str | None = None, backend: str = 'sqlite') -> None:
+    outcome = module.run_item(number, quick=True, db_url=db_url, backend=backend)
     assert outcome.held, f'item {number} ({outcome.title}) failed: {outcome.detail}'
 
 
-@pytest.mark.parametrize('number', hostile.PG_ITEMS)
-def test_list_and_read_reproduction_holds_on_postgresql(number: int, pg_server: str) -> None:
-    db = hostile._fresh_pg_db(pg_server + '/postgres', f'hostile_t{number}')
-    _held(number, db, 'postgresql')
+@pytest.mark.parametrize(
+    ('module', 'number'), [(m, n) for m in (hostile_round3, hostile) for n in m.PG_ITEMS], ids=lambda v: getattr(v, '__name__', v)
+)
+def test_list_and_read_reproduction_holds_on_postgresql(module: ModuleType, number: int, pg_server: str) -> None:
+    db = module._fresh_pg_db(pg_server + '/postgres', f'hostile_t{module.__name__.rsplit(".", 1)[-1]}_{number}')
+    _held(module, number, db, 'postgresql')
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Select, and_, case, false, func, null, select
+from sqlalchemy import Select, and_, false, func, select
 from sqlalchemy.orm import Session
 
 from sensei_eval.core.explain import ScoreExplanation, explain_score
@@ -51,7 +51,7 @@ from sensei_eval.evaluators.investigation import (
     is_current_prompt,
 )
 from sensei_eval.evaluators.registry import JUDGES
-from sensei_eval.service import repository
+from sensei_eval.service import previews, repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
 from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
 from sensei_eval.service.verdicts import (
@@ -577,20 +577,18 @@ def list_sessions(store: Store, filters: SessionFilters) -> DashboardPage:
 
 
 def _list_query(latest: Any) -> Select[Any]:
-    """Each session with its latest completed score: only what a line shows (of the stored record, the fields
-    read by the database, never the whole record)."""
-    query_text = SessionRow.record['query'].as_string()
+    """Each session with its latest completed score: only what a line shows (of the stored record, bounded
+    previews and the rating's numbers, cut by the database: `previews`)."""
     return select(
         SessionRow.session_id,
         SessionRow.query_id,
         SessionRow.agent,
         SessionRow.status,
         SessionRow.created_at_us,
-        query_text.label('query'),
-        case((func.coalesce(query_text, '') == '', SessionRow.record['alert_data']), else_=null()).label('alert'),
-        SessionRow.record['alert_data'].as_string().is_not(None).label('is_alert'),
-        SessionRow.record['rating'].label('rating'),
-        _stored_prompt_version().label('prompt_version'),
+        previews.query_preview_column().label('query'),
+        previews.alert_preview_column().label('alert'),
+        previews.rating_preview_column().label('rating'),
+        previews.prompt_version_preview_column().label('prompt_version'),
         latest.c.total_score,
         latest.c.prompt_hash,
         latest.c.smoke,
@@ -689,18 +687,18 @@ def _dashboard_rows(db: Session, rows: list[Any]) -> list[DashboardRow]:
         item = DashboardRow(
             session_id=s.session_id,
             query_id=s.query_id,
-            query=_query_text({'query': s.query, 'alert_data': s.alert}),
+            query=previews.cut(s.query)[0] if s.query else previews.alert_line(s.alert),
             agent=s.agent,
             status=s.status,
             created_at_us=s.created_at_us,
-            rating=_rating_mean({'rating': s.rating}),
+            rating=previews.rating_mean(s.rating),
             scoring_status=states.get(s.session_id, 'not_scored'),
             total_score=s.total_score,
             smoke=bool(s.smoke),
             current_prompt_used=is_current_prompt(s.prompt_hash) if s.prompt_hash else None,
             failure_modes=list(e.modes) if e else [],
-            is_alert=bool(s.is_alert),
-            prompt_version=_prompt_version({'prompt_version': s.prompt_version}),
+            is_alert=s.alert not in (None, 'null'),
+            prompt_version=previews.cut(s.prompt_version)[0] or None,
             evaluation_status=evaluation_states.get(s.session_id),
             overall_score=e.overall if e else None,
             coverage=e.summary.coverage if e else None,
@@ -1125,29 +1123,3 @@ def _scoring_states(db: Session, session_ids: list[str]) -> dict[str, str]:
 
 def _is_alert(record: Any) -> bool:
     return isinstance(record, dict) and record.get('alert_data') is not None
-
-
-def _prompt_version(record: Any) -> str | None:
-    version = record.get('prompt_version') if isinstance(record, dict) else None
-    return str(version) if version else None
-
-
-def _query_text(record: Any) -> str:
-    if not isinstance(record, dict):
-        return ''
-    query = record.get('query')
-    if query:
-        return str(query)
-    alert = record.get('alert_data')
-    if isinstance(alert, dict):
-        return ', '.join(f'{k}={v}' for k, v in list(alert.items())[:4])
-    return str(alert or '')
-
-
-def _rating_mean(record: Any) -> float | None:
-    rating = record.get('rating') if isinstance(record, dict) else None
-    if not isinstance(rating, dict):
-        return None
-    values = [rating.get(k) for k in ('correctness', 'relevance', 'usefulness')]
-    numbers = [v for v in values if isinstance(v, int | float)]
-    return round(sum(numbers) / len(numbers), 2) if numbers else None
