@@ -319,7 +319,8 @@ def test_judgement_verdicts_link_to_cited_steps(page: Page, server: DashboardSer
     expect(failed).to_contain_text('hallucination: the run falls short here')
     expect(failed).to_contain_text('failed connections only')
     expect(page.locator('[data-testid=verdict][data-verdict=pass]')).to_have_attribute('data-judge', 'completeness')
-    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text(f'{0.5**MODEL_CONFIDENCE:.2f}')
+    failed_overall = 0.25 + 0.25 * (1 - MODEL_CONFIDENCE * 0.5)  # an LLM judge failed the run (`core.verdicts`)
+    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text(f'{failed_overall:.2f}')
     failed.locator('a.step-link[data-step="3"]').click()
     step = page.locator('#step-3')
     expect(step).to_have_class('step tool_result flagged cited')
@@ -392,10 +393,10 @@ def test_patterns_answer_questions_and_lead_to_the_runs(page: Page, server: Dash
 
     page.goto(f'{server.url}/#/patterns?agent=pq')
     expect(page.locator('section.patterns')).to_have_attribute('data-loaded', 'true')
-    # the failed runs score 0.5 ** MODEL_CONFIDENCE (0.57) overall
-    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.5-0.6"]')).click()
+    # the failed runs (an LLM judge failed them) score 0.25 + 0.25 * (1 - 0.8 * 0.5) = 0.40 overall
+    page.locator('svg[data-chart=overall-histogram] a', has=page.locator('rect[data-label="0.4-0.5"]')).click()
     expect(rows).to_have_count(2)
-    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text([f'{0.5**MODEL_CONFIDENCE:.2f}'] * 2)
+    expect(rows.locator('[data-testid=judgement-badge]')).to_have_text([f'{0.25 + 0.25 * (1 - MODEL_CONFIDENCE * 0.5):.2f}'] * 2)
 
 
 def test_markup_in_a_session_is_never_executed(page: Page, server: DashboardServer) -> None:

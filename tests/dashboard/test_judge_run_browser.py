@@ -97,7 +97,8 @@ def test_judge_run_gives_the_cli_scores_on_the_sample(
         badge = page.locator('.session-head [data-testid=judgement-badge]')
         expect(badge).to_have_text('Not judged')
         button = page.locator('[data-testid=judge-button]')
-        says = re.compile(r': tool_selection, hallucination, completeness, .*reference_check$')  # mvp, then the checks
+        core = 'tool_selection, tool_parameters, hallucination, completeness, instruction_following'
+        says = re.compile(rf': {core}, .*reference_check$')  # the default: core, then the checks
         expect(button).to_have_attribute('title', says)
         button.click()
         expect(badge).to_have_attribute('data-state', 'completed')
@@ -126,7 +127,8 @@ def test_judge_run_gives_the_cli_scores_on_the_sample(
     _open(page, server, f'#/session/{ids[qid]}/judgement')
     panel = page.locator('[data-testid=judgement-panel]')
     expect(panel.locator('[data-testid=judgement-coverage]')).to_have_text(f'Judged by {cli[qid].coverage.label}.')  # type: ignore[union-attr]
-    asked = 'Judges asked: tool_selection, hallucination, completeness,'  # the default: mvp, then the checks
+    # the default: core, then the checks
+    asked = 'Judges asked: tool_selection, tool_parameters, hallucination, completeness, instruction_following,'
     expect(panel.locator('[data-testid=judges-run]')).to_contain_text(asked)
     inconclusive = [n for n, j in cli[qid].judges.items() if j.status == 'inconclusive']
     for name in inconclusive:

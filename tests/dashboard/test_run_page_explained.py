@@ -1,8 +1,8 @@
 """The dashboard's run page explains its score: each judge listed once (the reference check reports two
 failure modes and was listed twice, "Verdicts (8)" for 7 judges), the findings that cost points (a pass's
 minor finding too) with their reason, the judges skipped and why, and one colour rule: a badge is coloured by
-the verdict, so two runs with the same 0.50 score, one passed with a minor finding and one failed, differ
-by verdict only. Served by the real service (SQLite store), read by Debian's Chromium."""
+the verdict, never by a score threshold (a pass with a minor finding is green, a run a check failed is red).
+Served by the real service (SQLite store), read by Debian's Chromium."""
 
 from __future__ import annotations
 
@@ -94,13 +94,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashboardServer
 
 @pytest.fixture(scope='module')
 def runs(server: DashboardServer) -> dict[str, str]:
-    """Two runs scored 0.50: one passed with a minor finding, one failed by a major one."""
+    """Two runs whose reference check scored its mode 0.50: one passed with a minor finding (overall 0.75, the
+    passing band), one failed by a major one (overall 0.125, the band of runs a check failed: `core.verdicts`)."""
     ids = {}
     for name, minor in (('minor', True), ('major', False)):
         ids[name] = ingest(server, plain_record(f'explained-{name}'), agent='explained')
         others = [_result(j, passed=True, score=1.0, issues=[]) for j in ('error_recovery_check', 'repeated_call_check')]
         score = _store(server, ids[name], [_reference(minor), *others], {'citation_check': "not in profile 'default'"})
-        assert score == 0.5
+        assert score == (0.75 if minor else 0.125)
     return ids
 
 
@@ -113,7 +114,7 @@ def test_the_session_view_explains_the_score_one_judge_at_a_time(server: Dashboa
         'repeated_call_check': 'pass',
     }
     why = judgement['why']
-    assert why['overall_score'] == 0.5 and why['not_counted'] == []
+    assert why['overall_score'] == 0.75 and why['not_counted'] == []
     [cost] = why['costs']
     assert (cost['judge'], cost['failure_mode'], cost['status'], cost['score']) == (
         'reference_check',
@@ -157,13 +158,13 @@ def test_the_run_page_lists_each_judge_once_and_says_why(page: Page, server: Das
     expect(reference).to_have_count(1)
     expect(reference.locator('.mode-line')).to_have_count(2)
     why = panel.locator('[data-testid=why]')
-    expect(why.locator('h3')).to_have_text('Why 0.50:')
+    expect(why.locator('h3')).to_have_text('Why 0.75:')
     expect(why.locator('[data-testid=cost]')).to_contain_text('reference_check · tool parameters 0.50')
     expect(why.locator('[data-testid=cost]')).to_contain_text(f'minor {ADVISORY}')
     expect(why.locator('[data-testid=skipped]')).to_have_text("skipped citation_check: not in profile 'default'")
-    # one colour rule: the same 0.50 is green when every verdict passed and red when one failed
+    # one colour rule: green when every verdict passed, red when one failed, whatever the score
     expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_class('badge judgement-badge good')
     page.goto(f'{server.url}/#/session/{runs["major"]}/judgement')
-    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.50')
+    expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_text('0.13')  # 0.125, toFixed(2)
     expect(page.locator('.session-head [data-testid=judgement-badge]')).to_have_class('badge judgement-badge bad')
     expect(page.locator('[data-testid=verdict][data-judge=reference_check]')).to_have_attribute('data-verdict', 'fail')

@@ -81,7 +81,7 @@ def _serve_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str)
 def test_serve_judges_like_judge_by_default_and_takes_judges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, settings, out = _serve_settings(monkeypatch, tmp_path)
     assert code == 0, out
-    assert settings.judges == DEFAULT_JUDGES == ('mvp', 'checks') and settings.sampler.judges == DEFAULT_JUDGES
+    assert settings.judges == DEFAULT_JUDGES == ('core', 'checks') and settings.sampler.judges == DEFAULT_JUDGES
     code, settings, out = _serve_settings(monkeypatch, tmp_path, '--judges', 'checks,hallucination', '--judges', 'completeness')
     assert code == 0, out
     assert settings.judges == ('checks', 'hallucination', 'completeness')

@@ -137,11 +137,13 @@ def test_serve_runs_uvicorn_without_its_own_proxy_headers_and_with_a_host_allowl
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, 'run', lambda app, **kw: seen.update(kw, settings=app.state.service.settings))
     monkeypatch.setattr(models, 'resolve_model', lambda *a, **k: ScriptedScorer().model())
-    result = CliRunner().invoke(entry.app, ['serve', '--host', '127.0.0.2', '--db', str(tmp_path / 's.db')])
+    model = ['--model', 'test']  # a judge model named, as serve requires (resolved by the stub above)
+    result = CliRunner().invoke(entry.app, ['serve', '--host', '127.0.0.2', '--db', str(tmp_path / 's.db'), *model])
     assert result.exit_code == 0, result.output
     assert seen['proxy_headers'] is False
     assert {'127.0.0.2', 'localhost', '127.0.0.1'} <= seen['settings'].allowed_hosts
-    result = CliRunner().invoke(entry.app, ['serve', '--allowed-hosts', 'a.example,b.example', '--db', str(tmp_path / 's.db')])
+    hosts = ['--allowed-hosts', 'a.example,b.example']
+    result = CliRunner().invoke(entry.app, ['serve', *hosts, '--db', str(tmp_path / 's.db'), *model])
     assert result.exit_code == 0 and seen['settings'].allowed_hosts == {'a.example', 'b.example'}
 
 
