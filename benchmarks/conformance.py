@@ -4,27 +4,38 @@ The records are the packaged sample (`sensei_eval/data/sample.jsonl`) and the 50
 (`sensei_eval/data/tau2_airline/records.jsonl`); the judges are the default `core,checks`; the LLM
 judges' model is a scripted pydantic-ai `FunctionModel` whose answer depends only on the record (its
 first user message) and the judge (its rubric): no issue, one major finding, or an answer that does
-not judge (inconclusive), so every status the verdict model has but `smoke` and `error` turns up.
+not judge (inconclusive), so every status the verdict model has but `smoke` and `error` turns up. A fused
+prompt (several failure modes in one call) gets answers of its own, per member, different from the
+member's single answer: a surface that fused where the reference did not (or the reverse) disagrees.
 
 The surfaces, each asked for each record's per-judge verdicts (status and score), its per-mode verdicts
 and its overall score where the surface has them:
 
-* `cli` — `sensei-eval judge` (typer's CliRunner, the judge model swapped for the scripted one): the
-  reference every other surface is compared with;
-* `ray` — `sensei-eval judge --ray` on a local Ray (workers build the scripted model by name);
+* `judge` — `sensei-eval judge` (typer's CliRunner, the judge model swapped for the scripted one), which
+  fuses the LLM judges by default: the reference every other surface is compared with;
+* `judge (cached)` — the same run twice on one cache: the second is answered from the cache alone;
+* `judge --ray` — on a local Ray (workers build the scripted model by name);
+* `judge --fuse none` — each failure mode in its own call: the reference of the one surface that cannot
+  fuse, `pydantic-evals judges`;
 * `pydantic-evals judges` — a pydantic-evals `Dataset.evaluate` with the judges as its evaluators (per
-  judge: its score and `<judge>_passed`; an inconclusive answer is an evaluator failure);
-* `pydantic-evals Verdicts` — the same with `evaluators.verdicts.Verdicts` (every judge in one
-  evaluator): per judge its status label, and the overall score;
+  judge: its score and `<judge>_passed`; an inconclusive answer is an evaluator failure): pydantic-evals
+  calls each evaluator alone, so each judge is its own call, compared with `judge --fuse none`;
+* `pydantic-evals Verdicts` — the same with `judging.evaluation.Verdicts` (every judge in one evaluator,
+  fused as a run fuses): per judge its status label, and the overall score;
 * `validate` — an A/A `compare_reports` of the CLI's reports against themselves: the cells it reads
   per (judge, mode) and `overall`, and no change anywhere;
 * `optimizer` — `optimize.evaluate.evaluate_prompt` with an agent that replays the stored runs;
-* `dspy-metric` — `optimize.metrics.JudgeMetric`: its report and the score it returns.
+* `dspy-metric` — `optimize.metrics.JudgeMetric`: its report and the score it returns;
+* `service API` and `dashboard page` — the scoring service (`benchmarks/conformance_service.py`): each
+  record posted as a session and evaluated with the service's default judges, read back from the API and
+  from the dashboard's session page.
 
-Prints per surface the share of records whose verdicts and overall score agree with the CLI's
+Every surface judges each record under its agent profile (the record's `metadata.profile`, else `default`).
+
+Prints per surface the share of records whose verdicts and overall score agree with their reference
 (expected 100%). `tests/test_conformance.py` asserts the same.
 
-    python benchmarks/conformance.py [--quick [--ray]] [--no-ray]
+    python benchmarks/conformance.py [--quick [--ray]] [--no-ray] [--no-service]
 
 `--quick`: the sample and the first 10 tau2 runs, without Ray (with `--ray`: Ray on the sample only).
 """
@@ -75,11 +86,24 @@ _FINDING = {
 _FENCE_END = re.compile(r'</transcript>|\n-{3,}\n', re.IGNORECASE)
 
 
+_FUSED = re.compile(r'## Your task: judge \d+ kinds of failure: ([^\n]+)')
+
+
 def _answer_for(prompt: str) -> dict[str, Any]:
-    """The scripted verdict: a function of the record's first user message and the judge's rubric only,
-    so every surface (whatever transcript budget or framing it uses) gets the same answer."""
+    """The scripted answer: a function of the record's first user message and the judge's rubric only,
+    so every surface (whatever transcript budget or framing it uses) gets the same answer; a fused prompt
+    gets one verdict per member, each a function of the record and the member's name (and unlike its
+    single answer)."""
     user = re.search(r'\[\d+\] user: ([^\n]*)', prompt)
-    key = (user.group(1) if user else prompt[:200]) + '\x00' + prompt[-600:]
+    head = user.group(1) if user else prompt[:200]
+    fused = _FUSED.search(prompt)
+    if fused:
+        names = [n.strip().strip('`') for n in fused.group(1).split(',')]
+        return {name: _verdict(f'{head}\x00fused\x00{name}') for name in names}
+    return _verdict(head + '\x00' + prompt[-600:])
+
+
+def _verdict(key: str) -> dict[str, Any]:
     digest = hashlib.sha256(key.encode()).hexdigest()
     kind = int(digest[:4], 16) % 5
     if kind == 4:  # an answer that does not judge: no reasoning at all
@@ -155,6 +179,7 @@ class Surface:
     seen: dict[str, Seen] = field(default_factory=dict)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    against: Surface | None = None  # the reference it is compared with (None: the run's reference)
 
 
 def _key(report: RecordReport) -> str:
@@ -175,6 +200,21 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
         setattr(obj, name, old)
 
 
+@contextmanager
+def _environ(name: str, value: Path | None) -> Iterator[None]:
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = str(value)
+    try:
+        yield
+    finally:
+        if value is not None:
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
 def _write_dataset(records: Sequence[QueryRecord], folder: Path) -> Path:
     """The records' own lines from the shipped files (what a user passes to `--dataset`), in one file."""
     wanted = {r.query_id for r in records}
@@ -191,20 +231,31 @@ def _write_dataset(records: Sequence[QueryRecord], folder: Path) -> Path:
 
 
 def via_cli(
-    records: Sequence[QueryRecord], folder: Path, *, ray: bool = False, judges: str = JUDGES, model: ModelFactory | None = None
+    records: Sequence[QueryRecord],
+    folder: Path,
+    *,
+    ray: bool = False,
+    judges: str = JUDGES,
+    model: ModelFactory | None = None,
+    extra: Sequence[str] = (),
+    cache: Path | None = None,
+    name: str | None = None,
 ) -> tuple[Surface, list[RecordReport]]:
-    """`sensei-eval judge` (with `ray`: `--ray`), the judge model swapped for the scripted one."""
+    """`sensei-eval judge` (with `ray`: `--ray`; `extra`: more flags; `cache`: the judge cache's folder, else
+    `--no-cache`), the judge model swapped for the scripted one."""
     from typer.testing import CliRunner
 
     from sensei_eval.cli import judge as judge_cli
+    from sensei_eval.judging import run as judging_run
     from sensei_eval.judging.run_folder import RunFolder
 
     dataset = _write_dataset(records, folder)
     run_id = 'ray' if ray else 'cli'
     make = model or conformance_model
-    args = ['--dataset', str(dataset), '--judges', judges, '--out', str(folder), '--run-id', run_id, '--no-cache']
+    args = ['--dataset', str(dataset), '--judges', judges, '--out', str(folder), '--run-id', run_id, *extra]
+    args += [] if cache is not None else ['--no-cache']
     start = time.perf_counter()
-    with _patched(judge_cli, 'resolve_model', lambda *a, **k: make()):
+    with _patched(judging_run, 'resolve_model', lambda *a, **k: make()), _environ('SENSEI_EVAL_CACHE', cache):
         if ray:
             import functools
 
@@ -215,7 +266,7 @@ def via_cli(
                 result = CliRunner().invoke(judge_cli.app, [*args, '--ray', '--ray-workers', '2'])
         else:
             result = CliRunner().invoke(judge_cli.app, args)
-    surface = Surface('judge --ray' if ray else 'judge', seconds=time.perf_counter() - start)
+    surface = Surface(name or ('judge --ray' if ray else 'judge'), seconds=time.perf_counter() - start)
     if result.exit_code not in (0, 1):
         surface.problems.append(f'exit {result.exit_code}: {result.output[-2000:]}')
         return surface, []
@@ -229,12 +280,13 @@ def via_pydantic_evals(
 ) -> Surface:
     """A pydantic-evals `Dataset.evaluate`, each case with the judges its agent profile runs
     (`profiles.record_judges`), the judges' default model scripted: each judge as its own evaluator, or
-    (`together`) all of them in one `evaluators.verdicts.Verdicts`, which adds the overall score."""
+    (`together`) all of them in one `judging.evaluation.Verdicts`, which adds the overall score (and fuses
+    the LLM judges as a run does: each judge on its own cannot)."""
     from pydantic_evals import Case, Dataset
 
     from sensei_eval.evaluators import base
     from sensei_eval.evaluators.registry import make_judges
-    from sensei_eval.evaluators.verdicts import Verdicts
+    from sensei_eval.judging.evaluation import Verdicts
     from sensei_eval.judging.profiles import record_judges
 
     made = make_judges(judges.split(','))
@@ -397,18 +449,56 @@ def run_surfaces(
     ray_records: Sequence[QueryRecord] | None = None,
     judges: str = JUDGES,
     model: ModelFactory | None = None,
+    service: bool = True,
 ) -> tuple[Surface, list[Surface]]:
-    """The CLI's surface (the reference) and every other one (`judge --ray` on `ray_records`, when given)."""
-    reference, reports = via_cli(records, folder / 'cli', judges=judges, model=model)
+    """The CLI's surface (the reference) and every other one (`judge --ray` on `ray_records`, when given;
+    the service's two with `service`), each with the reference it is compared with."""
     kw: dict[str, Any] = {'judges': judges, 'model': model}
+    reference, reports = via_cli(records, folder / 'cli', **kw)
+    unfused, _ = via_cli(records, folder / 'unfused', extra=['--fuse', 'none'], name='judge --fuse none', **kw)
+    cached = via_cached_cli(records, folder / 'cached', **kw)
+    each = via_pydantic_evals(records, **kw)
+    each.against = unfused
     others = [
-        via_pydantic_evals(records, **kw), via_pydantic_evals(records, together=True, **kw), via_validate(reports),
+        cached, unfused, each, via_pydantic_evals(records, together=True, **kw), via_validate(reports),
         via_optimizer(records, **kw), via_dspy_metric(records, **kw),
     ]  # fmt: skip
+    unfused.against = _fused_differs(folder / 'cli' / 'cli', unfused, folder / 'unfused' / 'cli')
     if ray_records is not None:
-        ray_surface, _ = via_cli(ray_records, folder / 'ray', ray=True)
+        ray_surface, _ = via_cli(ray_records, folder / 'ray', ray=True, **kw)
         others.insert(0, ray_surface)
+    if service:
+        if str(ROOT) not in sys.path:  # `python benchmarks/conformance.py` finds its sibling
+            sys.path.insert(0, str(ROOT))
+        from benchmarks.conformance_service import via_service
+
+        api, page, _ = via_service(records, folder / 'service', judges=judges, model=model)
+        others += [api, page]
     return reference, others
+
+
+def via_cached_cli(records: Sequence[QueryRecord], folder: Path, **kw: Any) -> Surface:
+    """`sensei-eval judge` twice on one judge cache: the second run, which must make no model request."""
+    from sensei_eval.core.reports import RunSummary
+
+    cache = folder / 'cache'
+    via_cli(records, folder / 'first', cache=cache, **kw)
+    surface, _ = via_cli(records, folder / 'again', cache=cache, name='judge (cached)', **kw)
+    summary = RunSummary.model_validate_json((folder / 'again' / 'cli' / 'summary.json').read_text(encoding='utf-8'))
+    if summary.model_requests or (summary.cache_hits == 0 and any(s.judges for s in surface.seen.values())):
+        surface.problems.append(f'the re-run made {summary.model_requests} model request(s), {summary.cache_hits} cache hit(s)')
+    return surface
+
+
+def _fused_differs(reference: Path, unfused: Surface, folder: Path) -> Surface:
+    """`judge --fuse none` is compared with itself (it is a reference); that the default run fused is checked
+    here: it made fewer model requests than the unfused one (one per record instead of one per LLM judge)."""
+    from sensei_eval.core.reports import RunSummary
+
+    fused, alone = (RunSummary.model_validate_json((p / 'summary.json').read_text(encoding='utf-8')) for p in (reference, folder))
+    if alone.model_requests and fused.model_requests >= alone.model_requests:
+        unfused.problems.append(f'the default run made {fused.model_requests} model request(s), unfused {alone.model_requests}')
+    return unfused
 
 
 def _start_ray() -> Callable[[], None]:
@@ -425,6 +515,7 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='the sample and 10 tau2 runs, no Ray (unless --ray)')
     parser.add_argument('--no-ray', action='store_true', help='leave out judge --ray')
     parser.add_argument('--ray', action='store_true', help='with --quick: judge --ray on the sample too')
+    parser.add_argument('--no-service', action='store_true', help='leave out the scoring service')
     args = parser.parse_args()
     if args.quick and not args.ray:
         args.no_ray = True  # starting a local Ray alone takes longer than the rest of the quick run
@@ -434,7 +525,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ray_records = None if args.no_ray else (sample if args.quick else records)
-            reference, others = run_surfaces(records, Path(tmp), ray_records=ray_records)
+            reference, others = run_surfaces(records, Path(tmp), ray_records=ray_records, service=not args.no_service)
     finally:
         if stop is not None:
             stop()
@@ -453,16 +544,16 @@ def print_agreement(reference: Surface, surfaces: Sequence[Surface], *, subsets:
     """Print each surface's agreement with `reference` (a table, and its first differences); True when any
     differs. A surface named in `subsets` was run on part of the records (Ray on the sample only) and is
     compared on those."""
-    print(f'{"surface":<24} {"records":>8} {"agree":>8} {"agreement":>10} {"seconds":>8}')
+    print(f'{"surface":<24} {"records":>8} {"agree":>8} {"agreement":>10} {"seconds":>8}  compared with')
     print(f'{reference.name:<24} {len(reference.seen):>8} {"(ref)":>8} {"":>10} {reference.seconds:>8.1f}')
     failed = False
     for surface in surfaces:
-        ref = reference
-        if surface.name in subsets and len(surface.seen) != len(reference.seen):
-            ref = Surface(reference.name, {k: v for k, v in reference.seen.items() if k in surface.seen})
+        ref = surface.against or reference
+        if surface.name in subsets and len(surface.seen) != len(ref.seen):
+            ref = Surface(ref.name, {k: v for k, v in ref.seen.items() if k in surface.seen})
         agree, total, problems = agreement(ref, surface)
         share = agree / total if total else 0.0
-        print(f'{surface.name:<24} {total:>8} {agree:>8} {share:>10.1%} {surface.seconds:>8.1f}')
+        print(f'{surface.name:<24} {total:>8} {agree:>8} {share:>10.1%} {surface.seconds:>8.1f}  {ref.name}')
         for problem in problems[:5]:
             print(f'    {problem[:160]}')
         failed = failed or bool(problems) or agree != total

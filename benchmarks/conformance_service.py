@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmar
 
 from benchmarks.conformance import (
     JUDGES,
+    ModelFactory,
     Seen,
     Surface,
     conformance_model,
@@ -49,26 +50,30 @@ _POLL_S = 0.05
 _WAIT_S = 600.0
 
 
-def via_service(records: Sequence[QueryRecord], folder: Path) -> tuple[Surface, Surface, dict[str, Any]]:
+def via_service(
+    records: Sequence[QueryRecord], folder: Path, *, judges: str = JUDGES, model: ModelFactory | None = None
+) -> tuple[Surface, Surface, dict[str, Any]]:
     """The records through a service on a fresh SQLite store: (the evaluation API, the dashboard page, and
-    per query id the API's evaluation)."""
+    per query id the API's evaluation). `judges` other than the default are named in each request."""
     from fastapi.testclient import TestClient
 
     from sensei_eval.service import ServiceSettings, create_app
 
+    folder.mkdir(parents=True, exist_ok=True)
     url = f'sqlite:///{folder / "service.db"}'
     settings = ServiceSettings(db_url=url, allowed_hosts=frozenset({'testserver'}), poll_s=_POLL_S, heartbeat_s=1.0)
     api, dash = Surface('service API'), Surface('dashboard page')
     evaluations: dict[str, Any] = {}
     start = time.perf_counter()
-    with TestClient(create_app(settings, conformance_model()), headers={'Content-Type': 'application/json'}) as c:
+    body: dict[str, Any] = {} if judges == JUDGES else {'judges': judges.split(',')}
+    with TestClient(create_app(settings, (model or conformance_model)()), headers={'Content-Type': 'application/json'}) as c:
         sessions: dict[str, str] = {}
         for record in records:
             created = c.post('/api/v1/sessions', json=record.model_dump(mode='json'))
             created.raise_for_status()
             sessions[record.query_id] = created.json()['session_id']
         for sid in sessions.values():
-            c.post(f'/api/v1/sessions/{sid}/evaluate', json={}).raise_for_status()
+            c.post(f'/api/v1/sessions/{sid}/evaluate', json=body).raise_for_status()
         deadline = time.monotonic() + _WAIT_S
         pending = dict(sessions)
         while pending and time.monotonic() < deadline:

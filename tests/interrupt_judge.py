@@ -14,6 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.cli import judge as judge_cli
+from sensei_eval.judging import run as judging_run
 from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import about, user_prompt
@@ -35,8 +36,8 @@ def _model(*_: Any, **__: Any) -> JudgeModel:
 
 
 if __name__ == '__main__':
-    judge_cli.resolve_model = _model  # type: ignore[assignment]
-    judge_cli.preflight = lambda *a, **k: asyncio.sleep(0)  # type: ignore[assignment]
+    judging_run.resolve_model = _model  # type: ignore[assignment]
+    judging_run.preflight = lambda *a, **k: asyncio.sleep(0)  # type: ignore[assignment]
     args = sys.argv[2:]
     sys.argv = ['sensei-eval', 'judge', *args]
     judge_cli.app(args, prog_name='sensei-eval')

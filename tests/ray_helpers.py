@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.models.judge_model import JudgeModel
-from tests.helpers import about, user_prompt
+from tests.helpers import about, member_prompts, user_prompt
 
 # env: the file whose creation marks "this run's worker was killed once" (set by the test)
 KILL_MARKER_ENV = 'SENSEI_TEST_RAY_KILL_MARKER'
@@ -21,7 +21,11 @@ KILL_AT_CALL = 3
 
 
 def _verdict(prompt: str) -> dict[str, object]:
-    """One reasoning per transcript (the same text everywhere would be set aside as inconclusive)."""
+    """One reasoning per transcript (the same text everywhere would be set aside as inconclusive); a fused
+    call (the judges' default) gets one such verdict per member."""
+    members = member_prompts(prompt)
+    if members is not None:
+        return {name: _verdict(single) for name, single in members.items()}
     tag = about(prompt)
     return {'reasoning': f'Checked the answer at [2] against the tool result ({tag}).', 'issues': []}
 

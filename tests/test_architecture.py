@@ -29,7 +29,10 @@ DOC = (ROOT / 'ARCHITECTURE.md').read_text(encoding='utf-8')
 
 # Backticked words of the document that name something outside this package, or text that is not a
 # name (a flag, an HTTP route, a command line, a file of a run folder): each has its own test below.
-_EXTERNAL = {'Agent', 'asyncio.run', 'LLMJudge', 'OnlineEvaluation', 'TYPE_CHECKING', 'lint-imports', 'pyproject.toml'}
+_EXTERNAL = {
+    'Agent', 'asyncio.run', 'Dataset', 'LLMJudge', 'OnlineEvaluation', 'TYPE_CHECKING', 'lint-imports', 'pyproject.toml',
+    'sensei_eval.engines',
+}  # fmt: skip
 
 
 def _tree() -> list[tuple[str, str]]:
@@ -171,12 +174,20 @@ def test_every_backticked_name_exists(token: str) -> None:
 
 def test_the_external_names_are_what_the_document_says() -> None:
     from pydantic_ai import Agent
+    from pydantic_evals import Dataset
     from pydantic_evals.evaluators import LLMJudge
     from pydantic_evals.online_capability import OnlineEvaluation
 
-    assert Agent and LLMJudge and OnlineEvaluation
+    assert Agent and LLMJudge and OnlineEvaluation and Dataset
     config = (ROOT / 'pyproject.toml').read_text(encoding='utf-8')
     assert '[tool.importlinter]' in config and 'import-linter' in config  # `lint-imports`
+    # the record engine a judge's `evaluate()` runs, injected by name: the entry point names a real function
+    engines = tomllib.loads(config)['project']['entry-points']['sensei_eval.engines']
+    assert _resolve(engines['record'].replace(':', '.')).__name__ == 'evaluate_record'
+    from sensei_eval.evaluators.base import record_engine
+    from sensei_eval.judging.evaluation import evaluate_record
+
+    assert record_engine() is evaluate_record
 
 
 def test_the_where_a_change_belongs_table_names_real_files() -> None:

@@ -29,7 +29,7 @@ from sensei_eval.judging.batch import (
     BatchState,
     batch_judge_model,
 )
-from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.options import NO_FUSING, JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
@@ -37,6 +37,7 @@ from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from .batch_server import BatchServer, last_user_text
 from .helpers import about, openai_record
 
+# two judges, each in its own call (`fuse=NO_FUSING`): the batches below count one request per judge and record
 JUDGES = ['hallucination', 'completeness']
 FAST = {'settle_s': 0.2, 'poll_s': 0.05, 'max_poll_s': 0.2}
 
@@ -76,7 +77,9 @@ async def judge_batched(
     )
     assert isinstance(batched.model, BatchModel)
     try:
-        return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), batched), run_id=folder.run_id, run_dir=folder)
+        return await judge_records(
+            records(), JudgeRunOptions(make_judges(JUDGES), batched, fuse=NO_FUSING), run_id=folder.run_id, run_dir=folder
+        )
     finally:
         await batched.model.aclose()
 
@@ -206,7 +209,8 @@ def test_cli_batch_interrupted_then_resumed(tmp_path: Path) -> None:
     out = tmp_path / 'reports'
     with BatchServer(verdicts, polls_to_complete=2, hold=True) as server:
         args = ['--dataset', str(dataset), '--judges', ','.join(JUDGES), '--base-url', server.base_url,
-                '--model', 'judge', '--out', str(out), '--run-id', 'cli-run', '--batch', '--no-cache']  # fmt: skip
+                '--model', 'judge', '--out', str(out), '--run-id', 'cli-run', '--batch', '--no-cache',
+                '--fuse', 'none']  # fmt: skip
         env = {**os.environ, 'OPENAI_API_KEY': 'sk-test', 'SENSEI_EVAL_BATCH_POLL_S': '0.05', 'SENSEI_EVAL_BATCH_SETTLE_S': '0.2'}
         proc = subprocess.Popen(
             [sys.executable, '-m', 'sensei_eval.judge', *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -253,7 +257,9 @@ def test_responses_model_batches_on_the_responses_endpoint(tmp_path: Path) -> No
 
         async def run() -> list[Any]:
             try:
-                return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), batched), run_id='run-responses')
+                return await judge_records(
+                    records(), JudgeRunOptions(make_judges(JUDGES), batched, fuse=NO_FUSING), run_id='run-responses'
+                )
             finally:
                 assert isinstance(batched.model, BatchModel)
                 await batched.model.aclose()
@@ -348,7 +354,9 @@ def test_state_file_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
 
         async def run() -> list[Any]:
             try:
-                return await judge_records(records(), JudgeRunOptions(make_judges(JUDGES), JudgeModel(batched, 'b')), run_id='w')
+                return await judge_records(
+                    records(), JudgeRunOptions(make_judges(JUDGES), JudgeModel(batched, 'b'), fuse=NO_FUSING), run_id='w'
+                )
             finally:
                 await batched.aclose()
 

@@ -15,6 +15,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.checks import CHECKS
 from sensei_eval.evaluators.registry import GROUPS, make_judges
+from sensei_eval.judging import run as judging_run
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 
@@ -120,7 +121,7 @@ def test_cli_checks_need_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError('checks must not resolve a model')
 
-    monkeypatch.setattr(judge_cli, 'resolve_model', no_model)
+    monkeypatch.setattr(judging_run, 'resolve_model', no_model)
     result = CliRunner().invoke(
         judge_cli.app, ['--dataset', str(SAMPLE), '--evaluators', 'checks', '--out', str(tmp_path), '--run-id', 'c']
     )

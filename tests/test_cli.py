@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
+from sensei_eval.cli import judge_console
 from sensei_eval.cli.app import app as root
 from sensei_eval.cli.common import split_names
 from sensei_eval.judging.run_folder import load_reports
@@ -40,7 +41,7 @@ def test_help_fits_80_columns_without_cut_option_names(command: str) -> None:
 
 
 def test_judge_checks_at_80_columns_compact_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(judge_cli.out, 'width', 80)
+    monkeypatch.setattr(judge_console.out, 'width', 80)
     monkeypatch.chdir(tmp_path)  # as a user runs it: `next: sensei-eval view c`, not pytest's long temp path
     code, output = _run80(['judge', '--dataset', str(SAMPLE), '--judges', 'checks', '--out', str(tmp_path), '--run-id', 'c'])
     assert code == 0, output

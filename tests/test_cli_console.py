@@ -21,9 +21,11 @@ from typer.testing import CliRunner
 
 from sensei_eval.agents.runner import AgentRuns, PydanticAIRunner, Query, run_and_judge_many
 from sensei_eval.cli import judge as judge_cli
+from sensei_eval.cli import judge_console
 from sensei_eval.cli.base import LOG_WIDTH, SafeConsole, make_console
 from sensei_eval.data import SAMPLE_DATASET
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.judging import run as judging_run
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models import retry
 from sensei_eval.models.judge_model import JudgeModel
@@ -118,7 +120,7 @@ def test_one_failing_server_gives_one_folded_error_line(tmp_path: Path, monkeypa
         raise ModelHTTPError(500, 'judge', body=f'internal error, request id req_{calls[0]:012d}')
 
     model = JudgeModel(FunctionModel(failing, model_name='judge'), 'judge')
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: model)
+    monkeypatch.setattr(judging_run, 'resolve_model', lambda *a, **k: model)
     dataset = tmp_path / 'd.jsonl'
     dataset.write_text(''.join(openai_record(f'r{i}').model_dump_json() + '\n' for i in range(3)))
     args = ['--dataset', str(dataset), '--judges', 'hallucination,completeness', '--no-cache', '--out', str(tmp_path / 'o')]
@@ -126,12 +128,14 @@ def test_one_failing_server_gives_one_folded_error_line(tmp_path: Path, monkeypa
     assert result.exit_code == 1
     block = result.output.split('judge error(s):\n', 1)[1].split('reports: ', 1)[0]
     folded = ' '.join(block.split())  # the console wraps the one line at 80 columns
-    assert folded.startswith('6× model call to model judge failed') and folded.count('×') == 1, result.output
+    # both judges answer in one fused call: its error, once per judge, folded into one line
+    assert folded.startswith('6× fused:hallucination+completeness: model call to model judge failed'), result.output
+    assert folded.count('×') == 1, result.output
     assert folded.endswith('(records: r0, r1, r2; judges: hallucination, completeness)'), folded
 
 
 def test_fold_errors_keeps_different_errors_apart() -> None:
-    lines = judge_cli.fold_errors(
+    lines = judge_console.fold_errors(
         ['a: j: timed out after 120 s', 'b: j: timed out after 121 s', 'c: k: 401 key rejected', 'd: j: timed out after 9 s']
     )
     assert lines == ['3× timed out after 120 s (records: a, b, d; judges: j)', 'c: k: 401 key rejected']
@@ -154,8 +158,8 @@ def test_query_ids_and_reasons_reach_the_terminal_as_text(tmp_path: Path, monkey
     dataset = tmp_path / 'd.jsonl'
     dataset.write_text(json.dumps(record) + '\n')
     err, out = io.StringIO(), io.StringIO()
-    monkeypatch.setattr(judge_cli, 'err', SafeConsole(file=err, force_terminal=True, width=100))
-    monkeypatch.setattr(judge_cli, 'out', SafeConsole(file=out, force_terminal=True, width=100))
+    monkeypatch.setattr(judge_console, 'err', SafeConsole(file=err, force_terminal=True, width=100))
+    monkeypatch.setattr(judge_console, 'out', SafeConsole(file=out, force_terminal=True, width=100))
     args = ['--dataset', str(dataset), '--judges', 'checks', '--profile', 'docs-agent', '--out', str(tmp_path / 'o'), '-v']
     result = CliRunner().invoke(judge_cli.app, args)
     assert result.exit_code == 0, result.output

@@ -1,9 +1,10 @@
 """One run, one verdict: the packaged sample and the 50 tau2-airline runs, judged with a scripted model
-through every library surface (`judge`, `judge --ray`, a pydantic-evals `Dataset`, an A/A `validate`, the
-optimizer's evaluation, the DSPy metric), give the same per-record verdicts and overall scores.
+through every surface (`judge`, its cached re-run, `judge --ray`, a pydantic-evals `Dataset`, an A/A
+`validate`, the optimizer's evaluation, the DSPy metric, the scoring service's API and dashboard page), give
+the same per-record verdicts and overall scores; each judge as its own pydantic-evals evaluator (which
+cannot fuse) gives those of `judge --fuse none`.
 
 The surfaces and the scripted model are `benchmarks/conformance.py`'s (which prints the same agreement).
-The service API and the dashboard are compared in the service's own tests.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from benchmarks.conformance import (
 )
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.data import SAMPLE_DATASET
+from sensei_eval.judging import run as judging_run
 from sensei_eval.models.judge_model import JudgeModel
+from tests.helpers import member_prompts, user_prompt
 
 
 def _assert_agree(reference: Surface, others: list[Surface]) -> None:
     for surface in others:
-        ref = reference
-        if len(surface.seen) < len(reference.seen):  # a surface run on part of the records (Ray: the sample)
-            ref = Surface(reference.name, {k: v for k, v in reference.seen.items() if k in surface.seen})
+        ref = surface.against or reference
+        if len(surface.seen) < len(ref.seen):  # a surface run on part of the records (Ray: the sample)
+            ref = Surface(ref.name, {k: v for k, v in ref.seen.items() if k in surface.seen})
         agree, total, problems = agreement(ref, surface)
         assert problems == [] and agree == total > 0, (surface.name, problems[:3])
 
@@ -57,9 +60,11 @@ def test_every_surface_gives_the_same_verdicts_and_overall_scores(tmp_path: Path
     assert len(records) == len(sample) + 50
     reference, others = run_surfaces(records, tmp_path, ray_records=sample)
     assert [s.name for s in others] == [
-        'judge --ray', 'pydantic-evals judges', 'pydantic-evals Verdicts', 'validate (A/A)', 'optimizer evaluation',
-        'DSPy JudgeMetric',
+        'judge --ray', 'judge (cached)', 'judge --fuse none', 'pydantic-evals judges', 'pydantic-evals Verdicts',
+        'validate (A/A)', 'optimizer evaluation', 'DSPy JudgeMetric', 'service API', 'dashboard page',
     ]  # fmt: skip
+    # the one surface that cannot fuse (pydantic-evals calls each evaluator alone) is held to the unfused run
+    assert [s.name for s in others if s.against is not None] == ['judge --fuse none', 'pydantic-evals judges']
     assert len(reference.seen) == len(records)
     # the scripted model gives every status the verdict model has but smoke and error: the comparison means something
     statuses = {status for seen in reference.seen.values() for status, _ in seen.judges.values()}
@@ -69,7 +74,9 @@ def test_every_surface_gives_the_same_verdicts_and_overall_scores(tmp_path: Path
 
 
 def _never_judges(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    return ModelResponse(parts=[TextPart(json.dumps({'reasoning': '', 'issues': []}))])
+    blank = {'reasoning': '', 'issues': []}
+    members = member_prompts(user_prompt(messages))  # a fused call: the same blank answer from each member
+    return ModelResponse(parts=[TextPart(json.dumps(blank if members is None else dict.fromkeys(members, blank)))])
 
 
 def _not_judging() -> JudgeModel:
@@ -82,7 +89,7 @@ def test_a_run_no_judge_judged_is_not_judged_on_every_surface(tmp_path: Path) ->
     assert {s.overall for s in reference.seen.values()} == {None}
     assert {status for s in reference.seen.values() for status, _ in s.judges.values()} == {'inconclusive'}
     _assert_agree(reference, others)
-    dspy_metric = others[-1]
+    dspy_metric = next(s for s in others if s.name == 'DSPy JudgeMetric')
     assert {s.overall for s in dspy_metric.seen.values()} == {None}  # the metric raised: no score, never 1.0
 
 
@@ -91,7 +98,7 @@ def test_the_console_shows_coverage_beside_the_score_and_not_judged(tmp_path: Pa
 
     from sensei_eval.cli import judge as judge_cli
 
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: _not_judging())
+    monkeypatch.setattr(judging_run, 'resolve_model', lambda *a, **k: _not_judging())
     monkeypatch.chdir(tmp_path)
     args = ['--dataset', str(SAMPLE_DATASET), '--out', 'reports', '--no-cache']
     partly = CliRunner().invoke(judge_cli.app, [*args, '--judges', 'mvp,checks', '--run-id', 'p'])

@@ -33,7 +33,7 @@ from sensei_eval.cli.common import ModelFlags, setup_judge_model
 from sensei_eval.core.config import default_cache_dir
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.options import NO_FUSING, JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import embedded
 from sensei_eval.models.embedded import SharedServer
@@ -205,17 +205,22 @@ def test_concurrent_first_requests_start_one_server(spawns: list[list[str]], tmp
 
 
 def test_judges_through_the_lazy_model_and_the_cache(spawns: list[list[str]], tmp_path: Path) -> None:
+    # one call per judge (`NO_FUSING`): the fake server answers single verdicts
     server = SharedServer(tmp_path / 'shared')
     model = embedded_model(server, transcript_budget=4000)
     cache = JudgeCache(tmp_path / 'c')
     try:
         with override_allow_model_requests(True):
             [report] = asyncio.run(
-                judge_records([openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache), run_id='r')
+                judge_records(
+                    [openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache, fuse=NO_FUSING), run_id='r'
+                )
             )
             assert {r.status for r in report.judges.values()} == {'ok'} and len(spawns) == 1
             [again] = asyncio.run(
-                judge_records([openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache), run_id='r2')
+                judge_records(
+                    [openai_record()], JudgeRunOptions(make_judges(['mvp']), model, cache=cache, fuse=NO_FUSING), run_id='r2'
+                )
             )
     finally:
         model.close()

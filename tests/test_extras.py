@@ -111,8 +111,8 @@ def test_exit_on_missing_extra_passes_other_errors_through() -> None:
 
 
 def test_sample_dataset_is_packaged_and_the_default() -> None:
-    from sensei_eval.cli.judge import DEFAULT_DATASET
     from sensei_eval.data import SAMPLE_DATASET
+    from sensei_eval.judging.run import DEFAULT_DATASET
 
     assert DEFAULT_DATASET == SAMPLE_DATASET
     assert SAMPLE_DATASET.is_file()

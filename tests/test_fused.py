@@ -13,6 +13,7 @@ from sensei_eval.evaluators.fused import FUSION_MARKER, FusedJudge, FuseSpecErro
 from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import fuse_judges, make_judges
 from sensei_eval.evaluators.tool_usage import ToolSelection
+from sensei_eval.judging import run as judging_run
 from sensei_eval.models import retry
 
 from .helpers import ScriptedJudge, about, openai_record, user_prompt
@@ -60,7 +61,7 @@ def _answer(prompt: str, n: int) -> dict[str, Any]:
 
 async def test_fused_verdicts_make_the_same_report_as_single_judges() -> None:
     records = [openai_record('r1'), openai_record('r2', answer='Use `Depends()` with a yield.')]
-    single, fused = ScriptedJudge(_answer), ScriptedJudge(_answer)
+    single, fused = ScriptedJudge(_answer, split_fused=False), ScriptedJudge(_answer, split_fused=False)
     judges = make_judges(['mvp'])
     [fused_judge] = make_judges(['mvp'], fuse=['all'])
     assert isinstance(fused_judge, FusedJudge) and fused_judge.member_names == MVP
@@ -87,7 +88,7 @@ async def test_fused_verdicts_make_the_same_report_as_single_judges() -> None:
 async def test_member_criteria_hash_is_its_own_plus_the_fusion_marker() -> None:
     record = openai_record()
     fused = FusedJudge(members=[Hallucination(), Completeness()])
-    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(_answer).model())
+    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(_answer, split_fused=False).model())
     suffix = f'+{FUSION_MARKER}:{fused.criteria_hash()[:12]}'
     own = [Hallucination().criteria_hash(), Completeness().criteria_hash()]
     assert [r.criteria_hash for r in results] == [h + suffix for h in own]
@@ -107,7 +108,7 @@ async def test_an_invalid_member_part_is_retried_alone() -> None:
             out['hallucination']['issues'][0]['severity'] = 'enormous'  # not in the schema's enum
         return out
 
-    scripted = ScriptedJudge(answer)
+    scripted = ScriptedJudge(answer, split_fused=False)
     record = openai_record()
     fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
     results = await fused.judge_members(record, render_transcript(record), scripted.model())
@@ -129,7 +130,7 @@ async def test_a_missing_member_part_is_retried_alone() -> None:
             del out['completeness']
         return out
 
-    scripted = ScriptedJudge(answer)
+    scripted = ScriptedJudge(answer, split_fused=False)
     record = openai_record()
     results = await FusedJudge(members=[Hallucination(), Completeness()]).judge_members(
         record, render_transcript(record), scripted.model()
@@ -145,14 +146,14 @@ async def test_an_erroring_fused_call_gives_an_error_per_member() -> None:
 
     record = openai_record()
     fused = FusedJudge(members=[ToolSelection(), Hallucination(), Completeness()])
-    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(down).model())
+    results = await fused.judge_members(record, render_transcript(record), ScriptedJudge(down, split_fused=False).model())
     assert [r.judge for r in results] == list(MVP)
     assert all(r.status == 'error' and 'fell over' in (r.error or '') for r in results)
     assert all(r.score is None and r.passed is None for r in results)
 
 
 async def test_a_fused_answer_that_is_never_json_is_an_error_per_member() -> None:
-    scripted = ScriptedJudge(lambda p, n: 'I think it is fine.')
+    scripted = ScriptedJudge(lambda p, n: 'I think it is fine.', split_fused=False)
     record = openai_record()
     fused = FusedJudge(members=[Hallucination(), Completeness()], output_retries=1)
     results = await fused.judge_members(record, render_transcript(record), scripted.model())
@@ -172,7 +173,7 @@ async def test_inconclusive_detection_stays_per_member() -> None:
 
     record = openai_record()
     results = await FusedJudge(members=[Hallucination(), Completeness()]).judge_members(
-        record, render_transcript(record), ScriptedJudge(answer).model()
+        record, render_transcript(record), ScriptedJudge(answer, split_fused=False).model()
     )
     assert [r.status for r in results] == ['ok', 'inconclusive']
     assert results[1].score is None and results[1].passed is None
@@ -240,8 +241,8 @@ def test_judge_cli_fuse_option_makes_one_call_per_record(tmp_path: Any, monkeypa
 
     from sensei_eval.cli import judge as judge_cli
 
-    scripted = ScriptedJudge(_answer)
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model())
+    scripted = ScriptedJudge(_answer, split_fused=False)
+    monkeypatch.setattr(judging_run, 'resolve_model', lambda *a, **k: scripted.model())
     data = tmp_path / 'd.jsonl'
     data.write_text(
         openai_record('f1').model_dump_json() + '\n' + openai_record('f2', answer='Use a yield.').model_dump_json() + '\n'
@@ -266,7 +267,7 @@ async def test_a_fused_prompt_too_big_for_the_context_falls_back_to_single_judge
 
     from sensei_eval.models.judge_model import EMBEDDED_TRANSCRIPT_BUDGET, JudgeModel
 
-    scripted = ScriptedJudge(_answer)
+    scripted = ScriptedJudge(_answer, split_fused=False)
     model = JudgeModel(
         FunctionModel(scripted, model_name='scripted'),
         'embedded:SmolLM2-135M-Instruct',
@@ -307,7 +308,7 @@ async def test_the_fused_prompt_is_built_and_indexed_once_per_call_whatever_the_
         [fused_judge] = [j for j in make_judges(spec, fuse=['all']) if isinstance(j, FusedJudge)]
         inconclusive._prompt_index.cache_clear()
         built = 0
-        results = await fused_judge.judge_members(record, transcript, ScriptedJudge(_answer).model())
+        results = await fused_judge.judge_members(record, transcript, ScriptedJudge(_answer, split_fused=False).model())
         assert len(results) == len(fused_judge.members) and {r.status for r in results} == {'ok'}
         # the fused prompt and the schema's own texts (the paraphrase rule), each indexed once per call
         assert inconclusive._prompt_index.cache_info().misses == 2
@@ -327,7 +328,7 @@ async def test_a_task_first_model_gets_the_fused_task_before_the_transcript_and_
         return {mode: _verdict(mode, prompt[start:end]) for mode in _modes_asked(prompt)}
 
     [fused_judge] = make_judges(['mvp'], fuse=['all'])
-    scripted = ScriptedJudge(answer)
+    scripted = ScriptedJudge(answer, split_fused=False)
     model = scripted.model()
     model.task_first = True
     prompts = []

@@ -18,6 +18,7 @@ from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT
 from sensei_eval.evaluators.inconclusive import copied_from, same_text_everywhere, why_inconclusive
 from sensei_eval.evaluators.output import Hallucination
 from sensei_eval.evaluators.tool_usage import ToolSelection
+from sensei_eval.judging import run as judging_run
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from tests.helpers import ScriptedJudge, openai_record
@@ -136,12 +137,12 @@ def test_cli_counts_inconclusive_verdicts_and_keeps_them_out_of_the_pass_rate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int
 ) -> None:
     scripted = ScriptedJudge(lambda p, k: ECHO)
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model())
+    monkeypatch.setattr(judging_run, 'resolve_model', lambda *a, **k: scripted.model())
 
     async def fine(*a: object, **k: object) -> None:
         return None
 
-    monkeypatch.setattr(judge_cli, 'preflight', fine)
+    monkeypatch.setattr(judging_run, 'preflight', fine)
     dataset = tmp_path / 'one.jsonl'
     dataset.write_text(openai_record().model_dump_json() + '\n')
     result = CliRunner().invoke(

@@ -16,7 +16,8 @@ from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.registry import GROUPS, make_judges
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import AGNOSTIC_CHECKS, BUILTIN_PROFILES, ProfileError, load_profile, resolve_profile
-from sensei_eval.judging.runner import count_judge_calls, judge_records
+from sensei_eval.judging.record import count_judge_calls
+from sensei_eval.judging.runner import judge_records
 
 DOCS_CONVENTIONS = {'version_check', 'docs_tool_check', 'greeting_check', 'citation_check'}
 

@@ -88,9 +88,9 @@ def test_a_rerun_on_ray_is_answered_from_the_drivers_cache(tmp_path: Path) -> No
     # the "interrupted" run started again on the whole dataset with the same run folder: the first
     # three records' model calls are not made again (no worker is asked), the rest are
     again, _ = _ray_run(records, tmp_path / 'out' / 'run', 'tests.ray_helpers:fake_model', cache=cache)
-    assert cache.hits == 3 * 2  # 3 records × 2 model judges
+    assert cache.hits == 3 * 2  # 3 records × 2 model judges (cached one by one, judged in one fused call)
     summary = again.tally.summary('run', RunFacts(started_at=_now()))
-    assert summary.records_judged == 6 and summary.model_requests == 3 * 2
+    assert summary.records_judged == 6 and summary.model_requests == 3  # one fused call per record
     assert len(list((tmp_path / 'out' / 'run' / 'records').glob('*.json'))) == 6
 
 

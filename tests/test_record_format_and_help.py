@@ -14,12 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
+from sensei_eval.cli import judge_console
 from sensei_eval.cli.app import COMMANDS
 from sensei_eval.cli.app import app as root
 from sensei_eval.cli.view import not_a_run
 from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import QueryRecord, Rating
 from sensei_eval.evaluators.registry import GROUPS, UnknownJudgeError, make_judges
+from sensei_eval.judging import run as judging_run
 from sensei_eval.models.judge_model import SMOKE_MAX_STRING, ModelUsageError, check_base_url, resolve_model, smoke_schema
 
 SAMPLE = Path(__file__).resolve().parents[1] / 'datasets' / 'sample.jsonl'
@@ -316,7 +318,7 @@ def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
         verdict = {'reasoning': f'Nothing wrong at [2] ({about(prompt)}).', 'issues': []}
         return {name: verdict for name in GROUPS['core']}
 
-    scripted = ScriptedJudge(fused)
+    scripted = ScriptedJudge(fused, split_fused=False)
 
     def embedded_like(*args: Any, **kwargs: Any) -> Any:
         model = scripted.model()
@@ -324,9 +326,9 @@ def test_judge_with_the_embedded_model_makes_one_call_per_record_and_says_smoke(
         model.task_first = True
         return model
 
-    monkeypatch.setattr(judge_cli, 'resolve_model', embedded_like)
-    monkeypatch.setattr(judge_cli.out, 'width', 80)
-    monkeypatch.setattr(judge_cli.err, 'width', 80)
+    monkeypatch.setattr(judging_run, 'resolve_model', embedded_like)
+    monkeypatch.setattr(judge_console.out, 'width', 80)
+    monkeypatch.setattr(judge_console.err, 'width', 80)
     ids = ['docs-001', 'docs-002', 'docs-003']
     args = ['judge', '--dataset', str(SAMPLE), '--out', str(tmp_path), '--run-id', 's', '--no-cache']
     code, output = _run80([*args, *(a for q in ids for a in ('--query-id', q))])
@@ -396,7 +398,7 @@ def test_the_checks_judge_the_whole_run_when_the_model_sees_a_cut_transcript(
     from .helpers import ScriptedJudge, about
 
     scripted = ScriptedJudge(lambda p, n: {'reasoning': f'Nothing wrong at [2] ({about(p)}).', 'issues': []})
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: scripted.model(budget=200))
+    monkeypatch.setattr(judging_run, 'resolve_model', lambda *a, **k: scripted.model(budget=200))
 
     def per_check(run_id: str, *extra: str) -> dict[str, Any]:
         args = ['judge', '--dataset', str(SAMPLE), '--out', str(tmp_path), '--run-id', run_id, '--no-cache', *extra]

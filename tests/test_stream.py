@@ -23,8 +23,9 @@ from sensei_eval.evaluators.output import Completeness, Hallucination
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.record import JudgeEvent, count_judge_calls
 from sensei_eval.judging.run_folder import RunFolder
-from sensei_eval.judging.runner import JudgeEvent, count_judge_calls, judge_records, judge_stream
+from sensei_eval.judging.runner import judge_records, judge_stream
 from sensei_eval.models.judge_model import JudgeModel
 
 from .helpers import ScriptedJudge, no_issues, openai_record
@@ -193,6 +194,7 @@ def _timeless(report: RecordReport) -> dict[str, Any]:
     data = report.model_dump(exclude={'evaluated_at', 'run_id', 'latency_s'})
     for result in data['judges'].values():
         result.pop('latency_s')
+        result['details'].get('fused', {}).pop('latency_s', None)  # a fused call's own timing
     return data
 
 

@@ -99,8 +99,8 @@ def test_planted_regression_end_to_end(tmp_path: Path) -> None:
     assert c.gate.exit_code == 1 and 'completeness' in c.gate.regressed
     assert c.metric('tool_selection').verdict in ('no_change', 'not_significant')
     assert c.metric('hallucination').verdict in ('no_change', 'not_significant')
-    # every transcript judged J times by 3 judges, on both sides
-    assert len(judge.calls) == 2 * 12 * 2 * 2 * 3
+    # every transcript judged J times by the 3 judges fused into one call, on both sides
+    assert len(judge.calls) == 2 * 12 * 2 * 2
     # noise measured separately: J = 2 gives judge noise, R = 2 runs give the run-to-run spread
     assert m.noise_old is not None and m.noise_old.judge_var is not None and m.noise_old.run_var is not None
     assert m.noise_floor is not None and abs(m.delta or 0) > m.noise_floor

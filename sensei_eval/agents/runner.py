@@ -56,8 +56,9 @@ from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.core.user_modules import import_spec
 from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.record import JudgeEvent, count_judge_calls
 from sensei_eval.judging.run_folder import RunFolder
-from sensei_eval.judging.runner import JudgeEvent, count_judge_calls, judge_records
+from sensei_eval.judging.runner import judge_records
 
 __all__ = (
     'AgentPromptError',

@@ -8,24 +8,21 @@ command module keeps its own app too, so `python -m sensei_eval.judge` and frien
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from sensei_eval.cli.base import make_app, make_console, print_table, quiet_third_party, shown
-from sensei_eval.core.extras import MissingExtraError
 from sensei_eval.models.judge_model import (
-    EMBEDDED_NOTICE,
     JudgeModel,
+    ModelChoice,
     ModelSetupError,
-    ModelUnreachableError,
     NoJudgeModelError,
+    open_judge_model,
     preflight,
     resolve_model,
 )
@@ -119,49 +116,13 @@ def split_names(values: list[str] | None) -> list[str]:
 # The judge model
 
 
-@dataclass(frozen=True)
-class ModelFlags:
-    """The judge model as a command's flags ask for it: `--model`, `--base-url`, `--max-transcript-tokens`,
-    `--embedded-threads` and `--timeout` (each judge call's deadline, `JudgeModel.call_timeout_s`; None
-    keeps the model's default)."""
-
-    model: str | None = None
-    base_url: str | None = None
-    transcript_budget: int | None = None
-    embedded_threads: int | None = None
-    timeout: float | None = None
-
-
-@overload
-def setup_judge_model(
-    flags: ModelFlags,
-    *,
-    err: Console,
-    note: str = ...,
-    fail_code: int | None = ...,
-    unreachable_ok: bool = ...,
-    resolve: Callable[..., JudgeModel] = ...,
-    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = ...,
-    none_ok: Literal[False] = ...,
-) -> JudgeModel: ...
-
-
-@overload
-def setup_judge_model(
-    flags: ModelFlags,
-    *,
-    err: Console,
-    note: str = ...,
-    fail_code: int | None = ...,
-    unreachable_ok: bool = ...,
-    resolve: Callable[..., JudgeModel] = ...,
-    check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = ...,
-    none_ok: Literal[True],
-) -> JudgeModel | None: ...
+# The judge model as a command's flags ask for it: `--model`, `--base-url`, `--max-transcript-tokens`,
+# `--embedded-threads` and `--timeout` (the library's `ModelChoice`, under the name the commands used).
+ModelFlags = ModelChoice
 
 
 def setup_judge_model(
-    flags: ModelFlags,
+    flags: ModelChoice,
     *,
     err: Console,
     note: str = '',
@@ -169,52 +130,33 @@ def setup_judge_model(
     unreachable_ok: bool = False,
     resolve: Callable[..., JudgeModel] = resolve_model,
     check: Callable[[JudgeModel], Coroutine[Any, Any, None]] = preflight,
-    none_ok: bool = False,
-) -> JudgeModel | None:
-    """Resolve the judge model (flag, then `$SENSEI_EVAL_MODEL`; none named is a usage error saying how to
-    name one, or None with `none_ok`: the judge command then runs its checks alone), print the
-    embedded-model notice, and check with one request that it answers. A problem is printed once and ends
-    the command:
-    exit `fail_code` when given, else the `ModelSetupError`'s code (2 usage, 1 unreachable), 1 otherwise.
-    The embedded model is not started here: it starts (or joins the machine's shared server) on the
-    first model request, so a run answered entirely from the cache never starts it.
+) -> JudgeModel:
+    """The judge model a command needs (`models.judge_model.open_judge_model`: resolved from the flag, then
+    `$SENSEI_EVAL_MODEL`, and checked with one request), the embedded-model notice printed. A problem is
+    printed once and ends the command: exit `fail_code` when given, else the error's code (2 usage, 1
+    unreachable), 1 otherwise; none named is a usage error saying how to name one.
 
     With `unreachable_ok` (the service), a server that cannot be reached is a warning naming it, not an exit.
     `resolve` and `check` are the caller's own names for `resolve_model` and `preflight`, so tests can
     replace them per command."""
-    extra: dict[str, Any] = {} if flags.embedded_threads is None else {'embedded_threads': flags.embedded_threads}
+
+    def notice(kind: str, text: str) -> None:
+        if kind == 'smoke':
+            err.print(f'[yellow]smoke:[/] {text}', highlight=False)
+            if note:
+                err.print(f'[yellow]note:[/] {note}', highlight=False)
+        elif kind == 'unreachable':
+            err.print(f'[yellow]warning:[/] {escape(text)} (starting anyway: scorings fail until it answers)', highlight=False)
+
     try:
-        judge_model = resolve(flags.model, base_url=flags.base_url, transcript_budget=flags.transcript_budget, **extra)
-    except MissingExtraError:
-        raise  # one plain line with the pip command, printed by the entry point (extras.exit_on_missing_extra)
+        judge_model = open_judge_model(flags, unreachable_ok=unreachable_ok, on_notice=notice, resolve=resolve, check=check)
     except NoJudgeModelError as e:
-        if none_ok:
-            return None
         err.print(f'[red]error:[/] {escape(NO_MODEL_HELP)}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None
     except ModelSetupError as e:
         err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
         raise typer.Exit(fail_code or e.exit_code) from None
-    except Exception as e:
-        err.print(f'[red]error:[/] cannot set up the judge model: {escape(str(e))}', highlight=False)
-        raise typer.Exit(fail_code or 1) from None
-    judge_model.call_timeout_s = flags.timeout
-    if judge_model.embedded:
-        err.print(f'[yellow]smoke:[/] {EMBEDDED_NOTICE}', highlight=False)
-        if note:
-            err.print(f'[yellow]note:[/] {note}', highlight=False)
-    try:
-        asyncio.run(check(judge_model))
-    except ModelUnreachableError as e:
-        if not unreachable_ok:
-            judge_model.close()
-            err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-            raise typer.Exit(fail_code or e.exit_code) from None
-        err.print(f'[yellow]warning:[/] {escape(str(e))} (starting anyway: scorings fail until it answers)', highlight=False)
-    except ModelSetupError as e:
-        judge_model.close()
-        err.print(f'[red]error:[/] {escape(str(e))}', highlight=False)
-        raise typer.Exit(fail_code or e.exit_code) from None
+    assert judge_model is not None  # none_ok is not given: no model named raised above
     return judge_model
 
 

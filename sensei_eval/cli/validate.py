@@ -49,15 +49,16 @@ from sensei_eval.cli.common import (
     split_names,
 )
 from sensei_eval.core.errors import InputError, describe_error
+from sensei_eval.core.evaluator_outputs import to_pydantic_evals_report
 from sensei_eval.core.extras import exit_on_missing_extra
 from sensei_eval.core.files import write_text_atomic
-from sensei_eval.core.reports import RecordReport, to_pydantic_evals_report
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import UnknownJudgeError, make_judges
 from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.record import JudgeEvent
 from sensei_eval.judging.run_folder import RunFolder, RunFolderError
-from sensei_eval.judging.runner import JudgeEvent
 from sensei_eval.judging.view import write_view
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.validate import stats

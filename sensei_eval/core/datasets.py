@@ -3,25 +3,43 @@
 OTLP/JSON trace exports and OpenTelemetry SDK span dumps (`core.traces`), tau-bench / tau2-bench result files
 and Who&When / Magentic-One logs (`core.importers`). `iter_datasets` yields each record, or one `LoadError`
 (file, line, field, message) per bad line or run, so one bad line never hides the rest; `load_dataset` /
-`load_datasets` collect the same stream into lists for small inputs.
+`load_datasets` collect the same stream into lists for small inputs. `DatasetStream` is what a run reads:
+the records of several datasets as the run needs them, `--query-id` filtered, each load error and
+notice told as it is met and kept for the summary.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
 from sensei_eval.core.documents import DatasetFormat, detect_format, iter_elements
-from sensei_eval.core.errors import LoadError, RecordFieldError, describe_error, json_error_text, validation_load_error
+from sensei_eval.core.errors import (
+    LoadError,
+    LoadNotice,
+    RecordFieldError,
+    describe_error,
+    json_error_text,
+    validation_load_error,
+)
 from sensei_eval.core.importers import import_tau_bench, import_who_and_when
 from sensei_eval.core.records import MAX_RECORD_BYTES, LoadResult, QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH, JsonLimitError, clean_value, loads_limited
 
-__all__ = ('dataset_format', 'iter_dataset', 'iter_datasets', 'load_dataset', 'load_datasets')
+__all__ = (
+    'DatasetStream',
+    'dataset_format',
+    'dataset_problem',
+    'iter_dataset',
+    'iter_datasets',
+    'load_dataset',
+    'load_datasets',
+)
 
 
 def iter_dataset(
@@ -261,3 +279,138 @@ def _record_from_data(file: str, lineno: int, data: Any, where: str | None = Non
             f'line {lineno}: lone UTF-16 surrogate(s) or NUL character(s) replaced by U+FFFD in {", ".join(replaced[:5])}{more}'
         )
     return record, None
+
+
+# ---------------------------------------------------------------------------------------------------
+# A run's records
+
+
+def dataset_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a dataset (missing, a folder, a FIFO or device), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f'no such dataset: {path}'
+    except OSError as e:
+        return f'cannot read the dataset {path}: {e.strerror or e}'
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        'a folder'
+        if stat.S_ISDIR(mode)
+        else 'a FIFO'
+        if stat.S_ISFIFO(mode)
+        else 'a device'
+        if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))
+        else 'a socket'
+        if stat.S_ISSOCK(mode)
+        else 'not a regular file'
+    )
+    return f'dataset {path} is {kind}: --dataset takes a JSONL file (or an .otlp.jsonl trace file)'
+
+
+# What a stream tells as it reads: (kind, subject); kinds: `skipped` (a `LoadNotice`: skipped on purpose,
+# information), `bad_record` (a `LoadError`), `input_warnings` (a record that came with input warnings: the
+# record), `not_found` (an asked-for query id the datasets do not hold).
+StreamNotice = Callable[[str, Any], None]
+
+
+class DatasetStream:
+    """The records to judge, read from `datasets` as the run needs them: a bad line is told (`on_notice`)
+    when it is met and kept for the summary (`load_errors`), `wanted` (query ids) filters, and nothing
+    else is held."""
+
+    def __init__(
+        self,
+        datasets: Sequence[Path],
+        wanted: Sequence[str] | None = None,
+        format: DatasetFormat = 'auto',
+        max_record_bytes: int = MAX_RECORD_BYTES,
+        on_notice: StreamNotice | None = None,
+    ) -> None:
+        self.datasets = datasets
+        self.format = format
+        self.max_record_bytes = max_record_bytes
+        self.wanted = list(dict.fromkeys(wanted)) if wanted else None
+        self.on_notice = on_notice
+        self.loaded = 0
+        self.load_errors: list[str] = []
+        self._found: set[str] = set()
+        self._items = self._records()
+        self._head: list[QueryRecord] = []
+        self._finished: list[str] | None = None
+
+    def _tell(self, kind: str, subject: Any) -> None:
+        if self.on_notice is not None:
+            self.on_notice(kind, subject)
+
+    def _records(self) -> Iterator[QueryRecord]:
+        for item in iter_datasets(self.datasets, format=self.format, max_record_bytes=self.max_record_bytes):
+            if isinstance(item, LoadNotice):  # skipped on purpose (a trace holding no run): information, not a failure
+                self._tell('skipped', item)
+                continue
+            if isinstance(item, LoadError):
+                self.load_errors.append(str(item))
+                self._tell('bad_record', item)
+                continue
+            self.loaded += 1
+            if item.input_warnings:
+                self._tell('input_warnings', item)
+            if self.wanted is None or item.query_id in self.wanted:
+                self._found.add(item.query_id)
+                yield item
+
+    def peek(self) -> QueryRecord | None:
+        """The first record to judge (reading up to it), or None when there is none at all."""
+        if not self._head:
+            self._head = [r for r in [next(self._items, None)] if r is not None]
+        return self._head[0] if self._head else None
+
+    def __iter__(self) -> Iterator[QueryRecord]:
+        yield from self._head
+        self._head = []
+        yield from self._items
+
+    def finish(self) -> list[str]:
+        """Every load error, the asked-for ids never found last (once the input is read to its end)."""
+        if self._finished is None:
+            for q in self.wanted or []:
+                if q not in self._found:
+                    self.load_errors.append(f'query id {q!r} not found in {", ".join(map(str, self.datasets))}')
+                    self._tell('not_found', q)
+            self._finished = self.load_errors
+        return self._finished
+
+    def expected(self, repeat: int) -> int:
+        """How many reports the run will write, at most (a line count: what a progress bar counts to)."""
+        if self.wanted is not None:
+            return len(self.wanted) * repeat
+        return repeat * sum(_count_records(p, self.format) for p in self.datasets)
+
+    def why_nothing(self) -> str:
+        """Why there is nothing to judge (after `peek` found no record)."""
+        names = ', '.join(map(str, self.datasets))
+        if self.loaded:
+            return f'no record of {names} matches --query-id'
+        if self.load_errors:
+            return f'no record of {names} could be loaded ({len(self.load_errors)} error(s), listed above)'
+        return f'{names} has no records (the file is empty or blank)' if len(self.datasets) == 1 else f'{names} have no records'
+
+
+def _count_records(path: Path, format: DatasetFormat) -> int:
+    """A JSONL file's lines; the records of any other file (a document's lines say nothing of its runs)."""
+    if dataset_format(path, format) == 'jsonl':
+        return _count_lines(path)
+    return sum(1 for item in iter_datasets([path], format=format) if not isinstance(item, LoadError))
+
+
+def _count_lines(path: Path) -> int:
+    lines, last = 0, b'\n'
+    try:
+        with path.open('rb') as f:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b'\n')
+                last = chunk[-1:]
+    except OSError:
+        return 0
+    return lines + (last != b'\n')

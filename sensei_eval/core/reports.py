@@ -3,8 +3,7 @@
 One `RecordReport` per record (the issues found, by failure mode, plus per judge: criteria hash, model, status,
 error, tokens, latency, truncation) and one `RunSummary` per run: what they hold and how they are scored.
 Where they are written (the run folder's layout, file names of record ids) is `judging.run_folder`'s;
-`to_pydantic_evals_report` turns reports into a pydantic-evals `EvaluationReport` for its console table
-and baseline comparison.
+how they read as pydantic-evals outputs and reports is `core.evaluator_outputs`'.
 
 Scoring is the verdict model's (`core.verdicts`, the one place that turns judge results into pass /
 fail / inconclusive / error / smoke, an overall score and a coverage): `build_report` and `rebuild_report`
@@ -21,7 +20,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
@@ -40,9 +39,6 @@ from sensei_eval.core.verdicts import (
     smoke_answer_fields,
 )
 
-if TYPE_CHECKING:
-    from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
-
 __all__ = (
     'MODEL_CONFIDENCE',
     'JudgeResult',
@@ -56,7 +52,6 @@ __all__ = (
     'build_report',
     'mode_verdicts',
     'rebuild_report',
-    'to_pydantic_evals_report',
 )
 # `MODEL_CONFIDENCE`, `ModeVerdict` and `mode_verdicts` live in `core.verdicts` (the verdict model) and
 # are re-exported here for the code that imported them from reports.
@@ -608,69 +603,6 @@ def _score(report: RecordReport, results: Sequence[JudgeResult], speakers: dict[
         report.decisive_step = min(cited) if cited else None
         if report.decisive_step is not None and speakers:
             report.decisive_agent = speakers.get(report.decisive_step)
-
-
-def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sensei-eval') -> PydanticEvalsReport[Any, Any, Any]:
-    """The run as a pydantic-evals report: scores per judge, a pass assertion each, failures as failures."""
-    from pydantic_evals.evaluators import EvaluationResult, EvaluatorFailure
-    from pydantic_evals.evaluators.spec import EvaluatorSpec
-    from pydantic_evals.reporting import EvaluationReport as PEReport
-    from pydantic_evals.reporting import ReportCase
-
-    cases: list[ReportCase[Any, Any, Any]] = []
-    for report in reports:
-        scores: dict[str, EvaluationResult[int | float]] = {}
-        assertions: dict[str, EvaluationResult[bool]] = {}
-        failures: list[EvaluatorFailure] = []
-        for judge, result in report.judges.items():
-            spec = EvaluatorSpec(name=judge, arguments=None)
-            version = result.criteria_hash[:12]
-            status = judge_status(result)  # the verdict model's: error, inconclusive and smoke are failures there
-            if status == 'not_applicable':  # nothing to inspect: no score, no assertion, no failure
-                continue
-            if status not in ('pass', 'fail'):
-                failures.append(
-                    EvaluatorFailure(
-                        name=judge,
-                        error_message=f'{status}: {result.error or "no reason given"}',
-                        error_stacktrace='',
-                        source=spec,
-                        evaluator_version=version,
-                    )
-                )
-                continue
-            reason = result.reasoning
-            if result.score is not None:
-                scores[judge] = EvaluationResult(
-                    name=judge, value=result.score, reason=reason, source=spec, evaluator_version=version
-                )
-            if result.passed is not None or result.issues:  # a score-only judge (no pass/fail) asserts nothing
-                assertions[judge] = EvaluationResult(
-                    name=judge, value=status == 'pass', reason=reason, source=spec, evaluator_version=version
-                )
-        if report.overall_score is not None:
-            overall_spec = EvaluatorSpec(name='overall', arguments=None)
-            scores['overall'] = EvaluationResult(name='overall', value=report.overall_score, reason=None, source=overall_spec)
-        name_ = report.query_id if report.repeat == 1 else f'{report.query_id}#{report.repeat}'
-        cases.append(
-            ReportCase(
-                name=name_,
-                inputs=report.query,
-                metadata={'prompt_version': report.prompt_version},
-                expected_output=None,
-                output=None,
-                metrics={'input_tokens': report.input_tokens, 'output_tokens': report.output_tokens},
-                attributes={},
-                scores=scores,
-                labels={},
-                assertions=assertions,
-                task_duration=0.0,
-                total_duration=report.latency_s,
-                source_case_name=report.query_id if report.repeat != 1 else None,
-                evaluator_failures=failures,
-            )
-        )
-    return PEReport(name=name, cases=cases)
 
 
 def dump_report(report: RecordReport) -> str:

@@ -28,10 +28,10 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import ValidationError
 from pydantic_ai import Agent, ModelRetry, TextOutput, capture_run_messages
@@ -42,12 +42,13 @@ from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorCont
 from pydantic_evals.otel import SpanTreeRecordingError
 
 from sensei_eval.core.errors import InputError, ModelCallError, describe_error, field_path
+from sensei_eval.core.evaluator_outputs import judge_outputs
 from sensei_eval.core.issues import SEVERITIES, Issue, Verdict
 from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import record_from_span_tree
-from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
+from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript
 from sensei_eval.core.verdicts import is_judged, judge_status, passes, severity_cost
 from sensei_eval.evaluators.inconclusive import why_inconclusive
 from sensei_eval.models.counting import SizedModel, TokenCounter, counter_for
@@ -70,11 +71,13 @@ __all__ = (
     'join_prompt',
     'judge_agent',
     'parse_verdict',
+    'record_engine',
     'record_from_context',
     'rubric_with',
     'sent_text',
     'short_errors',
     'timed_out',
+    'use_engine',
     'use_judge_model',
 )
 
@@ -304,23 +307,17 @@ class Judge(Evaluator[Any, Any, Any]):
         return self.criteria_hash()[:12]
 
     async def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorOutput:
-        record = record_from_context(ctx)
-        if self.applies_to(record) is not None:
-            return {}  # not applicable: no result at all, rather than a pass or a fail
-        model = self.resolve_judge_model()
-        transcript = render_transcript(record, budget_tokens=model.transcript_budget if model else None)
-        result = await self.judge(record, transcript, model)
-        status = judge_status(result)  # the verdict model's (`core.verdicts`)
-        if status == 'not_applicable':  # nothing to inspect: no result at all, like a judge that does not apply
-            return {}
-        if not is_judged(status):  # an error, inconclusive or smoke answer is a failure there, never a score
-            raise JudgeError(f'{self.name}: {status}: {result.error or "answered by the embedded model"}')
-        reason = _reason(result)
+        """pydantic-evals' entry: the case's record judged by the record engine (`record_engine`), as a run
+        judges it; a result that did not judge raises `JudgeError` (an evaluator failure, never a score),
+        a judge that does not apply gives no output at all."""
         out: dict[str, bool | int | float | str | EvaluationReason] = {}
-        if result.score is not None:
-            out[self.name] = EvaluationReason(value=result.score, reason=reason)
-        if result.passed is not None or result.issues:  # a score-only judge (no pass/fail) asserts nothing
-            out[f'{self.name}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
+        for result in await record_engine()(record_from_context(ctx), [self]):
+            status = judge_status(result)  # the verdict model's (`core.verdicts`)
+            if status == 'not_applicable':  # nothing to inspect: no result at all, like a judge that does not apply
+                continue
+            if not is_judged(status):  # an error, inconclusive or smoke answer is a failure there, never a score
+                raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
+            out.update(judge_outputs(result))
         return out
 
     def _result(self, **kwargs: Any) -> JudgeResult:
@@ -333,11 +330,40 @@ class Judge(Evaluator[Any, Any, Any]):
         )
 
 
-def _reason(result: JudgeResult) -> str:
-    head = result.reasoning or ''
-    if result.issues:
-        head += f' ({len(result.issues)} issue(s))'
-    return head.strip()
+class RecordEngine(Protocol):
+    """What judges a pydantic-evals case's record: the results of `judges` on `record`, judged as a run judges
+    it (profile, fitting, verdict). `judging.evaluation.evaluate_record` is the one the package registers."""
+
+    def __call__(self, record: QueryRecord, judges: Sequence[Judge], /) -> Awaitable[Sequence[JudgeResult]]: ...
+
+
+# The entry point group (pyproject.toml) naming the record engine of `evaluate()`: the engine lives in a layer
+# above this one (`judging`), which this module may not import, so the package declares it there.
+ENGINE_ENTRY_POINTS = 'sensei_eval.engines'
+_engine: RecordEngine | None = None
+
+
+def use_engine(engine: RecordEngine | None) -> None:
+    """The engine every judge's `evaluate()` runs (None: the registered one, loaded on first use)."""
+    global _engine
+    _engine = engine
+
+
+def record_engine() -> RecordEngine:
+    """The engine `evaluate()` runs: the one given to `use_engine`, else the one the `sensei_eval.engines`
+    entry point names (the package's `judging.evaluation.evaluate_record`)."""
+    global _engine
+    if _engine is None:
+        from importlib.metadata import entry_points
+
+        found = entry_points(group=ENGINE_ENTRY_POINTS, name='record')
+        if not found:
+            raise JudgeError(
+                f'no record engine: the {ENGINE_ENTRY_POINTS} entry point is missing (is sensei-eval installed? '
+                'pip install -e . registers it), or call evaluators.base.use_engine(...)'
+            )
+        _engine = next(iter(found)).load()
+    return _engine
 
 
 # ---------------------------------------------------------------------------------------------------

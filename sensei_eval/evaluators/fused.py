@@ -42,20 +42,18 @@ from pydantic import ValidationError, create_model
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
-from pydantic_evals.evaluators import EvaluationReason, EvaluatorContext, EvaluatorOutput
 
 from sensei_eval.core.errors import ConfigError, describe_error
 from sensei_eval.core.issues import Issue, Verdict
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
-from sensei_eval.core.transcript import Transcript, render_transcript
-from sensei_eval.core.verdicts import is_judged, judge_status, passes
+from sensei_eval.core.transcript import Transcript
+from sensei_eval.core.verdicts import passes
 from sensei_eval.evaluators.base import (
     JUDGE_SYSTEM_PROMPT,
     FailureModeJudge,
     FieldValues,
     Judge,
-    JudgeError,
     _check_steps,
     _last_text,
     _limit,
@@ -67,7 +65,6 @@ from sensei_eval.evaluators.base import (
     fill_template,
     join_prompt,
     judge_agent,
-    record_from_context,
     sent_text,
     short_errors,
     verdict_problems,
@@ -333,34 +330,6 @@ class FusedJudge(Judge):
             return data
 
         return judge_agent(model, ('fused', names), parse, output_retries=self.output_retries, name=self.name)
-
-    # -- pydantic-evals --------------------------------------------------------------------------------
-
-    async def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorOutput:
-        """Each member's score under its own name, as the single judges would give them."""
-        record = record_from_context(ctx)
-        judge = self.restricted_to([m.name for m in self.members if m.applies_to(record) is None])
-        if judge is None:
-            return {}
-        model = self.resolve_judge_model()
-        transcript = render_transcript(record, budget_tokens=model.transcript_budget)
-        if isinstance(judge, FusedJudge):
-            results = await judge.judge_members(record, transcript, model)
-        else:
-            results = [await judge.judge(record, transcript, model)]
-        out: dict[str, bool | int | float | str | EvaluationReason] = {}
-        for result in results:
-            status = judge_status(result)  # the verdict model's (`core.verdicts`)
-            if status == 'not_applicable':  # nothing to inspect: no output for this member
-                continue
-            if not is_judged(status):
-                raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
-            reason = (result.reasoning or '').strip()
-            if result.score is not None:
-                out[result.judge] = EvaluationReason(value=result.score, reason=reason)
-            if result.passed is not None or result.issues:
-                out[f'{result.judge}_passed'] = EvaluationReason(value=status == 'pass', reason=reason)
-        return out
 
 
 def _share(total: int, k: int, n: int) -> int:

@@ -92,7 +92,10 @@ _UNRUN_STATUS = {'batch_expired': 503, 'batch_cancelled': 409}
 
 
 class BatchError(ModelCallError):
-    """Batching cannot be used as asked: a model without a batch API, or an unreadable state file."""
+    """Batching cannot be used as asked: a model without a batch API, or an unreadable state file (a usage
+    error of the command: exit code 2)."""
+
+    exit_code = 2
 
 
 # ---------------------------------------------------------------------------------------------------

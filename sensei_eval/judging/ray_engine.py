@@ -46,8 +46,9 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.judging.options import JudgeRunOptions
+from sensei_eval.judging.record import JudgeCall, JudgeEvent, RemoteJudgeCalls
 from sensei_eval.judging.run_folder import RunFolder
-from sensei_eval.judging.runner import JudgeCall, JudgeEvent, Records, RemoteJudgeCalls, StreamedRun, judge_stream
+from sensei_eval.judging.runner import Records, StreamedRun, judge_stream
 from sensei_eval.models.judge_model import (
     JudgeModel,
     ModelSetupError,

@@ -61,6 +61,7 @@ from pydantic_ai.settings import ModelSettings
 
 from sensei_eval.core import logsafe
 from sensei_eval.core.errors import ModelSetupError, ModelUnreachableError, ModelUsageError, describe_error
+from sensei_eval.core.extras import MissingExtraError
 from sensei_eval.models.retry import CONNECTION_FAILURES_TO_STOP, ConnectionWatch
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ __all__ = (
     'NO_JUDGE_MODEL',
     'ConnectionWatch',
     'JudgeModel',
+    'ModelChoice',
     'ModelSetupError',
     'ModelUnreachableError',
     'ModelUsageError',
@@ -84,6 +86,7 @@ __all__ = (
     'check_base_url',
     'embedded_model',
     'model_configured',
+    'open_judge_model',
     'preflight',
     'redact_url',
     'resolve_model',
@@ -285,6 +288,71 @@ class NoJudgeModelError(ModelUsageError):
             'or set SENSEI_EVAL_MODEL; model=\'embedded\' runs the offline smoke model (the "embedded" extra), which '
             'checks the pipeline and never judges'
         )
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The judge model as asked for (the commands' `--model`, `--base-url`, `--max-transcript-tokens`,
+    `--embedded-threads` and `--timeout`): what `resolve_model` reads, then each judge call's deadline
+    (`JudgeModel.call_timeout_s`; None keeps the model's default). Nothing named: `SENSEI_EVAL_MODEL` /
+    `SENSEI_EVAL_BASE_URL`, else no model."""
+
+    model: Model | str | None = None
+    base_url: str | None = None
+    transcript_budget: int | None = None
+    embedded_threads: int | None = None
+    timeout: float | None = None
+
+
+# What a set-up step tells its caller as it goes: (kind, text); kinds: `smoke` (the embedded model was chosen:
+# `EMBEDDED_NOTICE`), `unreachable` (the server did not answer the preflight and `unreachable_ok` let it pass).
+Notice = Callable[[str, str], None]
+
+
+def open_judge_model(
+    choice: ModelChoice,
+    *,
+    none_ok: bool = False,
+    unreachable_ok: bool = False,
+    on_notice: Notice | None = None,
+    resolve: Callable[..., JudgeModel] | None = None,
+    check: Callable[[JudgeModel], Any] | None = None,
+) -> JudgeModel | None:
+    """The judge model `choice` names, checked with one request (`preflight`, in its own short `asyncio.run`,
+    finished before any judging loop starts). No model named: `NoJudgeModelError`, or None with `none_ok`
+    (a run then judges with its checks alone). Anything else that stops the model from being used is a
+    `ModelSetupError` (its `exit_code`: 2 usage, 1 unreachable or otherwise); with `unreachable_ok` (the
+    service) an unreachable server is an `unreachable` notice instead. The embedded model is not started
+    here: it starts on its first request, so a run answered from the cache never starts it. `resolve` and
+    `check` default to `resolve_model` and `preflight` (a test's own model and check go there)."""
+    resolve = resolve or resolve_model
+    check = check or preflight
+    extra: dict[str, Any] = {} if choice.embedded_threads is None else {'embedded_threads': choice.embedded_threads}
+    try:
+        judge_model = resolve(choice.model, base_url=choice.base_url, transcript_budget=choice.transcript_budget, **extra)
+    except NoJudgeModelError:
+        if none_ok:
+            return None
+        raise
+    except (ModelSetupError, MissingExtraError):  # the latter: one plain line with the pip command, from the entry point
+        raise
+    except Exception as e:
+        raise ModelSetupError(f'cannot set up the judge model: {e}') from e
+    judge_model.call_timeout_s = choice.timeout
+    if judge_model.embedded and on_notice is not None:
+        on_notice('smoke', EMBEDDED_NOTICE)
+    try:
+        asyncio.run(check(judge_model))
+    except ModelUnreachableError as e:
+        if not unreachable_ok:
+            judge_model.close()
+            raise
+        if on_notice is not None:
+            on_notice('unreachable', str(e))
+    except ModelSetupError:
+        judge_model.close()
+        raise
+    return judge_model
 
 
 def model_configured(model: Model | str | None = None, base_url: str | None = None) -> bool:

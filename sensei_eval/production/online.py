@@ -37,9 +37,9 @@ from pydantic_evals.evaluators import Evaluator, EvaluatorContext, EvaluatorOutp
 from pydantic_evals.online import OnlineEvalConfig, OnlineEvaluator
 from pydantic_evals.online_capability import OnlineEvaluation
 
+from sensei_eval.core.evaluator_outputs import verdict_outputs
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import record_from_context
-from sensei_eval.evaluators.verdicts import verdict_outputs
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.run_folder import RunFolder
 from sensei_eval.judging.runner import judge_records
@@ -52,7 +52,7 @@ ReportCallback = Callable[[RecordReport], Awaitable[None] | None]
 @dataclass(repr=False)
 class SenseiJudging(Evaluator[Any, Any, Any]):
     """Every judge of `options` on one live run, through the CLI's runner; the report goes to `run_dir`
-    and `on_report`. Its outputs are `Verdicts`' (`verdict_outputs`): each judge's status, score and pass/fail,
+    and `on_report`. Its outputs are `judging.evaluation.Verdicts`' (`verdict_outputs`): each judge's status, score and pass/fail,
     the record's `overall` score (absent when nothing judged it) and its coverage."""
 
     options: JudgeRunOptions

@@ -42,7 +42,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.evaluators.registry import DEFAULT_JUDGES, make_judges, resolve_names
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile
-from sensei_eval.judging.runner import count_judge_calls
+from sensei_eval.judging.record import count_judge_calls
 
 __all__ = (
     'AgentJudging',

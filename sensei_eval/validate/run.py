@@ -36,7 +36,7 @@ from sensei_eval.core.errors import ConfigError
 from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.judging.options import JudgeRunOptions
-from sensei_eval.judging.runner import JudgeEvent
+from sensei_eval.judging.record import JudgeEvent
 from sensei_eval.validate.compare import Resampling, compare_reports
 from sensei_eval.validate.comparison import Comparison, RunError, SideSummary, Thresholds
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sensei_eval.core.reports import RecordReport
-from tests.service.conformance import conformance_judge, judge_with_cli
+from tests.service.conformance import conformance_judge, judge_dataset
 
 from .seed import CHROMIUM, CHROMIUM_ARGS, DashboardServer, dashboard_server, ingest
 
@@ -82,10 +82,8 @@ def _overall_attr(report: RecordReport) -> str:
     return '' if report.overall_score is None else repr(report.overall_score).removesuffix('.0')
 
 
-def test_judge_run_gives_the_cli_scores_on_the_sample(
-    page: Page, server: DashboardServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cli = judge_with_cli(SAMPLE, tmp_path / 'reports', conformance_judge(), monkeypatch)
+def test_judge_run_gives_the_cli_scores_on_the_sample(page: Page, server: DashboardServer, tmp_path: Path) -> None:
+    cli = judge_dataset(SAMPLE, tmp_path / 'reports', conformance_judge())
     records = [json.loads(line) for line in SAMPLE.read_text(encoding='utf-8').splitlines() if line.strip()]
     assert sorted(cli) == sorted(r['query_id'] for r in records)
     partly = [q for q, r in cli.items() if r.coverage is not None and not r.coverage.complete]
@@ -135,11 +133,9 @@ def test_judge_run_gives_the_cli_scores_on_the_sample(
         expect(panel.locator(f'[data-testid=verdict][data-judge="{name}"]')).to_have_attribute('data-verdict', 'inconclusive')
 
 
-def test_a_run_no_judge_judged_shows_not_judged(
-    page: Page, server: DashboardServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_run_no_judge_judged_shows_not_judged(page: Page, server: DashboardServer, tmp_path: Path) -> None:
     """Judged by the LLM judges alone, a run whose every LLM verdict is inconclusive has no score: "Not judged"."""
-    cli = judge_with_cli(SAMPLE, tmp_path / 'reports', conformance_judge(), monkeypatch, '--judges', 'mvp')
+    cli = judge_dataset(SAMPLE, tmp_path / 'reports', conformance_judge(), 'mvp')
     qid = next(q for q, r in cli.items() if r.overall_score is None)
     assert cli[qid].coverage is not None and cli[qid].coverage.label == 'not judged'
     record = next(json.loads(line) for line in SAMPLE.read_text(encoding='utf-8').splitlines() if f'"{qid}"' in line)

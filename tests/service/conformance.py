@@ -9,8 +9,8 @@ fails by a hash of record and mode, with a reasoning of its own per transcript (
 every record would itself be inconclusive) that cites a step. Failing answers carry an issue in their
 mode's own issue model.
 
-`judge_with_cli` runs `sensei-eval judge` in-process on that model (its model resolution and preflight
-replaced, nothing else) and returns the per-record reports it wrote.
+`judge_dataset` judges a dataset as `sensei-eval judge` does (`judging.run.run_dataset`) on that model and
+returns the per-record reports it wrote.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ import hashlib
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sensei_eval.core.reports import RecordReport
+from sensei_eval.judging.run import RunSpec, run_dataset
 from sensei_eval.judging.run_folder import decode_query_id
 from tests.helpers import ScriptedJudge
 
-__all__ = ('ISSUES', 'conformance_judge', 'judge_with_cli', 'record_key', 'verdict_facts')
+__all__ = ('ISSUES', 'conformance_judge', 'judge_dataset', 'record_key', 'verdict_facts')
 
 _TASK = re.compile(r'## Your task: judge `([a-z_]+)`')
 # One issue per failure mode the scripted model may report (the mvp judges and the rest of the table).
@@ -66,30 +68,23 @@ def conformance_judge() -> ScriptedJudge:
     return ScriptedJudge(_answer)
 
 
-def judge_with_cli(dataset: Path, out: Path, judge: ScriptedJudge, monkeypatch: Any, *args: str) -> dict[str, RecordReport]:
-    """`sensei-eval judge --dataset <dataset> <args>` in-process with `judge` as the model; query id → report."""
-    from typer.testing import CliRunner
-
-    from sensei_eval.cli import judge as judge_cli
-
-    async def answers(*_a: object, **_k: object) -> None:
-        return None
-
-    monkeypatch.setattr(judge_cli, 'resolve_model', lambda *a, **k: judge.model())
-    monkeypatch.setattr(judge_cli, 'preflight', answers)
-    argv = ['--dataset', str(dataset), '--out', str(out), '--run-id', 'cli', '--no-cache', *args]
-    # in a thread of its own: the command runs its own event loop, and a caller (Playwright's sync API) may
-    # have one running in this thread
+def judge_dataset(dataset: Path, out: Path, judge: ScriptedJudge, judges: str | None = None) -> dict[str, RecordReport]:
+    """`dataset` judged as `sensei-eval judge --dataset <dataset>` judges it (`judging.run.run_dataset`), with
+    `judge` as the model and `judges` (default: the command's); query id → report."""
+    spec = RunSpec(datasets=[dataset], out_dir=out, run_id='cli', cache=False, model=judge.model())
+    if judges is not None:
+        spec = replace(spec, judges=judges.split(','))
+    # in a thread of its own: the run has its own event loop, and a caller (Playwright's sync API) may have one
+    # running in this thread
     with ThreadPoolExecutor(1) as pool:
-        result = pool.submit(CliRunner().invoke, judge_cli.app, argv).result()
-    assert result.exit_code in (0, 1), result.output  # 1: some record failed a judge (a verdict, not a crash)
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        run = pool.submit(run_dataset, spec).result()
+    assert run.summary.exit_code in (0, 1), run.summary  # 1: some record failed a judge (a verdict, not a crash)
     reports: dict[str, RecordReport] = {}
     for path in sorted((out / 'cli' / 'records').glob('*.json')):
         report = RecordReport.model_validate(json.loads(path.read_text()))
         assert decode_query_id(path.stem) is not None
         reports[report.query_id] = report
-    assert reports, result.output
+    assert reports, run.summary
     return reports
 
 

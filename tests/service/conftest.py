@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import json
 import os
 import shutil
 import socket
@@ -35,6 +36,7 @@ from sensei_eval.evaluators.investigation import FOLLOWUP_MISSING_TOOLS_PROMPT
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import ServiceSettings, create_app
 from sensei_eval.service.migrate import upgrade
+from tests.helpers import member_prompts
 
 ALERT_RECORD: dict[str, Any] = {
     'query_id': 'alert-1',
@@ -104,7 +106,7 @@ class ScriptedScorer:
         if self.calls <= self.fail_first:
             raise self.fail_with()
         if self.answer is not None:
-            text = self.answer(prompt)
+            text = _answered(self.answer, prompt)
         elif prompt == FOLLOWUP_MISSING_TOOLS_PROMPT:
             text = self.missing_text
         else:
@@ -113,6 +115,22 @@ class ScriptedScorer:
 
     def model(self) -> JudgeModel:
         return JudgeModel(FunctionModel(self, model_name='scripted'), 'function:scripted')
+
+
+def _answered(answer: Callable[[str], str], prompt: str) -> str:
+    """`answer`'s text, or for a fused call (several failure modes in one prompt, the service's default) one
+    JSON object with each member's answer to its own single prompt under its name."""
+    members = member_prompts(prompt)
+    if members is None:
+        return answer(prompt)
+    parts: dict[str, Any] = {}
+    for name, single in members.items():
+        text = answer(single)
+        try:
+            parts[name] = json.loads(text)
+        except ValueError:  # not JSON: left out, so the fused judge judges that member alone
+            continue
+    return json.dumps(parts) if parts else text
 
 
 def fast_settings(db_url: str, **overrides: Any) -> ServiceSettings:

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.registry import DEFAULT_JUDGES, GROUPS, resolve_names
 
-from .conformance import conformance_judge, judge_with_cli, verdict_facts
+from .conformance import conformance_judge, judge_dataset, verdict_facts
 from .conftest import fast_settings, live_server, wait_for
 
 SAMPLE = Path(__file__).parents[2] / 'sensei_eval' / 'data' / 'sample.jsonl'
@@ -57,8 +56,8 @@ def judge_with_service(
     return evaluations
 
 
-def test_service_api_gives_the_cli_verdicts_on_the_sample(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cli = judge_with_cli(SAMPLE, tmp_path / 'reports', conformance_judge(), monkeypatch)
+def test_service_api_gives_the_cli_verdicts_on_the_sample(db_url: str, tmp_path: Path) -> None:
+    cli = judge_dataset(SAMPLE, tmp_path / 'reports', conformance_judge())
     records = sample_records()
     assert sorted(cli) == sorted(r['query_id'] for r in records)
     # the sample exercises what used to differ: a check failing, an LLM judge failing, all LLM verdicts inconclusive
@@ -84,7 +83,7 @@ def test_service_api_gives_the_cli_verdicts_on_the_sample(db_url: str, tmp_path:
         assert service[qid]['coverage']['label'].startswith('checks only, '), service[qid]['coverage']
 
 
-def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path) -> None:
     """`{"judges": ["checks"]}` on the API is `--judges checks` on the CLI (SQLite only: the path is the same)."""
     db = f'sqlite:///{tmp_path / "s.db"}'
     from sensei_eval.service.migrate import upgrade
@@ -93,7 +92,7 @@ def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path, monkeypatch
     records = sample_records()[:6]
     dataset = tmp_path / 'six.jsonl'
     dataset.write_text(''.join(json.dumps(r) + '\n' for r in records), encoding='utf-8')
-    cli = judge_with_cli(dataset, tmp_path / 'reports', conformance_judge(), monkeypatch, '--judges', 'checks')
+    cli = judge_dataset(dataset, tmp_path / 'reports', conformance_judge(), 'checks')
     service = judge_with_service(db, records, {'judges': ['checks']}, asks_model=False)
     for qid, evaluation in service.items():
         assert evaluation['evaluators'] == resolve_names(['checks'])

@@ -102,7 +102,7 @@ def test_traced_runs_become_sampled_judged_sessions(db_url: str, tmp_path: Path)
             assert done['report']['profile'] == 'default' and done['overall_score'] == 1.0
         for sid in set(decisions) - set(sampled):
             assert c.get(f'/api/v1/sessions/{sid}/evaluation').status_code == 404
-        assert judge.calls == 2 * len(sampled)  # two model judges per sampled run, none for the others
+        assert judge.calls == len(sampled)  # two model judges fused into one call per sampled run, none for the others
 
         # the same spans through the file loader give the same records
         path = tmp_path / 'captured.otlp.jsonl'
