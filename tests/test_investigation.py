@@ -18,8 +18,8 @@ from sensei_eval.evaluators.investigation import (
     INVESTIGATION_SYSTEM_PROMPT,
     PROMPT_HASH,
     SCORE_PROMPT,
-    InvestigationScorer,
-    StructuredInvestigationScorer,
+    InvestigationJudge,
+    StructuredInvestigationJudge,
     constrained_score_schema,
     extract_score,
     is_current_prompt,
@@ -101,7 +101,7 @@ async def test_two_turns_in_one_conversation() -> None:
     record = tarsy_record()
     transcript = render_transcript(record)
     script = Script(['The agent failed to read logs.\nLogical Flow: 12/25\nConsistency: 15/25\n58'])
-    result = await InvestigationScorer().judge(record, transcript, script.model())
+    result = await InvestigationJudge().judge(record, transcript, script.model())
     assert result.status == 'ok'
     assert result.score == pytest.approx(0.58) and result.passed is None
     d = result.details
@@ -129,7 +129,7 @@ async def test_two_turns_in_one_conversation() -> None:
 async def test_missing_score_is_reminded_and_best_analysis_kept() -> None:
     record = tarsy_record()
     script = Script(['A long analysis without a score line. ' * 5, 'Short.\n130', 'Better analysis.\n64'])
-    result = await InvestigationScorer().judge(record, render_transcript(record), script.model())
+    result = await InvestigationJudge().judge(record, render_transcript(record), script.model())
     assert result.status == 'ok'
     assert result.details['total_score'] == 64 and result.details['score_attempts'] == 3
     reminders = [_last_user(s) for s in script.seen[1:3]]
@@ -141,7 +141,7 @@ async def test_no_valid_score_after_three_tries_is_an_error_with_the_raw_respons
     record = tarsy_record()
     long_one = 'The most detailed analysis of all.\nSynthesis Quality: 14/25'
     script = Script(['No score.', long_one, 'Still none.'])
-    result = await InvestigationScorer().judge(record, render_transcript(record), script.model())
+    result = await InvestigationJudge().judge(record, render_transcript(record), script.model())
     assert result.status == 'error' and result.score is None
     assert 'after 3 attempt(s)' in (result.error or '')
     assert result.raw_output == long_one
@@ -150,7 +150,7 @@ async def test_no_valid_score_after_three_tries_is_an_error_with_the_raw_respons
 
 def test_prompt_hash_is_sha256_of_both_prompts_and_changes_with_either(monkeypatch: pytest.MonkeyPatch) -> None:
     assert hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT).encode()).hexdigest() == PROMPT_HASH
-    assert InvestigationScorer().criteria_hash() == PROMPT_HASH
+    assert InvestigationJudge().criteria_hash() == PROMPT_HASH
     changed_score = hashlib.sha256((SCORE_PROMPT + ' ' + FOLLOWUP_MISSING_TOOLS_PROMPT).encode()).hexdigest()
     changed_followup = hashlib.sha256((SCORE_PROMPT + FOLLOWUP_MISSING_TOOLS_PROMPT + ' ').encode()).hexdigest()
     assert len({PROMPT_HASH, changed_score, changed_followup}) == 3
@@ -179,8 +179,8 @@ def test_rubric_covers_the_seed_criteria() -> None:
 def test_only_applies_to_alert_records() -> None:
     from tests.helpers import openai_record
 
-    assert InvestigationScorer().applies_to(tarsy_record()) is None
-    assert InvestigationScorer().applies_to(openai_record()) is not None
+    assert InvestigationJudge().applies_to(tarsy_record()) is None
+    assert InvestigationJudge().applies_to(openai_record()) is not None
 
 
 # --- structured variant ----------------------------------------------------------------------------
@@ -208,7 +208,7 @@ async def test_structured_variant_returns_typed_output() -> None:
 
     model = JudgeModel(FunctionModel(fn, model_name='s'), 'function:s')
     record = tarsy_record()
-    result = await StructuredInvestigationScorer().judge(record, render_transcript(record), model)
+    result = await StructuredInvestigationJudge().judge(record, render_transcript(record), model)
     assert result.status == 'ok', result.error
     assert result.score == pytest.approx(0.61)
     d = result.details
@@ -225,7 +225,7 @@ async def test_structured_variant_error_keeps_raw_output() -> None:
 
     model = JudgeModel(FunctionModel(fn, model_name='s'), 'function:s')
     record = tarsy_record()
-    result = await StructuredInvestigationScorer(output_retries=1).judge(record, render_transcript(record), model)
+    result = await StructuredInvestigationJudge(output_retries=1).judge(record, render_transcript(record), model)
     assert result.status == 'error' and result.raw_output == '{"total_score": 500}'
 
 
@@ -264,7 +264,7 @@ def scores(lf: int, c: int, tr: int, sq: int, analysis: str = 'The agent never r
 async def test_embedded_model_scores_under_a_schema_and_is_marked_smoke() -> None:
     record = tarsy_record()
     script = ConstrainedScript([scores(12, 15, 10, 14)])
-    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    result = await InvestigationJudge().judge(record, render_transcript(record), embedded_model(script))
     assert result.status == 'ok', result.error
     d = result.details
     assert d['total_score'] == 51 and result.score == pytest.approx(0.51)
@@ -286,7 +286,7 @@ async def test_embedded_model_scores_under_a_schema_and_is_marked_smoke() -> Non
 async def test_embedded_out_of_range_category_is_not_clamped_but_reminded() -> None:
     record = tarsy_record()
     script = ConstrainedScript([scores(30, 25, 25, 25), '{"analysis": "x"', scores(20, 20, 20, 20)])
-    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    result = await InvestigationJudge().judge(record, render_transcript(record), embedded_model(script))
     assert result.status == 'ok' and result.details['total_score'] == 80 and result.details['score_attempts'] == 3
     assert '"logical_flow" must be an integer from 0 to 25, got 30' in script.prompts[1]
     assert 'not valid JSON' in script.prompts[2]
@@ -295,7 +295,7 @@ async def test_embedded_out_of_range_category_is_not_clamped_but_reminded() -> N
 async def test_embedded_nonsense_never_passes_silently() -> None:
     record = tarsy_record()
     script = ConstrainedScript([scores(25, 25, 25, 25, analysis='')], missing={'missing_tools': []})
-    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    result = await InvestigationJudge().judge(record, render_transcript(record), embedded_model(script))
     assert result.status == 'ok' and result.details['total_score'] == 100
     assert result.details['smoke'] is True
     assert any('0 word(s)' in w for w in result.warnings)
@@ -305,7 +305,7 @@ async def test_embedded_nonsense_never_passes_silently() -> None:
 async def test_embedded_scoring_that_never_fits_is_an_error_with_raw_output() -> None:
     record = tarsy_record()
     script = ConstrainedScript(['{}', '[]', 'null'])
-    result = await InvestigationScorer().judge(record, render_transcript(record), embedded_model(script))
+    result = await InvestigationJudge().judge(record, render_transcript(record), embedded_model(script))
     assert result.status == 'error' and 'after 3 attempt(s)' in (result.error or '')
 
 
@@ -317,7 +317,7 @@ async def test_hosted_model_is_not_constrained_nor_smoke() -> None:
         seen.append((info.model_settings or {}).get('extra_body'))
         return ModelResponse(parts=[TextPart('Analysis.\n55' if len(seen) == 1 else 'No critical missing tools identified.')])
 
-    result = await InvestigationScorer().judge(record, render_transcript(record), JudgeModel(FunctionModel(fn), 'f'))
+    result = await InvestigationJudge().judge(record, render_transcript(record), JudgeModel(FunctionModel(fn), 'f'))
     assert seen == [None, None]
     assert result.details['smoke'] is False and result.warnings == []
 
@@ -337,7 +337,7 @@ async def test_structured_variant_on_the_embedded_model_is_smoke_and_bounded() -
         return ModelResponse(parts=[TextPart(json.dumps(answer))])
 
     record = tarsy_record()
-    result = await StructuredInvestigationScorer().judge(record, render_transcript(record), embedded_model(fn))
+    result = await StructuredInvestigationJudge().judge(record, render_transcript(record), embedded_model(fn))
     assert result.status == 'ok' and result.details['smoke'] is True and result.warnings
     assert '"maxLength"' in json.dumps(schemas[0]) and '"maxItems"' in json.dumps(schemas[0])
 
@@ -360,7 +360,7 @@ async def test_phase_callback_reports_the_phases_in_order_for_a_scripted_scoring
         return script(messages, info)
 
     model = JudgeModel(FunctionModel(fn, model_name='scripted'), 'function:scripted')
-    result = await InvestigationScorer().score(record, render_transcript(record), model, on_phase=phases.append)
+    result = await InvestigationJudge().score(record, render_transcript(record), model, on_phase=phases.append)
     assert phases == list(investigation.SCORING_PHASES) == ['scoring', 'missing_tools']
     assert during == [('scoring', 'scoring'), ('scoring', 'scoring'), ('missing_tools', 'missing_tools')]
     assert result.status == 'ok' and result.score_attempts == 2
@@ -369,7 +369,7 @@ async def test_phase_callback_reports_the_phases_in_order_for_a_scripted_scoring
 async def test_phase_callback_of_a_failed_scoring_stops_at_scoring() -> None:
     record = tarsy_record()
     phases: list[str] = []
-    result = await InvestigationScorer().score(
+    result = await InvestigationJudge().score(
         record, render_transcript(record), Script(['x', 'y', 'z']).model(), on_phase=phases.append
     )
     assert result.status == 'error' and phases == ['scoring']
@@ -383,7 +383,7 @@ async def test_freeform_result_is_typed_and_converts_to_the_judge_result() -> No
         '1. read-file: shows whether it ran\n2) **kubectl-logs** - the crash\n- `netstat`: sockets\n'
         '1. read-file: again\nprose: no'
     )
-    result = await InvestigationScorer().score(record, transcript, Script([answer], missing=missing).model())
+    result = await InvestigationJudge().score(record, transcript, Script([answer], missing=missing).model())
     assert isinstance(result, investigation.InvestigationResult) and result.variant == 'freeform'
     assert result.total_score == 45 and result.smoke is False and result.prompt_hash == PROMPT_HASH
     assert result.breakdown.as_dict() == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
@@ -393,7 +393,7 @@ async def test_freeform_result_is_typed_and_converts_to_the_judge_result() -> No
         ('netstat', 'sockets'),
     ]
     assert result.raw_output == answer and result.missing_tools_analysis == missing
-    judged = InvestigationScorer().to_judge_result(result)
+    judged = InvestigationJudge().to_judge_result(result)
     assert judged.status == 'ok' and judged.score == pytest.approx(0.45) and judged.judge == 'investigation_score'
     assert judged.details['total_score'] == 45 and judged.details['missing_tools_analysis'] == missing
     assert judged.criteria_hash == PROMPT_HASH
@@ -410,7 +410,7 @@ async def test_structured_result_is_typed_and_reports_both_phases() -> None:
     model = JudgeModel(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart(json.dumps(answer))]), model_name='s'), 'f:s')
     record = tarsy_record()
     phases: list[str] = []
-    result = await StructuredInvestigationScorer().score(record, render_transcript(record), model, on_phase=phases.append)
+    result = await StructuredInvestigationJudge().score(record, render_transcript(record), model, on_phase=phases.append)
     assert phases == ['scoring', 'missing_tools']
     assert result.variant == 'structured' and result.total_score == 61
     assert result.breakdown.as_dict() == {'logical_flow': 14, 'consistency': 16, 'tool_relevance': 12, 'synthesis_quality': 19}

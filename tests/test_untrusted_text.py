@@ -30,8 +30,8 @@ from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, rend
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, UNTRUSTED_DATA_RULE, FailureModeJudge, fill_template
 from sensei_eval.evaluators.investigation import (
     INVESTIGATION_SYSTEM_PROMPT,
-    InvestigationScorer,
-    StructuredInvestigationScorer,
+    InvestigationJudge,
+    StructuredInvestigationJudge,
 )
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models.judge_model import JudgeModel
@@ -125,7 +125,7 @@ def sent_prompts(record: QueryRecord) -> tuple[Transcript, dict[str, tuple[str, 
     """The transcript, and each judge's (user prompt, system prompt) as sent for this record."""
     transcript = render_transcript(record)
     out: dict[str, tuple[str, str]] = {}
-    for judge in (failure_mode_judge(), InvestigationScorer(), StructuredInvestigationScorer()):
+    for judge in (failure_mode_judge(), InvestigationJudge(), StructuredInvestigationJudge()):
         capture = Capture()
         result = asyncio.run(judge.judge(record, transcript, capture.model()))
         assert result.status == 'ok', result.error

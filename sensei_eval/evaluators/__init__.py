@@ -4,6 +4,9 @@ and the investigation scorer; `make_judges` builds them by name or group (`regis
     from sensei_eval.evaluators import Hallucination, make_judges
 """
 
+from typing import Any
+
+from sensei_eval.evaluators import investigation
 from sensei_eval.evaluators.base import FailureModeJudge, Judge, JudgeError, default_judge_model, use_judge_model
 from sensei_eval.evaluators.checks import (
     CitationCheck,
@@ -18,7 +21,7 @@ from sensei_eval.evaluators.checks import (
 from sensei_eval.evaluators.format import AgentFormat
 from sensei_eval.evaluators.fused import FusedJudge, FuseSpecError
 from sensei_eval.evaluators.instructions import InstructionFollowing
-from sensei_eval.evaluators.investigation import InvestigationScorer, StructuredInvestigationScorer
+from sensei_eval.evaluators.investigation import InvestigationJudge, StructuredInvestigationJudge
 from sensei_eval.evaluators.methodology import (
     AmbiguityHandling,
     ConfidenceCommunication,
@@ -52,7 +55,7 @@ __all__ = (
     'Hallucination',
     'IdentifierCheck',
     'InstructionFollowing',
-    'InvestigationScorer',
+    'InvestigationJudge',
     'Judge',
     'JudgeError',
     'QueryDecomposition',
@@ -64,7 +67,7 @@ __all__ = (
     'SolutionEvaluation',
     'SourceQuality',
     'SourceSelection',
-    'StructuredInvestigationScorer',
+    'StructuredInvestigationJudge',
     'SynthesisQuality',
     'ToolParameters',
     'ToolSelection',
@@ -75,3 +78,11 @@ __all__ = (
     'make_judges',
     'use_judge_model',
 )
+
+
+def __getattr__(name: str) -> Any:
+    """The investigation judges' old names (`InvestigationScorer`, `StructuredInvestigationScorer`), for one
+    release, with a DeprecationWarning."""
+    if name in investigation._OLD_NAMES:
+        return getattr(investigation, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -73,6 +73,8 @@ __all__ = (
     'parse_verdict',
     'record_engine',
     'record_from_context',
+    'register_judge',
+    'registered_judges',
     'rubric_with',
     'sent_text',
     'short_errors',
@@ -286,6 +288,9 @@ class Judge(Evaluator[Any, Any, Any]):
     # Read from the failure-mode table through `failure_mode`; a judge never declares it.
     category: ClassVar[ModeCategory] = ModeCategory()
     needs_model: ClassVar[bool] = True
+    # Groups the judge belongs to besides its category's (`--judges investigation`), and whether `all` holds it.
+    groups: ClassVar[tuple[str, ...]] = ()
+    in_all: ClassVar[bool] = True
 
     def criteria_hash(self) -> str:
         raise NotImplementedError
@@ -737,6 +742,30 @@ def _limit(node: Any, key: str | None = None) -> None:
     elif isinstance(node, list):
         for v in node:
             _limit(v, key)
+
+
+# Every judge the library offers, registered where it is defined (`register_judge`), in the order defined: the
+# registry (`evaluators.registry`) names, groups and lists them from here.
+_registered: dict[str, type[Judge]] = {}
+_JudgeT = TypeVar('_JudgeT', bound=type[Judge])
+
+
+def register_judge(cls: _JudgeT) -> _JudgeT:
+    """Class decorator: `cls` is a judge of the library, known by its `name` (`--judges`, `judge --list`, the
+    service). A failure-mode judge is judged for its `failure_mode` (the table's, `core.modes`), a judge that
+    needs no model is a check (group `checks`), any other joins its own `groups`; `in_all` says whether group
+    `all` holds it. This is the one place a judge is added; a mode added at runtime registers its judge with
+    `core.modes.register_mode` instead."""
+    known = _registered.get(cls.name)
+    if known is not None and known is not cls:
+        raise ValueError(f'two judges share the name {cls.name!r}: {known.__qualname__} and {cls.__qualname__}')
+    _registered[cls.name] = cls
+    return cls
+
+
+def registered_judges() -> tuple[type[Judge], ...]:
+    """The judge classes registered with `register_judge`, in the order they were defined."""
+    return tuple(_registered.values())
 
 
 # The failure-mode judges the registry knows (`evaluators.registry`, which sits above this module, keeps it

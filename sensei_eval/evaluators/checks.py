@@ -62,7 +62,7 @@ from sensei_eval.core.records import QueryRecord, looks_like_error
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import Step, Transcript
 from sensei_eval.core.verdicts import finding_reason
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import Judge, register_judge
 from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
@@ -80,8 +80,9 @@ __all__ = (
 
 @functools.cache
 def _class_source(cls: type) -> str:
-    """A check's source, read once: `inspect.getsource` costs more than running the check."""
-    return inspect.getsource(cls)
+    """A check's source, read once (`inspect.getsource` costs more than running the check), without the line
+    that registers it (`@register_judge`): where a check is listed is not what it checks."""
+    return inspect.getsource(cls).replace('@register_judge\n', '', 1)
 
 
 @dataclass(repr=False)
@@ -194,6 +195,7 @@ _VERSION = re.compile(
 )
 
 
+@register_judge
 @dataclass(repr=False)
 class VersionCheck(DeterministicCheck):
     """A version in the query that no tool call passes on."""
@@ -259,6 +261,7 @@ _LIBRARY_NAMES = (
 _LIBRARIES = tuple(_LIBRARY_NAMES.split())
 
 
+@register_judge
 @dataclass(repr=False)
 class DocsToolCheck(DeterministicCheck):
     """A library question answered without looking at the library's documentation."""
@@ -329,6 +332,7 @@ _GREETING = re.compile(
 )
 
 
+@register_judge
 @dataclass(repr=False)
 class GreetingCheck(DeterministicCheck):
     """Greetings and chat filler in an answer meant for another agent."""
@@ -366,6 +370,7 @@ _VAGUE_REF = re.compile(
 )
 
 
+@register_judge
 @dataclass(repr=False)
 class CitationCheck(DeterministicCheck):
     """No citations, or citations without the snippet that backs them."""
@@ -439,6 +444,7 @@ def _told_user(error: str, reply: str) -> bool:
     return bool(_content_words(error) & _content_words(reply)) or bool(_BECAUSE.search(reply))
 
 
+@register_judge
 @dataclass(repr=False)
 class ErrorRecoveryCheck(DeterministicCheck):
     """A tool error followed by an answer, with no other attempt and no honest word to the user.
@@ -503,6 +509,7 @@ class ErrorRecoveryCheck(DeterministicCheck):
         return []
 
 
+@register_judge
 @dataclass(repr=False)
 class RepeatedCallCheck(DeterministicCheck):
     """The same failing call, same arguments, tried again."""
@@ -551,6 +558,7 @@ _CODE_SPAN = re.compile(r'(?<!`)`([^`\n]{2,80})`(?!`)')
 _IDENTIFIER = re.compile(r'^(?:@|--?)?[A-Za-z_][\w]*(?:[.:][A-Za-z_][\w]*)*(?:\(\s*\))?$')
 
 
+@register_judge
 @dataclass(repr=False)
 class IdentifierCheck(DeterministicCheck):
     """Code identifiers in the answer that no tool result contains."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = ('AgentFormat',)
 
 
+@register_judge
 @dataclass(repr=False)
 class AgentFormat(FailureModeJudge):
     """Output in the form its instructions ask for and its reader needs."""

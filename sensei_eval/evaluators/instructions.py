@@ -17,11 +17,12 @@ from typing import ClassVar
 from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = ('InstructionFollowing',)
 
 
+@register_judge
 @dataclass(repr=False)
 class InstructionFollowing(FailureModeJudge):
     """Each action and each reply held to the rules the agent's own instructions state."""

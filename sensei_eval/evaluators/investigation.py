@@ -43,6 +43,7 @@ import hashlib
 import json
 import re
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -64,6 +65,7 @@ from sensei_eval.evaluators.base import (
     default_judge_model,
     extract_json,
     fill_template,
+    register_judge,
     short_errors,
     timed_out,
 )
@@ -609,11 +611,13 @@ class _InvestigationJudge(Judge):
         )
 
 
+@register_judge
 @dataclass(repr=False)
-class InvestigationScorer(_InvestigationJudge):
+class InvestigationJudge(_InvestigationJudge):
     """The two-turn freeform scorer."""
 
     name: ClassVar[str] = 'investigation_score'
+    groups: ClassVar[tuple[str, ...]] = ('investigation',)
     max_score_attempts: int = 3
 
     def criteria_hash(self) -> str:
@@ -732,11 +736,13 @@ def _reminder(score: int | None) -> str:
     return f'{problem} Write your evaluation again. {_FREEFORM_OUTPUT}'
 
 
+@register_judge
 @dataclass(repr=False)
-class StructuredInvestigationScorer(_InvestigationJudge):
+class StructuredInvestigationJudge(_InvestigationJudge):
     """The structured variant: one turn, typed JSON output."""
 
     name: ClassVar[str] = 'investigation_score_structured'
+    in_all: ClassVar[bool] = False  # `all` holds one investigation judge: the freeform one
     output_retries: int = 2
 
     def criteria_hash(self) -> str:
@@ -823,3 +829,15 @@ class StructuredInvestigationScorer(_InvestigationJudge):
             warnings=_smoke_warnings(model, out.score_reasoning),
             **common,
         )
+
+
+# The judges' old names (before issue 43), accepted for one release with a DeprecationWarning.
+_OLD_NAMES = {'InvestigationScorer': 'InvestigationJudge', 'StructuredInvestigationScorer': 'StructuredInvestigationJudge'}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OLD_NAMES:
+        new = _OLD_NAMES[name]
+        warnings.warn(f'{name} is now {new} (the investigation judge)', DeprecationWarning, stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

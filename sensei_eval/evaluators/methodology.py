@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = (
     'AmbiguityHandling',
@@ -31,6 +31,7 @@ __all__ = (
 )
 
 
+@register_judge
 @dataclass(repr=False)
 class ConfidenceCommunication(FailureModeJudge):
     """Statements made as sure as the evidence behind them allows, and said so where it matters."""
@@ -74,6 +75,7 @@ evidence, answer with an empty "issues" list. Fields:
 - `reasoning`: why the stated confidence does not fit, citing steps."""
 
 
+@register_judge
 @dataclass(repr=False)
 class QueryDecomposition(FailureModeJudge):
     """A compound request seen as its parts, each handled."""
@@ -115,6 +117,7 @@ answer with an empty "issues" list. Fields:
 - `reasoning`: what the run did with the request's parts and what it should have done, citing steps."""
 
 
+@register_judge
 @dataclass(repr=False)
 class ResearchDepth(FailureModeJudge):
     """Enough evidence gathered before concluding or acting: leads followed, results checked."""
@@ -156,6 +159,7 @@ an empty "issues" list. Fields:
 - `reasoning`: where the gathering stopped short, citing steps."""
 
 
+@register_judge
 @dataclass(repr=False)
 class SolutionEvaluation(FailureModeJudge):
     """The options weighed, and their drawbacks named, instead of the first that works."""
@@ -196,6 +200,7 @@ only one, answer with an empty "issues" list. Fields:
 - `reasoning`: what the comparison lacked and what a better choice would have been, citing steps."""
 
 
+@register_judge
 @dataclass(repr=False)
 class AmbiguityHandling(FailureModeJudge):
     """What the request leaves open: asked about, or a stated reasonable assumption."""

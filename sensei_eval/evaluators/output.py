@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = ('CitationQuality', 'Completeness', 'Hallucination', 'ReportingQuality', 'SynthesisQuality')
 
 
+@register_judge
 @dataclass(repr=False)
 class Hallucination(FailureModeJudge):
     """Statements to the user that nothing in the run supports."""
@@ -58,6 +59,7 @@ For each unsupported statement give `hallucinated_claim` (quote it, with its ste
 that nothing in the run does) and `severity`."""
 
 
+@register_judge
 @dataclass(repr=False)
 class Completeness(FailureModeJudge):
     """Everything the user asked, across the conversation, done or answered, or honestly declined."""
@@ -89,6 +91,7 @@ For each gap give `missed_aspects` (what was asked and left open, in the user's 
 was asked in) and `reasoning`."""
 
 
+@register_judge
 @dataclass(repr=False)
 class SynthesisQuality(FailureModeJudge):
     """What the agent told the user says what its tools returned: no contradiction, misreading or dropped key fact."""
@@ -122,6 +125,7 @@ briefly, with its step) and `discrepancy` (how they differ and what a user actin
 get wrong). One issue per discrepancy."""
 
 
+@register_judge
 @dataclass(repr=False)
 class ReportingQuality(FailureModeJudge):
     """Outcomes reported with what the user needs: what was done or found, what was not and why, what to check."""
@@ -163,6 +167,7 @@ Set a flag that does not apply to true (`search_explained` for a `found` result;
 `not_found` one or a simple question), so that false always marks a real gap."""
 
 
+@register_judge
 @dataclass(repr=False)
 class CitationQuality(FailureModeJudge):
     """Key statements traceable to the evidence behind them, when the agent's instructions or role call for it."""

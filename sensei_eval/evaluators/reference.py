@@ -113,7 +113,7 @@ from sensei_eval.core.records import ExpectedToolCall, QueryRecord, ToolCall
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import span_tree
 from sensei_eval.core.transcript import Transcript
-from sensei_eval.evaluators.base import Judge
+from sensei_eval.evaluators.base import Judge, register_judge
 from sensei_eval.models.judge_model import JudgeModel
 
 __all__ = (
@@ -511,6 +511,7 @@ def _module_source() -> str:
     return inspect.getsource(sys.modules[__name__])
 
 
+@register_judge
 @dataclass(repr=False)
 class ReferenceCheck(Judge):
     """The record's successful tool calls against its expected tool calls (see the module docstring)."""

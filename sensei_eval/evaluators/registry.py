@@ -1,10 +1,11 @@
-"""Judge names and groups: what `--evaluators` accepts, and what each judge needs.
+"""Judge names and groups: what `--judges` accepts, and what each judge needs.
 
-A name is a judge's `name`; a group is a named list of judges. There is a group per failure-mode
-category (`tool_usage`, `sources`, `output`, `format`, `methodology`, `instructions`, and any a
+Judges register themselves where they are defined (`base.register_judge`, a class decorator); this module
+names and groups what is registered. A name is a judge's `name`; a group is a named list of judges. There is
+a group per failure-mode category (`tool_usage`, `sources`, `output`, `format`, `methodology`, `instructions`, and any a
 registered mode brings), plus `core` (the LLM judges every run gets when none are named: they hold for any
 agent), `mvp` (seed 004's first three), `checks` (deterministic, no model), `investigation` (the TARSy
-scorer) and `all`. `EXTRA_MODES` names the judges of modes beyond the fifteen standard ones, so `--list`
+investigation judge) and `all`. `EXTRA_MODES` names the judges of modes beyond the fifteen standard ones, so `--list`
 can say so. Unknown names fail with the list of known ones, never
 silently run less than asked. `make_judges(..., fuse=...)` answers groups of LLM judges with one model
 call each (`sensei_eval.evaluators.fused`). Which checks run on a record is then up to its agent profile
@@ -22,23 +23,22 @@ from typing import cast
 
 from sensei_eval.core import modes
 from sensei_eval.core.errors import ConfigError
-from sensei_eval.evaluators.base import FailureModeJudge, Judge, set_known_judges
-from sensei_eval.evaluators.checks import CHECKS
-from sensei_eval.evaluators.format import AgentFormat
-from sensei_eval.evaluators.fused import FusedJudge, FuseSpecError, parse_fuse_spec
-from sensei_eval.evaluators.instructions import InstructionFollowing
-from sensei_eval.evaluators.investigation import InvestigationScorer, StructuredInvestigationScorer
-from sensei_eval.evaluators.methodology import (
-    AmbiguityHandling,
-    ConfidenceCommunication,
-    QueryDecomposition,
-    ResearchDepth,
-    SolutionEvaluation,
+
+# The modules whose judges register themselves where they are defined (`base.register_judge`): imported here
+# for that, in the order their judges are listed (a new judge in one of them needs nothing here).
+from sensei_eval.evaluators import (  # noqa: F401
+    checks,
+    format,
+    instructions,
+    investigation,
+    methodology,
+    output,
+    reference,
+    sources,
+    tool_usage,
 )
-from sensei_eval.evaluators.output import CitationQuality, Completeness, Hallucination, ReportingQuality, SynthesisQuality
-from sensei_eval.evaluators.reference import ReferenceCheck
-from sensei_eval.evaluators.sources import SourceQuality, SourceSelection
-from sensei_eval.evaluators.tool_usage import ToolParameters, ToolSelection
+from sensei_eval.evaluators.base import FailureModeJudge, Judge, registered_judges, set_known_judges
+from sensei_eval.evaluators.fused import FusedJudge, FuseSpecError, parse_fuse_spec
 
 __all__ = (
     'COMPONENTS',
@@ -54,26 +54,6 @@ __all__ = (
     'unknown_name_message',
 )
 
-# The LLM judge of each of the library's failure modes (in any order: the table orders them).
-_MODE_JUDGES: tuple[type[Judge], ...] = (
-    ToolSelection,
-    ToolParameters,
-    SourceQuality,
-    SynthesisQuality,
-    Completeness,
-    Hallucination,
-    AgentFormat,
-    ConfidenceCommunication,
-    QueryDecomposition,
-    ResearchDepth,
-    SolutionEvaluation,
-    AmbiguityHandling,
-    ReportingQuality,
-    CitationQuality,
-    SourceSelection,
-    InstructionFollowing,
-)
-_CHECKS: tuple[type[Judge], ...] = (*CHECKS, ReferenceCheck)
 # Seed 004's MVP: the first three judges it builds.
 _MVP = ('tool_selection', 'hallucination', 'completeness')
 # The LLM judges every run gets when none are named: they hold for any agent and cover what goes wrong in a
@@ -93,26 +73,37 @@ EXTRA_MODES: set[str] = set()
 
 
 def _derive_from_modes() -> None:
-    by_mode: dict[str | None, type[Judge]] = {cls.failure_mode: cls for cls in _MODE_JUDGES}
+    """Names, groups and components from the registered judges (`base.register_judge`) and the mode table:
+    a failure-mode judge per mode, in the table's order, then the checks (no model), then the other judges."""
+    registered = registered_judges()
+    by_mode: dict[str | None, type[Judge]] = {
+        cls.failure_mode: cls for cls in registered if issubclass(cls, FailureModeJudge) and cls.failure_mode in modes.MODES
+    }
     by_mode.update({mode: cast(type[Judge], cls) for mode, cls in modes.registered_judges().items()})
     if missing := [m for m in modes.MODES if m not in by_mode]:
         raise ValueError(f'failure modes without a judge: {", ".join(missing)}')
     mode_judges = [by_mode[m] for m in modes.MODES]
-    every: tuple[type[Judge], ...] = (*mode_judges, *_CHECKS, InvestigationScorer, StructuredInvestigationScorer)
+    checks_ = [cls for cls in registered if not cls.needs_model]
+    others = [cls for cls in registered if cls.needs_model and cls not in mode_judges]
+    every: tuple[type[Judge], ...] = (*mode_judges, *checks_, *others)
     if len({cls.name for cls in every}) != len(every):
         raise ValueError('two judges share a name: ' + ', '.join(cls.name for cls in every))
     JUDGES.clear()
     JUDGES.update({cls.name: cls for cls in every})
     set_known_judges(every)
+    extra: dict[str, tuple[str, ...]] = {}
+    for cls in every:
+        for group in cls.groups:
+            extra[group] = (*extra.get(group, ()), cls.name)
     GROUPS.clear()
     GROUPS.update(
         {
             'core': _CORE,
             'mvp': _MVP,
             **{c: tuple(cls.name for cls in mode_judges if cls.category == c) for c in modes.categories()},
-            'checks': tuple(cls.name for cls in _CHECKS),
-            'investigation': (InvestigationScorer.name,),
-            'all': tuple(cls.name for cls in every if cls is not StructuredInvestigationScorer),
+            'checks': tuple(cls.name for cls in checks_),
+            **extra,
+            'all': tuple(cls.name for cls in every if cls.in_all),
         }
     )
     COMPONENTS.clear()

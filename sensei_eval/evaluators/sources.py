@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = ('SourceQuality', 'SourceSelection')
 
 
+@register_judge
 @dataclass(repr=False)
 class SourceQuality(FailureModeJudge):
     """Each source a result rests on is the most reliable one within reach."""
@@ -53,6 +54,7 @@ page, or "the agent's memory"), `better_source` (the one that should have been u
 observation). One issue per source that had a better alternative."""
 
 
+@register_judge
 @dataclass(repr=False)
 class SourceSelection(FailureModeJudge):
     """Sources chosen by how far they can be trusted for the request's goal, the trusted ones first."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sensei_eval.evaluators.base import FailureModeJudge
+from sensei_eval.evaluators.base import FailureModeJudge, register_judge
 
 __all__ = ('ToolParameters', 'ToolSelection')
 
 
+@register_judge
 @dataclass(repr=False)
 class ToolSelection(FailureModeJudge):
     """Right tools for the request: nothing needed left uncalled, nothing pointless or unasked-for called."""
@@ -54,6 +55,7 @@ list or the transcript), `unnecessary_tools` (tools called for no benefit, or wi
 and a short `reasoning`. One issue per distinct problem."""
 
 
+@register_judge
 @dataclass(repr=False)
 class ToolParameters(FailureModeJudge):
     """The right arguments in each call: the values the user gave and earlier results showed."""

@@ -54,10 +54,10 @@ from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.investigation import (
+    InvestigationJudge,
     InvestigationResult,
-    InvestigationScorer,
     ScoringPhase,
-    StructuredInvestigationScorer,
+    StructuredInvestigationJudge,
 )
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.options import JudgeRunOptions
@@ -263,7 +263,7 @@ class ScoringWorker:
 
         model = self._reliable()  # the worker's judge model as it is now, behind retries and the breaker
         transcript = render_transcript(record, budget_tokens=model.transcript_budget)
-        scorer = StructuredInvestigationScorer() if variant == 'structured' else InvestigationScorer()
+        scorer = StructuredInvestigationJudge() if variant == 'structured' else InvestigationJudge()
         with call_deadline(model.timeout_s):  # the scorer's own deadline, all its calls included
             result = await scorer.score(record, transcript, model, on_phase=on_phase)
         return _score_outcome(result)
