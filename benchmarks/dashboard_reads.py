@@ -25,7 +25,7 @@ from sensei_eval.evaluators.registry import DEFAULT_JUDGES, make_judges
 from sensei_eval.service.dashboard import queries
 from sensei_eval.service.migrate import upgrade
 from sensei_eval.service.store import EvaluationRow, SessionRow, Store, new_id, now_us
-from sensei_eval.service.verdicts import summarise
+from sensei_eval.service.verdict_cache import summarise
 
 _RECORD: dict[str, Any] = {
     'query_id': 'q',
@@ -57,9 +57,9 @@ def _fill(store: Store, n: int) -> None:
             db.flush()
             db.add(
                 EvaluationRow(
-                    evaluation_id=new_id(), session_id=sid, evaluators=[j.name for j in judges], status='completed',
+                    evaluation_id=new_id(), session_id=sid, judges=[j.name for j in judges], status='completed',
                     triggered_by='bench', started_at_us=t, completed_at_us=t, overall_score=summary['overall_score'],
-                    model='openai:judge', report=report, verdict=summary,
+                    model='openai:judge', report=report, verdict_cache=summary,
                 )
             )  # fmt: skip
 

@@ -96,11 +96,12 @@ def _serve(db_url: str, port: int, latency: float) -> None:
     uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning', access_log=False)
 
 
-# The minimal route's statement: the newest scoring of a session with its missing tools.
+# The minimal route's statement: the newest scoring of a session (a job of the investigation judge), the
+# columns the score API reads (its missing tools are in `score_detail`).
 _MINIMAL_SQL = (
-    'SELECT s.*, t.tool_name, t.rationale FROM (SELECT * FROM session_scores WHERE session_id = {p} '
-    'ORDER BY started_at_us DESC, score_id LIMIT 1) AS s '
-    'LEFT OUTER JOIN score_missing_tools AS t ON t.score_id = s.score_id ORDER BY t.id'
+    'SELECT evaluation_id, session_id, status, prompt_hash, total_score, error_message, triggered_by, started_at_us, '
+    'completed_at_us, scoring, model, smoke, raw_output, score_detail FROM session_evaluations '
+    'WHERE session_id = {p} AND scoring IS NOT NULL ORDER BY started_at_us DESC, evaluation_id LIMIT 1'
 )
 
 
@@ -116,9 +117,9 @@ def _serve_minimal(db_url: str, port: int) -> None:
     def answer(columns: list[str], rows: list[tuple[Any, ...]]) -> Response:
         if not rows:
             return Response('{"detail": "not scored"}', status_code=404, media_type='application/json')
-        n = len(columns) - 2
-        body = dict(zip(columns[:n], rows[0][:n], strict=True))
-        body['missing_tools'] = [{'tool_name': r[n], 'rationale': r[n + 1]} for r in rows if r[n] is not None]
+        body = dict(zip(columns, rows[0], strict=True))
+        detail = body.pop('score_detail')
+        body.update(json.loads(detail) if isinstance(detail, str) else detail or {})
         return Response(json.dumps(body, default=str), media_type='application/json')
 
     path = '/api/v1/scoring/sessions/{session_id}/score'

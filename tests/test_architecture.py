@@ -312,7 +312,8 @@ def _imports(module: str) -> set[str]:
     [
         ('the judge cache is SQLite', 'sensei_eval.judging.cache', 'sqlite3'),
         ('judges call behind RetryingModel', 'sensei_eval.models.judge_model', 'sensei_eval.models.retry.RetryingModel'),
-        ('the worker runs the investigation scorer', 'sensei_eval.service.scoring', 'sensei_eval.evaluators.investigation'),
+        ('the worker hears the investigation judge', 'sensei_eval.service.scoring', 'sensei_eval.evaluators.investigation'),
+        ('every job goes through the runner', 'sensei_eval.service.scoring', 'sensei_eval.judging.runner.judge_records'),
         ('through the circuit breaker', 'sensei_eval.service.scoring', 'sensei_eval.service.reliability.CircuitBreaker'),
         ('a judge fits its prompt with models/fitting', 'sensei_eval.evaluators.base', 'sensei_eval.models.fitting'),
         ('and tells inconclusive verdicts apart', 'sensei_eval.evaluators.base', 'sensei_eval.evaluators.inconclusive'),

@@ -1,4 +1,4 @@
-"""The investigation scorer: a 0-100 score for an SRE investigation, then missing tools.
+"""The investigation judge: a 0-100 score for an SRE investigation, then missing tools.
 
 Two variants, both applying only to records that carry an alert (`alert_data`):
 
@@ -26,9 +26,10 @@ missing-tools list of the freeform text, or the JSON of the structured and const
 nothing downstream parses text again. `on_phase` is told when the scoring turn starts (`scoring`) and
 when the missing tools are being identified (`missing_tools`).
 
-`judge()` (the CLI and runner path) converts that result to a `JudgeResult`. Neither is a seed-004
-failure mode: its `score` is `total_score / 100`, `passed` is None, and the details (analysis, missing
-tools, hash) are in `JudgeResult.details`. A score from the embedded model is marked
+`judge()` (the path of every run: the CLI, the runner, the service's jobs) converts that result to a
+`JudgeResult`. Neither is a seed-004 failure mode: its `score` is `total_score / 100`, `passed` is None, and
+the details (analysis, missing tools, hash, and the typed result itself under `RESULT_DETAIL`) are in
+`JudgeResult.details`. A score from the embedded model is marked
 `details["smoke"] = True` with a warning: a grammar guarantees the shape of its answer, not its sense.
 
 Prompt safety, as for every judge: the template is filled in one pass (`base.fill_template`), so a
@@ -45,6 +46,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -70,13 +72,17 @@ from sensei_eval.evaluators.base import (
     timed_out,
 )
 from sensei_eval.models.judge_model import EMBEDDED_NOTICE, JudgeModel, resolve_model
+from sensei_eval.models.retry import call_deadline
 
 __all__ = (
     'FOLLOWUP_MISSING_TOOLS_PROMPT',
     'INVESTIGATION_SYSTEM_PROMPT',
+    'JUDGE_OF_VARIANT',
     'PROMPT_HASH',
+    'RESULT_DETAIL',
     'SCORE_PROMPT',
     'SCORING_PHASES',
+    'SCORING_PHASE_CALLBACK',
     'STRUCTURED_PROMPT_HASH',
     'AlternativeApproach',
     'InvestigationResult',
@@ -327,6 +333,12 @@ ScoringPhase = Literal['scoring', 'missing_tools']
 # The phases a scoring reports, in order: the scoring turn, then the missing-tools identification.
 SCORING_PHASES: tuple[ScoringPhase, ...] = ('scoring', 'missing_tools')
 PhaseCallback = Callable[[ScoringPhase], None]
+# Who hears the phases of a scoring run as a judge (`judge()`): the service's worker sets it around a job (its
+# progress events); the tasks the runner starts inherit it. None: nobody.
+SCORING_PHASE_CALLBACK: ContextVar[PhaseCallback | None] = ContextVar('scoring_phase_callback', default=None)
+# The `JudgeResult.details` key holding the scoring's typed `InvestigationResult` (JSON): what the service keeps of
+# a scoring (its score API's fields) is read from it, never parsed from text again.
+RESULT_DETAIL = 'investigation'
 
 
 class ScoreBreakdown(BaseModel):
@@ -583,7 +595,12 @@ class _InvestigationJudge(Judge):
         raise NotImplementedError
 
     async def judge(self, record: QueryRecord, transcript: Transcript, model: JudgeModel | None) -> JudgeResult:
-        return self.to_judge_result(await self.score(record, transcript, model))
+        """`score` as a `JudgeResult`, under the judge model's deadline (every call of the scoring included),
+        telling `SCORING_PHASE_CALLBACK`'s callback (the service's progress events) each phase."""
+        model = model or self.resolve_judge_model()
+        with call_deadline(model.timeout_s):
+            result = await self.score(record, transcript, model, on_phase=SCORING_PHASE_CALLBACK.get())
+        return self.to_judge_result(result)
 
     def _details(self, result: InvestigationResult) -> dict[str, Any]:
         raise NotImplementedError
@@ -600,12 +617,13 @@ class _InvestigationJudge(Judge):
         }
         if result.status != 'ok' or result.total_score is None:
             return self._result(status='error', error=result.error, raw_output=result.raw_output, **common)
+        typed = result.model_dump(mode='json', exclude={'truncation', 'warnings', 'latency_s'})
         return self._result(
             status='ok',
             reasoning=result.analysis[:2000],
             score=result.total_score / 100,
             passed=None,
-            details=self._details(result),
+            details={**self._details(result), RESULT_DETAIL: typed},
             warnings=list(result.warnings),
             **common,
         )
@@ -829,6 +847,10 @@ class StructuredInvestigationJudge(_InvestigationJudge):
             warnings=_smoke_warnings(model, out.score_reasoning),
             **common,
         )
+
+
+# The investigation judge of each scoring variant (the service's `serve --scorer`), by variant.
+JUDGE_OF_VARIANT: dict[str, str] = {'freeform': InvestigationJudge.name, 'structured': StructuredInvestigationJudge.name}
 
 
 # The judges' old names (before issue 43), accepted for one release with a DeprecationWarning.

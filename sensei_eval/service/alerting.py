@@ -100,6 +100,7 @@ class AlertWatcher:
             .where(
                 EvaluationRow.status == JobStatus.COMPLETED.value,
                 EvaluationRow.smoke.is_not(True),
+                EvaluationRow.scoring.is_(None),  # evaluations: a scoring is the investigation score, not a verdict
                 EvaluationRow.completed_at_us <= done_before,
                 or_(
                     EvaluationRow.completed_at_us > at,

@@ -18,7 +18,7 @@ from sensei_eval.service.store import normalise_url
 
 __all__ = ('HEAD', 'alembic_config', 'current_revision', 'downgrade', 'upgrade')
 
-HEAD = '0008'
+HEAD = '0009'
 _SCRIPTS = Path(__file__).parent / 'migrations'
 
 

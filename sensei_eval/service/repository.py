@@ -14,6 +14,10 @@ plus `SessionNotFoundError` (404) and `SessionNotTerminalError` (400) before any
 racing to create a row for one session cannot both succeed: the partial unique index rejects the
 second insert, which then re-reads and answers as if it had arrived second. `request_evaluation` is
 the same table for the failure-mode judges (`force` instead of `force_rescore`).
+
+Both create the service's one kind of job (a `session_evaluations` row, run by the worker the same way); a
+scoring is a job of the investigation judge, told apart by its `scoring` column (the judge's variant), so
+"the latest scoring" and "the latest evaluation" each read only the jobs asked for their way.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from sqlalchemy import Dialect, Select, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
@@ -30,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from sensei_eval.core.errors import SenseiError
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.evaluators.investigation import PROMPT_HASH, STRUCTURED_PROMPT_HASH
+from sensei_eval.evaluators.investigation import JUDGE_OF_VARIANT, PROMPT_HASH, STRUCTURED_PROMPT_HASH
 from sensei_eval.service.previews import cut, query_preview_column
 from sensei_eval.service.schemas import (
     EvaluationOut,
@@ -46,10 +50,7 @@ from sensei_eval.service.store import (
     ACTIVE_STATUSES,
     SESSION_TERMINAL_STATUSES,
     EvaluationRow,
-    JobMixin,
     JobStatus,
-    MissingToolRow,
-    ScoreRow,
     SessionRow,
     SessionStatus,
     Store,
@@ -187,8 +188,8 @@ def get_session(store: Store, session_id: str) -> SessionDetail:
             raise SessionNotFoundError(f'session {session_id} not found')
         latest, completed = _latest_scores(db, [session_id])
         evaluation = _latest_evaluation(db, session_id)
-        summary = _summary(row, latest.get(session_id), completed.get(session_id), db)
-        latest_out = _score_with_tools(db, latest[session_id]) if session_id in latest else None
+        summary = _summary(row, latest.get(session_id), completed.get(session_id), full=True)
+        latest_out = score_out(latest[session_id]) if session_id in latest else None
     return SessionDetail(
         **summary.model_dump(),
         record=row.record,
@@ -212,7 +213,7 @@ def _latest_evaluation(db: Session, session_id: str) -> EvaluationRow | None:
     """The one query for a session's latest evaluation (newest trigger first)."""
     query = (
         select(EvaluationRow)
-        .where(EvaluationRow.session_id == session_id)
+        .where(EvaluationRow.session_id == session_id, EvaluationRow.scoring.is_(None))
         .order_by(EvaluationRow.started_at_us.desc(), EvaluationRow.evaluation_id)
         .limit(1)
     )
@@ -287,28 +288,30 @@ class _Compiled:
         return cls(str(compiled), names, dict(defaults))
 
 
-# The score row's columns, in the order the latest-score statement returns them (then the tool's two).
-_SCORE_COLUMNS = tuple(c.name for c in ScoreRow.__table__.columns)
+# What a scoring's API answer reads of its job row, in the order the latest-score statement returns them
+# (never the report: it holds the whole session, and dashboards poll this).
+_SCORE_COLUMNS = (
+    'evaluation_id', 'session_id', 'status', 'prompt_hash', 'total_score', 'error_message', 'triggered_by',
+    'started_at_us', 'completed_at_us', 'scoring', 'model', 'smoke', 'raw_output', 'score_detail',
+)  # fmt: skip
 _compiled: dict[tuple[str, str], _Compiled] = {}
 
 
+def _score_columns() -> list[Any]:
+    return [EvaluationRow.__table__.c[name] for name in _SCORE_COLUMNS]
+
+
 def _latest_score_sql(dialect: Dialect) -> _Compiled:
-    """The session's newest scoring (through the session index) left-joined with its missing tools."""
+    """The session's newest scoring (through the session index)."""
     key = ('latest_score', dialect.name + '+' + str(dialect.driver))
     found = _compiled.get(key)
     if found is None:
-        scores, tools = ScoreRow.__table__, MissingToolRow.__table__
-        latest = (
-            select(scores)
-            .where(scores.c.session_id == bindparam('session_id'))
-            .order_by(scores.c.started_at_us.desc(), scores.c.score_id)
-            .limit(1)
-            .subquery('latest')
-        )
+        jobs = EvaluationRow.__table__
         statement = (
-            select(*(latest.c[name] for name in _SCORE_COLUMNS), tools.c.tool_name, tools.c.rationale)
-            .select_from(latest.outerjoin(tools, tools.c.score_id == latest.c.score_id))
-            .order_by(tools.c.id)
+            select(*_score_columns())
+            .where(jobs.c.session_id == bindparam('session_id'), jobs.c.scoring.is_not(None))
+            .order_by(jobs.c.started_at_us.desc(), jobs.c.evaluation_id)
+            .limit(1)
         )
         found = _compiled[key] = _Compiled.of(statement, dialect)
     return found
@@ -324,13 +327,11 @@ def _session_exists_sql(dialect: Dialect) -> _Compiled:
 
 
 def _score_from_rows(rows: Sequence[Sequence[Any]]) -> ScoreOut:
-    """`ScoreOut` from the latest-score statement's rows (the score's columns, then one tool per row)."""
-    n = len(_SCORE_COLUMNS)
-    row = SimpleNamespace(**dict(zip(_SCORE_COLUMNS, rows[0][:n], strict=True)))
-    if isinstance(row.alternative_approaches, str):  # a JSON column as SQLite's driver returns it
-        row.alternative_approaches = json.loads(row.alternative_approaches)
-    missing = [SimpleNamespace(tool_name=r[n], rationale=r[n + 1]) for r in rows if r[n] is not None]
-    return score_out(cast(ScoreRow, row), cast(list[MissingToolRow], missing))
+    """`ScoreOut` from the latest-score statement's row (the scoring's columns)."""
+    row = SimpleNamespace(**dict(zip(_SCORE_COLUMNS, rows[0], strict=True)))
+    if isinstance(row.score_detail, str):  # a JSON column as SQLite's driver returns it
+        row.score_detail = json.loads(row.score_detail)
+    return score_out(row)
 
 
 def _not_scored(session_id: str, exists: bool) -> SessionNotFoundError:
@@ -342,40 +343,43 @@ def list_scores(store: Store, session_id: str) -> list[ScoreOut]:
     with store.read() as db:
         if db.get(SessionRow, session_id) is None:
             raise SessionNotFoundError(f'session {session_id} not found')
-        rows = list(db.scalars(select(ScoreRow).where(ScoreRow.session_id == session_id).order_by(ScoreRow.started_at_us.desc())))
-        return [_score_with_tools(db, r) for r in rows]
+        query = (
+            select(*_score_columns())
+            .where(EvaluationRow.session_id == session_id, EvaluationRow.scoring.is_not(None))
+            .order_by(EvaluationRow.started_at_us.desc())
+        )
+        return [score_out(r) for r in db.execute(query)]
 
 
 def request_score(store: Store, session_id: str, *, force: bool, user: str, variant: str, owner: str) -> RequestResult:
-    """The scoring status table (see the module docstring)."""
+    """The scoring status table (see the module docstring): a job of the investigation judge of `variant`."""
     prompt_hash = STRUCTURED_PROMPT_HASH if variant == 'structured' else PROMPT_HASH
 
-    def make(session_id: str, started: int) -> ScoreRow:
-        return ScoreRow(
-            score_id=new_id(),
+    def make(session_id: str, started: int) -> EvaluationRow:
+        return EvaluationRow(
+            evaluation_id=new_id(),
             session_id=session_id,
-            variant=variant,
+            judges=[JUDGE_OF_VARIANT[variant]],
+            scoring=variant,
             prompt_hash=prompt_hash,
-            score_triggered_by=user,
+            triggered_by=user,
             status=JobStatus.PENDING.value,
             started_at_us=started,
             owner=owner,
         )
 
-    def answer(db: Session, row: ScoreRow, created: bool) -> RequestResult:
-        return RequestResult(created=created, score=_score_with_tools(db, row))
+    def answer(db: Session, row: EvaluationRow, created: bool) -> RequestResult:
+        return RequestResult(created=created, score=score_out(row))
 
-    return _request(store, ScoreRow, session_id, force, 'force_rescore', make, answer)
+    return _request(store, True, session_id, force, 'force_rescore', make, answer)
 
 
-def request_evaluation(
-    store: Store, session_id: str, *, force: bool, user: str, evaluators: list[str], owner: str
-) -> RequestResult:
+def request_evaluation(store: Store, session_id: str, *, force: bool, user: str, judges: list[str], owner: str) -> RequestResult:
     def make(session_id: str, started: int) -> EvaluationRow:
         return EvaluationRow(
             evaluation_id=new_id(),
             session_id=session_id,
-            evaluators=evaluators,
+            judges=judges,
             status=JobStatus.PENDING.value,
             triggered_by=user,
             started_at_us=started,
@@ -385,19 +389,21 @@ def request_evaluation(
     def answer(db: Session, row: EvaluationRow, created: bool) -> RequestResult:
         return RequestResult(created=created, evaluation=evaluation_out(row))
 
-    return _request(store, EvaluationRow, session_id, force, 'force', make, answer)
+    return _request(store, False, session_id, force, 'force', make, answer)
 
 
 def _request(
     store: Store,
-    table: type[JobMixin],
+    scoring: bool,
     session_id: str,
     force: bool,
     force_name: str,
-    make: Callable[[str, int], T],
-    answer: Callable[[Session, T, bool], RequestResult],
+    make: Callable[[str, int], EvaluationRow],
+    answer: Callable[[Session, EvaluationRow, bool], RequestResult],
 ) -> RequestResult:
-    kind = 'scoring' if table is ScoreRow else 'evaluation'
+    """A scoring (`scoring`) or an evaluation asked for: the status table over the jobs asked for that way."""
+    kind = 'scoring' if scoring else 'evaluation'
+    asked_so = EvaluationRow.scoring.is_not(None) if scoring else EvaluationRow.scoring.is_(None)
     for _ in range(_RACE_RETRIES):
         try:
             with store.write() as db:
@@ -410,7 +416,10 @@ def _request(
                         '(completed, failed, cancelled or timed_out) can be scored'
                     )
                 latest = db.scalars(
-                    select(table).where(table.session_id == session_id).order_by(table.started_at_us.desc()).limit(1)
+                    select(EvaluationRow)
+                    .where(EvaluationRow.session_id == session_id, asked_so)
+                    .order_by(EvaluationRow.started_at_us.desc())
+                    .limit(1)
                 ).first()
                 if latest is not None and latest.status in ACTIVE_STATUSES:
                     if force:
@@ -419,9 +428,9 @@ def _request(
                             f'{latest.status}; wait for it to finish',
                             latest.job_id,
                         )
-                    return answer(db, latest, False)  # type: ignore[arg-type]  # `table` rows are T
+                    return answer(db, latest, False)
                 if latest is not None and not force:
-                    return answer(db, latest, False)  # type: ignore[arg-type]
+                    return answer(db, latest, False)
                 started = now_us() if latest is None else max(now_us(), latest.started_at_us + 1)
                 row = make(session_id, started)
                 db.add(row)
@@ -432,21 +441,17 @@ def _request(
     raise RuntimeError(f'could not create or read the {kind} of session {session_id}: the store kept refusing the insert')
 
 
-def _score_with_tools(db: Session, row: ScoreRow) -> ScoreOut:
-    missing = None
-    if row.status == JobStatus.COMPLETED.value:
-        tools = select(MissingToolRow).where(MissingToolRow.score_id == row.score_id).order_by(MissingToolRow.id)
-        missing = list(db.scalars(tools))
-    return score_out(row, missing)
-
-
-def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, ScoreRow], dict[str, ScoreRow]]:
-    """Per session: its latest scoring row, and its latest completed one."""
-    latest: dict[str, ScoreRow] = {}
-    completed: dict[str, ScoreRow] = {}
+def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per session: its latest scoring (its score columns), and its latest completed one."""
+    latest: dict[str, Any] = {}
+    completed: dict[str, Any] = {}
     if not session_ids:
         return latest, completed
-    rows = db.scalars(select(ScoreRow).where(ScoreRow.session_id.in_(session_ids)).order_by(ScoreRow.started_at_us.desc()))
+    rows = db.execute(
+        select(*_score_columns())
+        .where(EvaluationRow.session_id.in_(session_ids), EvaluationRow.scoring.is_not(None))
+        .order_by(EvaluationRow.started_at_us.desc())
+    )
     for row in rows:
         latest.setdefault(row.session_id, row)
         if row.status == JobStatus.COMPLETED.value:
@@ -454,14 +459,13 @@ def _latest_scores(db: Session, session_ids: list[str]) -> tuple[dict[str, Score
     return latest, completed
 
 
-def _summary(
-    row: Any, latest: ScoreRow | None, completed: ScoreRow | None, db: Session | None = None, *, query: str | None = None
-) -> SessionSummary:
+def _summary(row: Any, latest: Any, completed: Any, *, full: bool = False, query: str | None = None) -> SessionSummary:
     """A session's summary from its row: a `SessionRow` (its full query), or a listed row of `_LISTED` with the
-    preview of its query given as `query` (cut to `previews.PREVIEW_CHARS`)."""
+    preview of its query given as `query` (cut to `previews.PREVIEW_CHARS`); its latest completed score with
+    the model's raw answer only when `full` (one session's page, not a list)."""
     score = None
     if completed is not None:
-        score = _score_with_tools(db, completed) if db is not None else score_out(completed, with_raw=False)
+        score = score_out(completed, with_raw=full)
     text, truncated = (session_query(row), False) if query is None else cut(query)
     return SessionSummary(
         session_id=row.session_id,

@@ -24,8 +24,8 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.evaluators.investigation import is_current_prompt
 from sensei_eval.service.previews import PREVIEW_CHARS
-from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, breakdown_of
-from sensei_eval.service.verdicts import Coverage, stored_verdict
+from sensei_eval.service.store import EvaluationRow, JobStatus, SessionRow, SessionStatus
+from sensei_eval.service.verdict_cache import Coverage, stored_verdict
 
 __all__ = (
     'MAX_OFFSET',
@@ -180,7 +180,8 @@ class EvaluationOut(BaseModel):
     evaluation_id: str
     session_id: str
     status: JobStatus
-    evaluators: list[str]
+    judges: list[str] = Field(description='The judge names or groups asked for.')
+    evaluators: list[str] = Field(description='The old name of `judges` (deprecated: one more release).', deprecated=True)
     triggered_by: str
     started_at_us: int
     completed_at_us: int | None
@@ -197,30 +198,33 @@ class EvaluationOut(BaseModel):
     report: dict[str, Any] | None = None
 
 
-def score_out(row: ScoreRow, missing: list[MissingToolRow] | None = None, *, with_raw: bool = True) -> ScoreOut:
+def score_out(row: Any, *, with_raw: bool = True) -> ScoreOut:
+    """A scoring as the API returns it, from its job row (`EvaluationRow`, or a row of its score columns):
+    the score's fields are the investigation judge's, kept with the job once it completed (`score_detail`).
+    Without `with_raw` (a session list's row) the model's raw answer and the missing tools are left out."""
     done = row.status == JobStatus.COMPLETED.value
+    detail: dict[str, Any] = (row.score_detail or {}) if done else {}
+    missing = detail.get('missing_tools')
     return ScoreOut(
-        score_id=row.score_id,
+        score_id=row.evaluation_id,
         session_id=row.session_id,
         status=JobStatus(row.status),
         prompt_hash=row.prompt_hash,
         total_score=row.total_score if done else None,
-        score_analysis=row.score_analysis if done else None,
-        missing_tools_analysis=row.missing_tools_analysis if done else None,
+        score_analysis=detail.get('score_analysis') if done else None,
+        missing_tools_analysis=detail.get('missing_tools_analysis') if done else None,
         error_message=row.error_message,
-        score_triggered_by=row.score_triggered_by,
+        score_triggered_by=row.triggered_by,
         started_at_us=row.started_at_us,
         completed_at_us=row.completed_at_us,
         current_prompt_used=is_current_prompt(row.prompt_hash),
-        variant=row.variant,
+        variant=row.scoring,
         model=row.model,
         smoke=bool(row.smoke),
         raw_output=row.raw_output if with_raw else None,
-        score_breakdown=breakdown_of(row) if done else None,
-        missing_tools=[MissingToolOut(tool_name=m.tool_name, rationale=m.rationale) for m in missing]
-        if (done and missing is not None)
-        else None,
-        alternative_approaches=row.alternative_approaches if done else None,
+        score_breakdown=detail.get('score_breakdown') or None,
+        missing_tools=[MissingToolOut.model_validate(m) for m in missing] if with_raw and isinstance(missing, list) else None,
+        alternative_approaches=detail.get('alternative_approaches'),
     )
 
 
@@ -232,7 +236,8 @@ def evaluation_out(row: EvaluationRow, with_report: bool = True) -> EvaluationOu
         evaluation_id=row.evaluation_id,
         session_id=row.session_id,
         status=JobStatus(row.status),
-        evaluators=list(row.evaluators),
+        judges=list(row.judges),
+        evaluators=list(row.judges),
         triggered_by=row.triggered_by,
         started_at_us=row.started_at_us,
         completed_at_us=row.completed_at_us,

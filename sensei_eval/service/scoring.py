@@ -1,26 +1,32 @@
-"""Background scoring: the worker that claims pending rows, runs the judges and records the outcome.
+"""Background judging: the worker that claims pending jobs, runs the judges and records the outcome.
 
 One `ScoringWorker` runs in each service process, beside the API. The API only inserts `pending`
-rows (scorings in `session_scores`, failure-mode evaluations in `session_evaluations`) and wakes the
-worker; the worker
+rows of `session_evaluations`, the one kind of job (an evaluation, or a scoring: the investigation judge)
+and wakes the worker; the worker
 
 * **claims** pending rows, oldest first, up to its free capacity (`concurrency`, default 10; the rest
   stay pending — that is the queue). The claim is `SELECT … FOR UPDATE SKIP LOCKED` then
   `UPDATE … SET status = 'in_progress', owner = <this process>` in one transaction, so with PostgreSQL
   several processes share the work and each row runs exactly once (SQLite has one writer at a time:
   `BEGIN IMMEDIATE` gives the same guarantee on one machine);
-* **runs** the judge through `ReliableModel` (the process-wide circuit breaker, around each request
-  retried under the one policy of `sensei_eval.models.retry`) under a per-scoring timeout; publishes `scoring.started`,
-  `scoring.progress` for each phase the scorer reports through its callback (`analyzing_methodology` for its `scoring` phase,
-  `identifying_missing_tools` for `missing_tools`), then `scoring.completed` (with `total_score`) or
-  `scoring.failed` (with `error_message` and the final status: `failed`, `timed_out` or `cancelled`);
-* **writes** the scorer's typed `InvestigationResult`: total, analyses and the points per category as
-  columns, each missing tool as a `score_missing_tools` row — nothing is parsed from text later;
+* **runs** every job the same way: the job's judges over the session's record through the library's runner
+  (`judging.runner.judge_records`: the record engine, fused by the run's rule, as `sensei-eval judge`), the
+  model behind `ReliableModel` (the process-wide circuit breaker, around each request retried under the one
+  policy of `sensei_eval.models.retry`), under a per-job timeout; the report is stored with the verdict
+  model's summary (`service.verdict_cache`). Events name the job as it was asked for: `evaluation.*`, or for a
+  scoring `scoring.started`, `scoring.progress` for each phase the investigation judge reports
+  (`analyzing_methodology` for its `scoring` phase, `identifying_missing_tools` for `missing_tools`), then
+  `scoring.completed` (with `total_score`) or `scoring.failed` (with `error_message` and the final status:
+  `failed`, `timed_out` or `cancelled`);
+* **keeps** of a scoring what its API returns, from the investigation judge's typed result in the report
+  (`evaluators.investigation.RESULT_DETAIL`): the total, analyses, points per category, missing tools and
+  alternative approaches (`score_detail`) — nothing is parsed from text later;
 * **finishes** the row through `store.check_transition`, the one place status changes are validated: a
   row that is no longer `in_progress` (another process failed it as an orphan) is left alone and logged.
 
-An errored judge is a failed scoring with the judge's error as `error_message`, never a score; what
-the model answered is kept as `raw_output`. Every row a `JudgeModel` with `embedded` set finishes is
+An errored investigation judge is a failed scoring with the judge's error as `error_message`, never a
+score; what the model answered is kept as `raw_output`. An evaluation with a judge error is failed too,
+its report kept. Every row a `JudgeModel` with `embedded` set finishes is
 marked `smoke` (the embedded model is far too small to judge: its output proves the pipeline runs).
 
 Liveness: each process has a row in `service_workers` with its host, pid and a heartbeat. At start-up
@@ -46,18 +52,19 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import delete, select
 
 from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.core.transcript import render_transcript
+from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.investigation import (
-    InvestigationJudge,
+    JUDGE_OF_VARIANT,
+    RESULT_DETAIL,
+    SCORING_PHASE_CALLBACK,
     InvestigationResult,
     ScoringPhase,
-    StructuredInvestigationJudge,
 )
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.options import JudgeRunOptions
@@ -69,21 +76,16 @@ from sensei_eval.service.events import EventHub, evaluation_event, score_event
 from sensei_eval.service.reliability import CircuitBreaker, ReliableModel
 from sensei_eval.service.store import (
     ACTIVE_STATUSES,
-    BREAKDOWN_COLUMNS,
-    JOB_TABLES,
     EvaluationRow,
     InvalidTransitionError,
-    JobMixin,
     JobStatus,
-    MissingToolRow,
-    ScoreRow,
     SessionRow,
     Store,
     WorkerRow,
     check_transition,
     now_us,
 )
-from sensei_eval.service.verdicts import summarise
+from sensei_eval.service.verdict_cache import summarise
 
 __all__ = ('PHASES', 'Job', 'ScoringWorker')
 
@@ -95,11 +97,25 @@ PHASES: dict[ScoringPhase, str] = {'scoring': 'analyzing_methodology', 'missing_
 _RAW_OUTPUT_CHARS = 8000
 
 
+# Why a scoring of a session without an alert failed (the investigation judge does not apply there).
+_NOT_AN_ALERT = (
+    'not an alert investigation: the session has no alert_data, which the investigation scorer needs; use '
+    'POST /api/v1/sessions/{id}/evaluate for the failure-mode judges'
+)
+
+
 @dataclass(frozen=True)
 class Job:
-    kind: Literal['score', 'evaluation']
+    """A claimed job: its id, its session, and for a scoring the investigation judge's variant (None: an
+    evaluation). Only the API that asked, and so the events, tell the two apart."""
+
     job_id: str
     session_id: str
+    scoring: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return 'score' if self.scoring is not None else 'evaluation'
 
 
 @dataclass
@@ -107,7 +123,6 @@ class _Outcome:
     status: JobStatus
     error: str | None = None
     values: dict[str, Any] = dataclasses.field(default_factory=dict)
-    missing_tools: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 class ScoringWorker:
@@ -121,8 +136,9 @@ class ScoringWorker:
         self.worker_id = settings.worker_id
         self.host = socket.gethostname()
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
-        # One shared reliable model for evaluations: judges cache their agent per model object.
-        self._shared_model = self._reliable()
+        # One shared reliable model for every job (judges cache their agent per model object), rebuilt when the
+        # worker's judge model is replaced (`_model`)
+        self._shared: tuple[JudgeModel, JudgeModel] = (judge_model, self._reliable())
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -208,23 +224,20 @@ class ScoringWorker:
         jobs: list[Job] = []
         now = now_us()
         with self.store.write() as db:
-            for table in JOB_TABLES:
-                if len(jobs) >= limit:
-                    break
-                rows = list(
-                    db.scalars(
-                        select(table)
-                        .where(table.status == JobStatus.PENDING.value)
-                        .order_by(table.started_at_us)
-                        .limit(limit - len(jobs))
-                        .with_for_update(skip_locked=True)
-                    )
+            rows = list(
+                db.scalars(
+                    select(EvaluationRow)
+                    .where(EvaluationRow.status == JobStatus.PENDING.value)
+                    .order_by(EvaluationRow.scoring.is_(None), EvaluationRow.started_at_us)  # scorings first, as ever
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
                 )
-                for row in rows:
-                    row.status = check_transition(row.status, JobStatus.IN_PROGRESS).value
-                    row.owner = self.worker_id
-                    row.claimed_at_us = now
-                    jobs.append(_job(row))
+            )
+            for row in rows:
+                row.status = check_transition(row.status, JobStatus.IN_PROGRESS).value
+                row.owner = self.worker_id
+                row.claimed_at_us = now
+                jobs.append(_job(row))
         return jobs
 
     # -- running -------------------------------------------------------------------------------------
@@ -235,10 +248,7 @@ class ScoringWorker:
             # a Retry-After past the job's deadline is not waited for: the 429 ends the call, reported rate-limited
             async with asyncio.timeout(self.settings.scoring_timeout_s):
                 with call_deadline(self.settings.scoring_timeout_s):
-                    if job.kind == 'score':
-                        outcome = await self._score(job)
-                    else:
-                        outcome = await self._evaluate(job)
+                    outcome = await self._judge(job)
         except TimeoutError:
             outcome = _Outcome(JobStatus.TIMED_OUT, f'timed out after {self.settings.scoring_timeout_s:g} s')
         except asyncio.CancelledError:
@@ -249,59 +259,49 @@ class ScoringWorker:
             outcome = _Outcome(JobStatus.FAILED, f'internal error: {describe_error(e)}')
         await self._finish(job, outcome)
 
-    async def _score(self, job: Job) -> _Outcome:
-        record, variant = await asyncio.to_thread(self._load_score_input, job)
-        if record.alert_data is None:
-            return _Outcome(
-                JobStatus.FAILED,
-                'not an alert investigation: the session has no alert_data, which the investigation scorer '
-                'needs; use POST /api/v1/sessions/{id}/evaluate for the failure-mode judges',
-            )
+    async def _judge(self, job: Job) -> _Outcome:
+        """The job's judges over its session's record, as a run judges it; the report and what it says."""
+        record, names = await asyncio.to_thread(self._load_input, job)
 
         def on_phase(phase: ScoringPhase) -> None:
             self._publish(job, 'progress', phase=PHASES[phase])
 
-        model = self._reliable()  # the worker's judge model as it is now, behind retries and the breaker
-        transcript = render_transcript(record, budget_tokens=model.transcript_budget)
-        scorer = StructuredInvestigationJudge() if variant == 'structured' else InvestigationJudge()
-        with call_deadline(model.timeout_s):  # the scorer's own deadline, all its calls included
-            result = await scorer.score(record, transcript, model, on_phase=on_phase)
-        return _score_outcome(result)
-
-    async def _evaluate(self, job: Job) -> _Outcome:
-        record, evaluators = await asyncio.to_thread(self._load_evaluation_input, job)
-        judges = make_judges(evaluators)
-        reports = await judge_records([record], JudgeRunOptions(judges, self._shared_model), run_id=f'service-{job.job_id}')
-        report = reports[0]
+        token = SCORING_PHASE_CALLBACK.set(on_phase if job.scoring is not None else None)
+        try:
+            options = JudgeRunOptions(make_judges(names), self._model())
+            [report] = await judge_records([record], options, run_id=f'service-{job.job_id}')
+        finally:
+            SCORING_PHASE_CALLBACK.reset(token)
         values: dict[str, Any] = {
             'report': report.model_dump(mode='json'),
             'overall_score': report.overall_score,
-            'verdict': summarise(list(report.judges.values())).model_dump(mode='json'),  # what the dashboard reads
+            'verdict_cache': summarise(list(report.judges.values())).model_dump(mode='json'),  # what the dashboard reads
             'model': self.judge_model.name,
             'smoke': self.judge_model.embedded,
         }
+        if job.scoring is not None:
+            return _scoring_outcome(report, JUDGE_OF_VARIANT[job.scoring], values)
         if report.errors:
             return _Outcome(JobStatus.FAILED, f'{len(report.errors)} judge(s) errored: ' + '; '.join(report.errors), values)
         return _Outcome(JobStatus.COMPLETED, None, values)
+
+    def _model(self) -> JudgeModel:
+        """The worker's judge model as it is now, behind retries and the breaker (built once per model)."""
+        if self._shared[0] is not self.judge_model:
+            self._shared = (self.judge_model, self._reliable())
+        return self._shared[1]
 
     def _reliable(self) -> JudgeModel:
         # the breaker outside the retries: it sees one outcome per model call, after its attempts
         retrying = self.judge_model.retrying_model(attempts=self.settings.model_attempts, base_s=self.settings.retry_backoff_s)
         return self.judge_model.through(ReliableModel(retrying, breaker=self.breaker), retries_inside=True)
 
-    def _load_score_input(self, job: Job) -> tuple[QueryRecord, str]:
-        with self.store.read() as db:
-            session = db.get(SessionRow, job.session_id)
-            row = db.get(ScoreRow, job.job_id)
-            assert session is not None and row is not None, f'{job} vanished from the store'
-            return QueryRecord.model_validate(session.record), row.variant
-
-    def _load_evaluation_input(self, job: Job) -> tuple[QueryRecord, list[str]]:
+    def _load_input(self, job: Job) -> tuple[QueryRecord, list[str]]:
         with self.store.read() as db:
             session = db.get(SessionRow, job.session_id)
             row = db.get(EvaluationRow, job.job_id)
             assert session is not None and row is not None, f'{job} vanished from the store'
-            return QueryRecord.model_validate(session.record), list(row.evaluators)
+            return QueryRecord.model_validate(session.record), list(row.judges)
 
     # -- finishing -------------------------------------------------------------------------------------
 
@@ -316,7 +316,7 @@ class ScoringWorker:
             return
         if outcome.status == JobStatus.COMPLETED:
             extra: dict[str, Any] = {'status': outcome.status.value}
-            if job.kind == 'score':
+            if job.scoring is not None:
                 extra['total_score'] = outcome.values.get('total_score')
             else:
                 extra['overall_score'] = outcome.values.get('overall_score')
@@ -325,9 +325,8 @@ class ScoringWorker:
             self._publish_end(job, outcome.status, outcome.error or '')
 
     def _write_outcome(self, job: Job, outcome: _Outcome) -> bool:
-        table: type[JobMixin] = ScoreRow if job.kind == 'score' else EvaluationRow
         with self.store.write() as db:
-            row = db.get(table, job.job_id, with_for_update=True)
+            row = db.get(EvaluationRow, job.job_id, with_for_update=True)
             if row is None:
                 log.error('%s %s vanished before its outcome (%s) was recorded', job.kind, job.job_id, outcome.status.value)
                 return False
@@ -342,12 +341,10 @@ class ScoringWorker:
             row.smoke = self.judge_model.embedded  # whatever the outcome, this model made it
             for key, value in outcome.values.items():
                 setattr(row, key, value)
-            for name, rationale in outcome.missing_tools:
-                db.add(MissingToolRow(score_id=job.job_id, tool_name=name[:255], rationale=rationale))
         return True
 
     def _publish(self, job: Job, what: str, **extra: Any) -> None:
-        if job.kind == 'score':
+        if job.scoring is not None:
             event = score_event(f'scoring.{what}', job.job_id, job.session_id, **extra)
         else:
             event = evaluation_event(f'evaluation.{what}', job.job_id, job.session_id, **extra)
@@ -404,35 +401,36 @@ class ScoringWorker:
                     dead[w.worker_id] = f'its last heartbeat was {(now - w.heartbeat_at_us) / 1e6:.0f} s ago'
                 elif w.host == self.host and not _pid_alive(w.pid):
                     dead[w.worker_id] = f'process {w.pid} on {w.host} is gone'
-            for table in JOB_TABLES:
-                rows = db.scalars(select(table).where(table.status.in_(ACTIVE_STATUSES)).with_for_update(skip_locked=True))
-                for row in rows:
-                    owner = row.owner or '?'
-                    if owner == self.worker_id or (owner in workers and owner not in dead):
-                        continue
-                    why = dead.get(owner, 'it is no longer registered')
-                    if row.status == JobStatus.PENDING.value:
-                        # never started: nothing was lost, so it is simply queued again (here; any claim loop may run it)
-                        row.owner = self.worker_id
-                        requeued += 1
-                        job = _job(row)
-                        log.info(
-                            '%s %s of session %s requeued: its process %s stopped (%s)',
-                            job.kind,
-                            job.job_id,
-                            job.session_id,
-                            owner,
-                            why,
-                        )
-                        continue
-                    reason = (
-                        f'orphaned: the service process {owner} that left this {row.status} stopped without finishing '
-                        f'it ({why}); request it again'
+            rows = db.scalars(
+                select(EvaluationRow).where(EvaluationRow.status.in_(ACTIVE_STATUSES)).with_for_update(skip_locked=True)
+            )
+            for row in rows:
+                owner = row.owner or '?'
+                if owner == self.worker_id or (owner in workers and owner not in dead):
+                    continue
+                why = dead.get(owner, 'it is no longer registered')
+                if row.status == JobStatus.PENDING.value:
+                    # never started: nothing was lost, so it is simply queued again (here; any claim loop may run it)
+                    row.owner = self.worker_id
+                    requeued += 1
+                    job = _job(row)
+                    log.info(
+                        '%s %s of session %s requeued: its process %s stopped (%s)',
+                        job.kind,
+                        job.job_id,
+                        job.session_id,
+                        owner,
+                        why,
                     )
-                    row.status = check_transition(row.status, JobStatus.FAILED).value
-                    row.error_message = reason
-                    row.completed_at_us = now
-                    failed.append((_job(row), reason))
+                    continue
+                reason = (
+                    f'orphaned: the service process {owner} that left this {row.status} stopped without finishing '
+                    f'it ({why}); request it again'
+                )
+                row.status = check_transition(row.status, JobStatus.FAILED).value
+                row.error_message = reason
+                row.completed_at_us = now
+                failed.append((_job(row), reason))
             if dead:
                 db.execute(delete(WorkerRow).where(WorkerRow.worker_id.in_(list(dead))))
         for job, reason in failed:
@@ -459,24 +457,23 @@ class ScoringWorker:
                 if w.worker_id != self.worker_id and now - w.heartbeat_at_us <= stale_us
             ]
             heir = peers[0].worker_id if peers else None
-            for table in JOB_TABLES:
-                rows = list(
-                    db.scalars(
-                        select(table)
-                        .where(table.owner == self.worker_id, table.status.in_(ACTIVE_STATUSES))
-                        .with_for_update(skip_locked=True)
-                    )
+            rows = list(
+                db.scalars(
+                    select(EvaluationRow)
+                    .where(EvaluationRow.owner == self.worker_id, EvaluationRow.status.in_(ACTIVE_STATUSES))
+                    .with_for_update(skip_locked=True)
                 )
-                for row in rows:
-                    if heir is not None and row.status == JobStatus.PENDING.value:
-                        row.owner = heir
-                        continue
-                    started = row.status == JobStatus.IN_PROGRESS.value
-                    reason = f'the service shut down before this job {"finished" if started else "started"}; request it again'
-                    row.status = check_transition(row.status, JobStatus.CANCELLED).value
-                    row.error_message = reason
-                    row.completed_at_us = now_us()
-                    released.append((_job(row), reason))
+            )
+            for row in rows:
+                if heir is not None and row.status == JobStatus.PENDING.value:
+                    row.owner = heir
+                    continue
+                started = row.status == JobStatus.IN_PROGRESS.value
+                reason = f'the service shut down before this job {"finished" if started else "started"}; request it again'
+                row.status = check_transition(row.status, JobStatus.CANCELLED).value
+                row.error_message = reason
+                row.completed_at_us = now_us()
+                released.append((_job(row), reason))
         return released
 
 
@@ -484,33 +481,44 @@ class ScoringWorker:
 # Helpers
 
 
-def _score_outcome(result: InvestigationResult) -> _Outcome:
-    """What the worker writes for a scoring: the typed result as columns, its missing tools as rows."""
-    raw = result.raw_output[:_RAW_OUTPUT_CHARS] if result.raw_output else None
-    if result.status != 'ok' or result.total_score is None:
-        failed = {'model': result.model, 'raw_output': raw, 'smoke': result.smoke}
-        return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', failed)
-    values: dict[str, Any] = {
-        'total_score': result.total_score,
-        'model': result.model,
-        'raw_output': raw,
-        'smoke': result.smoke,
-        'input_tokens': result.input_tokens,
-        'output_tokens': result.output_tokens,
-        'prompt_hash': result.prompt_hash,
-        'score_analysis': result.analysis,
-        'missing_tools_analysis': result.missing_tools_analysis,
+def _scoring_outcome(report: RecordReport, judge: str, values: dict[str, Any]) -> _Outcome:
+    """A scoring's outcome from its report: the investigation judge's total and the fields the score API
+    returns (`score_detail`), from its typed result; failed when it did not apply (no alert) or errored."""
+    result = report.judges.get(judge)
+    if result is None:
+        why = report.skipped.get(judge)
+        error = _NOT_AN_ALERT if why is not None and 'alert' in why else f'{judge} did not run: {why or "; ".join(report.errors)}'
+        return _Outcome(JobStatus.FAILED, error, values)
+    typed = result.details.get(RESULT_DETAIL)
+    if result.status != 'ok' or not isinstance(typed, dict):
+        raw = result.raw_output[:_RAW_OUTPUT_CHARS] if result.raw_output else None
+        return _Outcome(JobStatus.FAILED, f'judge error: {result.error}', {**values, 'model': result.model, 'raw_output': raw})
+    scored = InvestigationResult.model_validate(typed)
+    detail = {
+        'score_analysis': scored.analysis,
+        'missing_tools_analysis': scored.missing_tools_analysis,
+        'score_breakdown': scored.breakdown.as_dict() or None,
+        'missing_tools': [t.model_dump() for t in scored.missing_tools],
+        'alternative_approaches': (
+            [a.model_dump() for a in scored.alternative_approaches] if scored.variant == 'structured' else None
+        ),
+        'input_tokens': scored.input_tokens,
+        'output_tokens': scored.output_tokens,
     }
-    points = result.breakdown.model_dump()
-    values.update({column: points[key] for key, column in BREAKDOWN_COLUMNS.items()})
-    if result.variant == 'structured':
-        values['alternative_approaches'] = [a.model_dump() for a in result.alternative_approaches]
-    tools = [(t.tool_name, t.rationale) for t in result.missing_tools]
-    return _Outcome(JobStatus.COMPLETED, None, values, tools)
+    raw = scored.raw_output[:_RAW_OUTPUT_CHARS] if scored.raw_output else None
+    scoring = {
+        'total_score': scored.total_score,
+        'prompt_hash': scored.prompt_hash,
+        'score_detail': detail,
+        'raw_output': raw,
+        'model': scored.model,
+        'smoke': scored.smoke,
+    }
+    return _Outcome(JobStatus.COMPLETED, None, {**values, **scoring})
 
 
-def _job(row: JobMixin) -> Job:
-    return Job('score' if isinstance(row, ScoreRow) else 'evaluation', row.job_id, row.session_id)
+def _job(row: EvaluationRow) -> Job:
+    return Job(row.evaluation_id, row.session_id, row.scoring)
 
 
 def _pid_alive(pid: int) -> bool:

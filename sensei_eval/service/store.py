@@ -6,16 +6,15 @@ Tables (created only by the Alembic migrations in `sensei_eval/service/migration
 * `sessions` — one ingested query history or TARSy investigation: the `QueryRecord` as JSON, the
   session's own status (pending … completed), the agent/chain that produced it, timestamps.
   `warnings` lists what ingest changed (text replaced by U+FFFD).
-* `session_scores` — one row per scoring attempt (the session score's columns, the points of each rubric
-  category as `breakdown_*` columns, plus the alternative approaches when the structured scorer
-  ran). Re-scoring adds a row; history is kept; "the score" of a session is
-  its latest *completed* row, "the scoring state" its latest row of any status. A partial unique index
-  on `session_id` over the active statuses (`pending`, `in_progress`) makes two active scorings of one
+* `session_evaluations` — the service's one kind of job: its judges run over a session, the `RecordReport`
+  stored as JSON. An evaluation (`POST …/evaluate`) runs the judges asked for; a scoring (`POST …/score`) runs
+  the investigation judge (`scoring` names its variant) and keeps what the score API returns beside the
+  report (`total_score`, `prompt_hash`, `score_detail`, `raw_output`: migration 0009, which moved the rows of
+  the former `session_scores` and `score_missing_tools` tables here). Asking again adds a row; history is
+  kept; "the score" of a session is its latest *completed* scoring, "the scoring state" its latest scoring of
+  any status, and the same for evaluations. A partial unique index on (`session_id`, whether it is a scoring)
+  over the active statuses (`pending`, `in_progress`) makes two active scorings (or evaluations) of one
   session impossible, whatever the API does.
-* `score_missing_tools` — the missing tools of a completed scoring, one row per tool (name, rationale),
-  written from the scorer's typed result for both variants.
-* `session_evaluations` — runs of the failure-mode judges over a session; same lifecycle and the same
-  partial unique index; the `RecordReport` is stored as JSON.
 * `traces`, `trace_spans`, `session_sampling` (migration 0004) — OTLP spans buffered per trace until
   its root span arrives (or the wait times out), the trace's state (`pending`, `ingested`,
   `rejected` with the reason), and the sampler's decision for each session made from a trace
@@ -69,12 +68,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from sensei_eval.core.errors import SenseiError
-from sensei_eval.evaluators.investigation import CATEGORY_KEYS
 
 __all__ = (
     'ACTIVE_STATUSES',
-    'BREAKDOWN_COLUMNS',
-    'JOB_TABLES',
+    'ONE_ACTIVE_PER_SESSION',
     'SESSION_TERMINAL_STATUSES',
     'TERMINAL_STATUSES',
     'TRANSITIONS',
@@ -84,16 +81,13 @@ __all__ = (
     'InvalidTransitionError',
     'JobMixin',
     'JobStatus',
-    'MissingToolRow',
     'SamplingRow',
-    'ScoreRow',
     'SessionRow',
     'SessionStatus',
     'Store',
     'TraceRow',
     'TraceSpanRow',
     'WorkerRow',
-    'breakdown_of',
     'check_transition',
     'dumps_json',
     'new_id',
@@ -179,17 +173,32 @@ class Base(DeclarativeBase):
     pass
 
 
-# The partial unique index's predicate: at most one row per session in these statuses.
-_ACTIVE_PREDICATE = text("status IN ('pending', 'in_progress')")
-
-
-def _one_active_per_session(name: str) -> Index:
-    """The partial unique index that makes two active jobs of one session impossible (both job tables)."""
-    return Index(name, 'session_id', unique=True, sqlite_where=_ACTIVE_PREDICATE, postgresql_where=_ACTIVE_PREDICATE)
+# The partial unique indexes' predicates: at most one row per session in these statuses, of each kind of ask.
+_ACTIVE = "status IN ('pending', 'in_progress')"
+_ACTIVE_EVALUATION = text(f'{_ACTIVE} AND scoring IS NULL')
+_ACTIVE_SCORING = text(f'{_ACTIVE} AND scoring IS NOT NULL')
+# The partial unique indexes that make two active jobs of one session asked for the same way impossible (an
+# evaluation and a scoring may run side by side, as the two APIs always allowed; migration 0009).
+ONE_ACTIVE_PER_SESSION = (
+    Index(
+        'uq_session_evaluations_one_active',
+        'session_id',
+        unique=True,
+        sqlite_where=_ACTIVE_EVALUATION,
+        postgresql_where=_ACTIVE_EVALUATION,
+    ),
+    Index(
+        'uq_session_evaluations_one_active_scoring',
+        'session_id',
+        unique=True,
+        sqlite_where=_ACTIVE_SCORING,
+        postgresql_where=_ACTIVE_SCORING,
+    ),
+)
 
 
 class JobMixin:
-    """The lifecycle columns scorings and evaluations share (what the worker reads and writes)."""
+    """The lifecycle columns of a job (what the worker reads and writes)."""
 
     session_id: Mapped[str] = mapped_column(String(36), ForeignKey('sessions.session_id', ondelete='CASCADE'))
     status: Mapped[str] = mapped_column(String(32))
@@ -221,95 +230,43 @@ class SessionRow(Base):
     updated_at_us: Mapped[int] = mapped_column(BigInteger)
 
 
-class ScoreRow(JobMixin, Base):
-    __tablename__ = 'session_scores'
-
-    score_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    variant: Mapped[str] = mapped_column(String(32))  # 'freeform' (two turns) or 'structured' (one JSON answer)
-    prompt_hash: Mapped[str] = mapped_column(String(64))
-    total_score: Mapped[int | None] = mapped_column(Integer)
-    score_analysis: Mapped[str | None] = mapped_column(Text)
-    missing_tools_analysis: Mapped[str | None] = mapped_column(Text)
-    score_triggered_by: Mapped[str] = mapped_column(String(255))
-    # points per rubric category (0-25), as the scorer's typed result gave them (migration 0003; NULL
-    # where the answer did not give that category, and for scorings not completed)
-    breakdown_logical_flow: Mapped[int | None] = mapped_column(Integer)
-    breakdown_consistency: Mapped[int | None] = mapped_column(Integer)
-    breakdown_tool_relevance: Mapped[int | None] = mapped_column(Integer)
-    breakdown_synthesis_quality: Mapped[int | None] = mapped_column(Integer)
-    # the structured scorer's alternative approaches (NULL for the freeform variant)
-    alternative_approaches: Mapped[list[Any] | None] = mapped_column(JSON)
-    # what the judge cost
-    input_tokens: Mapped[int | None] = mapped_column(Integer)
-    output_tokens: Mapped[int | None] = mapped_column(Integer)
-    # migration 0002: the model's raw answer (kept when parsing it failed) and the embedded-model mark
-    raw_output: Mapped[str | None] = mapped_column(Text)
-
-    __table_args__ = (
-        Index('ix_session_scores_session_id', 'session_id'),
-        Index('ix_session_scores_prompt_hash', 'prompt_hash'),
-        Index('ix_session_scores_total_score', 'total_score'),
-        Index('ix_session_scores_status', 'status'),
-        Index('ix_session_scores_session_status', 'session_id', 'status'),
-        Index('ix_session_scores_status_started', 'status', 'started_at_us'),
-        _one_active_per_session('uq_session_scores_one_active'),
-    )
-
-    @property
-    def job_id(self) -> str:
-        return self.score_id
-
-    @property
-    def breakdown(self) -> dict[str, int] | None:
-        """The category points stored, keyed by category (None when no category has points)."""
-        return breakdown_of(self)
-
-
-# The rubric categories (`evaluators.investigation.CATEGORIES`) and the `session_scores` column holding each
-# one's points: `breakdown_<key>`, declared on `ScoreRow` (migration 0003); a test holds the two equal.
-BREAKDOWN_COLUMNS: dict[str, str] = {key: f'breakdown_{key}' for key in CATEGORY_KEYS}
-
-
-def breakdown_of(row: Any) -> dict[str, int] | None:
-    """The category points of a score row (ORM or Core row), from its `breakdown_*` columns."""
-    found = {key: getattr(row, column) for key, column in BREAKDOWN_COLUMNS.items()}
-    points = {key: int(value) for key, value in found.items() if value is not None}
-    return points or None
-
-
-class MissingToolRow(Base):
-    __tablename__ = 'score_missing_tools'
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    score_id: Mapped[str] = mapped_column(String(36), ForeignKey('session_scores.score_id', ondelete='CASCADE'), index=True)
-    tool_name: Mapped[str] = mapped_column(String(255), index=True)
-    rationale: Mapped[str] = mapped_column(Text)
-
-
 class EvaluationRow(JobMixin, Base):
+    """One job of the judges over a session (the service runs one kind of job): an evaluation asked for with
+    `POST /sessions/{id}/evaluate`, or an investigation scoring asked for with `POST /…/score` (`scoring`
+    names the investigation judge's variant then; null for an evaluation). The two are told apart only
+    for the API that asked and for "one active job per session": the worker runs both the same way."""
+
     __tablename__ = 'session_evaluations'
 
     evaluation_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    evaluators: Mapped[list[str]] = mapped_column(JSON)
+    judges: Mapped[list[str]] = mapped_column(JSON)  # the judge names or groups asked for (migration 0009: was `evaluators`)
     triggered_by: Mapped[str] = mapped_column(String(255))
     overall_score: Mapped[float | None] = mapped_column()
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # the verdict model's summary of the report (`service.verdicts.VerdictSummary`; migration 0008)
-    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the verdict model's summary of the report, a cache of derived fields (`service.verdict_cache.VerdictSummary`;
+    # migration 0008, renamed from `verdict` in 0009)
+    verdict_cache: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # migration 0009, a scoring's: the investigation judge's variant (`freeform` or `structured`; null: an
+    # evaluation), its prompt hash at the request, and from its result once completed the total (0-100), the
+    # score's fields the API returns (`score_detail`: analyses, points per category, missing tools, alternative
+    # approaches, tokens) and the model's raw answer
+    scoring: Mapped[str | None] = mapped_column(String(32))
+    prompt_hash: Mapped[str | None] = mapped_column(String(64))
+    total_score: Mapped[int | None] = mapped_column(Integer)
+    score_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    raw_output: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index('ix_session_evaluations_session_id', 'session_id'),
         Index('ix_session_evaluations_status_started', 'status', 'started_at_us'),
-        _one_active_per_session('uq_session_evaluations_one_active'),
+        Index('ix_session_evaluations_prompt_hash', 'prompt_hash'),
+        Index('ix_session_evaluations_total_score', 'total_score'),
+        *ONE_ACTIVE_PER_SESSION,
     )
 
     @property
     def job_id(self) -> str:
         return self.evaluation_id
-
-
-# The two kinds of job rows, in the order the worker claims them.
-JOB_TABLES: tuple[type[JobMixin], ...] = (ScoreRow, EvaluationRow)
 
 
 class WorkerRow(Base):

@@ -418,7 +418,7 @@ def _evaluation_values(evaluation_id: str, session_id: str, decision: SampleDeci
     return {
         'evaluation_id': evaluation_id,
         'session_id': session_id,
-        'evaluators': list(decision.judges),
+        'judges': list(decision.judges),
         'status': JobStatus.PENDING.value,
         'triggered_by': SAMPLER_USER,
         'started_at_us': now,

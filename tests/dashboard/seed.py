@@ -20,7 +20,7 @@ from sensei_eval.evaluators.investigation import PROMPT_HASH, parse_missing_tool
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service.migrate import upgrade
-from sensei_eval.service.store import EvaluationRow, MissingToolRow, ScoreRow, SessionRow, Store, new_id, now_us
+from sensei_eval.service.store import EvaluationRow, SessionRow, Store, new_id, now_us
 from tests.service.conftest import ScriptedScorer, alert_record, fast_settings, live_server
 
 __all__ = (
@@ -104,9 +104,9 @@ def insert_score(
     missing: str = '1. read-file: would have shown whether the binary ran.',
     tools: list[tuple[str, str]] | None = None,
 ) -> str:
-    """A completed freeform score row, as the worker writes it from the scorer's typed result: the total,
-    the analyses as text, the category points in their columns and the missing tools (`tools`, default:
-    those `missing` lists) as rows."""
+    """A completed freeform scoring job, as the worker keeps it from the investigation judge's typed result:
+    the total, the analyses as text, the category points and the missing tools (`tools`, default: those
+    `missing` lists) in its `score_detail`."""
     when = now_us() - int(days_ago * DAY_US)
     quarter, last = min(25, total // 4), min(25, total - 3 * min(25, total // 4))
     analysis = (
@@ -118,28 +118,30 @@ def insert_score(
     score_id = new_id()
     with store.write() as db:
         db.add(
-            ScoreRow(
-                score_id=score_id,
+            EvaluationRow(
+                evaluation_id=score_id,
                 session_id=session_id,
-                variant='freeform',
+                judges=['investigation_score'],
+                scoring='freeform',
                 prompt_hash=prompt_hash,
                 status='completed',
                 started_at_us=when - 1_000_000,
                 claimed_at_us=when - 900_000,
                 completed_at_us=when,
                 total_score=total,
-                score_analysis=analysis,
-                missing_tools_analysis=missing,
-                score_triggered_by='test',
+                triggered_by='test',
                 model='function:scripted',
-                breakdown_logical_flow=quarter,
-                breakdown_consistency=quarter,
-                breakdown_tool_relevance=quarter,
-                breakdown_synthesis_quality=last,
+                score_detail={
+                    'score_analysis': analysis,
+                    'missing_tools_analysis': missing,
+                    'score_breakdown': {
+                        'logical_flow': quarter, 'consistency': quarter, 'tool_relevance': quarter, 'synthesis_quality': last,
+                    },
+                    'missing_tools': [{'tool_name': name, 'rationale': why} for name, why in tools],
+                    'alternative_approaches': None,
+                },
             )
         )
-        db.flush()
-        db.add_all(MissingToolRow(score_id=score_id, tool_name=name, rationale=why) for name, why in tools)
     return score_id
 
 
@@ -190,7 +192,7 @@ def insert_evaluation(
             EvaluationRow(
                 evaluation_id=evaluation_id,
                 session_id=session_id,
-                evaluators=sorted(report.judges),
+                judges=sorted(report.judges),
                 status='completed',
                 triggered_by='test',
                 started_at_us=when - 1000,

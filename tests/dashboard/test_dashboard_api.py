@@ -13,8 +13,8 @@ import pytest
 from sensei_eval.core.reports import MODEL_CONFIDENCE
 from sensei_eval.evaluators.investigation import CATEGORIES
 from sensei_eval.service.dashboard import CSP, queries
-from sensei_eval.service.store import EvaluationRow, ScoreRow
-from sensei_eval.service.verdicts import stored_results, summarise
+from sensei_eval.service.store import EvaluationRow
+from sensei_eval.service.verdict_cache import stored_results, summarise
 
 from .seed import (
     DashboardServer,
@@ -161,19 +161,21 @@ def test_mounting_keeps_the_service_api(server: DashboardServer) -> None:
     assert server.client.get('/static/dashboard/nope.js').status_code == 404
 
 
-def test_breakdown_and_missing_tools_are_read_from_columns_and_rows_not_text(server: DashboardServer) -> None:
-    """What the page and the patterns show is what the worker stored from the typed result: the text
-    analyses say otherwise here, and are not read."""
+def test_breakdown_and_missing_tools_are_read_from_the_typed_result_not_text(server: DashboardServer) -> None:
+    """What the page and the patterns show is what the worker kept of the typed result (`score_detail`):
+    the text analyses say otherwise here, and are not read."""
     sid = ingest(server, alert_record('q-typed'), agent='sre')
     score_id = insert_score(
         server.store, sid, 40, missing='1. text-only-tool: listed only in the text', tools=[('stored-tool', 'from the result')]
     )
     with server.store.write() as db:
-        row = db.get(ScoreRow, score_id)
-        assert row is not None
-        row.score_analysis = 'Logical Flow: 1/25\nConsistency: 1/25\nTool Relevance: 1/25\nSynthesis Quality: 1/25\n40'
-        row.breakdown_logical_flow, row.breakdown_consistency = 20, 5
-        row.breakdown_tool_relevance, row.breakdown_synthesis_quality = None, 15
+        row = db.get(EvaluationRow, score_id)
+        assert row is not None and row.score_detail is not None
+        row.score_detail = {
+            **row.score_detail,
+            'score_analysis': 'Logical Flow: 1/25\nConsistency: 1/25\nTool Relevance: 1/25\nSynthesis Quality: 1/25\n40',
+            'score_breakdown': {'logical_flow': 20, 'consistency': 5, 'synthesis_quality': 15},
+        }
     view = server.client.get(f'/api/v1/dashboard/sessions/{sid}').json()
     assert view['score']['breakdown'] == {'logical_flow': 20, 'consistency': 5, 'synthesis_quality': 15}
     assert view['score']['missing_tools'] == ['stored-tool']
@@ -241,7 +243,7 @@ def test_judgement_filters_read_stored_and_recomputed_verdicts_alike(server: Das
                 row = db.get(EvaluationRow, eid)
                 assert row is not None and row.report is not None
                 summary = summarise(stored_results(row.report['judges'])).model_dump(mode='json')
-                row.verdict = summary if stored == 'today' else {**summary, 'rules': 'older-rules', 'failed': False}
+                row.verdict_cache = summary if stored == 'today' else {**summary, 'rules': 'older-rules', 'failed': False}
     ingest(server, plain_record('v-other'), agent='elsewhere')
 
     def listed(**params: Any) -> set[str]:

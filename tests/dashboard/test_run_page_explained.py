@@ -52,7 +52,7 @@ def _store(server: DashboardServer, session_id: str, results: list[JudgeResult],
             EvaluationRow(
                 evaluation_id=new_id(),
                 session_id=session_id,
-                evaluators=sorted([*report.judges, *skipped]),
+                judges=sorted([*report.judges, *skipped]),
                 status='completed',
                 triggered_by='test',
                 started_at_us=now_us() - 1000,

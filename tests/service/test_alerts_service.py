@@ -45,7 +45,7 @@ def seed_evaluations(store: Store, n_good: int, n_bad: int, *, start: int = 0, s
         for i in ids:
             version, rate = ('v1', 0.05) if i < start + n_good else ('v2', 0.6)
             sid = f's{i:05d}'
-            db.add(EvaluationRow(evaluation_id=f'e{i:05d}', session_id=sid, status='completed', evaluators=['citation'],
+            db.add(EvaluationRow(evaluation_id=f'e{i:05d}', session_id=sid, status='completed', judges=['citation'],
                                  triggered_by='test', started_at_us=i, completed_at_us=1_000_000 + i, smoke=smoke,
                                  report=_report(i, version, rng.random() < rate)))  # fmt: skip
 

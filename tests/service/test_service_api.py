@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from sensei_eval.evaluators.investigation import PROMPT_HASH
+from sensei_eval.evaluators.investigation import PROMPT_HASH, RESULT_DETAIL
 from sensei_eval.service import repository
-from sensei_eval.service.store import MissingToolRow, ScoreRow, Store
+from sensei_eval.service.store import EvaluationRow, Store
 
 from .conftest import ScriptedScorer, alert_record, fast_settings, live_server, wait_for
 
@@ -126,7 +126,7 @@ def test_concurrent_posts_create_one_active_scoring(db_url: str) -> None:
         assert len({r.json()['score_id'] for r in responses}) == 1
         store = Store(db_url)
         with store.read() as db:
-            assert db.scalar(select(func.count()).select_from(ScoreRow)) == 1
+            assert db.scalar(select(func.count()).select_from(EvaluationRow)) == 1
         store.dispose()
         gate.set()
         with httpx.Client(base_url=srv.url) as c:
@@ -283,9 +283,10 @@ def test_structured_variant_stores_seed_003_fields(tmp_path: Any) -> None:
     assert body['alternative_approaches'][0]['name'] == 'forensic first'
 
 
-def test_worker_stores_the_typed_result_as_columns_and_rows(db_url: str) -> None:
-    """The freeform scorer's breakdown and missing tools reach the store as columns and rows, from its
-    typed result; the API reads them back from there for the freeform variant too."""
+def test_worker_stores_the_typed_result_with_the_job(db_url: str) -> None:
+    """A scoring is a job of the investigation judge like any other: its report holds the judge's result, and
+    the freeform scorer's breakdown and missing tools are kept with the job from its typed result; the API
+    reads them back from there for the freeform variant too."""
     missing = '1. read-file: would have shown whether the binary ran.\n2. kubectl-logs: the container output'
     scorer = ScriptedScorer(missing_text=missing)
     with live_server(fast_settings(db_url), scorer.model()) as srv, httpx.Client(base_url=srv.url) as c:
@@ -295,18 +296,19 @@ def test_worker_stores_the_typed_result_as_columns_and_rows(db_url: str) -> None
         body = c.get(f'/api/v1/scoring/sessions/{session_id}/score').json()
         store: Store = srv.app.state.service.store
         with store.read() as db:
-            row = db.scalars(select(ScoreRow).where(ScoreRow.session_id == session_id)).one()
-            columns = (row.breakdown_logical_flow, row.breakdown_consistency, row.breakdown_tool_relevance)
-            assert (*columns, row.breakdown_synthesis_quality) == (12, 14, 10, 9)
-            tools = db.execute(
-                select(MissingToolRow.tool_name, MissingToolRow.rationale)
-                .where(MissingToolRow.score_id == row.score_id)
-                .order_by(MissingToolRow.id)
-            ).all()
-        assert [tuple(t) for t in tools] == [
+            row = db.scalars(select(EvaluationRow).where(EvaluationRow.session_id == session_id)).one()
+            assert row.scoring == 'freeform' and row.judges == ['investigation_score'] and row.total_score == 45
+            assert row.score_detail is not None and row.report is not None
+            breakdown = row.score_detail['score_breakdown']
+            tools = [(t['tool_name'], t['rationale']) for t in row.score_detail['missing_tools']]
+            judged = row.report['judges']['investigation_score']
+        assert breakdown == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
+        assert tools == [
             ('read-file', 'would have shown whether the binary ran.'),
             ('kubectl-logs', 'the container output'),
         ]
+        # the report's judge result: the score as every run gives it, with the typed result it was read from
+        assert judged['score'] == 0.45 and judged['details'][RESULT_DETAIL]['total_score'] == 45
     assert body['variant'] == 'freeform' and body['total_score'] == 45
     assert body['score_breakdown'] == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
     assert [t['tool_name'] for t in body['missing_tools']] == ['read-file', 'kubectl-logs']

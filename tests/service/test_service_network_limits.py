@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import select, text
 
 from sensei_eval.models.judge_model import JudgeModel, redact_url, resolve_model
-from sensei_eval.service.store import EvaluationRow, ScoreRow, Store, TraceSpanRow
+from sensei_eval.service.store import EvaluationRow, Store, TraceSpanRow
 
 from .conftest import ScriptedScorer, alert_record, fast_settings, live_server, wait_for
 
@@ -180,7 +180,7 @@ def test_health_and_stored_rows_never_show_the_base_url_password(db_url: str) ->
         )
         store = Store(db_url)
         with store.read() as db:
-            rows = [*db.scalars(select(ScoreRow)), *db.scalars(select(EvaluationRow))]
+            rows = list(db.scalars(select(EvaluationRow)))
             assert rows and all('hunter2' not in json.dumps(r.model) for r in rows)
             assert all('hunter2' not in json.dumps(r.report or {}) for r in rows if isinstance(r, EvaluationRow))
         store.dispose()
@@ -312,13 +312,16 @@ def test_restart_requeues_pending_work_and_fails_only_what_was_running(db_url: s
             assert c.post(f'/api/v1/scoring/sessions/{sid}/score', json={}).status_code == 202
         store = Store(db_url)
         with store.write() as db:  # owned by a process that will die (so this one's clean stop leaves them)
-            db.execute(text("UPDATE session_scores SET owner = 'dead-host:1:000000'"))
+            db.execute(text("UPDATE session_evaluations SET owner = 'dead-host:1:000000'"))
         store.dispose()
     # kill -9 with 2 of them running and 3 pending: the rows stay as the dead process left them
     store = Store(db_url)
     with store.write() as db:
         for sid in ids[:2]:
-            db.execute(text("UPDATE session_scores SET status = 'in_progress' WHERE session_id = :s"), {'s': sid})
+            db.execute(
+                text("UPDATE session_evaluations SET status = 'in_progress' WHERE session_id = :s AND scoring IS NOT NULL"),
+                {'s': sid},
+            )
     store.dispose()
     with live_server(fast_settings(db_url), ScriptedScorer().model()) as srv, httpx.Client(base_url=srv.url) as c:
 

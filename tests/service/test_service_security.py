@@ -389,12 +389,15 @@ def test_migration_0002_goes_down_and_up(tmp_path: Path) -> None:
         finally:
             store.dispose()
 
+    downgrade(url, '0008')  # the scorings' own table, before 0009 moved them into the job table
     assert {'smoke', 'raw_output'} <= columns('session_scores') and 'warnings' in columns('sessions')
     downgrade(url, '0001')
     assert current_revision(url) == '0001' and 'smoke' not in columns('session_scores')
     assert 'smoke' not in columns('session_evaluations') and 'warnings' not in columns('sessions')
-    upgrade(url)
+    upgrade(url, '0008')
     assert {'smoke', 'raw_output'} <= columns('session_scores') and 'smoke' in columns('session_evaluations')
+    upgrade(url)
+    assert {'smoke', 'raw_output', 'scoring'} <= columns('session_evaluations')
 
 
 def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_path: Path) -> None:
@@ -435,8 +438,7 @@ def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_
             ],
         )  # fmt: skip
         conn.execute(sa.text("INSERT INTO score_missing_tools (score_id, tool_name, rationale) VALUES ('typed', 'netstat', 'y')"))
-    upgrade(url)
-    assert current_revision(url) == HEAD
+    upgrade(url, '0008')  # the scorings' own table, before 0009 moved them into the job table
     assert set(columns) <= names() and 'score_breakdown' not in names()
     with engine.connect() as conn:
         points = {r[0]: tuple(r[1:]) for r in conn.execute(sa.text(f'SELECT score_id, {", ".join(columns)} FROM session_scores'))}
@@ -449,8 +451,10 @@ def test_migration_0003_moves_the_breakdown_to_columns_and_goes_down_and_up(tmp_
         back = dict(conn.execute(sa.text('SELECT score_id, score_breakdown FROM session_scores')).all())
     assert json.loads(back['typed']) == {'logical_flow': 20, 'consistency': 5, 'tool_relevance': 6, 'synthesis_quality': 7}
     assert json.loads(back['free'])['logical_flow'] == 12
+    upgrade(url, '0008')
+    assert set(columns) <= names() and current_revision(url) == '0008'
     upgrade(url)
-    assert set(columns) <= names() and current_revision(url) == HEAD
+    assert current_revision(url) == HEAD
     engine.dispose()
 
 

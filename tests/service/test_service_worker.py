@@ -26,9 +26,9 @@ from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgra
 from sensei_eval.service.reliability import CircuitBreaker, CircuitOpenError
 from sensei_eval.service.scoring import ScoringWorker
 from sensei_eval.service.store import (
+    EvaluationRow,
     InvalidTransitionError,
     JobStatus,
-    ScoreRow,
     SessionStatus,
     Store,
     WorkerRow,
@@ -83,7 +83,7 @@ def test_killed_process_leaves_a_row_the_next_start_marks_failed(db_url: str) ->
             proc.wait()
     store = Store(db_url)
     with store.read() as db:
-        row = db.get(ScoreRow, score_id)
+        row = db.get(EvaluationRow, score_id)
         assert row is not None and row.status == 'in_progress'  # the dead process left it active
     store.dispose()
     with live_server(fast_settings(db_url), ScriptedScorer().model()) as srv, httpx.Client(base_url=srv.url) as c:
@@ -106,7 +106,7 @@ def test_stale_heartbeat_of_another_host_makes_its_rows_orphans(tmp_path: Path) 
     old = now_us() - 3_600_000_000
     with store.write() as db:
         db.add(WorkerRow(worker_id='elsewhere:1:x', host='another-host', pid=1, started_at_us=old, heartbeat_at_us=old))
-        row = db.get(ScoreRow, result.score.score_id)
+        row = db.get(EvaluationRow, result.score.score_id)
         assert row is not None
         row.status = 'in_progress'
     hub = EventHub()
@@ -114,7 +114,7 @@ def test_stale_heartbeat_of_another_host_makes_its_rows_orphans(tmp_path: Path) 
     orphans = asyncio.run(worker.recover_orphans())
     assert [j.job_id for j in orphans] == [result.score.score_id]
     with store.read() as db:
-        row = db.get(ScoreRow, result.score.score_id)
+        row = db.get(EvaluationRow, result.score.score_id)
         assert row is not None and row.status == 'failed'
         assert row.error_message is not None and 'last heartbeat was 3600 s ago' in row.error_message
         assert db.get(WorkerRow, 'elsewhere:1:x') is None
@@ -314,7 +314,7 @@ def test_events_reach_clients_of_another_process_over_postgres(pg_url: str) -> N
         assert {e['score_id'] for e in events} == {score_id}
     store = Store(pg_url)
     with store.read() as db:
-        row = db.get(ScoreRow, score_id)
+        row = db.get(EvaluationRow, score_id)
         assert row is not None and row.owner == 'runner'
     store.dispose()
 
@@ -344,7 +344,7 @@ def test_many_workers_share_pending_scorings_each_runs_once(pg_url: str) -> None
 
         def done() -> bool:
             with setup.read() as db:
-                statuses = list(db.scalars(select(ScoreRow.status)))
+                statuses = list(db.scalars(select(EvaluationRow.status)))
             return all(s == 'completed' for s in statuses)
 
         for _ in range(600):
@@ -356,7 +356,7 @@ def test_many_workers_share_pending_scorings_each_runs_once(pg_url: str) -> None
 
     workers = asyncio.run(run())
     with setup.read() as db:
-        rows = list(db.scalars(select(ScoreRow)))
+        rows = list(db.scalars(select(EvaluationRow)))
     assert {r.status for r in rows} == {'completed'}
     runs: dict[str, int] = {}
     for w in workers:
@@ -387,20 +387,20 @@ def _tables(url: str) -> set[str]:
 def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = f'sqlite:///{tmp_path / "m.db"}' if backend == 'sqlite' else request.getfixturevalue('pg_url')
     expected = {
-        'sessions', 'session_scores', 'score_missing_tools', 'session_evaluations', 'service_workers',
-        'traces', 'trace_spans', 'session_sampling', 'alerts',
+        'sessions', 'session_evaluations', 'service_workers', 'traces', 'trace_spans', 'session_sampling', 'alerts',
     }  # fmt: skip
     upgrade(url)
     assert current_revision(url) == HEAD and _tables(url) == expected
     store = Store(url)
-    indexes = {ix['name']: ix for ix in sa_inspect(store.read_engine).get_indexes('session_scores')}
+    indexes = {ix['name']: ix for ix in sa_inspect(store.read_engine).get_indexes('session_evaluations')}
     store.dispose()
     assert {
-        'ix_session_scores_session_id', 'ix_session_scores_prompt_hash', 'ix_session_scores_total_score',
-        'ix_session_scores_status', 'ix_session_scores_session_status', 'ix_session_scores_status_started',
-        'uq_session_scores_one_active',
+        'ix_session_evaluations_session_id', 'ix_session_evaluations_status_started', 'ix_session_evaluations_prompt_hash',
+        'ix_session_evaluations_total_score', 'uq_session_evaluations_one_active',
+        'uq_session_evaluations_one_active_scoring',
     } <= set(indexes)  # fmt: skip
-    assert indexes['uq_session_scores_one_active']['unique']
+    assert indexes['uq_session_evaluations_one_active']['unique']
+    assert indexes['uq_session_evaluations_one_active_scoring']['unique']
     downgrade(url)
     assert current_revision(url) is None and _tables(url) == set()
     upgrade(url)
@@ -410,15 +410,23 @@ def test_migrations_up_down_and_up_again(backend: str, tmp_path: Path, request: 
     session = repository.create_session(store, QueryRecord.model_validate(alert_record()), SessionStatus.COMPLETED, None, None)
     from sqlalchemy.exc import IntegrityError
 
+    def scoring(status: str) -> EvaluationRow:
+        return EvaluationRow(
+            evaluation_id=os.urandom(8).hex(), session_id=session.session_id, judges=['investigation_score'],
+            scoring='freeform', prompt_hash='h', triggered_by='u', status=status, started_at_us=now_us(),
+        )  # fmt: skip
+
     with pytest.raises(IntegrityError), store.write() as db:
         for _ in range(2):
-            db.add(ScoreRow(score_id=os.urandom(8).hex(), session_id=session.session_id, variant='freeform', prompt_hash='h',
-                            score_triggered_by='u', status='pending', started_at_us=now_us()))  # fmt: skip
+            db.add(scoring('pending'))
             db.flush()
     with store.write() as db:  # completed rows are not limited: history is kept
         for _ in range(2):
-            db.add(ScoreRow(score_id=os.urandom(8).hex(), session_id=session.session_id, variant='freeform', prompt_hash='h',
-                            score_triggered_by='u', status='completed', started_at_us=now_us()))  # fmt: skip
+            db.add(scoring('completed'))
+    with store.write() as db:  # an active scoring and an active evaluation of one session may run side by side
+        db.add(scoring('pending'))
+        db.add(EvaluationRow(evaluation_id=os.urandom(8).hex(), session_id=session.session_id, judges=['checks'],
+                             triggered_by='u', status='pending', started_at_us=now_us()))  # fmt: skip
     store.dispose()
 
 
@@ -440,7 +448,7 @@ def test_shutdown_hands_pending_rows_to_a_live_peer(tmp_path: Path) -> None:
 
     asyncio.run(run())
     with store.read() as db:
-        row = db.get(ScoreRow, result.score.score_id)
+        row = db.get(EvaluationRow, result.score.score_id)
         assert row is not None and (row.status, row.owner) == ('pending', 'peer')
     store.dispose()
 

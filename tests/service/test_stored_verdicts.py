@@ -14,12 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import select
 
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service.migrate import HEAD, current_revision, upgrade
 from sensei_eval.service.store import EvaluationRow, SessionRow, Store, new_id, now_us
-from sensei_eval.service.verdicts import rules_fingerprint
+from sensei_eval.service.verdict_cache import rules_fingerprint
 
 from .conftest import ScriptedScorer, fast_settings, live_server
 
@@ -75,8 +76,14 @@ def _insert(store: Store, qid: str, report: dict[str, Any], *, smoke: bool) -> s
             )
         )  # fmt: skip
         db.flush()
-        db.add(
-            EvaluationRow(
+        # the evaluation as revision 0007 stored it (its columns of then: `evaluators`, no verdict summary)
+        old = sa.table(
+            'session_evaluations', *(sa.column(c) for c in ('evaluation_id', 'session_id', 'status', 'triggered_by')),
+            *(sa.column(c) for c in ('started_at_us', 'completed_at_us', 'overall_score', 'model', 'smoke')),
+            sa.column('evaluators', sa.JSON()), sa.column('report', sa.JSON()),
+        )  # fmt: skip
+        db.execute(
+            sa.insert(old).values(
                 evaluation_id=new_id(), session_id=session_id, evaluators=sorted(report['judges']), status='completed',
                 triggered_by='old', started_at_us=now - 1000, completed_at_us=now, overall_score=report['overall_score'],
                 model=report['model'], smoke=smoke, report=report,
@@ -111,10 +118,10 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
     store.dispose()
 
     upgrade(old_db)  # 0007 -> 0008: the stored overall scores recomputed
-    assert current_revision(old_db) == HEAD == '0008'
+    assert current_revision(old_db) == HEAD == '0009'
     store = Store(old_db)
     with store.read() as db:
-        stored = {r.session_id: (r.overall_score, r.verdict) for r in db.scalars(select(EvaluationRow))}
+        stored = {r.session_id: (r.overall_score, r.verdict_cache) for r in db.scalars(select(EvaluationRow))}
     assert {sid: overall for sid, (overall, _) in stored.items()} == {smoke_run: None, checks_only: 1.0}
     # each old row got the verdict model's summary, which the dashboard's list and Patterns read
     assert stored[smoke_run][1]['judges'] == {'hallucination': 'smoke'} and stored[smoke_run][1]['coverage']['judged'] == 0
@@ -123,7 +130,7 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
     # a summary made under other verdict rules is not trusted: the list recomputes it from the results
     with store.write() as db:
         row = db.scalars(select(EvaluationRow).where(EvaluationRow.session_id == checks_only)).one()
-        row.verdict = {**row.verdict, 'rules': 'older-rules', 'overall_score': 0.0}
+        row.verdict_cache = {**row.verdict_cache, 'rules': 'older-rules', 'overall_score': 0.0}
     store.dispose()
 
     with (
@@ -164,12 +171,12 @@ def test_old_evaluations_read_through_the_verdict_model_after_the_upgrade(old_db
 
 
 def test_an_unreadable_stored_result_is_an_error_verdict_never_dropped(caplog: pytest.LogCaptureFixture) -> None:
-    from sensei_eval.service.verdicts import stored_summary, stored_verdict, summarise
+    from sensei_eval.service.verdict_cache import stored_summary, stored_verdict, summarise
 
     good = _old_result('identifier_check', 'hallucination', None, 'ok', True)
     broken = {**_old_result('completeness', 'completeness', 'openai:gpt-x', 'ok', True), 'status': 'maybe'}
     report = _old_report('x', [good, broken], 1.0)
-    with caplog.at_level('WARNING', logger='sensei_eval.service.verdicts'):
+    with caplog.at_level('WARNING', logger='sensei_eval.service.verdict_cache'):
         verdict = stored_verdict(report, where='evaluation e-1')
     assert verdict is not None
     statuses = {v.judge: v.status for v in verdict.verdicts}
@@ -179,7 +186,7 @@ def test_an_unreadable_stored_result_is_an_error_verdict_never_dropped(caplog: p
     assert 'evaluation e-1' in caplog.text and 'judges.completeness.status' in caplog.text
     assert verdict.coverage.label == '1 of 2 judges' and verdict.coverage.errors == 1
     # a summary round-trips through the column; another rules fingerprint, or garbage, is not used
-    from sensei_eval.service.verdicts import stored_results
+    from sensei_eval.service.verdict_cache import stored_results
 
     summary = summarise(stored_results(report['judges']))
     assert stored_summary(summary.model_dump(mode='json')) == summary

@@ -6,20 +6,21 @@ dashboard can grow without touching the service's write path. Semantics a reader
 * "the score" of a session is its latest *completed* scoring; "the scoring state" its latest scoring
   of any status (so a list can show "Scoring…" while a re-score runs over an older score);
 * a session's judgement is its latest *completed* evaluation as the verdict model reads it
-  (`service.verdicts`, over `core.verdicts`): failure modes, failed judges, the overall score (null: not
+  (`service.verdict_cache`, over `core.verdicts`): failure modes, failed judges, the overall score (null: not
   judged, never 1.0) and the coverage beside it. Nothing here decides pass or fail or computes a score;
 * the patterns page counts only work done under today's criteria: scores whose `prompt_hash` is the
   configured scorer's current hash, and failure modes whose judges' criteria hashes are current —
   otherwise a rubric change would mix old and new verdicts in one chart;
 * scores and evaluations made by the embedded model are `smoke` (a model too small to judge): shown,
   greyed, in the list and the session page, and left out of the patterns unless `include_smoke`;
-* a score's four-category breakdown and its missing tools are read from what the worker stored from
-  the scorer's typed result — the `breakdown_*` columns and the `score_missing_tools` rows, for both
-  scorer variants; no text is parsed here.
+* a score's four-category breakdown and its missing tools are read from what the worker kept of the
+  investigation judge's typed result (a scoring job's `score_detail`), for both variants; no text is
+  parsed here. Scorings and evaluations are jobs of one table (`session_evaluations`): a scoring has its
+  `scoring` variant set, and each read here names which of the two it reads.
 
 Filters run in SQL (the list pages through thousands of sessions): score range, agent, status, query id,
 prompt version, days and sort over the stored columns; the judgement filters (failure mode, failed judge,
-failed, overall score) over the stored verdict summary (`session_evaluations.verdict`) when it was made under
+failed, overall score) over the stored verdict summary (`session_evaluations.verdict_cache`) when it was made under
 today's verdict rules, the other evaluations' verdicts recomputed. Patterns selects its runs (agent, prompt
 version, days, smoke) in SQL too, and reads only the selected runs' latest score and evaluation.
 """
@@ -53,8 +54,8 @@ from sensei_eval.evaluators.investigation import (
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import previews, repository
 from sensei_eval.service.schemas import MAX_OFFSET, EvaluationOut, ScoreOut
-from sensei_eval.service.store import EvaluationRow, JobStatus, MissingToolRow, ScoreRow, SessionRow, SessionStatus, Store
-from sensei_eval.service.verdicts import (
+from sensei_eval.service.store import EvaluationRow, JobStatus, SessionRow, SessionStatus, Store
+from sensei_eval.service.verdict_cache import (
     Coverage,
     VerdictSummary,
     cached_verdict,
@@ -167,7 +168,7 @@ class JudgementView(BaseModel):
 
     evaluation_id: str
     status: str
-    evaluators: list[str]
+    judges: list[str] = Field(description='The judges asked for (names and groups).')
     model: str | None
     smoke: bool
     completed_at_us: int | None
@@ -329,26 +330,31 @@ def _judge_hashes() -> dict[str, tuple[str, str | None]]:
 # Queries
 
 
+# The jobs asked for as scorings (the investigation judge) and as evaluations: each read names its kind.
+_SCORING = EvaluationRow.scoring.is_not(None)
+_EVALUATION = EvaluationRow.scoring.is_(None)
+
+
 def _latest_completed_scores() -> Any:
     """Subquery: per session, its latest completed score (session_id, score_id, total_score, prompt_hash, completed_at_us)."""
     newest = (
-        select(ScoreRow.session_id, func.max(ScoreRow.started_at_us).label('started'))
-        .where(ScoreRow.status == JobStatus.COMPLETED.value)
-        .group_by(ScoreRow.session_id)
+        select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, _SCORING)
+        .group_by(EvaluationRow.session_id)
         .subquery()
     )
     return (
         select(
-            ScoreRow.session_id,
-            ScoreRow.score_id,
-            ScoreRow.total_score,
-            ScoreRow.prompt_hash,
-            ScoreRow.completed_at_us,
-            ScoreRow.variant,
-            ScoreRow.smoke,
+            EvaluationRow.session_id,
+            EvaluationRow.evaluation_id.label('score_id'),
+            EvaluationRow.total_score,
+            EvaluationRow.prompt_hash,
+            EvaluationRow.completed_at_us,
+            EvaluationRow.scoring.label('variant'),
+            EvaluationRow.smoke,
         )
-        .join(newest, and_(ScoreRow.session_id == newest.c.session_id, ScoreRow.started_at_us == newest.c.started))
-        .where(ScoreRow.status == JobStatus.COMPLETED.value)
+        .join(newest, and_(EvaluationRow.session_id == newest.c.session_id, EvaluationRow.started_at_us == newest.c.started))
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, _SCORING)
         .subquery()
     )
 
@@ -356,7 +362,7 @@ def _latest_completed_scores() -> Any:
 @dataclass(frozen=True)
 class _Eval:
     """What the list and the patterns need of a session's latest completed evaluation: the summary of its
-    verdict (the verdict model's, `service.verdicts.VerdictSummary`) and, where read, its judge results."""
+    verdict (the verdict model's, `service.verdict_cache.VerdictSummary`) and, where read, its judge results."""
 
     evaluation_id: str
     hashes: Any
@@ -383,7 +389,7 @@ def _latest_evaluation_query(
     evaluation's `columns`, kept when its smoke mark is `smoke` (any, when None)."""
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
-        .where(EvaluationRow.status == JobStatus.COMPLETED.value)
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, _EVALUATION)
         .group_by(EvaluationRow.session_id)
     )
     if session_ids is not None:
@@ -394,7 +400,7 @@ def _latest_evaluation_query(
     latest = (
         select(*columns)
         .join(sub, and_(EvaluationRow.session_id == sub.c.session_id, EvaluationRow.started_at_us == sub.c.started))
-        .where(EvaluationRow.status == JobStatus.COMPLETED.value, *where)
+        .where(EvaluationRow.status == JobStatus.COMPLETED.value, _EVALUATION, *where)
     )
     return latest if smoke is None else latest.where(EvaluationRow.smoke == smoke)
 
@@ -422,7 +428,7 @@ def _latest_evaluations(
         EvaluationRow.evaluation_id,
         EvaluationRow.report['criteria_hashes'],
         EvaluationRow.smoke,
-        EvaluationRow.verdict,
+        EvaluationRow.verdict_cache,
     ]
     latest = _latest_evaluation_query(columns, session_ids, sessions, smoke, where)
     out: dict[str, _Eval] = {}
@@ -475,16 +481,23 @@ def _with_results(db: Session, evaluation_ids: list[str]) -> dict[str, tuple[lis
 
 def _evaluation_states(db: Session, session_ids: list[str]) -> dict[str, str]:
     """Per session: the status of its latest evaluation of any status."""
+    return _job_states(db, session_ids, _EVALUATION)
+
+
+def _job_states(db: Session, session_ids: list[str], kind: Any) -> dict[str, str]:
+    """Per session: the status of its latest job of `kind` (scorings or evaluations), of any status."""
     if not session_ids:
         return {}
     newest = (
         select(EvaluationRow.session_id, func.max(EvaluationRow.started_at_us).label('started'))
-        .where(EvaluationRow.session_id.in_(session_ids))
+        .where(EvaluationRow.session_id.in_(session_ids), kind)
         .group_by(EvaluationRow.session_id)
         .subquery()
     )
-    query = select(EvaluationRow.session_id, EvaluationRow.status).join(
-        newest, and_(EvaluationRow.session_id == newest.c.session_id, EvaluationRow.started_at_us == newest.c.started)
+    query = (
+        select(EvaluationRow.session_id, EvaluationRow.status)
+        .join(newest, and_(EvaluationRow.session_id == newest.c.session_id, EvaluationRow.started_at_us == newest.c.started))
+        .where(kind)
     )
     return {sid: status for sid, status in db.execute(query)}
 
@@ -636,7 +649,7 @@ def _judged_matching(db: Session, f: SessionFilters, latest: Any, conditions: li
     A verdict summary stored under today's verdict rules is filtered in SQL; the other evaluations (no summary,
     or one made under other rules) are read and their verdict recomputed (`_latest_evaluations`)."""
     runs = select(SessionRow.session_id).outerjoin(latest, latest.c.session_id == SessionRow.session_id).where(*conditions)
-    rules = func.coalesce(EvaluationRow.verdict['rules'].as_string(), '')
+    rules = func.coalesce(EvaluationRow.verdict_cache['rules'].as_string(), '')
     current = _latest_evaluation_query([EvaluationRow.session_id], None, runs, None).where(rules == rules_fingerprint())
     matching = list(db.scalars(current.where(*_verdict_conditions(f))))
     others = _latest_evaluations(db, sessions=runs, where=[rules != rules_fingerprint()])
@@ -647,7 +660,7 @@ def _judged_matching(db: Session, f: SessionFilters, latest: Any, conditions: li
 
 def _verdict_conditions(f: SessionFilters) -> list[Any]:
     """The judgement filters as conditions on a stored verdict summary (`VerdictSummary`, `verdict` column)."""
-    verdict = EvaluationRow.verdict
+    verdict = EvaluationRow.verdict_cache
     conditions: list[Any] = []
     if f.failure_mode:  # the summary's failure modes are the table's names (no quote, escaped or not)
         if f.failure_mode not in MODES:
@@ -808,7 +821,7 @@ def _judgement(evaluation: EvaluationOut, results: list[JudgeResult], verdict: R
     return JudgementView(
         evaluation_id=evaluation.evaluation_id,
         status=evaluation.status.value,
-        evaluators=list(evaluation.evaluators),
+        judges=list(evaluation.judges),
         model=evaluation.model,
         smoke=evaluation.smoke,
         completed_at_us=evaluation.completed_at_us,
@@ -1096,29 +1109,23 @@ def _period(created_us: int, bucket: Bucket) -> str:
 
 
 def _missing_tool_names(db: Session, score_ids: list[str]) -> dict[str, list[str]]:
-    """Per score: the names of its stored missing tools (`score_missing_tools` rows), in order."""
+    """Per score: the names of its missing tools as the worker kept them (`score_detail`), in order."""
     names: dict[str, list[str]] = defaultdict(list)
-    for start in range(0, len(score_ids), 500):  # bounded IN lists
-        chunk = score_ids[start : start + 500]
-        query = select(MissingToolRow.score_id, MissingToolRow.tool_name).where(MissingToolRow.score_id.in_(chunk))
-        for score_id, name in db.execute(query.order_by(MissingToolRow.id)):
-            names[score_id].append(name)
+    for start in range(0, len(score_ids), _IN_CHUNK):  # bounded IN lists
+        chunk = score_ids[start : start + _IN_CHUNK]
+        query = select(EvaluationRow.evaluation_id, EvaluationRow.score_detail['missing_tools']).where(
+            EvaluationRow.evaluation_id.in_(chunk)
+        )
+        for score_id, tools in db.execute(query):
+            for tool in tools if isinstance(tools, list) else []:
+                if isinstance(tool, dict) and isinstance(tool.get('tool_name'), str):
+                    names[score_id].append(tool['tool_name'])
     return names
 
 
 def _scoring_states(db: Session, session_ids: list[str]) -> dict[str, str]:
-    if not session_ids:
-        return {}
-    newest = (
-        select(ScoreRow.session_id, func.max(ScoreRow.started_at_us).label('started'))
-        .where(ScoreRow.session_id.in_(session_ids))
-        .group_by(ScoreRow.session_id)
-        .subquery()
-    )
-    query = select(ScoreRow.session_id, ScoreRow.status).join(
-        newest, and_(ScoreRow.session_id == newest.c.session_id, ScoreRow.started_at_us == newest.c.started)
-    )
-    return {sid: status for sid, status in db.execute(query)}
+    """Per session: the status of its latest scoring of any status."""
+    return _job_states(db, session_ids, _SCORING)
 
 
 def _is_alert(record: Any) -> bool:

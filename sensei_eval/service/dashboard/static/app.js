@@ -500,7 +500,7 @@ function sessionView(initial) {
     );
     box.append(head);
     if (j.coverage) box.append(h('p', { class: 'coverage-line', dataset: { testid: 'judgement-coverage' } }, j.overall_score === null ? `Not judged: no judge gave a verdict (${j.coverage.applied} ran: ${j.coverage.inconclusive} inconclusive, ${j.coverage.errors} errored${j.coverage.smoke ? `, ${j.coverage.smoke} smoke` : ''}).` : `Judged by ${j.coverage.label}.`));
-    box.append(h('p', { class: 'muted small', dataset: { testid: 'judges-run' } }, `Judges asked: ${j.evaluators.join(', ')}. Ran: ${j.judges_run.length ? j.judges_run.join(', ') : 'none'}.`));
+    box.append(h('p', { class: 'muted small', dataset: { testid: 'judges-run' } }, `Judges asked: ${j.judges.join(', ')}. Ran: ${j.judges_run.length ? j.judges_run.join(', ') : 'none'}.`));
     if (ACTIVE.has(j.status)) box.append(h('p', { class: 'muted' }, 'Judging…'));
     if (j.error) box.append(errorBox(`Evaluation ${j.status.replace('_', ' ')}: ${j.error}`));
     const cats = Object.entries(j.category_scores);

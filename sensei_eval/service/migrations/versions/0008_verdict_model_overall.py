@@ -1,7 +1,7 @@
 """The verdict model's summary on every evaluation, and stored overall scores recomputed by it.
 
 `session_evaluations.verdict` (JSON, nullable): the summary of the evaluation's verdict that the dashboard's
-list and Patterns read (`service.verdicts.VerdictSummary`: overall score, coverage, each judge's verdict, the
+list and Patterns read (`service.verdict_cache.VerdictSummary`: overall score, coverage, each judge's verdict, the
 failed and judged failure modes), written by the worker with each evaluation from now on.
 
 Rows written before the verdict model (`sensei_eval.core.verdicts`) get theirs here, computed from the stored
@@ -33,7 +33,7 @@ _BATCH = 200
 
 
 def upgrade() -> None:
-    from sensei_eval.service.verdicts import stored_results, summarise
+    from sensei_eval.service.verdict_cache import stored_results, summarise
 
     op.add_column('session_evaluations', sa.Column('verdict', sa.JSON(), nullable=True))
     table = sa.table(

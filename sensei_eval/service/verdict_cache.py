@@ -1,4 +1,4 @@
-"""A stored evaluation's verdict: the service's one way to read what its judges decided.
+"""The service's verdict cache: a stored job's verdict, the service's one way to read what its judges decided.
 
 The API, the dashboard (list, session page, Patterns) and the alert watcher never turn judge results into
 pass / fail / a score themselves: they hand the stored report's per-judge results to the library's verdict
@@ -7,7 +7,8 @@ overall score (None: "not judged", never 1.0) and the coverage (`checks only, 8 
 function gives `sensei-eval judge` its verdicts, so a run reads the same on every surface.
 
 For the list and Patterns, which read thousands of evaluations at once, the worker stores a small summary of
-the verdict with each evaluation (`VerdictSummary`, the `verdict` column): the overall score, the coverage,
+the verdict with each job (`VerdictSummary`, the `verdict_cache` column: derived fields, a cache): the
+overall score, the coverage,
 each judge's verdict, the failed and the judged failure modes. It is the verdict model's output, tagged with a
 fingerprint of the verdict model's rules (`rules_fingerprint`); a summary made under other rules, or missing,
 is not used: the verdict is recomputed from the stored results instead (and kept in this process's cache).
