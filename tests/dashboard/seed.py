@@ -135,7 +135,10 @@ def insert_score(
                     'score_analysis': analysis,
                     'missing_tools_analysis': missing,
                     'score_breakdown': {
-                        'logical_flow': quarter, 'consistency': quarter, 'tool_relevance': quarter, 'synthesis_quality': last,
+                        'logical_flow': quarter,
+                        'consistency': quarter,
+                        'tool_relevance': quarter,
+                        'synthesis_quality': last,
                     },
                     'missing_tools': [{'tool_name': name, 'rationale': why} for name, why in tools],
                     'alternative_approaches': None,
