@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -74,16 +75,23 @@ def test_judge_checks_at_80_columns_compact_summary(tmp_path: Path, monkeypatch:
     assert failed
 
 
-def test_judges_and_evaluators_mean_the_same_on_judge(tmp_path: Path) -> None:
+def test_judges_and_the_deprecated_evaluators_mean_the_same_on_judge(tmp_path: Path) -> None:
     for i, option in enumerate(('--judges', '--evaluators')):
         args = ['--dataset', str(SAMPLE), option, 'version_check,greeting_check', option, 'citation_check']
-        result = CliRunner().invoke(judge_cli.app, [*args, '--out', str(tmp_path), '--run-id', f'r{i}'])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            result = CliRunner().invoke(judge_cli.app, [*args, '--out', str(tmp_path), '--run-id', f'r{i}'])
         assert result.exit_code == 0, result.output
         summary = json.loads((tmp_path / f'r{i}' / 'summary.json').read_text())
         assert set(summary['judges']) == {'version_check', 'greeting_check', 'citation_check'}
-    # the root command takes the old name too
+        old = option == '--evaluators'  # the old name: accepted for one release, with a warning
+        assert ('deprecated: --evaluators is the old name of --judges' in result.output) is old
+        assert any(issubclass(w.category, DeprecationWarning) and '--evaluators' in str(w.message) for w in caught) is old
+    # the root command takes the old name too; --help names only the new one
     code, output = _run80(['judge', '--evaluators', 'nonsense', '--dataset', str(SAMPLE)])
     assert code == 2 and "'nonsense'" in output
+    code, output = _run80(['judge', '--help'])
+    assert code == 0 and '--judges' in output and '--evaluators' not in output
 
 
 def test_judges_is_the_same_option_on_optimize_and_validate(tmp_path: Path) -> None:

@@ -425,3 +425,17 @@ def test_every_rubric_category_has_a_breakdown_field_and_a_schema_key() -> None:
     assert [k for k in investigation.constrained_score_schema()['properties'] if k != 'analysis'] == keys
     lines = '\n'.join(f'{label}: {n}/25' for n, (_, label) in enumerate(investigation.CATEGORIES, 1))
     assert investigation.parse_breakdown(lines).as_dict() == {key: n for n, key in enumerate(keys, 1)}
+
+
+def test_the_investigation_judges_old_names_still_import_with_a_deprecation_warning() -> None:
+    import sensei_eval.evaluators as evaluators
+
+    for old, new in (
+        ('InvestigationScorer', 'InvestigationJudge'),
+        ('StructuredInvestigationScorer', 'StructuredInvestigationJudge'),
+    ):
+        for module in (evaluators, investigation):
+            with pytest.warns(DeprecationWarning, match=f'{old} is now {new}'):
+                assert getattr(module, old) is getattr(investigation, new)
+    with pytest.raises(AttributeError):
+        evaluators.NoSuchJudge  # noqa: B018

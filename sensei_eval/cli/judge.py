@@ -19,6 +19,7 @@ without a provider prefix, an unknown provider, or a missing or rejected API key
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -69,12 +70,13 @@ def judge(
         list[str] | None,
         typer.Option(
             '--judges',
-            '--evaluators',
             metavar='NAMES',
-            help='Judge names or groups (core, checks, all); comma-separated or repeated. '
-            'Default: core,checks. --evaluators is the old name.',
+            help='Judge names or groups (core, checks, all); comma-separated or repeated. Default: core,checks.',
             show_default=False,
         ),
+    ] = None,
+    old_judge_names: Annotated[
+        list[str] | None, typer.Option('--evaluators', hidden=True, help='The old name of --judges (deprecated).')
     ] = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
@@ -162,6 +164,10 @@ def judge(
     if list_judges:
         print_judges()
         return
+    if old_judge_names:  # the old spelling, accepted for one release
+        warnings.warn('--evaluators is deprecated: use --judges', DeprecationWarning, stacklevel=1)
+        err.print('[yellow]deprecated:[/] --evaluators is the old name of --judges (accepted for one more release)')
+        judge_names = [*(judge_names or []), *old_judge_names]
     spec = RunSpec(
         datasets=dataset or (),
         format=dataset_format,

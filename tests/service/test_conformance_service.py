@@ -73,7 +73,7 @@ def test_service_api_gives_the_cli_verdicts_on_the_sample(db_url: str, tmp_path:
     assert set(service) == set(cli)
     for qid, evaluation in service.items():
         assert evaluation['status'] == 'completed', (qid, evaluation['error_message'])
-        assert evaluation['evaluators'] == resolve_names(DEFAULT_JUDGES)  # the CLI's default judges
+        assert evaluation['judges'] == resolve_names(DEFAULT_JUDGES)  # the CLI's default judges
         assert verdict_facts(evaluation['report']) == verdict_facts(cli[qid]), qid
         assert evaluation['overall_score'] == cli[qid].overall_score, qid
         assert cli[qid].coverage is not None
@@ -95,7 +95,7 @@ def test_judges_named_per_request_match_the_cli_flag(tmp_path: Path) -> None:
     cli = judge_dataset(dataset, tmp_path / 'reports', conformance_judge(), 'checks')
     service = judge_with_service(db, records, {'judges': ['checks']}, asks_model=False)
     for qid, evaluation in service.items():
-        assert evaluation['evaluators'] == resolve_names(['checks'])
+        assert evaluation['judges'] == resolve_names(['checks'])
         assert set(RecordReport.model_validate(evaluation['report']).judges) <= set(GROUPS['checks'])
         assert verdict_facts(evaluation['report']) == verdict_facts(cli[qid]), qid
 
@@ -118,10 +118,14 @@ def test_evaluate_request_names_judges_once(tmp_path: Path) -> None:
         assert unknown.status_code == 422 and unknown.json()['detail'][0]['loc'] == ['body', 'judges']
         assert 'nonsense' in unknown.json()['detail'][0]['msg']
         old_name = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'evaluators': ['completeness']})
-        assert old_name.status_code == 202 and old_name.json()['evaluators'] == ['completeness']
+        assert old_name.status_code == 202 and old_name.json()['judges'] == old_name.json()['evaluators'] == ['completeness']
+        # the old field name is accepted for one release, and the answer says it is deprecated
+        assert old_name.headers['Deprecation'] == 'true' and 'evaluators is deprecated' in old_name.headers['Warning']
+        assert 'Deprecation' not in unknown.headers
         wait_for(lambda: c.get(f'/api/v1/sessions/{sid}/evaluation').json()['status'] == 'completed', what='evaluation')
         default = c.post(f'/api/v1/sessions/{sid}/evaluate', json={'force': True})  # names none: the service's
-        assert default.status_code == 202 and default.json()['evaluators'] == resolve_names(['checks'])
+        assert default.status_code == 202 and default.json()['judges'] == resolve_names(['checks'])
+        assert 'Deprecation' not in default.headers
 
 
 def test_sample_and_tau2_runs_agree_through_the_api_and_the_dashboard(tmp_path: Path) -> None:
