@@ -22,7 +22,7 @@ from typing import Any
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, build_report
 from sensei_eval.evaluators.registry import DEFAULT_JUDGES, make_judges
-from sensei_eval.service.dashboard import queries
+from sensei_eval.service.dashboard import patterns, queries, views
 from sensei_eval.service.migrate import upgrade
 from sensei_eval.service.store import EvaluationRow, SessionRow, Store, new_id, now_us
 from sensei_eval.service.verdict_cache import summarise
@@ -88,10 +88,10 @@ def main() -> None:
         store = Store(url)
         _fill(store, n)
         reads: dict[str, Callable[[], object]] = {
-            'list, one page': lambda: queries.list_sessions(store, queries.SessionFilters()),
-            'list, overall >= 0.5': lambda: queries.list_sessions(store, queries.SessionFilters(min_overall=0.5)),
-            'patterns': lambda: queries.patterns(store, 'freeform', queries.PatternFilters()),
-            'patterns, one judge': lambda: queries.patterns(store, 'freeform', queries.PatternFilters(judge='hallucination')),
+            'list, one page': lambda: queries.list_sessions(store, views.SessionFilters()),
+            'list, overall >= 0.5': lambda: queries.list_sessions(store, views.SessionFilters(min_overall=0.5)),
+            'patterns': lambda: patterns.patterns(store, 'freeform', views.PatternFilters()),
+            'patterns, one judge': lambda: patterns.patterns(store, 'freeform', views.PatternFilters(judge='hallucination')),
         }
         print(f'{n} evaluated runs (judges {",".join(DEFAULT_JUDGES)}), SQLite')
         print(f'{"read":<24} {"cold s":>8} {"warm s":>8}')

@@ -12,7 +12,8 @@ import pytest
 
 from sensei_eval.core.reports import MODEL_CONFIDENCE
 from sensei_eval.evaluators.investigation import CATEGORIES
-from sensei_eval.service.dashboard import CSP, queries
+from sensei_eval.service.dashboard import CSP, latest, queries
+from sensei_eval.service.dashboard import patterns as patterns_module
 from sensei_eval.service.store import EvaluationRow
 from sensei_eval.service.verdict_cache import stored_results, summarise
 
@@ -182,9 +183,10 @@ def test_breakdown_and_missing_tools_are_read_from_the_typed_result_not_text(ser
     assert view['score']['score']['missing_tools'] == [{'tool_name': 'stored-tool', 'rationale': 'from the result'}]
     patterns = server.client.get('/api/v1/dashboard/patterns').json()
     assert patterns['missing_tools'] == [{'label': 'stored-tool', 'count': 1}]
-    # the dashboard's queries hold no text parser any more
-    assert not hasattr(queries, 'parse_breakdown') and not hasattr(queries, 'parse_missing_tools')
-    assert '\nimport re\n' not in Path(queries.__file__).read_text()
+    # the dashboard's reads hold no text parser any more
+    for module in (queries, latest, patterns_module):
+        assert not hasattr(module, 'parse_breakdown') and not hasattr(module, 'parse_missing_tools')
+        assert '\nimport re\n' not in Path(module.__file__ or '').read_text()
 
 
 def test_judgements_in_the_list_and_the_patterns_rates(server: DashboardServer) -> None:

@@ -36,8 +36,8 @@ from starlette.types import Scope
 
 from sensei_eval.core.modes import MODES
 from sensei_eval.evaluators.registry import resolve_names
-from sensei_eval.service.dashboard import queries
-from sensei_eval.service.dashboard.queries import DashboardPage, PatternFilters, Patterns, SessionFilters, SessionView
+from sensei_eval.service.dashboard import patterns, queries
+from sensei_eval.service.dashboard.views import DashboardPage, PatternFilters, Patterns, SessionFilters, SessionView
 from sensei_eval.service.schemas import SessionId
 from sensei_eval.service.state import State
 
@@ -81,7 +81,7 @@ def dashboard_session(session_id: SessionId, state: State) -> SessionView:
 
 @router.get('/patterns', response_model=Patterns)
 def dashboard_patterns(state: State, filters: Annotated[PatternFilters, Query()]) -> Patterns:
-    return queries.patterns(state.store, state.settings.scorer, filters)
+    return patterns.patterns(state.store, state.settings.scorer, filters)
 
 
 class _SecureStatic(StaticFiles):
