@@ -43,7 +43,8 @@ from benchmarks.billing_agent import COMPONENT_MAP, COMPONENTS, BillingRunner, P
 from sensei_eval.agents.components import PromptComponents
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.optimize.evaluate import evaluate_prompt
-from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
+from sensei_eval.optimize.loop import SequentialOptimizer
+from sensei_eval.optimize.state import OptimizeConfig, OptimizeState
 from sensei_eval.optimize.variants import VariantGenerator
 
 JUDGES = ['reference_check']

@@ -38,7 +38,8 @@ from scipy import stats as sp
 from benchmarks.billing_agent import COMPONENT_MAP, COMPONENTS, BillingRunner, make_queries_of, proposer_lm
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.optimize.evaluate import evaluate_prompt
-from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer, build_suggestions
+from sensei_eval.optimize.loop import SequentialOptimizer, build_suggestions
+from sensei_eval.optimize.state import OptimizeConfig
 from sensei_eval.optimize.variants import VariantGenerator
 from sensei_eval.validate.compare import compare_reports
 

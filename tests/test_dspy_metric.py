@@ -23,7 +23,6 @@ from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.optimize.gepa import GepaError, GepaSettings, run_gepa
-from sensei_eval.optimize.loop import OptimizeConfig
 from sensei_eval.optimize.metrics import (
     JudgeMetric,
     JudgeMetricWarning,
@@ -33,6 +32,7 @@ from sensei_eval.optimize.metrics import (
     prediction_record,
 )
 from sensei_eval.optimize.scripted import ScriptedLM
+from sensei_eval.optimize.state import OptimizeConfig
 
 from .test_optimize import COMPONENTS, QUERIES, RuleAgent
 

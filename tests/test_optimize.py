@@ -24,9 +24,11 @@ from sensei_eval.agents.runner import PydanticAIRunner, Query, load_queries, loa
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
-from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer, split_queries, validation_test
+from sensei_eval.optimize.acceptance import split_queries, validation_test
+from sensei_eval.optimize.loop import SequentialOptimizer
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.scripted import ScriptedLM
+from sensei_eval.optimize.state import OptimizeConfig, OptimizeState
 from sensei_eval.optimize.variants import VariantGenerator
 
 ROOT = Path(__file__).resolve().parents[1]

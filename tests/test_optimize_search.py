@@ -9,8 +9,10 @@ from pathlib import Path
 
 from benchmarks.billing_agent import COMPONENT_MAP, COMPONENTS, BillingRunner, ProposerKind, follows, make_queries, proposer_lm
 from sensei_eval.evaluators.registry import make_judges
+from sensei_eval.optimize.acceptance import split_queries
 from sensei_eval.optimize.evaluate import FailureExample
-from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer, _grouped, split_queries
+from sensei_eval.optimize.loop import SequentialOptimizer, _grouped
+from sensei_eval.optimize.state import OptimizeConfig
 from sensei_eval.optimize.variants import VariantGenerator, _messages
 
 
@@ -78,8 +80,8 @@ async def test_useless_and_harmful_variants_are_never_frozen(tmp_path: Path) -> 
 def test_the_acceptance_test_is_exact_and_counts_queries_not_judged_on_one_side() -> None:
     """6 improved, none hurt, 8 ties: p = 1/64 < 0.05 / 3 in any order; a query with no overall score on
     one side (a judge error: not judged) is left out of the pairs and counted, never a 0."""
+    from sensei_eval.optimize.acceptance import validation_test
     from sensei_eval.optimize.evaluate import PromptEvaluation
-    from sensei_eval.optimize.loop import validation_test
 
     before = {f'v{i:02d}': (0.5 if i < 6 else 1.0) for i in range(14)}
     after = {f'v{i:02d}': 1.0 for i in range(14)}

@@ -13,10 +13,11 @@ from sensei_eval.agents.components import PromptComponents
 from sensei_eval.agents.runner import Query
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE
-from sensei_eval.optimize.loop import OptimizeConfig, SequentialOptimizer
+from sensei_eval.optimize.loop import SequentialOptimizer
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, judges_for_component
 from sensei_eval.optimize.routing import Routing, RoutingError, best_component, resolve_routing
 from sensei_eval.optimize.scripted import ScriptedLM
+from sensei_eval.optimize.state import OptimizeConfig
 from sensei_eval.optimize.variants import VariantGenerator
 from tests.test_optimize import RuleAgent
 

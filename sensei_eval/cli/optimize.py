@@ -56,7 +56,8 @@ from sensei_eval.judging.cache import JudgeCache
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.optimize.config import MapEntry, RunConfigError, check_component_map, dspy_lm, lm_adapter, parse_map
-from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, SequentialOptimizer
+from sensei_eval.optimize.loop import SequentialOptimizer
+from sensei_eval.optimize.state import OptimizeConfig, OptimizeState
 from sensei_eval.optimize.variants import VariantGenerator
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 The agent under test comes from the layer below (`sensei_eval.agents`: `components` reads the prompt as
 named sections, `runner` runs the user's agent under a prompt); here `config` holds the run's component map
 and DSPy LM, `evaluate` scores a prompt with the judges, `variants` is the DSPy variant generator, `loop` the
-sequential optimizer, `metrics` the judges as DSPy (and GEPA) metrics, `gepa` the GEPA baseline.
+sequential optimizer (its configuration and saved state: `state`; when a candidate is accepted:
+`acceptance`), `metrics` the judges as DSPy (and GEPA) metrics, `gepa` the GEPA baseline.
 The CLI is `sensei-eval optimize` (`sensei_eval.cli.optimize`). Nothing here changes the agent: the output is a list of
 `PromptSuggestion`s and an optimized copy of the components for a human to review.
 """
@@ -25,8 +26,9 @@ with requires_extra('optimize', 'the prompt optimizer'):
         run_query,
     )
     from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, evaluate_prompt
-    from sensei_eval.optimize.loop import OptimizeConfig, OptimizeState, PromptSuggestion, SequentialOptimizer, order_components
+    from sensei_eval.optimize.loop import SequentialOptimizer, order_components
     from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric, MetricError, compile_checked, prediction_record
+    from sensei_eval.optimize.state import OptimizeConfig, OptimizeState, PromptSuggestion
     from sensei_eval.optimize.variants import VariantGenerator
 
 __all__ = (

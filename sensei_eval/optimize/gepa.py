@@ -40,10 +40,11 @@ from sensei_eval.core.errors import ModelCallError, describe_error
 from sensei_eval.core.files import write_text_atomic
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import Profile
+from sensei_eval.optimize.acceptance import run_profile, split_queries, validation_test
 from sensei_eval.optimize.evaluate import PromptEvaluation
-from sensei_eval.optimize.loop import OptimizeConfig, ValidationTest, _run_profile, split_queries, validation_test
 from sensei_eval.optimize.metrics import AgentProgram, JudgeMetric
 from sensei_eval.optimize.routing import resolve_routing
+from sensei_eval.optimize.state import OptimizeConfig, ValidationTest
 
 __all__ = ('GepaError', 'GepaResult', 'GepaSettings', 'run_gepa')
 
@@ -128,7 +129,7 @@ def run_gepa(
     config = config or OptimizeConfig()
     reflection_lm = gepa.reflection_lm
     split = split_queries([q.query_id for q in queries], config)
-    profile: Profile = _run_profile(config.profile, queries)
+    profile: Profile = run_profile(config.profile, queries)
     routing = resolve_routing(
         components.names, user_map=config.component_map, profile_map=profile.component_map, profile=profile.name
     )

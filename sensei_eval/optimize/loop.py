@@ -52,15 +52,11 @@ import asyncio
 import contextlib
 import inspect
 import json
-import math
-import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, Field
+from typing import Any, TypeVar
 
 from sensei_eval.agents.components import PromptComponents, save_components, section_diff
 from sensei_eval.agents.runner import AgentRunner, Query
@@ -69,201 +65,31 @@ from sensei_eval.core.files import write_text_atomic
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import Judge
 from sensei_eval.judging.cache import JudgeCache
-from sensei_eval.judging.profiles import BUILTIN_PROFILES, DEFAULT_PROFILE, Profile, ProfileError, resolve_profile
 from sensei_eval.models.judge_model import JudgeModel
+from sensei_eval.optimize.acceptance import (
+    acceptance_plan,
+    interval_pair,
+    run_profile,
+    split_queries,
+    validation_test,
+)
 from sensei_eval.optimize.evaluate import FailureExample, PromptEvaluation, base_query_id, evaluate_prompt, summarise
 from sensei_eval.optimize.routing import Routing, RoutingError, resolve_routing
+from sensei_eval.optimize.state import (
+    STATE_VERSION,
+    CandidateResult,
+    ComponentState,
+    OptimizeConfig,
+    OptimizeState,
+    PromptSuggestion,
+    Split,
+    ValidationTest,
+)
 from sensei_eval.optimize.variants import CallLimits, VariantGenerator
 
-__all__ = (
-    'CandidateResult',
-    'ComponentState',
-    'OptimizeConfig',
-    'OptimizeState',
-    'PromptSuggestion',
-    'SequentialOptimizer',
-    'Split',
-    'ValidationTest',
-    'acceptance_plan',
-    'order_components',
-    'route_failures',
-    'split_queries',
-    'validation_test',
-)
+__all__ = ('SequentialOptimizer', 'build_suggestions', 'order_components', 'route_failures')
 
 T = TypeVar('T')
-
-# How many failure examples the generator sees per component: enough to show a pattern, few enough
-# to keep its prompt small for a local model.
-STATE_VERSION = 3
-
-
-class PromptSuggestion(BaseModel):
-    """An optimization suggestion: what a human reviews before changing the agent's prompt."""
-
-    failure_pattern: str
-    affected_queries: list[str]
-    current_prompt_section: str
-    suggested_change: str
-    expected_improvement: str
-    diff: str = ''
-    score_before: float | None = None
-    score_after: float | None = None
-    validation_before: float | None = None
-    validation_after: float | None = None
-    p_value: float | None = None
-    validation_gain: float | None = Field(
-        None, description='Mean gain of the overall score (the scale `validate` reports) on the test queries.'
-    )
-    gain_interval: tuple[float, float] | None = Field(None, description='Its 95% paired bootstrap interval.')
-
-
-class OptimizeConfig(BaseModel):
-    variants: int = Field(3, ge=1)
-    margin: float = Field(0.01, ge=0.0, description='A frozen variant must gain more than this on validation (mean).')
-    budget_calls: int | None = Field(None, ge=1)
-    max_metric_calls: int | None = Field(None, ge=1)
-    max_components: int | None = Field(None, ge=1)
-    all_components: bool = False
-    seed: int = 0
-    concurrency: int = Field(4, ge=1)
-    judges: list[str] = Field(default_factory=list)
-    query_ids: list[str] = Field(default_factory=list)
-    validation_fraction: float = Field(0.5, gt=0.0, lt=1.0, description='Share of the queries held out for acceptance.')
-    validation_queries: list[str] | None = Field(
-        None, description='Query ids held out for acceptance (overrides validation_fraction); the rest are train.'
-    )
-    runs: int = Field(1, ge=1, description='Agent runs per validation query (the paired test averages them).')
-    alpha: float = Field(0.05, gt=0.0, lt=1.0, description='Significance level of the one-sided paired validation test.')
-    component_map: dict[str, list[str]] | None = Field(
-        None, description='Failure mode -> component names; None: the profile map, else lexical routing.'
-    )
-    profile: str | None = Field(
-        None, description='Agent profile whose component map to use (default: the profile the queries name).'
-    )
-    generator_timeout_s: float = Field(60.0, gt=0.0, description='Time limit of one variant-generator call.')
-    generator_max_tokens: int = Field(
-        1024, ge=16, description='Most output tokens of one variant-generator call (less for a short section).'
-    )
-    top_k: int = Field(2, ge=1, description='Candidates of a round that beat the current text on train and are tested.')
-    rounds: int = Field(3, ge=1, description='Most rounds per component; a next round only after one was accepted.')
-    examples_per_issue: int = Field(
-        2, ge=1, description='Examples the generator sees of each kind of failure (the rest count, unseen).'
-    )
-    success_examples: int = Field(2, ge=0, description='Runs that passed every judge, shown to the generator.')
-    stratify: bool = Field(True, description='Split train/validation within each group of queries failing the same modes.')
-
-
-class Split(BaseModel):
-    """Which queries the loop learns from and which it accepts changes on."""
-
-    train: list[str]
-    validation: list[str]
-
-
-class ValidationTest(BaseModel):
-    """The acceptance test of one candidate against the current text on the validation queries."""
-
-    pairs: int
-    mean_before: float | None
-    mean_after: float | None
-    delta: float | None
-    p_value: float
-    alpha: float
-    margin: float
-    errors_before: int
-    errors_after: int
-    accepted: bool
-    reason: str
-    ci_low: float | None = Field(None, description='95% paired bootstrap interval of the mean gain (queries resampled).')
-    ci_high: float | None = None
-    modes: list[str] = Field(default_factory=list, description='The failure modes tested (empty: the overall score).')
-    unpaired: int = Field(0, description='Test queries scored on one side only (not judged on the other): left out.')
-    target_pairs: int = 0
-    target_delta: float | None = None
-
-
-class CandidateResult(BaseModel):
-    component: str
-    round: int = 1
-    index: int
-    text: str
-    score: float | None = Field(description='Mean overall score on the training queries.')
-    model_calls: int
-    errors: int
-    path: str
-    validation_score: float | None = None
-    validation: ValidationTest | None = None
-
-
-class ComponentState(BaseModel):
-    name: str
-    status: Literal['pending', 'evaluating', 'done', 'skipped'] = 'pending'
-    reason: str | None = None
-    failures: int = Field(0, description='Failures (issues) found on train that the routing sent to this component.')
-    failure_queries: dict[str, list[str]] = Field(default_factory=dict, description='Judge -> train query ids, routed here.')
-    variants: list[str] | None = None
-    generator_calls: int = 0
-    generator_errors: list[str] = Field(default_factory=list)
-    candidates: list[CandidateResult] = Field(default_factory=list)
-    round: int = Field(1, description='The round in progress (a new round starts after an accepted one).')
-    shown_queries: list[str] = Field(
-        default_factory=list, description='Train queries whose runs the generator was shown this round (left out of the test).'
-    )
-    issue_counts: dict[str, int] = Field(default_factory=dict, description='What went wrong -> findings, routed here (round 1).')
-    target_modes: list[str] = Field(
-        default_factory=list, description="The modes of this round's routed findings: what its acceptance test is on."
-    )
-    frozen_path: str | None = None
-    accepted_rounds: int = 0
-    score_before: float | None = Field(None, description='Train score before this component was visited.')
-    score_after: float | None = None
-    validation_before: float | None = None
-    validation_after: float | None = None
-    frozen_index: int | None = None
-
-
-class OptimizeState(BaseModel):
-    version: int = STATE_VERSION
-    config: OptimizeConfig
-    source: str
-    original: dict[str, str]
-    current: dict[str, str]
-    split: Split | None = None
-    alpha_per_test: float | None = Field(None, description='Level of each acceptance test (alpha / components / variants).')
-    plan: str | None = Field(None, description='The acceptance rule with this split, said before anything is tested.')
-    routing: str | None = Field(None, description="'user map', 'profile map' or 'lexical'.")
-    routing_detail: str | None = None
-    unrouted_failures: int = 0
-    order: list[str] = Field(default_factory=list)
-    components: dict[str, ComponentState] = Field(default_factory=dict)
-    baseline_score: float | None = Field(None, description='Train score of the prompt as it was.')
-    current_score: float | None = Field(None, description='Train score of the prompt with every frozen variant.')
-    baseline_validation_score: float | None = None
-    current_validation_score: float | None = None
-    agent_calls: int = 0
-    judge_calls: int = 0
-    generator_calls: int = 0
-    metric_calls: int = 0
-    notes: list[str] = Field(default_factory=list)
-    stopped: str | None = None
-
-    @property
-    def model_calls(self) -> int:
-        return self.agent_calls + self.judge_calls + self.generator_calls
-
-    @property
-    def train_score(self) -> float | None:
-        return self.current_score
-
-    @property
-    def validation_score(self) -> float | None:
-        return self.current_validation_score
-
-    @property
-    def accepted(self) -> list[str]:
-        """The components whose variant passed the validation test, in the order they were frozen."""
-        return [n for n in self.order if self.components[n].frozen_index is not None]
 
 
 @dataclass
@@ -289,7 +115,7 @@ class SequentialOptimizer:
         )
         # refuses a split whose test could accept nothing; a stratified split replaces it after the baseline
         self.split = split_queries([q.query_id for q in self.queries], self.config)
-        profile = _run_profile(self.config.profile, self.queries)
+        profile = run_profile(self.config.profile, self.queries)
         try:
             self.routing = resolve_routing(
                 self.components.names,
@@ -735,135 +561,6 @@ class SequentialOptimizer:
             self.on_event(message)
 
 
-def split_queries(query_ids: Sequence[str], config: OptimizeConfig, strata: Mapping[str, str] | None = None) -> Split:
-    """Train and validation query ids, deterministic by seed; refuses a split whose test cannot accept anything.
-
-    With `strata` (query id -> group, e.g. the failure modes its baseline run had), each group is split in
-    the same proportion (largest remainders), so a failure that a minority of queries show is on both sides."""
-    ids = list(query_ids)
-    if config.validation_queries is not None:
-        unknown = [i for i in config.validation_queries if i not in ids]
-        if unknown:
-            raise ConfigError(f'validation_queries: no such query id(s) in the dataset: {", ".join(unknown)}')
-        held = set(config.validation_queries)
-        split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
-    else:
-        if len(ids) < 2:
-            raise ConfigError(f'{len(ids)} query: the optimizer needs queries to learn from and others to validate on')
-        n_val = min(len(ids) - 1, max(1, math.ceil(len(ids) * config.validation_fraction)))
-        if strata:
-            held = _stratified(ids, strata, n_val, f'split:{config.seed}')
-        else:
-            shuffled = ids[:]
-            random.Random(f'split:{config.seed}').shuffle(shuffled)
-            held = set(shuffled[:n_val])
-        split = Split(train=[i for i in ids if i not in held], validation=[i for i in ids if i in held])
-    if not split.train:
-        raise ConfigError('every query is held out for validation: none is left to learn from')
-    floor = 0.5 ** len(split.validation)
-    if floor >= config.alpha:
-        need = math.floor(math.log(config.alpha) / math.log(0.5)) + 1
-        raise ConfigError(
-            f'too few validation queries: {len(split.validation)} of {len(ids)} held out, and with that few the paired '
-            f'test cannot reach alpha={config.alpha} (its smallest p is {floor:.3g}), so no change could ever be accepted; '
-            f'use at least {need} validation queries (more queries, a larger validation_fraction) or a larger alpha'
-        )
-    return split
-
-
-def acceptance_plan(config: OptimizeConfig, split: Split, components: int) -> tuple[float, str]:
-    """The level of each acceptance test and the rule in words, with the smallest gain it can accept.
-
-    Each component gets alpha / components (Bonferroni across components); within it, a round's tested
-    candidates share it by variants (the train ranking that picked them saw every variant's runs on the
-    unseen train queries that the test reuses), and a next round is tested only after an accepted one
-    (a fixed sequence), so the chance of freezing any change that does not help stays under alpha."""
-    level = config.alpha / max(1, components) / config.variants
-    need = math.floor(math.log2(1 / level)) + 1  # fewest improved queries, none hurt, for the exact test's p < level
-    n_test = len(split.validation) + len(split.train)
-    text = (
-        f'acceptance: a variant is frozen when it beats the current text on the {len(split.validation)} validation '
-        f'queries ({config.runs} run(s) each) plus the train queries its generator was not shown: one-sided paired '
-        f'sign-flip p < {level:.3g} (alpha {config.alpha:g} / {max(1, components)} component(s) / {config.variants} '
-        f'variant(s)) and mean gain > {config.margin:g}. With no query hurt that takes at least {need} improved '
-        f'queries: a fix must help about {math.ceil(100 * need / n_test)}% or more of the {n_test} queries.'
-    )
-    return level, text
-
-
-def validation_test(
-    before: PromptEvaluation,
-    after: PromptEvaluation,
-    *,
-    alpha: float,
-    margin: float,
-    modes: Sequence[str] | None = None,
-) -> ValidationTest:
-    """One-sided paired sign-flip test over the test queries scored on both sides (query = unit).
-
-    With `modes` (the failure modes of the findings the variant was written from), the test is on those
-    modes' scores — the paired test on what the change is meant to fix, which other modes' noise does not
-    dilute — and the mean overall score must still gain more than `margin` (the harm guard); without,
-    both are on the overall score. A query with an overall score on one side only is left out of the
-    pairs and counted (`unpaired`)."""
-    pairs = sorted(set(before.per_query) & set(after.per_query))
-    unpaired = len(set(before.per_query) ^ set(after.per_query))
-    old = [before.per_query[q] for q in pairs]
-    new = [after.per_query[q] for q in pairs]
-    mean_old = sum(old) / len(old) if old else None
-    mean_new = sum(new) / len(new) if new else None
-    delta = None if mean_old is None or mean_new is None else mean_new - mean_old
-    target = [q for q in pairs if modes and _target(before, q, modes) is not None and _target(after, q, modes) is not None]
-    if modes and target:
-        t_old = [_target(before, q, modes) or 0.0 for q in target]
-        t_new = [_target(after, q, modes) or 0.0 for q in target]
-        p = _p_better(t_old, t_new)
-        target_delta: float | None = (sum(t_new) - sum(t_old)) / len(target)
-        on = f'{", ".join(modes)} on {len(target)} test queries'
-    else:
-        p = _p_better(old, new) if pairs else 1.0
-        target_delta = delta
-        on = f'{len(pairs)} test queries'
-    if unpaired:
-        on += f'; {unpaired} quer{"y" if unpaired == 1 else "ies"} not judged on one side left out'
-    if not pairs:
-        accepted, reason = False, 'no test query was scored on both sides'
-    elif after.errors > before.errors:
-        accepted, reason = False, f'more errors on the test queries ({after.errors} vs {before.errors})'
-    elif delta is None or delta <= margin:
-        accepted, reason = False, f'overall score gain {delta:+.3f} on {len(pairs)} test queries is not above margin {margin}'
-    elif p >= alpha:
-        accepted, reason = False, f'gain {target_delta:+.3f} ({on}) is within noise (p={p:.4f} >= {alpha:.3g})'
-    else:
-        test = f'one-sided exact sign-flip p={p:.4f} < {alpha:.3g}'
-        accepted, reason = True, f'gain {target_delta:+.3f} ({on}), {test}; overall {delta:+.3f}'
-    ci_low, ci_high = _interval(old, new)
-    return ValidationTest(
-        pairs=len(pairs),
-        mean_before=mean_old,
-        mean_after=mean_new,
-        delta=delta,
-        p_value=p,
-        alpha=alpha,
-        margin=margin,
-        errors_before=before.errors,
-        errors_after=after.errors,
-        accepted=accepted,
-        reason=reason,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        modes=list(modes or []),
-        target_pairs=len(target),
-        target_delta=target_delta,
-        unpaired=unpaired,
-    )
-
-
-def _target(evaluation: PromptEvaluation, query: str, modes: Sequence[str]) -> float | None:
-    scores = [s for m in modes if (s := evaluation.per_query_mode.get(query, {}).get(m)) is not None]
-    return sum(scores) / len(scores) if scores else None
-
-
 def route_failures(
     evaluation: PromptEvaluation, routing: Routing, components: Mapping[str, str]
 ) -> tuple[dict[str, list[FailureExample]], list[FailureExample]]:
@@ -930,7 +627,7 @@ def build_suggestions(state: OptimizeState, run_dir: Path, judge_names: Sequence
                 validation_after=cs.validation_after,
                 p_value=None if test is None else test.p_value,
                 validation_gain=None if test is None else test.delta,
-                gain_interval=_pair(test.ci_low, test.ci_high) if test is not None else None,
+                gain_interval=interval_pair(test.ci_low, test.ci_high) if test is not None else None,
             )
         )
     return out
@@ -1013,42 +710,6 @@ def _joined(validation: PromptEvaluation, train: PromptEvaluation, unseen: Seque
     )
 
 
-def _stratified(ids: Sequence[str], strata: Mapping[str, str], n_val: int, seed: str) -> set[str]:
-    """`n_val` ids for validation, each stratum contributing its share (largest remainders, ties by seed)."""
-    groups: dict[str, list[str]] = {}
-    for i in ids:
-        groups.setdefault(strata.get(i, ''), []).append(i)
-    ties = random.Random(f'{seed}:ties')
-    fraction = n_val / len(ids)
-    quota = {g: len(m) * fraction for g, m in sorted(groups.items())}
-    take = {g: math.floor(q) for g, q in quota.items()}
-    order = sorted(quota, key=lambda g: (-(quota[g] - take[g]), ties.random()))
-    for g in order[: n_val - sum(take.values())]:
-        take[g] += 1
-    held: set[str] = set()
-    for g, members in sorted(groups.items()):
-        shuffled = members[:]
-        # one group: the same split as without strata
-        random.Random(seed if len(groups) == 1 else f'{seed}:{g}').shuffle(shuffled)
-        held.update(shuffled[: take[g]])
-    return held
-
-
-def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
-    return None if low is None or high is None else (low, high)
-
-
-def _interval(old: Sequence[float], new: Sequence[float]) -> tuple[float | None, float | None]:
-    """The 95% paired percentile bootstrap interval of the mean gain, exactly as `validate` computes the
-    overall metric's CI with its default seed (0) and resamples: the interval `validate` would show."""
-    if len(old) < 2:
-        return None, None
-    from sensei_eval.validate.stats import DEFAULT_BOOTSTRAP, metric_rng, paired_bootstrap_ci
-
-    ci = paired_bootstrap_ci(old, new, level=0.95, resamples=DEFAULT_BOOTSTRAP, rng=metric_rng(0, 'overall'))
-    return float(ci.low), float(ci.high)
-
-
 def _judges_that_ran(run_dir: Path, judge_names: Sequence[str]) -> list[str]:
     """The judges with at least one verdict on the baseline (a judge that never applied or always errored
     is not claimed as evidence)."""
@@ -1058,26 +719,6 @@ def _judges_that_ran(run_dir: Path, judge_names: Sequence[str]) -> list[str]:
     data = json.loads(path.read_text())
     ran = {j for side in ('evaluation', 'validation') for j in (data.get(side) or {}).get('per_judge', {})}
     return [j for j in judge_names if j in ran]
-
-
-def _run_profile(name: str | None, queries: Sequence[Query]) -> Profile:
-    """The profile named in the config, else the one most of the queries name, else the default."""
-    if name is None:
-        named: list[str] = [str(q.metadata['profile']) for q in queries if isinstance(q.metadata.get('profile'), str)]
-        if not named:
-            return DEFAULT_PROFILE
-        name = max(dict.fromkeys(named), key=named.count)
-    try:
-        return resolve_profile(name, BUILTIN_PROFILES)
-    except ProfileError as e:
-        raise ConfigError(f'profile: {e}') from None
-
-
-def _p_better(old: Sequence[float], new: Sequence[float]) -> float:
-    """One-sided p of the exact paired sign-flip test for new > old (`validate.stats.sign_flip_test`)."""
-    from sensei_eval.validate.stats import sign_flip_test
-
-    return sign_flip_test(old, new, alternative='better')
 
 
 def _supported(fn: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
