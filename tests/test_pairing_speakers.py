@@ -13,7 +13,8 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.checks import ErrorRecoveryCheck, RepeatedCallCheck
-from sensei_eval.evaluators.reference import ReferenceCheck, read_only_tools
+from sensei_eval.evaluators.reference import ReferenceCheck
+from sensei_eval.evaluators.tool_effects import read_only_tools
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

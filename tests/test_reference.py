@@ -15,7 +15,8 @@ from sensei_eval.core.datasets import load_dataset
 from sensei_eval.core.records import ExpectedToolCall, QueryRecord
 from sensei_eval.core.reports import JudgeResult, RecordReport
 from sensei_eval.core.transcript import render_transcript
-from sensei_eval.evaluators.reference import ReferenceCheck, match_expected_calls
+from sensei_eval.evaluators.call_matching import match_expected_calls
+from sensei_eval.evaluators.reference import ReferenceCheck
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 

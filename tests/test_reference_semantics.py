@@ -21,7 +21,8 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult, build_report
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.evaluators.checks import ErrorRecoveryCheck
-from sensei_eval.evaluators.reference import ReferenceCheck, classify_tool
+from sensei_eval.evaluators.reference import ReferenceCheck
+from sensei_eval.evaluators.tool_effects import classify_tool
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.profiles import BUILTIN_PROFILES
 from sensei_eval.judging.run_folder import report_filename

@@ -4,11 +4,11 @@ Every surface that answers pydantic-evals (a judge's own `evaluate()`, `Verdicts
 agent, the console's per-record table) reads a result through the verdict model (`core.verdicts`) and
 projects it here, so a verdict reads the same everywhere:
 
-* `judge_outputs(result)` — for a result that judged (pass or fail): `<judge>`, its score, and
+* `result_outputs(result)` — for a result that judged (pass or fail): `<judge>`, its score, and
   `<judge>_passed`, whether it passed (a score-only judge, with neither pass/fail nor findings, asserts
   nothing); each with the judge's reasoning as the reason. A result that did not judge (error,
   inconclusive, smoke, not applicable) has no score and no assertion: never a 0 or a pass;
-* `verdict_outputs(results)` — a record's results: each judge's `judge_outputs` and its
+* `verdict_outputs(results)` — a record's results: each judge's `result_outputs` and its
   `<judge>_status` label (`pass`, `fail`, `inconclusive`, `error`, `smoke`, `not_applicable`), the
   record's `overall` score with its coverage as the reason (absent when nothing judged), and `coverage`;
 * `to_pydantic_evals_report(reports)` — a run's reports as a pydantic-evals `EvaluationReport` (its console
@@ -29,7 +29,7 @@ from sensei_eval.core.verdicts import is_judged, judge_status, record_verdict
 if TYPE_CHECKING:
     from pydantic_evals.reporting import EvaluationReport as PydanticEvalsReport
 
-__all__ = ('Outputs', 'judge_outputs', 'passed_key', 'to_pydantic_evals_report', 'verdict_outputs')
+__all__ = ('Outputs', 'passed_key', 'result_outputs', 'to_pydantic_evals_report', 'verdict_outputs')
 
 Outputs = dict[str, bool | int | float | str | EvaluationReason]
 
@@ -39,7 +39,7 @@ def passed_key(judge: str) -> str:
     return f'{judge}_passed'
 
 
-def judge_outputs(result: JudgeResult) -> Outputs:
+def result_outputs(result: JudgeResult) -> Outputs:
     """A result's score and pass/fail as pydantic-evals outputs; empty when it did not judge (module docstring)."""
     status = judge_status(result)  # the verdict model's (`core.verdicts`)
     out: Outputs = {}
@@ -55,12 +55,12 @@ def judge_outputs(result: JudgeResult) -> Outputs:
 
 def verdict_outputs(results: Sequence[JudgeResult]) -> Outputs:
     """A record's judge results as pydantic-evals outputs: per judge its `<judge>_status` and, when it judged,
-    `judge_outputs`; the record's `overall` score with its coverage (absent when not judged) and `coverage`."""
+    `result_outputs`; the record's `overall` score with its coverage (absent when not judged) and `coverage`."""
     verdict = record_verdict(results)
     out: Outputs = {}
     for result in results:
         out[f'{result.judge}_status'] = EvaluationReason(value=judge_status(result), reason=result.error)
-        out.update(judge_outputs(result))
+        out.update(result_outputs(result))
     if verdict.overall_score is not None:
         out['overall'] = EvaluationReason(value=verdict.overall_score, reason=verdict.coverage.label)
     out['coverage'] = verdict.coverage.label
@@ -93,7 +93,7 @@ def to_pydantic_evals_report(reports: Sequence[RecordReport], name: str = 'sense
                     )
                 )
                 continue
-            outputs = judge_outputs(result)
+            outputs = result_outputs(result)
             if isinstance(score := outputs.get(judge), EvaluationReason) and not isinstance(score.value, bool | str):
                 scores[judge] = EvaluationResult(
                     name=judge, value=score.value, reason=score.reason, source=spec, evaluator_version=version

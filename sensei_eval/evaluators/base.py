@@ -42,7 +42,7 @@ from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorCont
 from pydantic_evals.otel import SpanTreeRecordingError
 
 from sensei_eval.core.errors import InputError, ModelCallError, describe_error, field_path
-from sensei_eval.core.evaluator_outputs import judge_outputs
+from sensei_eval.core.evaluator_outputs import result_outputs
 from sensei_eval.core.issues import SEVERITIES, Issue, Verdict
 from sensei_eval.core.modes import ModeCategory, ModeIssueModel
 from sensei_eval.core.records import QueryRecord
@@ -322,7 +322,7 @@ class Judge(Evaluator[Any, Any, Any]):
                 continue
             if not is_judged(status):  # an error, inconclusive or smoke answer is a failure there, never a score
                 raise JudgeError(f'{result.judge}: {status}: {result.error or "answered by the embedded model"}')
-            out.update(judge_outputs(result))
+            out.update(result_outputs(result))
         return out
 
     def _result(self, **kwargs: Any) -> JudgeResult:

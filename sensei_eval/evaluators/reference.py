@@ -98,8 +98,7 @@ import inspect
 import json
 import re
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
@@ -114,401 +113,42 @@ from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.spans import span_tree
 from sensei_eval.core.transcript import Transcript
 from sensei_eval.evaluators.base import Judge, register_judge
+from sensei_eval.evaluators.call_matching import (
+    FREE_TEXT_WORDS,
+    ArgumentMatch,
+    CallMatch,
+    Compare,
+    ValueMatch,
+    match_expected_calls,
+    normal_value,
+)
+from sensei_eval.evaluators.tool_effects import Effect, classify_tool, tool_definitions
 from sensei_eval.models.judge_model import JudgeModel
 
-__all__ = (
-    'DEFAULT_READ_ONLY_PATTERNS',
-    'ArgumentMatch',
-    'CallMatch',
-    'Effect',
-    'ExtraWrites',
-    'ReferenceCheck',
-    'ValueMatch',
-    'classify_tool',
-    'match_expected_calls',
-    'read_only_tools',
-    'tool_definitions',
-)
+__all__ = ('ExtraWrites', 'ReferenceCheck')
 
-ArgumentMatch = Literal['exact', 'subset']
-ValueMatch = Literal['exact', 'lenient', 'ignore']
 ExtraWrites = Literal['fail', 'allow']
-EffectKind = Literal['write', 'read', 'compute', 'hand-off', 'unknown']
-Evidence = Literal['annotation', 'description', 'profile', 'name']
 _VALUE_MATCHES = ('exact', 'lenient', 'ignore')
 _EXTRA_WRITES = ('fail', 'allow')
 # Keys a record's `metadata.reference_check` may set; anything else there is reported, not ignored.
 _RECORD_OPTIONS = frozenset({'strict', 'ordered', 'arguments', 'values', 'extra_writes'})
 # Keys of one tool's rule in `tools`.
 _TOOL_RULE_KEYS = frozenset({'required', 'read_only', 'values', 'args', 'ordered'})
-# Kept for profiles written against earlier versions: a lookup verb at the start of a name. The name
-# rules below already cover it; a profile's own `read_only_patterns` add to them as `profile` evidence.
-DEFAULT_READ_ONLY_PATTERNS: tuple[str, ...] = (
-    r'^(?:get|list|search|find|read|lookup|fetch|describe|view|show)(?:[_\-.A-Z0-9]|$)',
-)
-# A string of this many words or more is free text (a summary, a reason, a message): compared without
-# case and runs of whitespace, and a difference in it alone is a minor finding.
-_FREE_TEXT_WORDS = 6
 # Weight of an advisory expected call in the matched share `r` (a required call weighs 1): a missed
 # lookup costs a quarter of what a missed state change costs.
 _ADVISORY_WEIGHT = 0.25
-_NUMERIC = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?')
-
-
-def _verbs(text: str) -> frozenset[str]:
-    """A set of verbs written as words separated by white space."""
-    return frozenset(text.split())
 
 
 # ---------------------------------------------------------------------------------------------------
-# What a tool does: verbs as tool names and descriptions use them (English, any domain). A word is
-# looked up as written and, in descriptions, without a third-person "s" ("Cancels" -> cancel).
-_WRITE_VERBS = _verbs(
-    """
-    create add insert update modify edit change set put patch post delete remove cancel book reserve send
-    submit write save upload pay refund charge exchange return purchase buy apply assign approve reject close
-    enable disable toggle suspend resume activate deactivate reset restart reboot move rename register
-    subscribe unsubscribe schedule reschedule issue grant revoke deploy refuel make mark archive merge commit
-    publish upgrade downgrade replace install uninstall block unblock lock unlock confirm complete start stop
-    kill terminate finalize claim redeem upsert append clear drop transfer share invite accept decline process
-    void attach detach unlink connect disconnect provision allocate increase decrease extend renew rebook
-    destroy erase purge overwrite rollback revert forward
-    """
-)
-_READ_VERBS = _verbs(
-    """
-    get list search find read lookup look fetch describe view show query retrieve browse inspect count locate
-    load download check verify peek scan explore see resolve grep watch monitor poll test
-    """
-)
-# Names and descriptions of tools that change nothing and read nothing outside: computations, notes to
-# self, the answer itself.
-_COMPUTE_VERBS = _verbs(
-    """
-    calculate calc calculator compute think reason reflect plan convert evaluate math format parse validate
-    summarize summarise translate estimate final answer sum multiply divide
-    """
-)
-# A hand-off passes the conversation on (to a human, another agent): it changes who answers, not the world.
-_HANDOFF_VERBS = frozenset({'transfer', 'handoff', 'handover', 'escalate', 'delegate', 'route', 'forward'})
-_HANDOFF_ONLY = frozenset({'handoff', 'handover', 'escalate', 'delegate'})  # a hand-off whatever follows
-_HANDOFF_TEXT = re.compile(
-    r'\b(?:transfer|hand(?:s|ing)? off|hand(?:s)? over|escalate|route|forward)s?\b[^.]{0,40}\b(?:to|with)\b[^.]{0,30}'
-    r'\b(?:human|agent|person|operator|specialist|representative|supervisor|team)',
-    re.IGNORECASE,
-)
-_NO_CHANGE_TEXT = re.compile(
-    r'\bread[- ]only\b|\b(?:does|do|will|would) not (?:\w+ ){0,6}(?:change|modify|alter|write|update|affect)'
-    r'|\bwithout (?:changing|modifying|altering)|\bno side[- ]effects?\b',
-    re.IGNORECASE,
-)
-_READ_ONLY_TEXT = re.compile(r'\bread[- ]only\b|\bno side[- ]effects?\b', re.IGNORECASE)
-_DESCRIPTION_LEAD = re.compile(
-    r'^\s*(?:(?:this|the) (?:tool|function|endpoint|api)\s*(?:is used to|can be used to|will|lets you|allows you to)?'
-    r'|use (?:this|the) (?:tool|function) to|(?:a )?(?:tool|function) (?:that|to)|used to|allows? (?:you|the \w+) to'
-    r'|lets? (?:you|the \w+)|(?:it )?(?:can|will)|helps? (?:you )?(?:to )?)\b\s*',
-    re.IGNORECASE,
-)
-
-
-@dataclass(frozen=True)
-class Effect:
-    """What a tool does to the world, and the evidence that says so (reported with every call)."""
-
-    kind: EffectKind
-    evidence: Evidence
-    why: str
-
-    @property
-    def state_changing(self) -> bool:
-        return self.kind == 'write'
-
-    def as_dict(self) -> dict[str, Any]:
-        return {'state_changing': self.state_changing, 'kind': self.kind, 'evidence': self.evidence, 'why': self.why}
-
-
-def _words(name: str) -> list[str]:
-    """A tool name as lower-case words: snake_case, kebab-case, dotted, slashed and camelCase split."""
-    spaced = re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', ' ', name)
-    return [w for w in re.split(r'[^A-Za-z0-9]+', spaced.lower()) if w]
-
-
-def _verb_kind(word: str) -> EffectKind | None:
-    if word in _WRITE_VERBS:
-        return 'write'
-    if word in _READ_VERBS:
-        return 'read'
-    if word in _COMPUTE_VERBS:
-        return 'compute'
-    return None
-
-
-def _by_name(name: str) -> Effect:
-    """The last resort: what the tool's name says (module docstring, rule 4). Words before the first
-    known verb (a namespace, a product: `airline.cancelReservation`, `context7_get_docs`) are skipped."""
-    words = _words(name)
-    for k, word in enumerate(words):
-        if words[k : k + 2] in (['hand', 'off'], ['hand', 'over']) or (
-            word in _HANDOFF_VERBS and (words[k + 1 : k + 2] == ['to'] or word in _HANDOFF_ONLY)
-        ):
-            return Effect('hand-off', 'name', f'{name!r} names a hand-off (transfer_to_X, handoff, escalate)')
-        kind = _verb_kind(word)
-        if kind is not None:  # the first known verb decides: `cancel_search_job` writes, `search_cancelled` reads
-            return Effect(kind, 'name', f'{word!r} in the name')
-    return Effect('unknown', 'name', 'no verb in the name says it changes state (a failure needs evidence)')
-
-
-def _by_description(text: str) -> Effect | None:
-    """What a tool's description says it does, or None when it does not tell (rule 2). Its leading verb
-    decides; a description that says it changes nothing ("read-only", "will not change the database")
-    makes it a read, except that a leading write verb yields only to "read-only" or "no side effects"
-    ("Cancel the booking. This does not affect other passengers" still writes)."""
-    if _HANDOFF_TEXT.search(text):
-        return Effect('hand-off', 'description', 'the description hands the conversation off')
-    lead = _first_verb(text)
-    word = (_DESCRIPTION_LEAD.sub('', text.strip(), count=1).split(None, 1) or [''])[0].strip('.,:;()"\'`').lower()
-    if lead == 'write' and not _READ_ONLY_TEXT.search(text):
-        return Effect('write', 'description', f'the description begins with {word!r}')
-    if _NO_CHANGE_TEXT.search(text[:600]):
-        return Effect('compute' if lead == 'compute' else 'read', 'description', 'the description says it changes nothing')
-    if lead is None:
-        return None
-    return Effect(lead, 'description', f'the description begins with {word!r}')
-
-
-def _first_verb(text: str) -> EffectKind | None:
-    rest = _DESCRIPTION_LEAD.sub('', text.strip(), count=1)
-    words = rest.split(None, 1)
-    if not words:
-        return None
-    word = words[0].strip('.,:;()"\'`').lower()
-    if word in ('returns', 'gets', 'retrieves', 'lists', 'fetches', 'looks', 'searches', 'finds', 'shows', 'reads'):
-        return 'read'  # "Returns the status" reads; "Return some items" (imperative) writes
-    for candidate in (word, word[:-1] if word.endswith('s') else word, word[:-2] if word.endswith('es') else word):
-        kind = _verb_kind(candidate)
-        if kind is not None:
-            return kind
-    return None
-
-
-def tool_definitions(record: QueryRecord) -> dict[str, dict[str, Any]]:
-    """Tool name -> its definition (`annotations`, `description`) from the record's `metadata.tools`, then
-    the tools the agent had (`QueryRecord.tools`: descriptions only) for the tools `metadata.tools` leaves out.
-
-    Reads MCP tool definitions (`{"name", "description", "annotations"}`), OpenAI tool schemas
-    (`{"type": "function", "function": {"name", "description", ...}}`) and a mapping of name to
-    definition."""
-    tools = record.metadata.get('tools')
-    items: list[Any]
-    if isinstance(tools, dict):
-        items = [{'name': k, **v} if isinstance(v, dict) else {'name': k} for k, v in tools.items()]
-    elif isinstance(tools, list):
-        items = list(tools)
-    else:
-        items = []
-    items += [{'name': t.name, 'description': t.description or ''} for t in record.tools or []]
-    out: dict[str, dict[str, Any]] = {}
-    for tool in items:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get('function')
-        inner: dict[str, Any] = function if isinstance(function, dict) else tool
-        name = inner.get('name') or tool.get('name')
-        if not isinstance(name, str) or not name:
-            continue
-        if name in out:  # `metadata.tools` (which may carry annotations) before `QueryRecord.tools`
-            continue
-        notes = inner.get('annotations') or tool.get('annotations')
-        description = inner.get('description') or tool.get('description')
-        out[name] = {
-            'annotations': notes if isinstance(notes, dict) else {},
-            'description': description if isinstance(description, str) else '',
-        }
-    return out
-
-
-def read_only_tools(record: QueryRecord) -> dict[str, bool]:
-    """Tool name -> its `readOnlyHint`, from the tool definitions a record carries (`metadata.tools`)."""
-    return {
-        name: d['annotations']['readOnlyHint']
-        for name, d in tool_definitions(record).items()
-        if isinstance(d['annotations'].get('readOnlyHint'), bool)
-    }
-
-
-def classify_tool(
-    name: str,
-    definition: Mapping[str, Any] | None = None,
-    rule: Mapping[str, Any] | None = None,
-    *,
-    read_only_patterns: Sequence[str] = (),
-    state_changing_patterns: Sequence[str] = (),
-) -> Effect:
-    """Whether `name` changes state, from the best evidence there is (module docstring: annotation,
-    description, profile, name)."""
-    definition = definition or {}
-    notes = definition.get('annotations') or {}
-    if notes.get('readOnlyHint') is True:
-        return Effect('read', 'annotation', 'readOnlyHint: true')
-    if notes.get('destructiveHint') is True:
-        return Effect('write', 'annotation', 'destructiveHint: true')
-    if notes.get('readOnlyHint') is False:
-        return Effect('write', 'annotation', 'readOnlyHint: false')
-    description = definition.get('description') or ''
-    if description.strip() and (by_text := _by_description(description)) is not None:
-        return by_text
-    rule = rule or {}
-    if isinstance(rule.get('read_only'), bool):
-        return Effect(
-            'read' if rule['read_only'] else 'write', 'profile', f'tools.{name}.read_only: {str(rule["read_only"]).lower()}'
-        )
-    for pattern in state_changing_patterns:
-        if re.search(pattern, name):
-            return Effect('write', 'profile', f'state_changing_patterns: {pattern!r}')
-    for pattern in read_only_patterns:
-        if re.search(pattern, name):
-            return Effect('read', 'profile', f'read_only_patterns: {pattern!r}')
-    return _by_name(name)
-
-
-@dataclass(frozen=True)
-class CallMatch:
-    """One expected call and the actual call (its index in `record.tool_calls()`) it was matched to."""
-
-    expected: ExpectedToolCall
-    actual_index: int | None
-
-
-@dataclass(frozen=True)
-class _Compare:
-    """How one tool's arguments compare: which top-level keys count (`keys`), each value's mode, and the
-    lists compared in order (`ordered`: argument paths, `flights.stops`; every other list of scalars is a
-    multiset)."""
-
-    keys: ArgumentMatch = 'exact'
-    values: ValueMatch = 'lenient'
-    args: Mapping[str, ValueMatch] = field(default_factory=dict)
-    free_text_words: int = _FREE_TEXT_WORDS
-    ordered: frozenset[str] = frozenset()
-
-    def mode(self, key: str) -> ValueMatch:
-        return self.args.get(key, self.values)
-
-    def differing(self, expected: dict[str, Any] | None, actual: dict[str, Any] | str) -> list[str]:
-        """The argument names whose values differ (`['(arguments)']` for arguments that are not an object)."""
-        if expected is None:
-            return []
-        if not isinstance(actual, dict):
-            return ['(arguments)']
-        keys = [k for k in expected if self.mode(k) != 'ignore' and not self.equal(k, expected[k], actual, k in actual)]
-        if self.keys == 'exact':
-            keys += [k for k in actual if k not in expected and self.mode(k) != 'ignore']
-        return keys
-
-    def equal(self, key: str, want: Any, actual: dict[str, Any], present: bool) -> bool:
-        """Whether the call's value of top-level argument `key` is what the reference says, as an API reads
-        it (`_fits`): whatever the top-level rule (`keys`), nested keys the reference does not name are
-        ignored and lists of scalars are multisets unless `ordered` names them."""
-        return present and _fits(want, actual[key], self.mode(key), self.free_text_words, self.ordered, key)
-
-    def free_text(self, value: Any) -> bool:
-        return isinstance(value, str) and len(value.split()) >= self.free_text_words
-
-
-def _fits(want: Any, have: Any, mode: ValueMatch, words: int, ordered: frozenset[str], path: str) -> bool:
-    """`have` is what `want` says as an API reads it, at every depth below the top level: keys of nested
-    objects that `want` does not name are ignored; a list of scalars is a multiset (`[3, 1]` fits `[1, 3]`,
-    as `sorted(item_ids)` stores it) unless its `path` is in `ordered`; list items that are objects are
-    paired by a shared key (`_item_key`), else (or when ordered) by position; leaves compare by `mode`.
-    `path` names the value from the arguments' root (`flights.stops`: list items add nothing to it)."""
-    if isinstance(want, dict):
-        return isinstance(have, dict) and all(
-            k in have and _fits(v, have[k], mode, words, ordered, f'{path}.{k}') for k, v in want.items()
-        )
-    if isinstance(want, list | tuple):
-        if not isinstance(have, list | tuple) or len(want) != len(have):
-            return False
-        if path in ordered:
-            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
-        if all(_is_scalar(x) for x in (*want, *have)):
-            return Counter(_leaf(w, mode, words) for w in want) == Counter(_leaf(h, mode, words) for h in have)
-        key = _item_key(want, have)
-        if key is None:
-            return all(_fits(w, h, mode, words, ordered, path) for w, h in zip(want, have, strict=True))
-        by_key = {_leaf(h[key], mode, words): h for h in have}
-        return all(
-            (match := by_key.get(_leaf(w[key], mode, words))) is not None and _fits(w, match, mode, words, ordered, path)
-            for w in want
-        )
-    return bool(_leaf(want, mode, words) == _leaf(have, mode, words))
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def _leaf(value: Any, mode: ValueMatch, words: int) -> Any:
-    value = _lenient(value, words) if mode == 'lenient' else _normal(value)
-    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
-
-
-def _item_key(want: Sequence[Any], have: Sequence[Any]) -> str | None:
-    """The key list items are paired by: one every item on both sides has with a scalar value, unique
-    on each side; `id`, then `*_id`/`*Id`, then `name`/`key`, then any other. None: pair by position."""
-    if not want or not all(isinstance(x, dict) for x in (*want, *have)):
-        return None
-    shared = set.intersection(*(set(x) for x in (*want, *have)))
-    both = (*want, *have)
-    usable = [k for k in shared if _scalar_in_all(k, both) and _unique_in(k, want) and _unique_in(k, have)]
-
-    def rank(k: str) -> tuple[int, str]:
-        low = k.lower()
-        return (0 if low == 'id' else 1 if low.endswith(('_id', 'id')) else 2 if low in ('name', 'key') else 3, k)
-
-    return min(usable, key=rank) if usable else None
-
-
-def _scalar_in_all(key: str, items: Sequence[dict[str, Any]]) -> bool:
-    return all(isinstance(x[key], str | int | float) and not isinstance(x[key], bool) for x in items)
-
-
-def _unique_in(key: str, items: Sequence[dict[str, Any]]) -> bool:
-    return len({json.dumps(x[key]) for x in items}) == len(items)
-
-
-def match_expected_calls(
-    expected: Sequence[ExpectedToolCall],
-    calls: Sequence[ToolCall],
-    *,
-    ordered: bool = False,
-    arguments: ArgumentMatch = 'exact',
-    values: ValueMatch = 'lenient',
-    compare: Callable[[str], _Compare] | None = None,
-) -> list[CallMatch]:
-    """Match each expected call to a distinct successful call: a maximum matching, not a greedy one.
-
-    Greedy matching fails on wildcards (`args: null` taking the one call a specific expectation needed),
-    so unordered matching uses augmenting paths and ordered matching a longest common subsequence.
-    `compare` gives each tool's comparison (per-tool and per-argument modes); by default every tool
-    compares with `arguments` and `values`.
-    """
-    usable = [i for i, c in enumerate(calls) if not c.failed]
-    default = _Compare(keys=arguments, values=values)
-    rule = compare or (lambda _name: default)
-
-    def fits(e: ExpectedToolCall, i: int) -> bool:
-        return calls[i].tool_name == e.tool_name and not rule(e.tool_name).differing(e.args, calls[i].args)
-
-    pairs = _ordered_matching(expected, usable, fits) if ordered else _bipartite_matching(expected, usable, fits)
-    return [CallMatch(e, pairs.get(k)) for k, e in enumerate(expected)]
-
-
 @functools.cache
 def _module_source() -> str:
-    """The matching code, read once: the criteria hash changes when the semantics do."""
+    """The check's code, read once: this module, the call matching and what a tool does (the criteria hash
+    changes when the semantics do)."""
     import sys
 
-    return inspect.getsource(sys.modules[__name__])
+    from sensei_eval.evaluators import call_matching, tool_effects
+
+    return ''.join(inspect.getsource(module) for module in (sys.modules[__name__], call_matching, tool_effects))
 
 
 @register_judge
@@ -534,7 +174,7 @@ class ReferenceCheck(Judge):
     # a profile's own name rules (regular expressions), checked before the built-in name rules
     read_only_patterns: Sequence[str] = ()
     state_changing_patterns: Sequence[str] = ()
-    free_text_words: int = _FREE_TEXT_WORDS
+    free_text_words: int = FREE_TEXT_WORDS
 
     def __post_init__(self) -> None:
         if self.values not in _VALUE_MATCHES:
@@ -603,10 +243,10 @@ class ReferenceCheck(Judge):
                     warnings.append(f'metadata.reference_check.{key}: expected one of {", ".join(allowed)}; ignored')
         return replace(self, **changes), warnings
 
-    def compare_for(self, tool: str) -> _Compare:
+    def compare_for(self, tool: str) -> Compare:
         """How `tool`'s arguments compare under this check's options and its rule for the tool."""
         rule = self.tools.get(tool, {})
-        return _Compare(
+        return Compare(
             keys=self.arguments,
             values=rule.get('values', self.values),
             args=dict(rule.get('args', {})),
@@ -885,82 +525,6 @@ def _expected_details(matches: list[CallMatch], required: list[bool], steps: lis
 
 
 # ---------------------------------------------------------------------------------------------------
-# Matching
-
-
-def _normal(value: Any) -> Any:
-    """JSON normalisation: what JSON cannot tell apart compares equal (key order, tuples vs lists)."""
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def _lenient(value: Any, free_text_words: int) -> Any:
-    """The lenient form of a value: numeric strings as numbers, strings stripped, free text folded."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if _NUMERIC.fullmatch(text):
-            try:
-                return float(text)
-            except ValueError:  # pragma: no cover - the pattern only lets floats through
-                return text
-        return ' '.join(text.casefold().split()) if len(text.split()) >= free_text_words else text
-    if isinstance(value, dict):
-        return {str(k): _lenient(v, free_text_words) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_lenient(v, free_text_words) for v in value]
-    return _normal(value)
-
-
-def _bipartite_matching(
-    expected: Sequence[ExpectedToolCall], usable: list[int], fits: Callable[[ExpectedToolCall, int], bool]
-) -> dict[int, int]:
-    """Maximum bipartite matching (Kuhn's augmenting paths): expected index -> call index."""
-    owner: dict[int, int] = {}  # call index -> expected index
-
-    def augment(k: int, seen: set[int]) -> bool:
-        for i in usable:
-            if i in seen or not fits(expected[k], i):
-                continue
-            seen.add(i)
-            if i not in owner or augment(owner[i], seen):
-                owner[i] = k
-                return True
-        return False
-
-    for k in range(len(expected)):
-        augment(k, set())
-    return {k: i for i, k in owner.items()}
-
-
-def _ordered_matching(
-    expected: Sequence[ExpectedToolCall], usable: list[int], fits: Callable[[ExpectedToolCall, int], bool]
-) -> dict[int, int]:
-    """The longest run of expected calls matched in order (LCS with `fits` as equality)."""
-    n, m = len(expected), len(usable)
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for a in range(n - 1, -1, -1):
-        for b in range(m - 1, -1, -1):
-            best = max(table[a + 1][b], table[a][b + 1])
-            if fits(expected[a], usable[b]):
-                best = max(best, table[a + 1][b + 1] + 1)
-            table[a][b] = best
-    pairs: dict[int, int] = {}
-    a = b = 0
-    while a < n and b < m:
-        if fits(expected[a], usable[b]) and table[a][b] == table[a + 1][b + 1] + 1:
-            pairs[a] = usable[b]
-            a, b = a + 1, b + 1
-        elif table[a + 1][b] >= table[a][b + 1]:
-            a += 1
-        else:
-            b += 1
-    return pairs
-
-
-# ---------------------------------------------------------------------------------------------------
 # Findings
 
 
@@ -970,17 +534,17 @@ def _parameter_issue(
     candidates: list[int],
     used: set[int],
     steps: list[int | None],
-    compare: _Compare,
+    compare: Compare,
 ) -> ToolParameterIssue:
     """The closest call of the right tool (fewest differing keys, unmatched calls first) and what differs."""
-    want = _normal(e.args or {})
+    want = normal_value(e.args or {})
 
     def diff(i: int) -> list[str]:
         return [k for k in compare.differing(e.args, calls[i].args) if k != '(arguments)']
 
     best = min(candidates, key=lambda i: (i in used, len(diff(i)), i))
     keys = diff(best) or ['(arguments)']
-    have = _normal(calls[best].args) if isinstance(calls[best].args, dict) else calls[best].args
+    have = normal_value(calls[best].args) if isinstance(calls[best].args, dict) else calls[best].args
     actual = {k: have.get(k, '(absent)') for k in keys} if isinstance(have, dict) else have
     suggested = {k: want.get(k, '(absent)') for k in keys}
     step = steps[best]
