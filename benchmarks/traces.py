@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from sensei_eval.core.datasets import load_dataset  # noqa: E402
 from sensei_eval.core.errors import LoadNotice  # noqa: E402
-from sensei_eval.core.records import FINAL_ANSWER_TOOLS, LoadResult  # noqa: E402
+from sensei_eval.core.message_formats import FINAL_ANSWER_TOOLS  # noqa: E402
+from sensei_eval.core.records import LoadResult  # noqa: E402
 
 DEFAULT_DIR = ROOT / 'tests' / 'data' / 'agent_traces'
 RECORDED = ROOT / 'tests' / 'data' / 'otlp' / 'recorded'

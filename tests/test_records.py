@@ -24,7 +24,8 @@ from pydantic_ai.messages import (
 
 from sensei_eval.core.datasets import load_dataset, load_datasets
 from sensei_eval.core.errors import LoadError, RecordFieldError
-from sensei_eval.core.records import LoadResult, QueryRecord, Rating, detect_format
+from sensei_eval.core.message_formats import detect_format
+from sensei_eval.core.records import LoadResult, QueryRecord, Rating
 
 # ---------------------------------------------------------------------------------------------------
 # Inline histories, one per format

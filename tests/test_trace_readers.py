@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from sensei_eval.core.datasets import load_dataset
-from sensei_eval.core.records import QueryRecord, speaker_of
+from sensei_eval.core.message_formats import speaker_of
+from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.span_model import Span, SpanEvent
 from sensei_eval.core.traces import build_trace, load_traces
 

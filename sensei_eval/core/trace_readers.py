@@ -40,12 +40,12 @@ from typing import Any
 from openinference.semconv.trace import SpanAttributes
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as genai
 
+from sensei_eval.core.message_formats import FINAL_ANSWER_TOOLS
 from sensei_eval.core.readers import langfuse
 from sensei_eval.core.readers.history import Conversation
 from sensei_eval.core.readers.model_calls import model_inputs, model_outputs, records_messages, value_text
 from sensei_eval.core.readers.pydantic_ai import ALL_MESSAGES, ALL_MESSAGES_EVENTS, read_whole_history
 from sensei_eval.core.readers.tool_spans import tool_definitions
-from sensei_eval.core.records import FINAL_ANSWER_TOOLS
 from sensei_eval.core.span_model import Span, SpanIndex
 
 __all__ = ('RunContent', 'agent_name', 'read_run', 'speaker_of_span')

@@ -13,7 +13,7 @@ hold a run to rules it can see. The tools the agent had (`QueryRecord.tools`) op
 with its parameters and what it does, so "a tool that should have been called" is judged against what was
 there, not guessed; a record without them says the inventory was not recorded. In multi-agent runs each
 step names who spoke (`[5] assistant (Validation_Expert): ...`), from the speaker every loader keeps
-(`records.speaker_of`).
+(`message_formats.speaker_of`).
 
 Over the token budget, the oldest tool results are cut first, then the oldest long assistant/user turns,
 then the system prompt, and last the middle of whatever is still longest; each cut removes only what is
@@ -51,7 +51,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from sensei_eval.core.records import QueryRecord, ToolSpec, speaker_of
+from sensei_eval.core.message_formats import speaker_of
+from sensei_eval.core.records import QueryRecord, ToolSpec
 from sensei_eval.core.sanitize import clean_text
 
 __all__ = (
