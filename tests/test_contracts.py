@@ -11,7 +11,7 @@ from sensei_eval.core.issues import Issue
 from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport
 from sensei_eval.evaluators.base import FailureModeJudge
-from sensei_eval.evaluators.investigation import CATEGORIES
+from sensei_eval.evaluators.investigation_answers import CATEGORIES
 from sensei_eval.evaluators.registry import JUDGES
 
 RECORD = {'query_id': 'q', 'run_id': 'r', 'evaluated_at': '2025-01-01T00:00:00Z', 'query': 'x', 'messages': []}

@@ -12,16 +12,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, render_transcript
-from sensei_eval.evaluators import investigation
-from sensei_eval.evaluators.investigation import (
+from sensei_eval.evaluators import investigation, investigation_answers, investigation_prompts
+from sensei_eval.evaluators.investigation import InvestigationJudge, StructuredInvestigationJudge
+from sensei_eval.evaluators.investigation_answers import constrained_score_schema, extract_score
+from sensei_eval.evaluators.investigation_prompts import (
     FOLLOWUP_MISSING_TOOLS_PROMPT,
     INVESTIGATION_SYSTEM_PROMPT,
     PROMPT_HASH,
     SCORE_PROMPT,
-    InvestigationJudge,
-    StructuredInvestigationJudge,
-    constrained_score_schema,
-    extract_score,
     is_current_prompt,
 )
 from sensei_eval.models.judge_model import JudgeModel, smoke_schema
@@ -215,7 +213,7 @@ async def test_structured_variant_returns_typed_output() -> None:
     assert d['missing_tools'][0]['tool_name'] == 'kubectl-logs'
     assert d['alternative_approaches'][0]['steps'][0] == 'kubectl-logs api-7f9'
     assert d['score_breakdown']['tool_relevance'] == 12
-    assert d['prompt_hash'] == investigation.STRUCTURED_PROMPT_HASH != PROMPT_HASH
+    assert d['prompt_hash'] == investigation_prompts.STRUCTURED_PROMPT_HASH != PROMPT_HASH
     assert 'ALTERNATIVE APPROACHES' in calls[0] and '"alternative_approaches"' in calls[0]
 
 
@@ -361,7 +359,7 @@ async def test_phase_callback_reports_the_phases_in_order_for_a_scripted_scoring
 
     model = JudgeModel(FunctionModel(fn, model_name='scripted'), 'function:scripted')
     result = await InvestigationJudge().score(record, render_transcript(record), model, on_phase=phases.append)
-    assert phases == list(investigation.SCORING_PHASES) == ['scoring', 'missing_tools']
+    assert phases == list(investigation_answers.SCORING_PHASES) == ['scoring', 'missing_tools']
     assert during == [('scoring', 'scoring'), ('scoring', 'scoring'), ('missing_tools', 'missing_tools')]
     assert result.status == 'ok' and result.score_attempts == 2
 
@@ -384,7 +382,7 @@ async def test_freeform_result_is_typed_and_converts_to_the_judge_result() -> No
         '1. read-file: again\nprose: no'
     )
     result = await InvestigationJudge().score(record, transcript, Script([answer], missing=missing).model())
-    assert isinstance(result, investigation.InvestigationResult) and result.variant == 'freeform'
+    assert isinstance(result, investigation_answers.InvestigationResult) and result.variant == 'freeform'
     assert result.total_score == 45 and result.smoke is False and result.prompt_hash == PROMPT_HASH
     assert result.breakdown.as_dict() == {'logical_flow': 12, 'consistency': 14, 'tool_relevance': 10, 'synthesis_quality': 9}
     assert [(t.tool_name, t.rationale) for t in result.missing_tools] == [
@@ -420,11 +418,11 @@ async def test_structured_result_is_typed_and_reports_both_phases() -> None:
 
 def test_every_rubric_category_has_a_breakdown_field_and_a_schema_key() -> None:
     """The categories are defined once (`CATEGORIES`); what cannot be derived from it is held equal here."""
-    keys = [key for key, _ in investigation.CATEGORIES]
-    assert list(investigation.ScoreBreakdown.model_fields) == keys
-    assert [k for k in investigation.constrained_score_schema()['properties'] if k != 'analysis'] == keys
-    lines = '\n'.join(f'{label}: {n}/25' for n, (_, label) in enumerate(investigation.CATEGORIES, 1))
-    assert investigation.parse_breakdown(lines).as_dict() == {key: n for n, key in enumerate(keys, 1)}
+    keys = [key for key, _ in investigation_answers.CATEGORIES]
+    assert list(investigation_answers.ScoreBreakdown.model_fields) == keys
+    assert [k for k in investigation_answers.constrained_score_schema()['properties'] if k != 'analysis'] == keys
+    lines = '\n'.join(f'{label}: {n}/25' for n, (_, label) in enumerate(investigation_answers.CATEGORIES, 1))
+    assert investigation_answers.parse_breakdown(lines).as_dict() == {key: n for n, key in enumerate(keys, 1)}
 
 
 def test_the_investigation_judges_old_names_still_import_with_a_deprecation_warning() -> None:

@@ -28,11 +28,8 @@ from sensei_eval.core.reports import build_report
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
 from sensei_eval.core.transcript import FENCE_END, FENCE_START, Transcript, render_transcript
 from sensei_eval.evaluators.base import JUDGE_SYSTEM_PROMPT, UNTRUSTED_DATA_RULE, FailureModeJudge, fill_template
-from sensei_eval.evaluators.investigation import (
-    INVESTIGATION_SYSTEM_PROMPT,
-    InvestigationJudge,
-    StructuredInvestigationJudge,
-)
+from sensei_eval.evaluators.investigation import InvestigationJudge, StructuredInvestigationJudge
+from sensei_eval.evaluators.investigation_prompts import INVESTIGATION_SYSTEM_PROMPT
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models.judge_model import JudgeModel
 

@@ -34,7 +34,8 @@ from sqlalchemy.orm import Session
 
 from sensei_eval.core.errors import SenseiError
 from sensei_eval.core.records import QueryRecord
-from sensei_eval.evaluators.investigation import JUDGE_OF_VARIANT, PROMPT_HASH, STRUCTURED_PROMPT_HASH
+from sensei_eval.evaluators.investigation import JUDGE_OF_VARIANT
+from sensei_eval.evaluators.investigation_prompts import PROMPT_HASH, STRUCTURED_PROMPT_HASH
 from sensei_eval.service.previews import cut, query_preview_column
 from sensei_eval.service.schemas import (
     EvaluationOut,

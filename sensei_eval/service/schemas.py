@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.sanitize import MAX_ID_LENGTH
-from sensei_eval.evaluators.investigation import is_current_prompt
+from sensei_eval.evaluators.investigation_prompts import is_current_prompt
 from sensei_eval.service.previews import PREVIEW_CHARS
 from sensei_eval.service.store import EvaluationRow, JobStatus, SessionRow, SessionStatus
 from sensei_eval.service.verdict_cache import Coverage, stored_verdict

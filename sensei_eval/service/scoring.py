@@ -19,7 +19,7 @@ and wakes the worker; the worker
   `scoring.completed` (with `total_score`) or `scoring.failed` (with `error_message` and the final status:
   `failed`, `timed_out` or `cancelled`);
 * **keeps** of a scoring what its API returns, from the investigation judge's typed result in the report
-  (`evaluators.investigation.RESULT_DETAIL`): the total, analyses, points per category, missing tools and
+  (`evaluators.investigation_answers.RESULT_DETAIL`): the total, analyses, points per category, missing tools and
   alternative approaches (`score_detail`) — nothing is parsed from text later;
 * **finishes** the row through `store.check_transition`, the one place status changes are validated: a
   row that is no longer `in_progress` (another process failed it as an orphan) is left alone and logged.
@@ -59,13 +59,8 @@ from sqlalchemy import delete, select
 from sensei_eval.core.errors import describe_error
 from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import RecordReport
-from sensei_eval.evaluators.investigation import (
-    JUDGE_OF_VARIANT,
-    RESULT_DETAIL,
-    SCORING_PHASE_CALLBACK,
-    InvestigationResult,
-    ScoringPhase,
-)
+from sensei_eval.evaluators.investigation import JUDGE_OF_VARIANT
+from sensei_eval.evaluators.investigation_answers import RESULT_DETAIL, SCORING_PHASE_CALLBACK, InvestigationResult, ScoringPhase
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.runner import judge_records

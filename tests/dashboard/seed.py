@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-from sensei_eval.evaluators.investigation import PROMPT_HASH, parse_missing_tools
+from sensei_eval.evaluators.investigation_answers import parse_missing_tools
+from sensei_eval.evaluators.investigation_prompts import PROMPT_HASH
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service.migrate import upgrade

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sensei_eval.core.reports import MODEL_CONFIDENCE
-from sensei_eval.evaluators.investigation import CATEGORIES
+from sensei_eval.evaluators.investigation_answers import CATEGORIES
 from sensei_eval.service.dashboard import CSP, latest, queries
 from sensei_eval.service.dashboard import patterns as patterns_module
 from sensei_eval.service.store import EvaluationRow

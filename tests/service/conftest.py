@@ -32,7 +32,7 @@ import uvicorn
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sensei_eval.evaluators.investigation import FOLLOWUP_MISSING_TOOLS_PROMPT
+from sensei_eval.evaluators.investigation_prompts import FOLLOWUP_MISSING_TOOLS_PROMPT
 from sensei_eval.models.judge_model import JudgeModel
 from sensei_eval.service import ServiceSettings, create_app
 from sensei_eval.service.migrate import upgrade

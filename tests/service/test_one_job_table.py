@@ -15,7 +15,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from sensei_eval.evaluators.investigation import PROMPT_HASH
+from sensei_eval.evaluators.investigation_prompts import PROMPT_HASH
 from sensei_eval.service.migrate import HEAD, current_revision, downgrade, upgrade
 from sensei_eval.service.store import EvaluationRow, Store, now_us
 

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from sensei_eval.evaluators.investigation import PROMPT_HASH, RESULT_DETAIL
+from sensei_eval.evaluators.investigation_answers import RESULT_DETAIL
+from sensei_eval.evaluators.investigation_prompts import PROMPT_HASH
 from sensei_eval.service import repository
 from sensei_eval.service.store import EvaluationRow, Store
 

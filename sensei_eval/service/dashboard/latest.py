@@ -21,10 +21,7 @@ from sqlalchemy.orm import Session
 
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.verdicts import RecordVerdict
-from sensei_eval.evaluators.investigation import (
-    PROMPT_HASH,
-    STRUCTURED_PROMPT_HASH,
-)
+from sensei_eval.evaluators.investigation_prompts import PROMPT_HASH, STRUCTURED_PROMPT_HASH
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service.dashboard.views import ScoreView
 from sensei_eval.service.schemas import ScoreOut

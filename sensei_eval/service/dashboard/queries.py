@@ -39,9 +39,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.core.reports import JudgeResult
 from sensei_eval.core.transcript import render_transcript
 from sensei_eval.core.verdicts import RecordVerdict, judge_status, record_verdict
-from sensei_eval.evaluators.investigation import (
-    is_current_prompt,
-)
+from sensei_eval.evaluators.investigation_prompts import is_current_prompt
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service import previews, repository
 from sensei_eval.service.dashboard.latest import (

@@ -12,10 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from sensei_eval.core.explain import ScoreExplanation
-from sensei_eval.evaluators.investigation import (
-    CATEGORIES,
-    CATEGORY_POINTS,
-)
+from sensei_eval.evaluators.investigation_answers import CATEGORIES, CATEGORY_POINTS
 from sensei_eval.service.schemas import MAX_OFFSET, ScoreOut
 from sensei_eval.service.store import SessionStatus
 from sensei_eval.service.verdict_cache import (
@@ -151,7 +148,7 @@ class CategoryOut(BaseModel):
     points: int = CATEGORY_POINTS
 
 
-# The rubric's categories in the order the page shows a breakdown (`evaluators.investigation.CATEGORIES`).
+# The rubric's categories in the order the page shows a breakdown (`evaluators.investigation_answers.CATEGORIES`).
 RUBRIC = [CategoryOut(key=key, label=label) for key, label in CATEGORIES]
 
 
