@@ -32,7 +32,7 @@ from benchmarks.billing_agent import COMPONENTS, BillingRunner, make_queries
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.optimize.evaluate import evaluate_prompt
 from sensei_eval.validate.compare import Resampling, compare_reports
-from sensei_eval.validate.comparison import Thresholds
+from sensei_eval.validate.results import Thresholds
 
 JUDGES = ['reference_check']
 

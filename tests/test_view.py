@@ -232,7 +232,7 @@ def test_a_050_score_with_every_verdict_passed_says_why(tmp_path: Path) -> None:
 
 
 def _comparison(passed: bool) -> Any:
-    from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, SideSummary, Thresholds
+    from sensei_eval.validate.results import Comparison, GateResult, MetricComparison, SideSummary, Thresholds
 
     overall = MetricComparison(metric='overall', kind='overall', n_pairs=3, old_mean=0.83, new_mean=0.5, delta=-0.33)
     overall.verdict = 'regressed' if not passed else 'no_change'

@@ -36,7 +36,6 @@ import ast
 import difflib
 import importlib.util
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -47,9 +46,10 @@ from typing import Any, Literal
 
 import yaml
 
+from sensei_eval.core.config import load_config_file
 from sensei_eval.core.errors import InputError, describe_error
 from sensei_eval.core.files import write_text_atomic
-from sensei_eval.core.user_modules import import_spec, public_name
+from sensei_eval.core.user_modules import import_spec, load_fresh, public_name
 
 __all__ = (
     'PLAIN_TEXT_COMPONENT',
@@ -395,18 +395,8 @@ def _offset(lines: list[int], lineno: int | None, col: int | None) -> int:
 
 
 def _load_fresh(path: Path) -> PromptComponents:
-    """Components of the module file at `path`, executed anew (not a cached import)."""
-    name = f'_sensei_saved_{abs(hash((str(path), path.stat().st_mtime_ns)))}'
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ComponentsError(f'{path}: cannot be imported')
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-        return _components_of(module, str(path))
-    finally:
-        sys.modules.pop(name, None)
+    """Components of the module file at `path`, executed anew (not a cached import: `user_modules.load_fresh`)."""
+    return _components_of(load_fresh(path), str(path))
 
 
 def _infer_assembly(names: list[str], build: Callable[[dict[str, str]], str]) -> Assembly | None:
@@ -442,14 +432,9 @@ def _infer_assembly(names: list[str], build: Callable[[dict[str, str]], str]) ->
 
 
 def _from_yaml(path: Path) -> PromptComponents:
-    try:
-        data = yaml.safe_load(path.read_text(encoding='utf-8-sig'))
-    except FileNotFoundError:
-        raise ComponentsError(f'{path}: no such file') from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        where = f':{mark.line + 1}' if mark is not None else ''
-        raise ComponentsError(f'{path}{where}: not valid YAML: {getattr(e, "problem", e)}') from None
+    if not path.is_file():
+        raise ComponentsError(f'{path}: no such file')
+    data, _ = load_config_file(path, what='prompt components', error=ComponentsError)  # the one YAML reader
     assembly: dict[str, str] = {}
     if isinstance(data, dict) and 'components' in data:
         for key in ('separator', 'template', 'prefix', 'suffix'):

@@ -63,9 +63,9 @@ from sensei_eval.judging.view import write_view
 from sensei_eval.models.judge_model import JudgeModel, preflight, resolve_model
 from sensei_eval.validate import stats
 from sensei_eval.validate.compare import JudgeSetError, Resampling, compare_reports
-from sensei_eval.validate.comparison import Comparison, Thresholds
 from sensei_eval.validate.gate import EXIT_INPUT_ERROR
 from sensei_eval.validate.render import print_comparison, to_markdown
+from sensei_eval.validate.results import Comparison, Thresholds
 from sensei_eval.validate.run import RunEvent, ValidateOptions, validate_prompts
 
 __all__ = ('app', 'load_report_dir', 'main', 'write_outputs')

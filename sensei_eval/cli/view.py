@@ -16,7 +16,7 @@ from sensei_eval.judging.run_folder import RunFolder, RunFolderError
 from sensei_eval.judging.view import DEFAULT_NAME, DEFAULT_PAGE_SIZE, write_view
 
 if TYPE_CHECKING:
-    from sensei_eval.validate.comparison import Comparison
+    from sensei_eval.validate.results import Comparison
 
 __all__ = ('app', 'main', 'not_a_run', 'view')
 
@@ -70,7 +70,7 @@ def _read_gate(path: Path) -> Comparison:
     from pydantic import ValidationError
 
     from sensei_eval.core.errors import validation_message
-    from sensei_eval.validate.comparison import Comparison
+    from sensei_eval.validate.results import Comparison
 
     try:
         return Comparison.model_validate_json(path.read_text(encoding='utf-8'))

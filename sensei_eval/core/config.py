@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from sensei_eval.core.errors import ConfigError, json_error_text
+from sensei_eval.core.errors import ConfigError, SenseiError, json_error_text
 
 __all__ = ('CONFIG_SUFFIXES', 'KeyLines', 'default_cache_dir', 'load_config_file')
 
@@ -30,7 +30,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'sensei-eval'
 
 
-def load_config_file(path: Path, *, what: str = 'config file', error: type[ConfigError] = ConfigError) -> tuple[Any, KeyLines]:
+def load_config_file(path: Path, *, what: str = 'config file', error: type[SenseiError] = ConfigError) -> tuple[Any, KeyLines]:
     """A user's config file (profile, sampler config, optimize run config) read as TOML, JSON or YAML by its
     suffix, and for YAML the line of every mapping key, so a later error can name it. A file that cannot be
     read or parsed is an `error` (the caller's `ConfigError`) naming the file, and the line when known;

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ('import_spec', 'public_name')
+__all__ = ('import_spec', 'load_fresh', 'public_name')
 
 # private package alias -> the package directory it stands for
 _ALIAS_ROOTS: dict[str, Path] = {}
@@ -47,6 +47,19 @@ def import_spec(spec: str) -> ModuleType:
     name = f'_sensei_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}'
     if name in sys.modules:
         return sys.modules[name]
+    return _execute(path, name, keep=True)
+
+
+def load_fresh(path: Path) -> ModuleType:
+    """The `.py` file at `path` executed anew as a stand-alone module, not kept in `sys.modules` (a file
+    written a moment ago, read back to check it: never a cached import of an earlier version)."""
+    stamp = f'{path.resolve()}:{path.stat().st_mtime_ns}'
+    return _execute(path, f'_sensei_fresh_{hashlib.sha256(stamp.encode()).hexdigest()[:12]}', keep=False)
+
+
+def _execute(path: Path, name: str, *, keep: bool) -> ModuleType:
+    """`path` executed as module `name`; kept in `sys.modules` when `keep` (its own imports of it resolve
+    while it runs either way)."""
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
         raise ImportError(f'{path} cannot be imported as a module')
@@ -57,6 +70,8 @@ def import_spec(spec: str) -> ModuleType:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    if not keep:
+        sys.modules.pop(name, None)
     return module
 
 

@@ -71,7 +71,7 @@ _Key = tuple[str, int]  # (query_id, repeat): how a record of one run is matched
 
 
 class GateMetric(Protocol):
-    """One metric of the gate's comparison (`validate.comparison.MetricComparison` has it)."""
+    """One metric of the gate's comparison (`validate.results.MetricComparison` has it)."""
 
     @property
     def metric(self) -> str: ...
@@ -86,7 +86,7 @@ class GateMetric(Protocol):
 
 
 class GateResultLike(Protocol):
-    """The gate's result (`validate.comparison.GateResult` has it)."""
+    """The gate's result (`validate.results.GateResult` has it)."""
 
     @property
     def passed(self) -> bool: ...
@@ -97,7 +97,7 @@ class GateResultLike(Protocol):
 
 
 class GateDecision(Protocol):
-    """What the comparison page reads of the gate beside it: `validate.comparison.Comparison`."""
+    """What the comparison page reads of the gate beside it: `validate.results.Comparison`."""
 
     @property
     def gate(self) -> GateResultLike: ...

@@ -69,6 +69,7 @@ __all__ = (
     'RATE_LIMITED',
     'RETRY_AFTER_CAP_S',
     'ConnectionWatch',
+    'FailureStreak',
     'RetryingModel',
     'RunStoppedError',
     'call_deadline',
@@ -85,25 +86,38 @@ CONNECTION_FAILURES_TO_STOP = 3
 
 
 @dataclass
-class ConnectionWatch:
+class FailureStreak:
+    """Failures in a row: each failure counts one more, a success starts again from none. The one counter
+    behind the run's "first failure" rule (`ConnectionWatch`) and the service's circuit breaker
+    (`service.reliability.CircuitBreaker`)."""
+
+    failures: int = 0
+
+    def count_failure(self) -> int:
+        """One more failure in a row; how many there now are."""
+        self.failures += 1
+        return self.failures
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class ConnectionWatch(FailureStreak):
     """The "first failure" rule, shared by every judge of a run: after `limit` connection failures in a
     row (no success in between) `stopped` holds the one reason, and no new model call is made."""
 
     limit: int = CONNECTION_FAILURES_TO_STOP
-    failures: int = 0
     stopped: str | None = None
 
     def failed(self, where: str, error: BaseException) -> None:
-        self.failures += 1
+        self.count_failure()
         if self.stopped is None and self.failures >= self.limit:
             detail = str(error).strip() or type(error).__name__
             self.stopped = (
                 f'stopped calling the judge model: {where} could not be reached {self.failures} times in a row '
                 f'({type(error).__name__}: {detail})'
             )
-
-    def succeeded(self) -> None:
-        self.failures = 0
 
 
 # Attempts in all (the first and two retries): enough to ride out a blip, few enough that a dead

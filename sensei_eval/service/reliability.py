@@ -30,7 +30,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from sensei_eval.core.errors import ModelCallError
-from sensei_eval.models.retry import is_retryable
+from sensei_eval.models.retry import FailureStreak, is_retryable
 
 __all__ = ('CircuitBreaker', 'CircuitOpenError', 'ReliableModel')
 
@@ -39,14 +39,14 @@ class CircuitOpenError(ModelCallError):
     """The breaker is open: the call was refused without reaching the model."""
 
 
-class CircuitBreaker:
+class CircuitBreaker(FailureStreak):
     """Closed → open after `threshold` consecutive failures → half-open after `reset_s` → closed or open."""
 
     def __init__(self, threshold: int = 5, reset_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.threshold = threshold
         self.reset_s = reset_s
         self._clock = clock
-        self.failures = 0
         self._opened_at: float | None = None
         self._trial_in_flight = False
 
@@ -70,13 +70,12 @@ class CircuitBreaker:
         raise CircuitOpenError(f'circuit breaker open after {self.failures} consecutive failed model calls; failing fast ({why})')
 
     def record_success(self) -> None:
-        self.failures = 0
+        self.succeeded()
         self._opened_at = None
         self._trial_in_flight = False
 
     def record_failure(self, trial: bool = False) -> None:
-        self.failures += 1
-        if trial or self.failures >= self.threshold:
+        if self.count_failure() >= self.threshold or trial:
             self._opened_at = self._clock()
         if trial:
             self._trial_in_flight = False

@@ -30,9 +30,9 @@ from sensei_eval.evaluators.registry import DEFAULT_JUDGES
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.models.judge_model import JudgeModel, resolve_model
 from sensei_eval.validate.compare import OVERALL, JudgeSetError, Resampling, compare_reports, split_run_id
-from sensei_eval.validate.comparison import Comparison, GateResult, MetricComparison, RunError, SideSummary, Thresholds
 from sensei_eval.validate.gate import EXIT_INPUT_ERROR, EXIT_OK, EXIT_REGRESSION, decide
 from sensei_eval.validate.render import print_comparison, to_markdown
+from sensei_eval.validate.results import Comparison, GateResult, MetricComparison, RunError, SideSummary, Thresholds
 from sensei_eval.validate.run import ValidateOptions, run_agent, validate_prompts
 
 __all__ = (

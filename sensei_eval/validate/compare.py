@@ -52,7 +52,8 @@ from sensei_eval.core.modes import MODES
 from sensei_eval.core.reports import RecordReport, rebuild_report
 from sensei_eval.core.verdicts import is_missing_verdict, judge_status, mode_verdicts
 from sensei_eval.validate import stats
-from sensei_eval.validate.comparison import (
+from sensei_eval.validate.gate import decide
+from sensei_eval.validate.results import (
     SCORES_TEST,
     Comparison,
     GateResult,
@@ -62,7 +63,6 @@ from sensei_eval.validate.comparison import (
     SideSummary,
     Thresholds,
 )
-from sensei_eval.validate.gate import decide
 
 __all__ = (
     'OVERALL',

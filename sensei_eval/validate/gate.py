@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sensei_eval.validate import stats
-from sensei_eval.validate.comparison import SCORES_TEST, Comparison, GateResult, MetricComparison, Thresholds, Verdict
+from sensei_eval.validate.results import SCORES_TEST, Comparison, GateResult, MetricComparison, Thresholds, Verdict
 
 __all__ = (
     'EXIT_INPUT_ERROR',

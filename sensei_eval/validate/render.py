@@ -17,7 +17,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from sensei_eval.validate.comparison import Comparison, MetricComparison, NoiseSummary
+from sensei_eval.validate.results import Comparison, MetricComparison, NoiseSummary
 
 __all__ = ('print_comparison', 'to_markdown')
 

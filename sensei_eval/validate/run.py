@@ -38,7 +38,7 @@ from sensei_eval.core.records import QueryRecord
 from sensei_eval.judging.options import JudgeRunOptions
 from sensei_eval.judging.record import JudgeEvent
 from sensei_eval.validate.compare import Resampling, compare_reports
-from sensei_eval.validate.comparison import Comparison, RunError, SideSummary, Thresholds
+from sensei_eval.validate.results import Comparison, RunError, SideSummary, Thresholds
 
 __all__ = ('RunEvent', 'SideRun', 'ValidateOptions', 'prompt_text', 'run_agent', 'run_id_for', 'validate_prompts')
 

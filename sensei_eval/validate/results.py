@@ -1,4 +1,4 @@
-"""What a before/after comparison is made of: its metrics with their verdicts, the two sides, the gate's
+"""The results of a before/after comparison: its metrics with their verdicts, the two sides, the gate's
 thresholds and result. Data only, so the comparing (`compare`) and the deciding (`gate`) both read it.
 """
 
