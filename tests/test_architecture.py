@@ -250,10 +250,7 @@ def test_the_judge_command_has_the_flags_the_document_names() -> None:
 def test_the_preflight_runs_in_its_own_event_loop_before_judging() -> None:
     """ARCHITECTURE.md: `preflight` runs in its own short `asyncio.run`, finished before the judging loop
     starts (so nothing of the judging loop may be created in it)."""
-    from rich.console import Console
-
-    from sensei_eval.cli.common import ModelFlags, setup_judge_model
-    from sensei_eval.models.judge_model import JudgeModel
+    from sensei_eval.models.judge_model import JudgeModel, ModelChoice, open_judge_model
 
     assert 'own short `asyncio.run`' in _section('Path 1')
     seen: list[asyncio.AbstractEventLoop] = []
@@ -264,7 +261,7 @@ def test_the_preflight_runs_in_its_own_event_loop_before_judging() -> None:
     def resolve(*args: Any, **kwargs: Any) -> JudgeModel:
         return JudgeModel('test', 'test')
 
-    setup_judge_model(ModelFlags(), err=Console(stderr=True), resolve=resolve, check=check)
+    open_judge_model(ModelChoice(), resolve=resolve, check=check)  # what run_dataset and every command call
     assert len(seen) == 1 and seen[0].is_closed()
 
 

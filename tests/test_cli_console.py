@@ -84,8 +84,8 @@ def test_validate_judging_total_is_what_the_runner_reports() -> None:
 
 
 def test_tables_are_printed_whole_without_a_terminal() -> None:
-    from sensei_eval.validate.results import Comparison, GateResult, MetricComparison, SideSummary, Thresholds
     from sensei_eval.validate.render import print_comparison
+    from sensei_eval.validate.results import Comparison, GateResult, MetricComparison, SideSummary, Thresholds
 
     long_name = 'tool_selection/docs_tool_check_for_the_whole_documentation_agent'
     metric = MetricComparison(metric=long_name, kind='judge', n_pairs=3, old_mean=1.0, new_mean=0.5, delta=-0.5)

@@ -29,7 +29,6 @@ from pydantic_ai.models import override_allow_model_requests
 from typer.testing import CliRunner
 
 from sensei_eval.cli import judge as judge_cli
-from sensei_eval.cli.common import ModelFlags, setup_judge_model
 from sensei_eval.core.config import default_cache_dir
 from sensei_eval.evaluators.registry import make_judges
 from sensei_eval.judging.cache import JudgeCache
@@ -37,7 +36,14 @@ from sensei_eval.judging.options import NO_FUSING, JudgeRunOptions
 from sensei_eval.judging.runner import judge_records
 from sensei_eval.models import embedded
 from sensei_eval.models.embedded import SharedServer
-from sensei_eval.models.judge_model import ModelUsageError, embedded_model, preflight, resolve_model
+from sensei_eval.models.judge_model import (
+    ModelChoice,
+    ModelUsageError,
+    embedded_model,
+    open_judge_model,
+    preflight,
+    resolve_model,
+)
 
 from .helpers import openai_record
 
@@ -341,12 +347,11 @@ def test_a_server_that_cannot_start_fails_once_not_per_request(caplog: pytest.Lo
 def test_thread_count_from_the_flag_or_the_environment(
     spawns: list[list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from rich.console import Console
-
     async def no_check(model: Any) -> None:
         return None
 
-    model = setup_judge_model(ModelFlags('embedded', embedded_threads=3), err=Console(stderr=True), check=no_check)
+    model = open_judge_model(ModelChoice('embedded', embedded_threads=3), check=no_check)  # `--embedded-threads 3`
+    assert model is not None
     ask(model.model)
     model.close()
     monkeypatch.setenv('SENSEI_EMBEDDED_THREADS', '2')

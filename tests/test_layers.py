@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +45,36 @@ def test_a_command_still_loads_when_called() -> None:
     args = [sys.executable, '-m', 'sensei_eval', 'cache', 'stats', '--help']
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and 'sensei_eval cache stats' in proc.stdout and '--dir' in proc.stdout
+
+
+def _imports_cli(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('sensei_eval.cli'):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == 'sensei_eval' and any(a.name == 'cli' for a in node.names):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.startswith('sensei_eval.cli') for a in node.names):
+            return True
+    return False
+
+
+# Test modules that import the CLI to test its structure rather than to run a command: the map's claims about
+# it, its help against the docs, which modules each command mounts, how light its start is.
+_CLI_STRUCTURE_TESTS = {'test_architecture.py', 'test_docs.py', 'test_contracts_params.py', 'test_layers.py'}
+
+
+def test_only_tests_of_the_cli_import_it() -> None:
+    """A run is the library's (`judging.run.run_dataset`, `judging.record.judge_record`): a test module imports
+    `sensei_eval.cli` only to test a command (it runs one, with typer's CliRunner or in a subprocess) or the
+    CLI's structure, and never to reach into a run (no test patches a command module's model resolution)."""
+    tests = Path(__file__).parent
+    offenders = []
+    for path in sorted(tests.rglob('*.py')):
+        source = path.read_text(encoding='utf-8')
+        if not _imports_cli(ast.parse(source)) or path.name in _CLI_STRUCTURE_TESTS:
+            continue
+        runs_a_command = 'CliRunner' in source or 'subprocess' in source or '.app(' in source
+        reaches_in = re.search(r"setattr\((judge|validate|optimize|calibrate)_cli, '(resolve_model|preflight)'", source)
+        if not runs_a_command or reaches_in:
+            offenders.append(str(path.relative_to(tests)))
+    assert offenders == [], f'these import sensei_eval.cli without testing a command: {offenders}'
