@@ -37,11 +37,16 @@ def test_embedded_model_judges_a_record_end_to_end(tmp_path: Path) -> None:
         model.close()
     assert model._server is None
     assert set(report.judges) == {'tool_selection', 'hallucination', 'completeness'}
-    for result in report.judges.values():
+    results = list(report.judges.values())
+    # the three judges fused into one call (the run's default): its cost is shared out over them, and each
+    # result names the call (or, answered alone, why)
+    assert sum(r.requests for r in results) >= 1 and sum(r.input_tokens for r in results) > 500
+    assert sum(r.output_tokens for r in results) > 0
+    assert all('fused' in r.details or 'fused_fallback' in r.details for r in results)
+    for result in results:
         # a 135M model often echoes the schema's text instead of judging: that parses, and is inconclusive
         assert result.status in ('ok', 'inconclusive'), result.error
         assert result.model == 'embedded:SmolLM2-135M-Instruct'
-        assert result.requests >= 1 and result.input_tokens > 500 and result.output_tokens > 0
         if result.status == 'ok':
             assert result.score is not None and 0.0 <= result.score <= 1.0
         else:
