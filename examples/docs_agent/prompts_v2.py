@@ -1,6 +1,6 @@
 """A proposed change to `prompts.py`: four sections gain one rule each.
 
-What a pull request changing the agent's prompt would look like; docs/validate.md's `sensei-eval validate`
+What a pull request changing the agent's prompt would look like; docs/gate.md's `sensei-eval validate`
 example compares it with `prompts.py`. Same components, same `build_prompt()`.
 """
 

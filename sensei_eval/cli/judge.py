@@ -102,7 +102,7 @@ def judge(
         typer.Option(
             min=200,
             metavar='TOKENS',
-            help='Transcript budget, tokens (default 60,000; embedded model 600, capped to the context).',
+            help='Transcript budget, tokens (default 60,000; embedded model 250, capped to the context).',
         ),
     ] = None,
     profile: Annotated[

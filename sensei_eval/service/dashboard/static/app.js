@@ -67,8 +67,8 @@ export function judgementBadge(evaluationStatus, overall, smoke = false, coverag
   return h('span', {
     class: `badge judgement-badge ${cls}${smoke ? ' is-smoke' : ''}`,
     title: coverage
-      ? `Overall score of the latest failure-mode evaluation: ${coverage.label} (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)`
-      : 'Overall score of the latest failure-mode evaluation (0-1: the product of the judged modes\u2019 scores, an LLM judge\u2019s weighted by its confidence)',
+      ? `Overall score of the latest failure-mode evaluation: ${coverage.label} (0.50 and above: passed, only minor findings cost; below 0.50: a mode failed, below 0.25 by a check)`
+      : 'Overall score of the latest failure-mode evaluation (0.50 and above: passed, only minor findings cost; below 0.50: a mode failed, below 0.25 by a check)',
     dataset: { testid: 'judgement-badge', state: evaluationStatus || 'not_judged', overall: overall ?? '', coverage: coverage ? coverage.label : '' },
     text,
   });
@@ -1003,8 +1003,8 @@ function alertsView() {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Rejected traces: OTLP traces that gave no run, with the reason (what POST /v1/traces also answered in
-// partial_success)
+// Traces: every OTLP trace sent to /v1/traces, newest first: accepted ones with the runs they gave (a link to
+// each session), rejected ones with why (what POST /v1/traces also answered in partial_success)
 
 function tracesView() {
   const root = h('section', { class: 'traces' });
@@ -1013,28 +1013,43 @@ function tracesView() {
   async function load() {
     let page;
     try {
-      page = await getJSON('/api/v1/traces?status=rejected&limit=100');
+      page = await getJSON('/api/v1/traces?limit=100');
     } catch (e) {
-      clear(root).append(h('h1', {}, 'Rejected traces'), errorBox(e.message));
+      clear(root).append(h('h1', {}, 'Traces'), errorBox(e.message));
       return;
     }
     clear(root);
+    const rejected = page.items.filter((t) => t.status === 'rejected').length;
     append(
       root,
-      h('h1', {}, 'Rejected traces'),
-      h('p', { class: 'muted' }, `Traces sent to /v1/traces that gave no agent run (${page.total} in all), newest first, with why.`),
+      h('h1', {}, 'Traces'),
+      h(
+        'p',
+        { class: 'muted' },
+        `Traces sent to /v1/traces (${page.total} in all; ${rejected} of these rejected), newest first: the runs each gave, or why it gave none.`,
+      ),
     );
-    if (!page.items.length) root.append(h('p', { class: 'muted', dataset: { testid: 'no-rejected-traces' } }, 'No rejected traces.'));
+    if (!page.items.length) root.append(h('p', { class: 'muted', dataset: { testid: 'no-traces' } }, 'No traces yet.'));
+    if (page.items.length && !rejected) root.append(h('p', { class: 'muted', dataset: { testid: 'no-rejected-traces' } }, 'No rejected traces.'));
     const list = h('ul', { class: 'alert-list' });
     for (const t of page.items) {
+      const bad = t.status === 'rejected';
+      const badge = { ingested: 'good', rejected: 'bad' }[t.status] || 'muted';
+      const runs = (t.runs || []).map((r) =>
+        h('li', {}, h('a', { href: `#/session/${encodeURIComponent(r.session_id)}` }, r.agent || r.session_id), h('span', { class: 'muted small' }, ` ${r.sampled ? 'judged' : 'not sampled'}: ${r.reason}`)),
+      );
       list.append(
         h(
           'li',
-          { class: 'card alert', dataset: { testid: 'rejected-trace', traceId: t.trace_id } },
+          { class: bad ? 'card alert' : 'card', dataset: { testid: bad ? 'rejected-trace' : 'trace', traceId: t.trace_id, status: t.status } },
           h('strong', {}, t.trace_id),
-          h('span', { class: 'badge bad' }, t.status),
+          h('span', { class: `badge ${badge}` }, t.status),
           h('span', { class: 'muted small' }, ` ${t.span_count} span(s) · ${fmtTime(t.updated_at_us)}`),
-          h('p', { class: 'small', dataset: { testid: 'rejected-reason' } }, t.error || 'no reason recorded'),
+          bad
+            ? h('p', { class: 'small', dataset: { testid: 'rejected-reason' } }, t.error || 'no reason recorded')
+            : runs.length
+              ? h('ul', { class: 'small', dataset: { testid: 'trace-runs' } }, ...runs)
+              : h('p', { class: 'small muted' }, t.error || (t.status === 'pending' ? 'waiting for the rest of the trace' : 'no run')),
         ),
       );
     }
