@@ -87,7 +87,9 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=0, help='Scorings running at once here (0: API only).')] = 10,
+    concurrency: Annotated[
+        int, typer.Option(min=0, help='Jobs (evaluations and scorings) running at once here (0: API only).')
+    ] = 10,
     scorer: Annotated[
         str, typer.Option(help='Scoring variant: freeform (the score on its last line) or structured (typed output).')
     ] = 'freeform',
@@ -96,10 +98,13 @@ def serve(
     ] = None,
     timeout: Annotated[
         float,
-        typer.Option(callback=_finite(0.001, '--timeout'), help='Seconds one scoring may take before it is timed_out.'),
+        typer.Option(
+            callback=_finite(0.001, '--timeout'),
+            help='Seconds one job (an evaluation or a scoring) may take before it is timed_out.',
+        ),
     ] = 300.0,
     grace: Annotated[
-        float, typer.Option(callback=_finite(0, '--grace'), help='Seconds in-flight scorings get to finish on shutdown.')
+        float, typer.Option(callback=_finite(0, '--grace'), help='Seconds in-flight jobs get to finish on shutdown.')
     ] = 30.0,
     max_body: Annotated[
         int, typer.Option(min=1, max=2**31 - 1, help='Largest request body in bytes (larger gets 413).')

@@ -747,6 +747,7 @@ def _limit(node: Any, key: str | None = None) -> None:
 # Every judge the library offers, registered where it is defined (`register_judge`), in the order defined: the
 # registry (`evaluators.registry`) names, groups and lists them from here.
 _registered: dict[str, type[Judge]] = {}
+_register_listeners: list[Callable[[], None]] = []
 _JudgeT = TypeVar('_JudgeT', bound=type[Judge])
 
 
@@ -760,7 +761,17 @@ def register_judge(cls: _JudgeT) -> _JudgeT:
     if known is not None and known is not cls:
         raise ValueError(f'two judges share the name {cls.name!r}: {known.__qualname__} and {cls.__qualname__}')
     _registered[cls.name] = cls
+    if known is None:
+        # a judge defined after the registry was imported (a user's module) is named at once, like one of ours
+        for derive in _register_listeners:
+            derive()
     return cls
+
+
+def on_register(derive: Callable[[], None]) -> None:
+    """Call `derive` whenever a judge is registered from now on (how the registry, which sits above this
+    module, keeps its names and groups in step with judges defined after it was imported)."""
+    _register_listeners.append(derive)
 
 
 def registered_judges() -> tuple[type[Judge], ...]:

@@ -37,7 +37,7 @@ from sensei_eval.evaluators import (  # noqa: F401
     sources,
     tool_usage,
 )
-from sensei_eval.evaluators.base import FailureModeJudge, Judge, registered_judges, set_known_judges
+from sensei_eval.evaluators.base import FailureModeJudge, Judge, on_register, registered_judges, set_known_judges
 from sensei_eval.evaluators.fused import FusedJudge, FuseSpecError, parse_fuse_spec
 
 __all__ = (
@@ -113,6 +113,7 @@ def _derive_from_modes() -> None:
 
 
 modes.on_change(_derive_from_modes)
+on_register(_derive_from_modes)
 
 
 class UnknownJudgeError(ConfigError):

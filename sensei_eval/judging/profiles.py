@@ -166,8 +166,8 @@ def record_judges(
     profiles: Mapping[str, Profile] | None = None,
 ) -> list[Judge]:
     """The judges a run gives `record`: those its profile runs (its own `metadata.profile` when it names a known
-    one, else `profile`), configured by that profile. What a pydantic-evals `Case`'s `evaluators` should be for
-    the case to be judged as `sensei-eval judge` judges it (`Dataset` evaluators run on every case)."""
+    one, else `profile`), configured by that profile. The record engine (`judging.record`) applies it to every
+    record, a judge's pydantic-evals `evaluate()` included, so a `Dataset`'s evaluators need not."""
     known = {**BUILTIN_PROFILES, **(profiles or {}), profile.name: profile}
     name = record.metadata.get('profile')
     chosen = known[name] if isinstance(name, str) and name in known else profile

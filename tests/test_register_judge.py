@@ -1,0 +1,74 @@
+"""A judge is added in one place: `register_judge` on its class. Also a user's judge, defined after the registry
+was imported, is at once a name `--judges` takes, in its groups, and judged like ours.
+
+Run in a fresh interpreter: a judge registered here would stay in the registry of the whole test session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+_USER_MODULE = textwrap.dedent(
+    '''
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from sensei_eval.evaluators import registry  # imported first: the judge below comes later
+    from sensei_eval.evaluators.base import register_judge
+    from sensei_eval.evaluators.checks import DeterministicCheck
+    from sensei_eval.core.issues import AgentFormatIssue
+
+    assert 'shouting_check' not in registry.JUDGES
+
+    @register_judge
+    @dataclass(repr=False)
+    class ShoutingCheck(DeterministicCheck):
+        """An answer written in capitals."""
+
+        name: ClassVar[str] = 'shouting_check'
+        failure_mode: ClassVar[str | None] = 'agent_format'
+
+        def find(self, record, transcript):
+            answer = record.final_answer or ''
+            if answer and answer == answer.upper():
+                fix = 'Write in sentences.'
+                return [AgentFormatIssue(steps=[], problem_type='filler', example_text=answer[:40], suggested_fix=fix)]
+            return []
+
+    print('names', 'shouting_check' in registry.JUDGES)
+    print('checks', 'shouting_check' in registry.GROUPS['checks'])
+    print('all', 'shouting_check' in registry.GROUPS['all'])
+    print('resolved', registry.resolve_names(['shouting_check']))
+    '''
+)
+
+
+def test_a_judge_registered_after_the_registry_is_named_grouped_and_resolved() -> None:
+    done = subprocess.run([sys.executable, '-c', _USER_MODULE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ['names True', 'checks True', 'all True']
+    assert lines[3] == "resolved ['shouting_check']"
+
+
+def test_two_judges_cannot_share_a_name() -> None:
+    code = textwrap.dedent(
+        """
+        from dataclasses import dataclass
+        from typing import ClassVar
+        from sensei_eval.evaluators.base import register_judge
+        from sensei_eval.evaluators.checks import DeterministicCheck
+
+        try:
+            @register_judge
+            @dataclass(repr=False)
+            class Again(DeterministicCheck):
+                name: ClassVar[str] = 'greeting_check'
+        except ValueError as e:
+            print(e)
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "two judges share the name 'greeting_check'" in done.stdout
