@@ -278,8 +278,9 @@ def via_cli(
 def via_pydantic_evals(
     records: Sequence[QueryRecord], *, judges: str = JUDGES, model: ModelFactory | None = None, together: bool = False
 ) -> Surface:
-    """A pydantic-evals `Dataset.evaluate`, each case with the judges its agent profile runs
-    (`profiles.record_judges`), the judges' default model scripted: each judge as its own evaluator, or
+    """A pydantic-evals `Dataset.evaluate` with the same judges on every case (the record engine each judge's
+    `evaluate()` runs applies the case's agent profile, as a run does), the judges' default model scripted:
+    each judge as its own evaluator, or
     (`together`) all of them in one `judging.evaluation.Verdicts`, which adds the overall score (and fuses
     the LLM judges as a run does: each judge on its own cannot)."""
     from pydantic_evals import Case, Dataset
@@ -287,16 +288,12 @@ def via_pydantic_evals(
     from sensei_eval.evaluators import base
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.judging.evaluation import Verdicts
-    from sensei_eval.judging.profiles import record_judges
 
     made = make_judges(judges.split(','))
-
-    def evaluators(record: QueryRecord) -> list[Any]:
-        chosen = record_judges(record, made)
-        return [Verdicts(chosen)] if together else list(chosen)
-
     dataset = Dataset[QueryRecord, QueryRecord, Any](
-        name='conformance', cases=[Case(name=r.query_id, inputs=r, evaluators=evaluators(r)) for r in records]
+        name='conformance',
+        cases=[Case(name=r.query_id, inputs=r) for r in records],
+        evaluators=[Verdicts(made)] if together else list(made),
     )
 
     async def task(record: QueryRecord) -> QueryRecord:
