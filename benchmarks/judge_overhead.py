@@ -2,7 +2,8 @@
 
 The fake model (a pydantic-ai `FunctionModel`) sleeps `latency` seconds and returns a valid verdict, so
 all the time above `ceil(N·K / C) × latency` is ours: transcript rendering, prompt building, pydantic-ai
-agent runs, output validation, report assembly. Prints wall / ideal (target ≤ 1.1).
+agent runs, output validation, report assembly. Each judge is its own call (`fuse=("none",)`), so N·K calls are
+made. Prints wall / ideal (target ≤ 1.1).
 
     python benchmarks/judge_overhead.py [--records 50] [--judges 3] [--concurrency 1 4 16] [--latency 0.1 0.5]
 """
@@ -65,7 +66,9 @@ def run(records: int, judges: int, concurrency: int, latency: float) -> tuple[fl
     data = [_record(i) for i in range(records)]
     start = time.perf_counter()
     reports = asyncio.run(
-        judge_records(data, JudgeRunOptions(make_judges(names), _fake(latency), concurrency=concurrency), run_id='bench')
+        judge_records(
+            data, JudgeRunOptions(make_judges(names), _fake(latency), concurrency=concurrency, fuse=('none',)), run_id='bench'
+        )
     )
     wall = time.perf_counter() - start
     assert all(r.status == 'ok' for rep in reports for r in rep.judges.values())
