@@ -120,6 +120,15 @@ async def test_every_llm_judge_is_shown_the_tools_the_agent_had() -> None:
         assert '- get_reservation(): Read a reservation.' in prompt
 
 
+def test_the_investigation_judge_is_shown_the_tools_too() -> None:
+    """The investigation judge is no failure-mode judge, but its prompt holds the same transcript header."""
+    from sensei_eval.evaluators.investigation_prompts import SCORE_PROMPT, fill
+
+    prompt = fill(SCORE_PROMPT, render_transcript(_record(tools=AIRLINE_TOOLS)), '')
+    assert 'TOOLS THE AGENT HAD (2):' in prompt
+    assert '- cancel_reservation(reservation_id*: string): Cancel the whole reservation.' in prompt
+
+
 def test_a_record_without_tools_says_the_inventory_is_unknown_and_an_empty_one_says_none() -> None:
     assert 'TOOLS THE AGENT HAD: not recorded' in render_transcript(_record()).text
     assert 'TOOLS THE AGENT HAD: none' in render_transcript(_record(tools=[])).text
