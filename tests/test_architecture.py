@@ -188,6 +188,21 @@ def test_the_external_names_are_what_the_document_says() -> None:
     from sensei_eval.judging.evaluation import evaluate_record
 
     assert record_engine() is evaluate_record
+    from sensei_eval.evaluators import base
+
+    # the name it falls back on (a checkout not installed, an editable install older than the entry point)
+    assert engines['record'] == base._OWN_ENGINE
+
+
+def test_a_judge_runs_its_engine_without_the_entry_point_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from sensei_eval.evaluators import base
+    from sensei_eval.judging.evaluation import evaluate_record
+
+    monkeypatch.setattr(importlib.metadata, 'entry_points', lambda **_: ())
+    monkeypatch.setattr(base, '_engine', None)
+    assert base.record_engine() is evaluate_record
 
 
 def test_the_where_a_change_belongs_table_names_real_files() -> None:

@@ -345,6 +345,8 @@ class RecordEngine(Protocol):
 # The entry point group (pyproject.toml) naming the record engine of `evaluate()`: the engine lives in a layer
 # above this one (`judging`), which this module may not import, so the package declares it there.
 ENGINE_ENTRY_POINTS = 'sensei_eval.engines'
+# What the entry point names; read by name when the entry point is not installed (see `record_engine`).
+_OWN_ENGINE = 'sensei_eval.judging.evaluation:evaluate_record'
 _engine: RecordEngine | None = None
 
 
@@ -356,18 +358,21 @@ def use_engine(engine: RecordEngine | None) -> None:
 
 def record_engine() -> RecordEngine:
     """The engine `evaluate()` runs: the one given to `use_engine`, else the one the `sensei_eval.engines`
-    entry point names (the package's `judging.evaluation.evaluate_record`)."""
+    entry point names, else (no entry point installed) the package's own `judging.evaluation.evaluate_record`."""
     global _engine
     if _engine is None:
         from importlib.metadata import entry_points
 
         found = entry_points(group=ENGINE_ENTRY_POINTS, name='record')
-        if not found:
-            raise JudgeError(
-                f'no record engine: the {ENGINE_ENTRY_POINTS} entry point is missing (is sensei-eval installed? '
-                'pip install -e . registers it), or call evaluators.base.use_engine(...)'
-            )
-        _engine = next(iter(found)).load()
+        if found:
+            _engine = next(iter(found)).load()
+        else:
+            # a checkout run without installing, or an editable install older than the entry point: the
+            # package's own engine, by the same name the entry point gives (never a judge without its engine)
+            import importlib
+
+            module, _, name = _OWN_ENGINE.partition(':')
+            _engine = getattr(importlib.import_module(module), name)
     return _engine
 
 
