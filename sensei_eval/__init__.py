@@ -5,7 +5,9 @@ The library in one place (the command-line tools and the service are thin layers
 * records: `QueryRecord`, `Rating`, `load_dataset`, `load_datasets`;
 * judges: `make_judges`, `Judge`, `FailureModeJudge`, `JudgeModel`, `resolve_model`, `Profile`,
   `resolve_profile`;
-* judging: `judge_records` (async) with a `JudgeRunOptions`, `RunFolder` (a run's reports and `summary.json`), `RunSummary`;
+* judging: `run_dataset(RunSpec(...))` (a whole run, as `sensei-eval judge` makes it), `judge_record` (async: one
+  record to its report), `judge_records` (async) with a `JudgeRunOptions`, `RunFolder` (a run's reports and
+  `summary.json`), `RunSummary`;
 * reports: `RecordReport`, `JudgeResult`, `load_reports`, `to_dataframe`;
 * agents: `Query`, `load_queries`, `AgentRunner`, `PydanticAIRunner`, `load_runner`, `PromptComponents`,
   `load_components`, `run_and_judge` (async) with `AgentRuns`;
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from sensei_eval.evaluators.registry import make_judges
     from sensei_eval.judging.options import JudgeRunOptions
     from sensei_eval.judging.profiles import Profile, resolve_profile
+    from sensei_eval.judging.record import judge_record
+    from sensei_eval.judging.run import RunSpec, run_dataset
     from sensei_eval.judging.run_folder import RunFolder, load_reports, to_dataframe
     from sensei_eval.judging.runner import judge_records
     from sensei_eval.models.judge_model import JudgeModel, resolve_model
@@ -75,6 +79,9 @@ _WHERE = {
     'to_dataframe': 'judging.run_folder',
     'RunFolder': 'judging.run_folder',
     'judge_records': 'judging.runner',
+    'judge_record': 'judging.record',
+    'run_dataset': 'judging.run',
+    'RunSpec': 'judging.run',
     'JudgeRunOptions': 'judging.options',
     'assert_no_regression': 'validate',
     'compare_reports': 'validate',
@@ -98,10 +105,12 @@ __all__ = (
     'Rating',
     'RecordReport',
     'RunFolder',
+    'RunSpec',
     'RunSummary',
     'assert_no_regression',
     'calibrate',
     'compare_reports',
+    'judge_record',
     'judge_records',
     'load_components',
     'load_dataset',
@@ -113,6 +122,7 @@ __all__ = (
     'resolve_model',
     'resolve_profile',
     'run_and_judge',
+    'run_dataset',
     'to_dataframe',
 )
 

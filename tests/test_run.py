@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,24 @@ def test_cli_list(scripted_cli: ScriptedJudge) -> None:
     assert result.exit_code == 0
     for name in ('tool_selection', 'hallucination', 'completeness'):
         assert name in result.output
+
+
+def test_a_whole_run_from_the_library_is_the_commands_run(tmp_path: Path) -> None:
+    """`sensei_eval.run_dataset(RunSpec(...))` is what `sensei-eval judge` runs: a run folder, its summary, the
+    core LLM judges fused into one call per record, and a second run answered from the cache."""
+    import sensei_eval
+
+    scripted = ScriptedJudge(_hallucinates)
+    spec = sensei_eval.RunSpec(
+        datasets=[_dataset(tmp_path)], model=scripted.model(), out_dir=tmp_path / 'out', run_id='lib1', cache=True
+    )
+    run = sensei_eval.run_dataset(spec)
+    assert run.reports == 2 and run.folder.path == tmp_path / 'out' / 'lib1'
+    assert run.summary.records_judged == 2 and run.summary.exit_code == 0
+    assert run.summary.model_requests == 2  # one fused call per record
+    saved = json.loads((tmp_path / 'out' / 'lib1' / 'summary.json').read_text())
+    assert saved['model_requests'] == 2 and saved['records_judged'] == 2
+    report = json.loads((tmp_path / 'out' / 'lib1' / 'records' / 'good-2.json').read_text())
+    assert 'hallucination' in report['failure_modes']
+    again = sensei_eval.run_dataset(dataclasses.replace(spec, run_id='lib2'))
+    assert again.summary.model_requests == 0 and again.summary.cache_hits >= 10
