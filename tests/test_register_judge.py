@@ -72,3 +72,34 @@ def test_two_judges_cannot_share_a_name() -> None:
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "two judges share the name 'greeting_check'" in done.stdout
+
+
+def test_a_judge_the_registry_refuses_is_not_left_half_registered() -> None:
+    code = textwrap.dedent(
+        """
+        from dataclasses import dataclass
+        from typing import ClassVar
+        from sensei_eval.core.modes import register_mode
+        from sensei_eval.evaluators import registry
+        from sensei_eval.evaluators.base import register_judge, registered_judges
+        from sensei_eval.evaluators.checks import DeterministicCheck
+        from tests.test_modes import POLITENESS, Politeness
+
+        register_mode(POLITENESS, Politeness)  # a mode's judge, named 'politeness'
+        before = (dict(registry.JUDGES), dict(registry.GROUPS))
+        try:
+            @register_judge
+            @dataclass(repr=False)
+            class Clash(DeterministicCheck):
+                name: ClassVar[str] = 'politeness'
+        except ValueError as e:
+            print(e)
+        print('rolled back', 'politeness' not in [c.name for c in registered_judges() if c is not Politeness])
+        print('registry unchanged', (dict(registry.JUDGES), dict(registry.GROUPS)) == before)
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    refused, rolled_back, unchanged = done.stdout.splitlines()
+    assert refused.startswith('two judges share a name') and refused.count('politeness') == 2
+    assert (rolled_back, unchanged) == ('rolled back True', 'registry unchanged True')

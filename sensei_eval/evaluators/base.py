@@ -767,9 +767,16 @@ def register_judge(cls: _JudgeT) -> _JudgeT:
         raise ValueError(f'two judges share the name {cls.name!r}: {known.__qualname__} and {cls.__qualname__}')
     _registered[cls.name] = cls
     if known is None:
-        # a judge defined after the registry was imported (a user's module) is named at once, like one of ours
-        for derive in _register_listeners:
-            derive()
+        # a judge defined after the registry was imported (a user's module) is named at once, like one of ours;
+        # one the registry refuses (a name a registered mode's judge has) is not left half registered
+        try:
+            for derive in _register_listeners:
+                derive()
+        except Exception:
+            del _registered[cls.name]
+            for derive in _register_listeners:
+                derive()
+            raise
     return cls
 
 
