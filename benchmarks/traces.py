@@ -41,6 +41,9 @@ from sensei_eval.core.errors import LoadNotice  # noqa: E402
 from sensei_eval.core.message_formats import FINAL_ANSWER_TOOLS  # noqa: E402
 from sensei_eval.core.records import LoadResult  # noqa: E402
 
+# the tests' in-memory tracer and logger providers, written as a Collector writes OTLP/JSON
+from tests.test_trace_producers_more import Capture as _Capture  # noqa: E402
+
 DEFAULT_DIR = ROOT / 'tests' / 'data' / 'agent_traces'
 RECORDED = ROOT / 'tests' / 'data' / 'otlp' / 'recorded'
 # What every framework run of the task does: these calls, in this order, each answered.
@@ -108,34 +111,6 @@ def frameworks(directory: Path) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------------------------------
 # Live producers
-
-
-class _Capture:
-    def __init__(self) -> None:
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogRecordExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-
-    def write(self, path: Path) -> Path:
-        from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-        from sensei_eval.core.traces import otlp_json_from_protobuf
-
-        lines = [json.dumps(otlp_json_from_protobuf(encode_spans(self.spans.get_finished_spans())))]
-        if self.logs.get_finished_logs():
-            lines.append(json.dumps(otlp_json_from_protobuf(encode_logs(self.logs.get_finished_logs()))))
-        path.write_text('\n'.join(lines) + '\n')
-        return path
 
 
 def _client_loop(base_url: str, capture: _Capture) -> None:
