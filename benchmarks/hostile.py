@@ -24,7 +24,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
 import zlib
@@ -65,36 +64,6 @@ def _alert(query_id: str, **extra: Any) -> dict[str, Any]:
     return _record(query_id, alert_data={'alert_type': 'SuspiciousCPU', 'pod': 'miner-7f'}, **extra)
 
 
-class _HealthProbe:
-    """`GET /api/v1/health` every 100 ms in a thread; `slowest` is the longest answer (a failure counts 10 s)."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.slowest, self.asked, self.failed = url, 0.0, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as c:
-            while not self._stop.is_set():
-                t = time.monotonic()
-                try:
-                    ok = c.get('/api/v1/health').status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                self.asked += 1
-                self.failed += not ok
-                self.slowest = max(self.slowest, time.monotonic() - t)
-                self._stop.wait(0.1)
-
-    def __enter__(self) -> _HealthProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(20)
-
-
 def _gzip_of_parts(*parts: bytes, repeat: bytes = b'', times: int = 0) -> bytes:
     c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     out = [c.compress(parts[0])]
@@ -128,7 +97,7 @@ def item1_costly_bodies(ctx: Ctx) -> Outcome:
     statuses: list[int] = []
     with Stub() as stub, service(ctx.db_url, stub) as svc, httpx.Client(base_url=svc.url, timeout=120) as c:
         base = svc.rss_mb()
-        with _HealthProbe(svc.url) as probe:
+        with harness.HealthProbe(svc.url) as probe:
             for name, path, body, headers in sends:
                 t = time.monotonic()
                 try:

@@ -51,6 +51,38 @@ class Outcome:
     backend: str = 'sqlite'
 
 
+class HealthProbe:
+    """`GET /api/v1/health` every `interval` seconds in a thread while the block runs: `asked`, `failed` (an
+    error counts as failed) and `slowest`, the longest answer (or wait) seen."""
+
+    def __init__(self, url: str, interval: float = 0.1) -> None:
+        self.url, self.interval = url, interval
+        self.slowest, self.asked, self.failed = 0.0, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=10) as c:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                try:
+                    ok = c.get('/api/v1/health').status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                self.asked += 1
+                self.failed += not ok
+                self.slowest = max(self.slowest, time.monotonic() - t)
+                self._stop.wait(self.interval)
+
+    def __enter__(self) -> HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(20)
+
+
 # ---------------------------------------------------------------------------------------------------
 # An OpenAI-compatible stub (the judge model), on loopback
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.hostile_harness import HealthProbe
 from sensei_eval.core.sanitize import JsonValueCounter, json_value_bound
 from sensei_eval.service.body_budget import BodyBudget, BodyRefusedError, count_protobuf_fields, inflate_gzip
 from sensei_eval.service.migrate import upgrade
@@ -46,37 +46,6 @@ def _long_string_gzip(n_bytes: int) -> bytes:
     return b''.join([*parts, c.compress(b'"}'), c.flush()])
 
 
-class _HealthProbe:
-    """Asks `GET /api/v1/health` every 50 ms in a thread; `slowest` is the longest answer (or wait) seen."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.slowest = 0.0
-        self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as c:
-            while not self._stop.is_set():
-                t = time.monotonic()
-                try:
-                    ok = c.get('/api/v1/health').status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                self.failures += not ok
-                self.slowest = max(self.slowest, time.monotonic() - t)
-                time.sleep(0.05)
-
-    def __enter__(self) -> _HealthProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(15)
-
-
 def test_costly_bodies_are_refused_before_they_are_parsed_and_health_stays_answered(tmp_path: Path) -> None:
     url = f'sqlite:///{tmp_path / "s.db"}'
     upgrade(url)
@@ -86,7 +55,7 @@ def test_costly_bodies_are_refused_before_they_are_parsed_and_health_stays_answe
     with (
         live_server(fast_settings(url), ScriptedScorer().model()) as server,
         httpx.Client(base_url=server.url, timeout=60) as c,
-        _HealthProbe(server.url) as probe,
+        HealthProbe(server.url, interval=0.05) as probe,
     ):
         started = time.monotonic()
         plain = c.post('/v1/traces', content=scalars, headers=JSON)
@@ -103,7 +72,7 @@ def test_costly_bodies_are_refused_before_they_are_parsed_and_health_stays_answe
     assert escaped.status_code in (400, 422), escaped.text
     assert good.status_code == 201
     assert took < 20, f'the five refusals took {took:.1f} s'
-    assert probe.failures == 0 and probe.slowest < 1.0, f'health: slowest answer {probe.slowest:.2f} s, {probe.failures} failed'
+    assert probe.failed == 0 and probe.slowest < 1.0, f'health: slowest answer {probe.slowest:.2f} s, {probe.failed} failed'
 
 
 def test_a_request_within_its_budget_is_still_taken_in_a_thread(tmp_path: Path) -> None:
