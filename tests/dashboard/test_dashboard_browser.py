@@ -24,7 +24,6 @@ from sensei_eval.core.reports import MODEL_CONFIDENCE
 
 from .seed import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     DashboardServer,
     ScriptedScorer,
     alert_record,
@@ -39,7 +38,7 @@ from .seed import (
 if not os.path.exists(CHROMIUM):
     pytest.skip(f'{CHROMIUM} is absent: apt-get install -y chromium to run the browser tests', allow_module_level=True)
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 XSS_SCRIPT = '<script>window.__pwned=1</script>'
 XSS_IMG = '<img src=x onerror="window.__pwned=1">'
@@ -58,14 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, gate: threading.Event) -> I
     scorer = ScriptedScorer(gate=gate)
     with dashboard_server(tmp_path_factory.mktemp('dash') / 'dash.db', scorer.model()) as s:
         yield s
-
-
-@pytest.fixture(scope='module')
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

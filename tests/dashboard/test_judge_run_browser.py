@@ -21,12 +21,12 @@ import pytest
 from sensei_eval.core.reports import RecordReport
 from tests.service.conformance import conformance_judge, judge_dataset
 
-from .seed import CHROMIUM, CHROMIUM_ARGS, DashboardServer, dashboard_server, ingest
+from .seed import CHROMIUM, DashboardServer, dashboard_server, ingest
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f'{CHROMIUM} is absent: apt-get install -y chromium to run the browser tests', allow_module_level=True)
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 SAMPLE = Path(__file__).parents[2] / 'sensei_eval' / 'data' / 'sample.jsonl'
 TIMEOUT_MS = 20_000
@@ -36,14 +36,6 @@ TIMEOUT_MS = 20_000
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashboardServer]:
     with dashboard_server(tmp_path_factory.mktemp('judge-run') / 'dash.db', conformance_judge().model()) as s:
         yield s
-
-
-@pytest.fixture(scope='module')
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

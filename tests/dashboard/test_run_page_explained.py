@@ -18,7 +18,7 @@ from sensei_eval.core.reports import JudgeResult, build_report
 from sensei_eval.evaluators.registry import JUDGES
 from sensei_eval.service.store import EvaluationRow, SessionRow, new_id, now_us
 
-from .seed import CHROMIUM, CHROMIUM_ARGS, DashboardServer, ScriptedScorer, dashboard_server, ingest, plain_record
+from .seed import CHROMIUM, DashboardServer, ScriptedScorer, dashboard_server, ingest, plain_record
 
 ADVISORY = 'search_docs was expected with q="retry policy" (advisory: read-only call)'
 
@@ -129,15 +129,7 @@ def test_the_session_view_explains_the_score_one_judge_at_a_time(server: Dashboa
 if not os.path.exists(CHROMIUM):
     pytest.skip(f'{CHROMIUM} is absent: apt-get install -y chromium to run the browser tests', allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
-
-
-@pytest.fixture(scope='module')
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 
 @pytest.fixture

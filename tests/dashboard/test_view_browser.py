@@ -14,20 +14,12 @@ from sensei_eval.judging.run_folder import load_reports
 from sensei_eval.judging.view import write_view
 from tests.test_view import LONG_REASON, NEW, OLD, make_run
 
-from .seed import CHROMIUM, CHROMIUM_ARGS
+from .seed import CHROMIUM
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f'{CHROMIUM} is absent: apt-get install -y chromium to run the browser tests', allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
-
-
-@pytest.fixture(scope='module')
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+from playwright.sync_api import Browser, Page, Request, expect
 
 
 @pytest.fixture
