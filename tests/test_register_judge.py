@@ -44,10 +44,16 @@ _USER_MODULE = textwrap.dedent(
 )
 
 
-def test_a_judge_registered_after_the_registry_is_named_grouped_and_resolved() -> None:
-    done = subprocess.run([sys.executable, '-c', _USER_MODULE], capture_output=True, text=True, timeout=120)
+def _python(code: str) -> str:
+    """`code` run in a fresh interpreter; its standard output (it must exit 0)."""
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    return done.stdout
+
+
+def test_a_judge_registered_after_the_registry_is_named_grouped_and_resolved() -> None:
+    stdout = _python(_USER_MODULE)
+    lines = stdout.splitlines()
     assert lines[:3] == ['names True', 'checks True', 'all True']
     assert lines[3] == "resolved ['shouting_check']"
 
@@ -69,9 +75,8 @@ def test_two_judges_cannot_share_a_name() -> None:
             print(e)
         """
     )
-    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "two judges share the name 'greeting_check'" in done.stdout
+    stdout = _python(code)
+    assert "two judges share the name 'greeting_check'" in stdout
 
 
 def test_a_judge_the_registry_refuses_is_not_left_half_registered() -> None:
@@ -98,8 +103,7 @@ def test_a_judge_the_registry_refuses_is_not_left_half_registered() -> None:
         print('registry unchanged', (dict(registry.JUDGES), dict(registry.GROUPS)) == before)
         """
     )
-    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    refused, rolled_back, unchanged = done.stdout.splitlines()
+    stdout = _python(code)
+    refused, rolled_back, unchanged = stdout.splitlines()
     assert refused.startswith('two judges share a name') and refused.count('politeness') == 2
     assert (rolled_back, unchanged) == ('rolled back True', 'registry unchanged True')
