@@ -109,12 +109,15 @@ def capture_model(prompts: Path) -> FunctionModel:
     return FunctionModel(answer, model_name=_MODEL_NAME)
 
 
-def replay_model(answers: Path) -> FunctionModel:
-    """A model that answers each prompt with the text in `answers/<key>.txt`."""
+def replay_model(answers: Path, asked: set[str] | None = None) -> FunctionModel:
+    """A model that answers each prompt with the text in `answers/<key>.txt` (each key it is asked for goes
+    into `asked`)."""
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         _first_request_only(messages)
         key = prompt_key(*_request_texts(messages))
+        if asked is not None:
+            asked.add(key)
         path = answers / f'{key}.txt'
         if not path.is_file():
             raise NoAnswer(f'no answer for prompt {key}')
@@ -128,8 +131,8 @@ def _judge(data: Path, model: FunctionModel, fuse: str, judges: Sequence[str]) -
     judge_model = resolve_model(model)
     judge_model.name = _MODEL_NAME
     judge_model.call_timeout_s = 60.0
-    built = make_judges(judges, fuse=None if fuse == 'none' else [fuse])
-    options = JudgeRunOptions(judges=built, model=judge_model, concurrency=4)
+    # `fuse` as the run's rule says it (`('none',)`: each failure mode in a call of its own), not the default
+    options = JudgeRunOptions(judges=make_judges(judges), model=judge_model, concurrency=4, fuse=(fuse,))
     return asyncio.run(judge_records(records, options, run_id=f'judge-quality-{fuse}'))
 
 
@@ -289,6 +292,19 @@ def replay(data: Path, answers: Path, fuse: str, judges: Sequence[str], *, stric
     return 0
 
 
+def separate_answers_asked(answers: Path, judges: Sequence[str]) -> int:
+    """1 when a stored separate answer (`none/`, which covers part of the runs) is no longer asked for: its
+    prompt changed, or the runs are no longer judged one mode a call. The fused replay cannot see that."""
+    stored = {p.stem for p in (answers / 'none' / 'answers').glob('*.txt')}
+    asked: set[str] = set()
+    _judge(_PACKAGED, replay_model(answers / 'none' / 'answers', asked), 'none', judges)
+    stale = sorted(stored - asked)
+    print(f'separate judging: {len(stored) - len(stale)} of {len(stored)} stored answers asked for')
+    if stale:
+        print(f'not asked for: {", ".join(stale[:5])}{" ..." if len(stale) > 5 else ""} (capture --fuse none, then answer)')
+    return 1 if stale else 0
+
+
 def _unanswered(report: RecordReport) -> bool:
     return any('no answer for prompt' in (r.error or '') for r in report.judges.values())
 
@@ -300,11 +316,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--answers', type=Path, default=_DEFAULT_ANSWERS, help='where prompts and answers live')
     parser.add_argument('--fuse', choices=('all', 'none', 'both'), default='both')
     parser.add_argument('--judges', default=','.join(DEFAULT_JUDGES))
-    parser.add_argument('--quick', action='store_true', help='replay the stored fused answers; fail on a missing one')
+    parser.add_argument(
+        '--quick',
+        action='store_true',
+        help='replay the stored fused answers (fail on a missing one); every stored separate answer must be asked for',
+    )
     args = parser.parse_args(argv)
     judges = [args.judges]
     if args.quick:
-        return replay(_PACKAGED, args.answers, 'all', judges, strict=True)
+        return replay(_PACKAGED, args.answers, 'all', judges, strict=True) or separate_answers_asked(args.answers, judges)
     if args.command == 'replay':
         return replay(args.data, args.answers, args.fuse, judges)
     modes = ('all', 'none') if args.fuse == 'both' else (args.fuse,)
