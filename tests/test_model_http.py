@@ -145,3 +145,37 @@ def test_batch_against_a_server_without_the_batch_api_is_one_message(tmp_path: P
     assert done.returncode == 2
     assert 'offers no Batch API (GET /batches answered 404); run without --batch' in done.stderr
     assert server.completions() == []  # nothing judged, nothing paid
+
+
+_LIBRARY_RUN = """
+import json, sys
+from pathlib import Path
+import sensei_eval
+from sensei_eval.models.judge_model import ModelChoice
+
+run = sensei_eval.run_dataset(sensei_eval.RunSpec(
+    query_ids=['docs-001', 'docs-002'], judges=['hallucination', 'checks'], cache=False,
+    model=ModelChoice('m', base_url=sys.argv[1]), out_dir=Path(sys.argv[2]), run_id='lib',
+))
+print(json.dumps({'exit_code': run.summary.exit_code, 'reports': run.reports, 'requests': run.summary.model_requests}))
+"""
+
+
+def test_a_library_run_judges_over_http_as_the_command_does(tmp_path: Path) -> None:
+    """`sensei_eval.run_dataset(RunSpec(...))` (what `sensei-eval judge` runs) against the server: the preflight,
+    one call per record, the reports written (in a subprocess: in-process tests forbid model requests)."""
+    with serve() as server:
+        done = subprocess.run(
+            [sys.executable, '-c', _LIBRARY_RUN, server.base_url, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=RUN_LIMIT_S,
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {'exit_code': 0, 'reports': 2, 'requests': 2}
+    results = verdicts(tmp_path)
+    assert set(results) == {'docs-001', 'docs-002'}
+    assert all(r['status'] == 'ok' and r['passed'] is True for r in results.values()), results
+    paths = [(r.method, r.path.split('?')[0]) for r in server.requests]
+    assert paths[0] == ('GET', '/v1/models') and paths.count(('GET', '/v1/models')) == 1
+    assert len(server.completions()) == 2
