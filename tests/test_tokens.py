@@ -22,8 +22,8 @@ from sensei_eval.models.judge_model import EMBEDDED_TRANSCRIPT_BUDGET, JudgeMode
 
 from .helpers import ScriptedJudge, about
 
-# all 50 shared tau2-airline runs, beside the checkout when this machine has them (../shared)
-TAU = Path(__file__).resolve().parents[2] / 'shared' / 'datasets' / 'tau2-airline' / 'records.jsonl'
+# all 50 tau2-airline runs: the packaged copy of ../shared/datasets/tau2-airline, so the test runs on any clone
+TAU = Path(__file__).resolve().parents[1] / 'sensei_eval' / 'data' / 'tau2_airline' / 'records.jsonl'
 # the longest of them (tau2-airline-18, 84 steps), committed so the context tests always run
 LONGEST = Path(__file__).resolve().parent / 'data' / 'tau2_airline' / 'longest.jsonl'
 SAMPLE = Path(__file__).resolve().parents[1] / 'sensei_eval' / 'data' / 'sample.jsonl'
